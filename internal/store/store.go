@@ -1,0 +1,140 @@
+// Package store defines how the broker persists entities, messages and
+// small per-entity values, and the errors every implementation shares.
+//
+// The broker owns all semantics; a store only keeps bytes durable and finds
+// them again. Two implementations satisfy the interface and run one shared
+// test suite: memstore (nothing persisted, for --memory and tests) and
+// filestore (a segmented append-only log with group commit).
+//
+// Data model
+//
+//	entity   (ID uint64) -> Name string, Spec []byte (opaque, broker-encoded)
+//	message  (EntityID, Seq uint64) -> Meta []byte (small, opaque) + Data []byte (opaque, may be large)
+//	value    (EntityID, Key string) -> []byte (session state, auxiliary state)
+//	lastSeq  EntityID -> highest Seq ever appended (survives removal of every message)
+//
+// Meta is what the broker needs to rebuild its in-memory index on recovery
+// (state, delivery count, times, ids); Data is the encoded message and is
+// read back only on delivery or peek, so a large backlog need not sit in RAM.
+//
+// A Batch is applied atomically: after a crash either all of its operations
+// are visible on recovery or none are. Commit with sync=true returns only
+// once the batch is durable (fsync'd); concurrent committers share one fsync
+// (group commit). Commit with sync=false returns once the batch is ordered
+// in the log; it becomes durable with the next synced commit or flush.
+package store
+
+import "errors"
+
+// Errors shared by all implementations.
+var (
+	// ErrClosed is returned by every method after Close.
+	ErrClosed = errors.New("store: closed")
+	// ErrNotFound is returned by ReadData for an unknown (entity, seq).
+	ErrNotFound = errors.New("store: not found")
+	// ErrCorrupt marks unrecoverable corruption; test with errors.Is. The
+	// wrapping error names the file and offset.
+	ErrCorrupt = errors.New("store: corrupt")
+)
+
+// OpKind says what an Op does.
+type OpKind uint8
+
+// The operations of a Batch.
+const (
+	// OpPutEntity creates entity ID or replaces its Name and Spec.
+	OpPutEntity OpKind = iota + 1
+	// OpDeleteEntity removes entity ID with all its messages and values.
+	// Its lastSeq is forgotten with it (IDs are never reused).
+	OpDeleteEntity
+	// OpAppend adds message (EntityID, Seq) with Meta and Data. It raises
+	// the entity's lastSeq to Seq if higher.
+	OpAppend
+	// OpSetMeta replaces the Meta of an existing message; Data is kept.
+	OpSetMeta
+	// OpRewrite replaces both Meta and Data of an existing message.
+	OpRewrite
+	// OpRemove deletes message (EntityID, Seq).
+	OpRemove
+	// OpPutValue sets value (EntityID, Key) to Value.
+	OpPutValue
+	// OpDeleteValue removes value (EntityID, Key).
+	OpDeleteValue
+)
+
+// Op is one operation in a Batch. Which fields matter depends on Kind.
+type Op struct {
+	Kind     OpKind
+	EntityID uint64
+	Seq      uint64 // OpAppend, OpSetMeta, OpRewrite, OpRemove
+	Name     string // OpPutEntity
+	Key      string // OpPutValue, OpDeleteValue
+	Meta     []byte // OpAppend, OpSetMeta, OpRewrite
+	Data     []byte // OpPutEntity (spec), OpAppend, OpRewrite, OpPutValue (value)
+}
+
+// Batch is an ordered list of operations applied atomically.
+// The store does not retain the slices after Commit returns.
+type Batch struct {
+	Ops []Op
+}
+
+// Add appends op to the batch.
+func (b *Batch) Add(op Op) { b.Ops = append(b.Ops, op) }
+
+// Len is the number of operations.
+func (b *Batch) Len() int { return len(b.Ops) }
+
+// Reset empties the batch for reuse.
+func (b *Batch) Reset() { b.Ops = b.Ops[:0] }
+
+// Entity is a recovered entity.
+type Entity struct {
+	ID      uint64
+	Name    string
+	Spec    []byte
+	LastSeq uint64
+}
+
+// Message is a recovered message: its Meta only. Read its Data with ReadData.
+type Message struct {
+	EntityID uint64
+	Seq      uint64
+	Meta     []byte
+	Size     int // length of Data in bytes
+}
+
+// Value is a recovered value.
+type Value struct {
+	EntityID uint64
+	Key      string
+	Value    []byte
+}
+
+// Visitor receives the recovered state. Recover calls Entity for every
+// entity first (in ID order), then Message for every message (in
+// (EntityID, Seq) order), then Value for every value. The slices passed to
+// the callbacks are valid only during the call. A non-nil return aborts
+// recovery with that error.
+type Visitor struct {
+	Entity  func(Entity) error
+	Message func(Message) error
+	Value   func(Value) error
+}
+
+// Store is the persistence interface the broker uses. All methods are safe
+// for concurrent use.
+type Store interface {
+	// Commit applies b atomically. With sync it returns once b is durable.
+	Commit(b *Batch, sync bool) error
+	// Recover replays the live state to v. It is called once, before the
+	// first Commit.
+	Recover(v Visitor) error
+	// ReadData returns the Data of message (entityID, seq). The returned
+	// slice belongs to the caller.
+	ReadData(entityID, seq uint64) ([]byte, error)
+	// Sync makes every committed batch durable.
+	Sync() error
+	// Close syncs and releases all resources. Further calls return ErrClosed.
+	Close() error
+}
