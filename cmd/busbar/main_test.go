@@ -1,0 +1,132 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func noEnv(string) (string, bool) { return "", false }
+
+// syncBuffer collects a command's output while it runs.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestServeStartsAndStops(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var out syncBuffer
+	env := func(k string) (string, bool) {
+		if k == "BUSBAR_LOG_FORMAT" {
+			return "json", true
+		}
+		return "", false
+	}
+	done := make(chan int)
+	go func() {
+		done <- run(ctx, []string{"serve", "--memory", "--amqp", "127.0.0.1:0", "--http", "127.0.0.1:0"}, io.Discard, &out, env)
+	}()
+	httpAddr := regexp.MustCompile(`"http":"([^"]+)"`)
+	deadline := time.Now().Add(10 * time.Second)
+	var addr string
+	for time.Now().Before(deadline) {
+		if m := httpAddr.FindStringSubmatch(out.String()); m != nil {
+			addr = m[1]
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if addr == "" {
+		cancel()
+		<-done
+		t.Fatalf("no ready log line with the http address; output:\n%s", out.String())
+	}
+	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := c.Get("http://" + addr + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("health = %d", resp.StatusCode)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit code %d; output:\n%s", code, out.String())
+	}
+	if !strings.Contains(out.String(), `"msg":"stopped"`) {
+		t.Fatalf("no clean stop logged:\n%s", out.String())
+	}
+}
+
+func TestServeUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  func(string) (string, bool)
+		want string
+	}{
+		{"bad log level", []string{"serve", "--memory", "--log-level", "loud"}, noEnv, "log"},
+		{"bad log format", []string{"serve", "--memory", "--log-format", "xml"}, noEnv, "log"},
+		{"unknown flag", []string{"serve", "--nope"}, noEnv, "unknown flag"},
+		{"bad env", []string{"serve"}, func(k string) (string, bool) {
+			if k == "BUSBAR_MEMORY" {
+				return "maybe", true
+			}
+			return "", false
+		}, "BUSBAR_MEMORY"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			code := run(context.Background(), tc.args, io.Discard, &stderr, tc.env)
+			if code == 0 {
+				t.Fatalf("exit code 0, want failure")
+			}
+			if !strings.Contains(stderr.String(), tc.want) {
+				t.Fatalf("stderr %q does not mention %q", stderr.String(), tc.want)
+			}
+		})
+	}
+}
+
+func TestServeBadConfigNamesPath(t *testing.T) {
+	dir := t.TempDir()
+	path := dir + "/Config.json"
+	if err := writeFile(path, `{"UserConfig":{"Namespaces":[{"Name":"sbemulatorns","Queues":[{"Name":"q","Properties":{"LockDuration":"PT10M"}}]}],"Logging":{"Type":"Console"}}}`); err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	code := run(context.Background(), []string{"serve", "--memory", "--config", path, "--amqp", "127.0.0.1:0", "--http", "127.0.0.1:0"}, io.Discard, &stderr, noEnv)
+	if code == 0 {
+		t.Fatal("serve accepted an invalid Config.json")
+	}
+	if !strings.Contains(stderr.String(), "UserConfig.Namespaces[0].Queues[0].Properties.LockDuration") {
+		t.Fatalf("error does not name the JSON path: %s", stderr.String())
+	}
+}
+
+func writeFile(path, s string) error { return os.WriteFile(path, []byte(s), 0o644) }

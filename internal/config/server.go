@@ -1,0 +1,195 @@
+package config
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+)
+
+// Server is busbar serve's own configuration.
+type Server struct {
+	ConfigFile string // emulator Config.json to load at start; "" for none
+	DataDir    string // where the store keeps its files; unused with Memory
+	AMQPAddr   string // host:port of the AMQP listener
+	HTTPAddr   string // host:port of the management (ATOM) and health listener
+	Memory     bool   // keep everything in memory, nothing on disk
+	LogFormat  string // "text" or "json"
+	LogLevel   string // "debug", "info", "warn" or "error"
+}
+
+// Server defaults.
+const (
+	DefaultDataDir   = "./busbar-data"
+	DefaultAMQPAddr  = "localhost:5672"
+	DefaultHTTPAddr  = "localhost:5300"
+	DefaultLogFormat = "text"
+	DefaultLogLevel  = "info"
+)
+
+// DefaultServer returns the settings busbar serve uses when nothing is set.
+func DefaultServer() Server {
+	return Server{
+		DataDir:   DefaultDataDir,
+		AMQPAddr:  DefaultAMQPAddr,
+		HTTPAddr:  DefaultHTTPAddr,
+		LogFormat: DefaultLogFormat,
+		LogLevel:  DefaultLogLevel,
+	}
+}
+
+// Setting describes one server setting: the name of its command-line flag
+// (and of Server.Set), its environment variable, its default as text and a
+// usage line. Bool settings are boolean flags (--memory, --memory=false).
+type Setting struct {
+	Name    string
+	Env     string
+	Default string
+	Usage   string
+	Bool    bool
+}
+
+// ServerSettings lists the server settings in the order to show them. The
+// command layer declares one flag per entry and, after parsing, calls Set for
+// each flag the user gave, after FromEnv, so that flags override the
+// environment:
+//
+//	s := config.DefaultServer()
+//	if err := s.FromEnv(os.LookupEnv); err != nil { … }
+//	for _, st := range config.ServerSettings() {
+//		if f := cmd.Flags().Lookup(st.Name); f.Changed {
+//			if err := s.Set(st.Name, f.Value.String()); err != nil { … }
+//		}
+//	}
+//	if err := s.Validate(); err != nil { … }
+func ServerSettings() []Setting {
+	return []Setting{
+		{Name: "config", Env: "BUSBAR_CONFIG", Usage: "emulator Config.json declaring namespaces, queues, topics, subscriptions and rules"},
+		{Name: "data", Env: "BUSBAR_DATA", Default: DefaultDataDir, Usage: "data directory"},
+		{Name: "amqp", Env: "BUSBAR_AMQP", Default: DefaultAMQPAddr, Usage: "AMQP listen address (host:port)"},
+		{Name: "http", Env: "BUSBAR_HTTP", Default: DefaultHTTPAddr, Usage: "HTTP management listen address (host:port)"},
+		{Name: "memory", Env: "BUSBAR_MEMORY", Default: "false", Usage: "keep all data in memory (nothing is written to disk)", Bool: true},
+		{Name: "log-format", Env: "BUSBAR_LOG_FORMAT", Default: DefaultLogFormat, Usage: "log format: text or json"},
+		{Name: "log-level", Env: "BUSBAR_LOG_LEVEL", Default: DefaultLogLevel, Usage: "log level: debug, info, warn or error"},
+	}
+}
+
+// Set sets the setting with the given name (a Setting.Name) from text, as
+// given on the command line or in the environment. Log format and level are
+// case-insensitive; a boolean takes true/false, 1/0, yes/no or on/off. Set
+// checks only the syntax of booleans; Validate checks the rest.
+func (s *Server) Set(name, value string) error {
+	switch name {
+	case "config":
+		s.ConfigFile = value
+	case "data":
+		s.DataDir = value
+	case "amqp":
+		s.AMQPAddr = value
+	case "http":
+		s.HTTPAddr = value
+	case "memory":
+		b, err := parseBool(value)
+		if err != nil {
+			return &FieldError{Path: name, Msg: err.Error()}
+		}
+		s.Memory = b
+	case "log-format":
+		s.LogFormat = strings.ToLower(strings.TrimSpace(value))
+	case "log-level":
+		s.LogLevel = strings.ToLower(strings.TrimSpace(value))
+		if s.LogLevel == "warning" {
+			s.LogLevel = "warn"
+		}
+	default:
+		return &FieldError{Path: name, Msg: "unknown setting"}
+	}
+	return nil
+}
+
+func parseBool(v string) (bool, error) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "yes", "on":
+		return true, nil
+	case "no", "off":
+		return false, nil
+	}
+	b, err := strconv.ParseBool(strings.TrimSpace(v))
+	if err != nil {
+		return false, fmt.Errorf("%q is not a boolean (true or false)", v)
+	}
+	return b, nil
+}
+
+// FromEnv applies the BUSBAR_* environment variables found by lookup
+// (os.LookupEnv in production). A variable set to the empty string counts
+// as unset. Problems are reported together, each named by its variable.
+func (s *Server) FromEnv(lookup func(string) (string, bool)) error {
+	var errs ErrorList
+	for _, st := range ServerSettings() {
+		v, ok := lookup(st.Env)
+		if !ok || strings.TrimSpace(v) == "" {
+			continue
+		}
+		if err := s.Set(st.Name, v); err != nil {
+			fe := err.(*FieldError) // Set only returns *FieldError
+			errs = append(errs, &FieldError{Path: st.Env, Msg: fe.Msg})
+		}
+	}
+	return errs.err()
+}
+
+// Validate checks the settings and returns nil or an ErrorList whose paths
+// are setting names.
+func (s Server) Validate() error {
+	var errs ErrorList
+	add := func(name, format string, args ...any) {
+		errs = append(errs, &FieldError{Path: name, Msg: fmt.Sprintf(format, args...)})
+	}
+	if !s.Memory && strings.TrimSpace(s.DataDir) == "" {
+		add("data", "is required unless memory is set")
+	}
+	for _, a := range []struct{ name, addr string }{{"amqp", s.AMQPAddr}, {"http", s.HTTPAddr}} {
+		if msg := checkAddr(a.addr); msg != "" {
+			add(a.name, "%s", msg)
+		}
+	}
+	if s.AMQPAddr == s.HTTPAddr && checkAddr(s.AMQPAddr) == "" && !strings.HasSuffix(s.AMQPAddr, ":0") {
+		add("http", "%q is also the AMQP address", s.HTTPAddr)
+	}
+	if s.LogFormat != "text" && s.LogFormat != "json" {
+		add("log-format", "%q is not a log format (text or json)", s.LogFormat)
+	}
+	if _, ok := levels[s.LogLevel]; !ok {
+		add("log-level", "%q is not a log level (debug, info, warn or error)", s.LogLevel)
+	}
+	return errs.err()
+}
+
+// checkAddr returns what is wrong with a listen address, or "".
+func checkAddr(addr string) string {
+	if addr == "" {
+		return "is required (host:port)"
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Sprintf("%q is not a host:port address", addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Sprintf("%q: port %q is not a number from 0 to 65535", addr, port)
+	}
+	return ""
+}
+
+var levels = map[string]slog.Level{
+	"debug": slog.LevelDebug,
+	"info":  slog.LevelInfo,
+	"warn":  slog.LevelWarn,
+	"error": slog.LevelError,
+}
+
+// SlogLevel returns LogLevel as a slog.Level (Info for an invalid level).
+func (s Server) SlogLevel() slog.Level {
+	return levels[s.LogLevel]
+}

@@ -1,0 +1,148 @@
+package config
+
+import (
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+)
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		v, ok := m[k]
+		return v, ok
+	}
+}
+
+func TestDefaultServer(t *testing.T) {
+	s := DefaultServer()
+	want := Server{
+		DataDir: "./busbar-data", AMQPAddr: "localhost:5672", HTTPAddr: "localhost:5300",
+		LogFormat: "text", LogLevel: "info",
+	}
+	if s != want {
+		t.Errorf("got %+v, want %+v", s, want)
+	}
+	if err := s.Validate(); err != nil {
+		t.Error(err)
+	}
+	// The settings table's defaults agree with DefaultServer.
+	fromTable := Server{}
+	for _, st := range ServerSettings() {
+		if st.Default != "" {
+			if err := fromTable.Set(st.Name, st.Default); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if fromTable != s {
+		t.Errorf("ServerSettings defaults give %+v, DefaultServer %+v", fromTable, s)
+	}
+}
+
+func TestServerFromEnv(t *testing.T) {
+	s := DefaultServer()
+	err := s.FromEnv(env(map[string]string{
+		"BUSBAR_CONFIG":     "/etc/busbar/Config.json",
+		"BUSBAR_DATA":       "/var/lib/busbar",
+		"BUSBAR_AMQP":       "0.0.0.0:5671",
+		"BUSBAR_HTTP":       ":8080",
+		"BUSBAR_MEMORY":     "yes",
+		"BUSBAR_LOG_FORMAT": "JSON",
+		"BUSBAR_LOG_LEVEL":  "Warning",
+		"OTHER":             "ignored",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Server{
+		ConfigFile: "/etc/busbar/Config.json", DataDir: "/var/lib/busbar", AMQPAddr: "0.0.0.0:5671",
+		HTTPAddr: ":8080", Memory: true, LogFormat: "json", LogLevel: "warn",
+	}
+	if s != want {
+		t.Errorf("got %+v\nwant %+v", s, want)
+	}
+	if err := s.Validate(); err != nil {
+		t.Error(err)
+	}
+	if s.SlogLevel() != slog.LevelWarn {
+		t.Errorf("SlogLevel = %v", s.SlogLevel())
+	}
+
+	// Empty variables count as unset.
+	s = DefaultServer()
+	if err := s.FromEnv(env(map[string]string{"BUSBAR_DATA": "", "BUSBAR_MEMORY": " "})); err != nil || s != DefaultServer() {
+		t.Errorf("empty variables: %v, %+v", err, s)
+	}
+
+	// Bad values are reported together, by variable.
+	s = DefaultServer()
+	err = s.FromEnv(env(map[string]string{"BUSBAR_MEMORY": "maybe", "BUSBAR_DATA": "/d"}))
+	if err == nil || err.Error() != `config: BUSBAR_MEMORY: "maybe" is not a boolean (true or false)` {
+		t.Errorf("got %v", err)
+	}
+	if s.DataDir != "/d" {
+		t.Errorf("good variables should still apply: %+v", s)
+	}
+}
+
+func TestServerFlagsOverrideEnv(t *testing.T) {
+	s := DefaultServer()
+	if err := s.FromEnv(env(map[string]string{"BUSBAR_AMQP": "localhost:1", "BUSBAR_LOG_LEVEL": "debug"})); err != nil {
+		t.Fatal(err)
+	}
+	// What the command layer does for each flag the user set.
+	for name, value := range map[string]string{"amqp": "localhost:2", "memory": "true"} {
+		if err := s.Set(name, value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.AMQPAddr != "localhost:2" || !s.Memory || s.LogLevel != "debug" {
+		t.Errorf("got %+v", s)
+	}
+	if err := s.Set("colour", "red"); err == nil || err.Error() != "config: colour: unknown setting" {
+		t.Errorf("unknown setting: %v", err)
+	}
+	for _, st := range ServerSettings() {
+		if !strings.HasPrefix(st.Env, "BUSBAR_") || st.Name == "" || st.Usage == "" {
+			t.Errorf("incomplete setting %+v", st)
+		}
+	}
+}
+
+func TestServerValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*Server)
+		want string // "" for valid
+	}{
+		{"default", func(*Server) {}, ""},
+		{"no data dir", func(s *Server) { s.DataDir = "" }, "config: data: is required unless memory is set"},
+		{"memory without data dir", func(s *Server) { s.DataDir, s.Memory = "", true }, ""},
+		{"amqp missing", func(s *Server) { s.AMQPAddr = "" }, "config: amqp: is required (host:port)"},
+		{"amqp no port", func(s *Server) { s.AMQPAddr = "localhost" }, `config: amqp: "localhost" is not a host:port address`},
+		{"http bad port", func(s *Server) { s.HTTPAddr = "localhost:http" }, `config: http: "localhost:http": port "http" is not a number from 0 to 65535`},
+		{"http port too big", func(s *Server) { s.HTTPAddr = ":70000" }, `config: http: ":70000": port "70000" is not a number from 0 to 65535`},
+		{"ipv6", func(s *Server) { s.AMQPAddr = "[::1]:5672" }, ""},
+		{"any port twice", func(s *Server) { s.AMQPAddr, s.HTTPAddr = "localhost:0", "localhost:0" }, ""},
+		{"same address", func(s *Server) { s.HTTPAddr = s.AMQPAddr }, `config: http: "localhost:5672" is also the AMQP address`},
+		{"log format", func(s *Server) { s.LogFormat = "xml" }, `config: log-format: "xml" is not a log format (text or json)`},
+		{"log level", func(s *Server) { s.LogLevel = "trace" }, `config: log-level: "trace" is not a log level (debug, info, warn or error)`},
+		{"several", func(s *Server) { s.LogFormat, s.LogLevel = "", "" },
+			"config: log-format: \"\" is not a log format (text or json)\nconfig: log-level: \"\" is not a log level (debug, info, warn or error)"},
+	} {
+		s := DefaultServer()
+		tc.edit(&s)
+		err := s.Validate()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want != "" && (err == nil || err.Error() != tc.want):
+			t.Errorf("%s:\n got %v\nwant %s", tc.name, err, tc.want)
+		}
+		var list ErrorList
+		if err != nil && !errors.As(err, &list) {
+			t.Errorf("%s: %T is not an ErrorList", tc.name, err)
+		}
+	}
+}

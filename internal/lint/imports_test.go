@@ -1,0 +1,107 @@
+// Package lint holds repository-wide checks that run as ordinary tests.
+package lint
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/busbarmq/busbar"
+
+type pkg struct {
+	ImportPath string
+	Deps       []string
+}
+
+// rule forbids packages under From from depending (directly or not) on any
+// package whose path has one of the Forbidden prefixes.
+type rule struct {
+	From      string
+	Forbidden []string
+	// StdlibOnly restricts From to the standard library plus Allowed.
+	StdlibOnly bool
+	Allowed    []string
+}
+
+var rules = []rule{
+	// The core knows nothing of protocols or transports.
+	{From: "internal/broker", Forbidden: []string{"internal/amqp", "internal/servicebus", "internal/server", "internal/admin", "internal/config", "net/http", "net"}},
+	{From: "internal/store", Forbidden: []string{"internal/broker", "internal/amqp", "internal/servicebus", "internal/server", "internal/admin", "net/http"}},
+	{From: "internal/vfs", StdlibOnly: true},
+	{From: "internal/message", StdlibOnly: true},
+	{From: "internal/clock", StdlibOnly: true},
+	{From: "internal/filter", StdlibOnly: true, Allowed: []string{"internal/message"}},
+	{From: "internal/config", StdlibOnly: true},
+	// The protocol layer knows nothing of the broker.
+	{From: "internal/amqp", Forbidden: []string{"internal/broker", "internal/store", "internal/servicebus", "internal/server", "internal/admin"}},
+	{From: "internal/amqp/encoding", StdlibOnly: true},
+	{From: "internal/amqp/frames", StdlibOnly: true, Allowed: []string{"internal/amqp/encoding"}},
+	{From: "internal/auth", StdlibOnly: true, Allowed: []string{"internal/clock"}},
+}
+
+func TestImportDirection(t *testing.T) {
+	out, err := exec.Command("go", "list", "-json=ImportPath,Deps", module+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	var pkgs []pkg
+	for dec.More() {
+		var p pkg
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	if len(pkgs) == 0 {
+		t.Fatal("go list found no packages")
+	}
+	for _, p := range pkgs {
+		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
+		for _, r := range rules {
+			if rel != r.From && !strings.HasPrefix(rel, r.From+"/") {
+				continue
+			}
+			for _, d := range p.Deps {
+				drel, ours := strings.CutPrefix(d, module+"/")
+				for _, f := range r.Forbidden {
+					target := f
+					if strings.HasPrefix(f, "internal/") {
+						if ours && (drel == f || strings.HasPrefix(drel, f+"/")) && !strings.HasPrefix(drel, r.From) {
+							t.Errorf("%s must not import %s (via %s)", rel, f, d)
+						}
+						continue
+					}
+					if d == target {
+						t.Errorf("%s must not import %s", rel, target)
+					}
+				}
+				if r.StdlibOnly && !isStdlib(d) {
+					ok := false
+					for _, a := range r.Allowed {
+						if ours && (drel == a || strings.HasPrefix(drel, a+"/")) {
+							ok = true
+						}
+					}
+					if !ok {
+						t.Errorf("%s may import only the standard library%s, not %s", rel, allowedText(r.Allowed), d)
+					}
+				}
+			}
+		}
+	}
+}
+
+func isStdlib(path string) bool {
+	first, _, _ := strings.Cut(path, "/")
+	return !strings.Contains(first, ".")
+}
+
+func allowedText(a []string) string {
+	if len(a) == 0 {
+		return ""
+	}
+	return " and " + strings.Join(a, ", ")
+}

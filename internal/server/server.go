@@ -1,0 +1,210 @@
+// Package server runs Busbar: it opens the store and the broker, declares
+// the configured entities, serves AMQP and HTTP, and shuts everything down
+// in order.
+//
+// Start-up and shutdown order:
+//
+//	Start:    HTTP listener (health 503) -> store (recovery) -> broker
+//	          -> Config.json entities -> broker timers -> AMQP listener
+//	          -> health 200
+//	Shutdown: health 503 -> AMQP (stop accepting, close connections)
+//	          -> HTTP -> broker timers -> broker -> store (sync, close)
+//
+// Goroutines: one per listener (owned by Server, stopped by Shutdown) and
+// the broker's timer loop (owned by Server, stopped by cancelling its
+// context). Shutdown waits for all of them.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/busbarmq/busbar/internal/broker"
+	"github.com/busbarmq/busbar/internal/clock"
+	"github.com/busbarmq/busbar/internal/config"
+	"github.com/busbarmq/busbar/internal/store"
+	"github.com/busbarmq/busbar/internal/store/filestore"
+	"github.com/busbarmq/busbar/internal/store/memstore"
+)
+
+// Options configure a Server.
+type Options struct {
+	DataDir  string // store directory; unused with Memory
+	Memory   bool   // keep nothing on disk
+	AMQPAddr string // AMQP listen address ("127.0.0.1:0" picks a port)
+	HTTPAddr string // HTTP listen address
+
+	// Entities are declared at start-up (created, or updated if present).
+	Entities *config.EmulatorConfig
+
+	// Salvage opens a damaged data directory, dropping what cannot be read.
+	Salvage bool
+
+	Logger *slog.Logger // nil discards
+	Clock  clock.Clock  // nil means the wall clock
+}
+
+// Server is a running broker.
+type Server struct {
+	log    *slog.Logger
+	store  store.Store
+	broker *broker.Broker
+	health health
+
+	httpLn  net.Listener
+	httpSrv *http.Server
+	amqpLn  net.Listener
+	amqp    amqpServer
+
+	cancelTimers context.CancelFunc
+	wg           sync.WaitGroup
+
+	shutdownOnce sync.Once
+	shutdownErr  error
+}
+
+// Start brings a broker up and returns once it is serving. ctx bounds
+// start-up only.
+func Start(ctx context.Context, o Options) (_ *Server, err error) {
+	begin := time.Now()
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{log: log}
+	defer func() {
+		if err != nil {
+			s.close(context.Background())
+		}
+	}()
+
+	// HTTP first, so a health probe sees 503 while the store recovers.
+	if s.httpLn, err = net.Listen("tcp", o.HTTPAddr); err != nil {
+		return nil, fmt.Errorf("http listener: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /health", &s.health)
+	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	s.goServe("http", func() error { return s.httpSrv.Serve(s.httpLn) })
+
+	if o.Memory {
+		s.store = memstore.New()
+	} else {
+		fs, err := filestore.Open(filestore.Options{Dir: o.DataDir, Salvage: o.Salvage, Logger: log.With("component", "store")})
+		if err != nil {
+			return nil, fmt.Errorf("open data directory %s: %w", o.DataDir, err)
+		}
+		s.store = fs
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.broker, err = broker.Open(broker.Options{Store: s.store, Clock: o.Clock, Logger: log.With("component", "broker")})
+	if err != nil {
+		return nil, fmt.Errorf("recover broker state: %w", err)
+	}
+	if o.Entities != nil {
+		created, updated, err := applyEntities(s.broker, o.Entities)
+		if err != nil {
+			return nil, err
+		}
+		log.Info("declared entities from config", "created", created, "updated", updated)
+	}
+	timerCtx, cancel := context.WithCancel(context.Background())
+	s.cancelTimers = cancel
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		_ = s.broker.Run(timerCtx)
+	}()
+
+	if s.amqpLn, err = net.Listen("tcp", o.AMQPAddr); err != nil {
+		return nil, fmt.Errorf("amqp listener: %w", err)
+	}
+	if s.amqp, err = newAMQPServer(s.broker, log); err != nil {
+		return nil, err
+	}
+	s.goServe("amqp", func() error { return s.amqp.Serve(s.amqpLn) })
+
+	s.health.ready.Store(true)
+	dataDir := o.DataDir
+	if o.Memory {
+		dataDir = "(memory)"
+	}
+	log.Info("busbar ready",
+		"amqp", s.amqpLn.Addr().String(),
+		"http", s.httpLn.Addr().String(),
+		"data", dataDir,
+		"queues", len(s.broker.ListQueues()),
+		"startup", time.Since(begin).Round(time.Millisecond).String())
+	return s, nil
+}
+
+// AMQPAddr is the address the AMQP listener is bound to.
+func (s *Server) AMQPAddr() net.Addr { return s.amqpLn.Addr() }
+
+// HTTPAddr is the address the HTTP listener is bound to.
+func (s *Server) HTTPAddr() net.Addr { return s.httpLn.Addr() }
+
+// Broker is the running broker core.
+func (s *Server) Broker() *broker.Broker { return s.broker }
+
+// Shutdown stops accepting work, closes connections, and flushes and
+// closes the store. It waits for every goroutine the server started, or
+// until ctx is done. Calling it again returns the first result.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.shutdownOnce.Do(func() { s.shutdownErr = s.close(ctx) })
+	return s.shutdownErr
+}
+
+func (s *Server) close(ctx context.Context) error {
+	s.health.ready.Store(false)
+	var errs []error
+	if s.amqp != nil {
+		errs = append(errs, s.amqp.Shutdown(ctx))
+	}
+	if s.amqpLn != nil {
+		// Serve may not have taken the listener yet; closing it here makes
+		// sure its loop ends. An already-closed listener is fine.
+		if err := s.amqpLn.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	if s.httpSrv != nil {
+		errs = append(errs, s.httpSrv.Shutdown(ctx))
+	}
+	if s.cancelTimers != nil {
+		s.cancelTimers()
+	}
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		errs = append(errs, fmt.Errorf("waiting for server goroutines: %w", ctx.Err()))
+	}
+	if s.broker != nil {
+		errs = append(errs, s.broker.Close())
+	}
+	if s.store != nil {
+		errs = append(errs, s.store.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// goServe runs a listener loop, logging how it ended.
+func (s *Server) goServe(name string, serve func() error) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+			s.log.Error("listener stopped", "listener", name, "err", err)
+		}
+	}()
+}

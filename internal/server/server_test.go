@@ -1,0 +1,185 @@
+package server
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/busbarmq/busbar/internal/config"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func start(t *testing.T, o Options) *Server {
+	t.Helper()
+	if o.AMQPAddr == "" {
+		o.AMQPAddr = "127.0.0.1:0"
+	}
+	if o.HTTPAddr == "" {
+		o.HTTPAddr = "127.0.0.1:0"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := Start(ctx, o)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	return s
+}
+
+func stop(t *testing.T, s *Server) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, strings.TrimSpace(string(b))
+}
+
+func TestHealthAndShutdown(t *testing.T) {
+	s := start(t, Options{Memory: true})
+	code, body := get(t, "http://"+s.HTTPAddr().String()+"/health")
+	if code != 200 || body != `{"status":"healthy"}` {
+		t.Fatalf("health = %d %s, want 200 {\"status\":\"healthy\"}", code, body)
+	}
+	stop(t, s)
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Fatalf("second Shutdown: %v", err)
+	}
+}
+
+func TestHealthBeforeReady(t *testing.T) {
+	var h health
+	rec := &recorder{header: http.Header{}}
+	h.ServeHTTP(rec, nil)
+	if rec.code != http.StatusServiceUnavailable {
+		t.Fatalf("health before ready = %d, want 503", rec.code)
+	}
+}
+
+type recorder struct {
+	header http.Header
+	code   int
+	body   strings.Builder
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.code == 0 {
+		r.code = 200
+	}
+	return r.body.Write(b)
+}
+func (r *recorder) WriteHeader(code int) { r.code = code }
+
+const sampleConfig = `{
+  // Busbar accepts the emulator's Config.json verbatim.
+  "UserConfig": {
+    "Namespaces": [
+      {
+        "Name": "sbemulatorns",
+        "Queues": [
+          {
+            "Name": "queue.1",
+            "Properties": {
+              "DeadLetteringOnMessageExpiration": false,
+              "DefaultMessageTimeToLive": "PT1H",
+              "DuplicateDetectionHistoryTimeWindow": "PT20S",
+              "ForwardDeadLetteredMessagesTo": "",
+              "ForwardTo": "",
+              "LockDuration": "PT1M",
+              "MaxDeliveryCount": 3,
+              "RequiresDuplicateDetection": false,
+              "RequiresSession": false
+            }
+          },
+          { "Name": "long-lived", "Properties": { "DefaultMessageTimeToLive": "P14D", "MaxDeliveryCount": 50 } }
+        ],
+        "Topics": []
+      }
+    ],
+    "Logging": { "Type": "File" }
+  }
+}`
+
+func TestConfigEntitiesPersistAcrossRestart(t *testing.T) {
+	dir := t.TempDir()
+	ec, err := config.LoadEmulatorConfig(strings.NewReader(sampleConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, Options{DataDir: dir, Entities: ec})
+	q, err := s.Broker().GetQueue("queue.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Properties.MaxDeliveryCount != 3 || q.Properties.LockDuration != time.Minute {
+		t.Fatalf("queue.1 properties = %+v", q.Properties)
+	}
+	long, err := s.Broker().GetQueue("long-lived")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if long.Properties.DefaultMessageTimeToLive != 14*24*time.Hour || long.Properties.MaxDeliveryCount != 50 {
+		t.Fatalf("long-lived beyond the emulator's quotas = %+v", long.Properties)
+	}
+	// An entity created at run time survives a restart with a config that
+	// does not name it; one named in the config is updated.
+	if _, err := s.Broker().CreateQueue("runtime", s.Broker().ListQueues()[0].Properties); err != nil {
+		t.Fatal(err)
+	}
+	stop(t, s)
+
+	ec2, err := config.LoadEmulatorConfig(strings.NewReader(strings.Replace(sampleConfig, `"MaxDeliveryCount": 3`, `"MaxDeliveryCount": 7`, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = start(t, Options{DataDir: dir, Entities: ec2})
+	defer stop(t, s)
+	if _, err := s.Broker().GetQueue("runtime"); err != nil {
+		t.Fatalf("runtime queue lost across restart: %v", err)
+	}
+	q, err = s.Broker().GetQueue("queue.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Properties.MaxDeliveryCount != 7 {
+		t.Fatalf("queue.1 not updated from config: MaxDeliveryCount = %d", q.Properties.MaxDeliveryCount)
+	}
+}
+
+func TestInvalidEntityFailsStart(t *testing.T) {
+	ec, err := config.LoadEmulatorConfig(strings.NewReader(`{"UserConfig":{"Namespaces":[{"Name":"sbemulatorns","Queues":[{"Name":"a","Properties":{"ForwardTo":"a"}}]}],"Logging":{"Type":"Console"}}}`))
+	if err != nil {
+		// The loader caught it; that is the clear error we want.
+		return
+	}
+	_, err = Start(context.Background(), Options{Memory: true, AMQPAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Entities: ec})
+	if err == nil {
+		t.Fatal("Start accepted a queue forwarding to itself")
+	}
+}
+
+func TestBadDataDirFailsStart(t *testing.T) {
+	_, err := Start(context.Background(), Options{DataDir: "/proc/busbar-cannot-write-here", AMQPAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"})
+	if err == nil {
+		t.Fatal("Start succeeded on an unusable data directory")
+	}
+}
