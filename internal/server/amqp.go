@@ -1,42 +1,45 @@
 package server
 
 import (
-	"context"
 	"log/slog"
-	"net"
 
+	"github.com/busbarmq/busbar/internal/amqp"
+	"github.com/busbarmq/busbar/internal/auth"
 	"github.com/busbarmq/busbar/internal/broker"
+	"github.com/busbarmq/busbar/internal/clock"
+	"github.com/busbarmq/busbar/internal/servicebus"
 )
 
-// amqpServer is the AMQP side of the server.
-type amqpServer interface {
-	Serve(net.Listener) error
-	Shutdown(context.Context) error
-}
-
 // newAMQPServer builds the AMQP endpoint speaking Service Bus's dialect.
-// TODO(issue 3): replace with internal/servicebus once it lands; until
-// then connections are accepted and closed.
-func newAMQPServer(b *broker.Broker, log *slog.Logger) (amqpServer, error) {
-	return &closingServer{}, nil
+func newAMQPServer(b *broker.Broker, a *auth.Authenticator, o Options, log *slog.Logger) (*amqp.Server, error) {
+	h, err := servicebus.New(servicebus.Config{
+		Broker: b,
+		Auth:   a,
+		Clock:  o.Clock,
+		Logger: log.With("component", "servicebus"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	cfg := o.AMQP
+	cfg.Logger = log.With("component", "amqp")
+	return amqp.NewServer(h, cfg)
 }
 
-type closingServer struct{ ln net.Listener }
-
-func (c *closingServer) Serve(ln net.Listener) error {
-	c.ln = ln
-	for {
-		conn, err := ln.Accept()
-		if err != nil {
-			return err
+// newAuthenticator builds the SAS authenticator both listeners share.
+func newAuthenticator(o Options, log *slog.Logger) (*auth.Authenticator, error) {
+	var clk clock.Clock = o.Clock
+	a, err := auth.New(auth.Config{Policies: o.Policies, AllowAnyKey: o.AllowAnyKey, Clock: clk})
+	if err != nil {
+		return nil, err
+	}
+	if o.AllowAnyKey {
+		log.Warn("accepting any shared access key (--allow-any-key): clients are not authenticated")
+	}
+	for _, p := range a.Policies() {
+		if p.IsWellKnownDefault() {
+			log.Warn("the well-known emulator key is in use; set your own policy keys for anything but local development", "policy", p.Name)
 		}
-		conn.Close()
 	}
-}
-
-func (c *closingServer) Shutdown(context.Context) error {
-	if c.ln != nil {
-		return c.ln.Close()
-	}
-	return nil
+	return a, nil
 }

@@ -21,3 +21,20 @@ func (h *health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	_, _ = w.Write([]byte(`{"status":"healthy"}` + "\n"))
 }
+
+// lateHandler serves 503 until its handler is set: the admin API needs the
+// broker, which exists only after recovery, but the HTTP listener is up
+// before that.
+type lateHandler struct {
+	h atomic.Pointer[http.Handler]
+}
+
+func (l *lateHandler) set(h http.Handler) { l.h.Store(&h) }
+
+func (l *lateHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h := l.h.Load(); h != nil {
+		(*h).ServeHTTP(w, r)
+		return
+	}
+	http.Error(w, "Busbar is starting", http.StatusServiceUnavailable)
+}

@@ -25,6 +25,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/busbarmq/busbar/internal/admin"
+	"github.com/busbarmq/busbar/internal/amqp"
+	"github.com/busbarmq/busbar/internal/auth"
 	"github.com/busbarmq/busbar/internal/broker"
 	"github.com/busbarmq/busbar/internal/clock"
 	"github.com/busbarmq/busbar/internal/config"
@@ -46,6 +49,16 @@ type Options struct {
 	// Salvage opens a damaged data directory, dropping what cannot be read.
 	Salvage bool
 
+	// Policies are the shared access policies clients sign tokens with;
+	// empty means the emulator's RootManageSharedAccessKey / SAS_KEY_VALUE.
+	Policies []auth.Policy
+	// AllowAnyKey accepts tokens signed with any key.
+	AllowAnyKey bool
+
+	// AMQP tunes the AMQP endpoint (limits, time-outs); zero values take
+	// the endpoint's defaults.
+	AMQP amqp.Config
+
 	Logger *slog.Logger // nil discards
 	Clock  clock.Clock  // nil means the wall clock
 }
@@ -56,11 +69,12 @@ type Server struct {
 	store  store.Store
 	broker *broker.Broker
 	health health
+	admin  lateHandler
 
 	httpLn  net.Listener
 	httpSrv *http.Server
 	amqpLn  net.Listener
-	amqp    amqpServer
+	amqp    *amqp.Server
 
 	cancelTimers context.CancelFunc
 	wg           sync.WaitGroup
@@ -84,12 +98,18 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		}
 	}()
 
+	authn, err := newAuthenticator(o, log)
+	if err != nil {
+		return nil, err
+	}
+
 	// HTTP first, so a health probe sees 503 while the store recovers.
 	if s.httpLn, err = net.Listen("tcp", o.HTTPAddr); err != nil {
 		return nil, fmt.Errorf("http listener: %w", err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /health", &s.health)
+	mux.Handle("/", &s.admin)
 	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	s.goServe("http", func() error { return s.httpSrv.Serve(s.httpLn) })
 
@@ -116,6 +136,12 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		}
 		log.Info("declared entities from config", "created", created, "updated", updated)
 	}
+	adm, err := admin.New(admin.Options{Broker: s.broker, Auth: authn, Clock: o.Clock, Logger: log.With("component", "admin")})
+	if err != nil {
+		return nil, err
+	}
+	s.admin.set(adm)
+
 	timerCtx, cancel := context.WithCancel(context.Background())
 	s.cancelTimers = cancel
 	s.wg.Add(1)
@@ -127,7 +153,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if s.amqpLn, err = net.Listen("tcp", o.AMQPAddr); err != nil {
 		return nil, fmt.Errorf("amqp listener: %w", err)
 	}
-	if s.amqp, err = newAMQPServer(s.broker, log); err != nil {
+	if s.amqp, err = newAMQPServer(s.broker, authn, o, log); err != nil {
 		return nil, err
 	}
 	s.goServe("amqp", func() error { return s.amqp.Serve(s.amqpLn) })

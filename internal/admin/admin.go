@@ -1,0 +1,267 @@
+package admin
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/busbarmq/busbar/internal/auth"
+	"github.com/busbarmq/busbar/internal/broker"
+	"github.com/busbarmq/busbar/internal/clock"
+)
+
+// Options configure a Handler.
+type Options struct {
+	// Broker is the queue engine. Required.
+	Broker *broker.Broker
+	// Auth validates the SAS token of every request (Manage rights
+	// required) and the supplementary tokens for forwarding targets.
+	// Required.
+	Auth *auth.Authenticator
+	// Namespace is the namespace name in entries' <author> and in
+	// $namespaceinfo. Default "busbar".
+	Namespace string
+	// Clock tells the time for error timestamps and the namespace's
+	// creation time; nil is the wall clock.
+	Clock clock.Clock
+	// Logger receives failed requests (each with the tracking id the
+	// client sees); nil discards them.
+	Logger *slog.Logger
+}
+
+// Handler serves the management API (see the package documentation for
+// its URL space). Its exported methods other than ServeHTTP are the data
+// functions the endpoints wrap. It is safe for concurrent use.
+type Handler struct {
+	broker    *broker.Broker
+	auth      *auth.Authenticator
+	namespace string
+	clock     clock.Clock
+	log       *slog.Logger
+	started   time.Time // the namespace's CreatedTime and ModifiedTime
+}
+
+var _ http.Handler = (*Handler)(nil)
+
+// New returns a Handler for o.
+func New(o Options) (*Handler, error) {
+	if o.Broker == nil {
+		return nil, errors.New("admin: Options.Broker is required")
+	}
+	if o.Auth == nil {
+		return nil, errors.New("admin: Options.Auth is required")
+	}
+	h := &Handler{broker: o.Broker, auth: o.Auth, namespace: o.Namespace, clock: o.Clock, log: o.Logger}
+	if h.namespace == "" {
+		h.namespace = "busbar"
+	}
+	if h.clock == nil {
+		h.clock = clock.Real{}
+	}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	h.started = h.clock.Now().UTC()
+	return h, nil
+}
+
+// request is one HTTP request on its way through the handler.
+type request struct {
+	r     *http.Request
+	path  string // decoded, without leading and trailing '/'
+	res   resource
+	grant auth.Grant // what the Authorization header's token grants
+	site  *site
+}
+
+// reply is an endpoint's answer.
+type reply struct {
+	status      int
+	contentType string // empty for an empty body
+	body        []byte
+}
+
+// site is what rendering needs to know of the request: how the client
+// reached the namespace, and when.
+type site struct {
+	scheme     string // http or https, as the request came in
+	host       string // the request's Host: host[:port]
+	apiVersion string // echoed into ids and links; empty if not sent
+	namespace  string
+	now        time.Time
+}
+
+// url is the absolute URL of a namespace-relative path, with query (raw,
+// already escaped) and api-version as its query.
+func (s *site) url(path, query string) string {
+	u := s.scheme + "://" + s.host + "/" + path
+	if s.apiVersion != "" {
+		if query != "" {
+			query += "&"
+		}
+		query += "api-version=" + url.QueryEscape(s.apiVersion)
+	}
+	if query != "" {
+		u += "?" + query
+	}
+	return u
+}
+
+// forwardURI is how a forwarding target is written back: the absolute
+// sb:// URI the service stores (§1.13). Empty stays empty.
+func (s *site) forwardURI(entity string) string {
+	if entity == "" {
+		return ""
+	}
+	return "sb://" + s.host + "/" + entity
+}
+
+func (s *site) entry(status int, m entryMeta, content func(*xmlWriter)) *reply {
+	var w xmlWriter
+	writeEntry(&w, true, m, content)
+	return &reply{status: status, contentType: contentTypeEntry, body: w.bytes()}
+}
+
+// ServeHTTP authenticates the request, routes it to its endpoint and
+// writes the endpoint's reply, or the error.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rq := &request{
+		r:    r,
+		path: strings.Trim(r.URL.Path, "/"),
+		site: &site{
+			scheme:     "http",
+			host:       r.Host,
+			apiVersion: queryParam(r.URL.Query(), "api-version"),
+			namespace:  h.namespace,
+			now:        h.clock.Now().UTC(),
+		},
+	}
+	if r.TLS != nil {
+		rq.site.scheme = "https"
+	}
+	if rq.site.host == "" { // HTTP/1.0 without a Host header
+		rq.site.host = h.namespace
+	}
+	rep, err := h.serve(rq)
+	if err != nil {
+		h.writeError(w, rq, err)
+		return
+	}
+	if rep.contentType != "" {
+		w.Header().Set("Content-Type", rep.contentType)
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(rep.body)))
+	w.WriteHeader(rep.status)
+	_, _ = w.Write(rep.body)
+}
+
+func (h *Handler) serve(rq *request) (*reply, error) {
+	g, err := h.auth.ValidateHeader(rq.r.Header.Get("Authorization"), rq.path)
+	if err != nil {
+		return nil, err
+	}
+	if !g.Rights.Has(auth.Manage) {
+		return nil, errorf(http.StatusUnauthorized, "Unauthorized access. 'Manage' claim(s) are required to perform this operation; the key '%s' grants %s.", g.KeyName, g.Rights)
+	}
+	rq.grant = g
+	if rq.res, err = parseResource(rq.path); err != nil {
+		return nil, err
+	}
+	methods := routes[rq.res.kind]
+	ep := methods[rq.r.Method]
+	if ep == nil {
+		return nil, methodNotAllowed(rq.r.Method, rq.path, methods)
+	}
+	return ep(h, rq)
+}
+
+// authorizeForwarding checks that the client may forward to target (an
+// entity path; empty means no forwarding): its token must grant Send on
+// the target, or the supplementary header (ServiceBusSupplementaryAuthorization,
+// ServiceBusDlqSupplementaryAuthorization) must carry one that does (§1.4).
+// The SDKs sign that second token for different resources (the target,
+// the namespace host), all of which cover the target.
+func (h *Handler) authorizeForwarding(rq *request, target, header string) error {
+	if target == "" || (rq.grant.Rights.Has(auth.Send) && rq.grant.Covers(target)) {
+		return nil
+	}
+	tok := rq.r.Header.Get(header)
+	if tok == "" {
+		return errorf(http.StatusUnauthorized, "Forwarding to '%s' requires Send rights on it: the request's token does not grant them, and it has no %s header.", target, header)
+	}
+	g, err := h.auth.ValidateHeader(tok, target)
+	if err != nil {
+		var ae *auth.Error
+		if errors.As(err, &ae) {
+			return errorf(http.StatusUnauthorized, "%s: %s", header, ae.Msg)
+		}
+		return err
+	}
+	if !g.Rights.Has(auth.Send) {
+		return errorf(http.StatusUnauthorized, "%s: the key '%s' grants %s, not the Send rights forwarding to '%s' requires.", header, g.KeyName, g.Rights, target)
+	}
+	return nil
+}
+
+// writeError writes err as the service does (§1.5): the status from
+// httpStatus and <Error><Code>…</Code><Detail>…</Detail></Error>, the detail
+// ending in a tracking id that is also logged.
+func (h *Handler) writeError(w http.ResponseWriter, rq *request, err error) {
+	status, subCode, msg := httpStatus(err)
+	tracking := uuid.NewString()
+	detail := msg
+	if subCode != 0 {
+		detail = fmt.Sprintf("SubCode=%d. %s", subCode, msg)
+	}
+	detail += fmt.Sprintf(" TrackingId:%s, SystemTracker:%s:%s, Timestamp:%s",
+		tracking, rq.site.host, rq.path, rq.site.now.Format("2006-01-02T15:04:05"))
+
+	level := slog.LevelDebug
+	if status >= http.StatusInternalServerError {
+		level = slog.LevelError
+	}
+	h.log.Log(rq.r.Context(), level, "management request failed",
+		"method", rq.r.Method, "path", rq.path, "status", status, "trackingId", tracking, "err", err)
+
+	var xw xmlWriter
+	xw.open("Error")
+	xw.int("Code", int64(status))
+	xw.text("Detail", detail)
+	xw.close("Error")
+	var ae *Error
+	if errors.As(err, &ae) && ae.Allow != "" {
+		w.Header().Set("Allow", ae.Allow)
+	}
+	w.Header().Set("Content-Type", contentTypeError)
+	w.Header().Set("Content-Length", strconv.Itoa(len(xw.bytes())))
+	w.WriteHeader(status)
+	_, _ = w.Write(xw.bytes())
+}
+
+// queryParam returns the first value of a query parameter, its name
+// matched exactly, else case-insensitively; "" if absent. (The URL parser
+// has already decoded %24skip to $skip.)
+func queryParam(q url.Values, name string) string {
+	if v, ok := q[name]; ok && len(v) > 0 {
+		return v[0]
+	}
+	for k, v := range q {
+		if strings.EqualFold(k, name) && len(v) > 0 {
+			return v[0]
+		}
+	}
+	return ""
+}
+
+// readBody parses a request body as XML, at most maxBodyBytes of it.
+func readBody(r io.ReadCloser) (*element, error) {
+	return parseXML(http.MaxBytesReader(nil, r, maxBodyBytes))
+}

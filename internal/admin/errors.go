@@ -1,0 +1,99 @@
+package admin
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/busbarmq/busbar/internal/auth"
+	"github.com/busbarmq/busbar/internal/broker"
+)
+
+// Error is a failure the admin layer finds itself (bad XML, a bad query
+// parameter, a missing right, an unsupported path) with its HTTP status
+// decided. Broker and auth errors keep their own types; httpStatus maps
+// them.
+type Error struct {
+	Status int    // HTTP status code
+	Msg    string // the sentence the client sees in <Detail>
+	// Allow lists the methods a 405 answer names in its Allow header.
+	Allow string
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+func errorf(status int, format string, args ...any) *Error {
+	return &Error{Status: status, Msg: fmt.Sprintf(format, args...)}
+}
+
+// badRequest is a 400 for input this package rejects.
+func badRequest(format string, args ...any) *Error {
+	return errorf(http.StatusBadRequest, format, args...)
+}
+
+// invalidProperty is a 400 naming the property at fault, worded like
+// broker.QueueProperties.Validate's errors.
+func invalidProperty(name, format string, args ...any) *Error {
+	return badRequest("invalid %s: %s", name, fmt.Sprintf(format, args...))
+}
+
+// errTopicsNotSupported answers every topic, subscription and rule request
+// until the broker has topics.
+var errTopicsNotSupported = &Error{
+	Status: http.StatusNotImplemented,
+	Msg:    "Topics are not supported yet: this Busbar namespace serves queues only, so topics, subscriptions and rules cannot be listed, created, read or deleted.",
+}
+
+// httpStatus is the one place where errors become HTTP status codes (and
+// the Service Bus sub-code put in front of the detail, §1.5). It also
+// returns the message for <Detail>.
+func httpStatus(err error) (status, subCode int, msg string) {
+	var ae *Error
+	if errors.As(err, &ae) {
+		return ae.Status, subCodeOf(ae.Status), ae.Msg
+	}
+	var authErr *auth.Error
+	if errors.As(err, &authErr) {
+		// Every token failure (missing, malformed, unknown key, bad
+		// signature, expired, wrong audience) is 401, as in Service Bus.
+		return http.StatusUnauthorized, 40100, authErr.Msg
+	}
+	var be *broker.Error
+	if !errors.As(err, &be) {
+		return http.StatusInternalServerError, 0, internalMsg
+	}
+	switch be.Kind {
+	case broker.KindNotFound, broker.KindMessageNotFound:
+		status = http.StatusNotFound
+	case broker.KindAlreadyExists:
+		status = http.StatusConflict
+	case broker.KindInvalidArgument, broker.KindMessageTooLarge, broker.KindLockLost:
+		status = http.StatusBadRequest
+	case broker.KindNotAllowed:
+		// Changing an immutable property, updating a sub-queue: the
+		// service answers these with 400 Bad Request.
+		status = http.StatusBadRequest
+	case broker.KindQuotaExceeded:
+		status = http.StatusForbidden
+	case broker.KindEntityDisabled:
+		return http.StatusForbidden, 40301, be.Error()
+	case broker.KindClosed:
+		return http.StatusServiceUnavailable, 0, "The namespace is shutting down; retry against the restarted server."
+	default:
+		return http.StatusInternalServerError, 0, internalMsg
+	}
+	return status, subCodeOf(status), be.Error()
+}
+
+// internalMsg is all a client learns of an internal failure; the server log
+// has the cause under the same tracking id.
+const internalMsg = "The server encountered an internal error; its log has the details under this TrackingId."
+
+// subCodeOf is the generic Service Bus sub-code of a 4xx status (40000,
+// 40400, 40900, …); 5xx answers carry none.
+func subCodeOf(status int) int {
+	if status >= 400 && status < 500 {
+		return status * 100
+	}
+	return 0
+}

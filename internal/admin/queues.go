@@ -1,0 +1,263 @@
+package admin
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/busbarmq/busbar/internal/broker"
+)
+
+// Queue is a queue as the management API describes it: its settable
+// properties and its runtime properties.
+type Queue struct {
+	Name       string
+	Properties broker.QueueProperties
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+	AccessedAt time.Time // zero if never accessed
+	Counts     MessageCounts
+}
+
+// MessageCounts are an entity's runtime counts as the management API
+// reports them (MessageCount, SizeInBytes and CountDetails, §1.11).
+type MessageCounts struct {
+	// Active counts messages available, locked or deferred: Service Bus
+	// has no deferred count and reports deferred messages as active.
+	Active             int64
+	DeadLetter         int64
+	Scheduled          int64
+	Transfer           int64
+	TransferDeadLetter int64
+	// Total is MessageCount: every message of every sub-queue.
+	Total       int64
+	SizeInBytes int64
+}
+
+func queueOf(info broker.QueueInfo) Queue {
+	c := info.Counts
+	return Queue{
+		Name:       info.Name,
+		Properties: info.Properties,
+		CreatedAt:  info.CreatedAt,
+		UpdatedAt:  info.UpdatedAt,
+		AccessedAt: info.AccessedAt,
+		Counts: MessageCounts{
+			Active:             c.Active + c.Deferred,
+			DeadLetter:         c.DeadLetter,
+			Scheduled:          c.Scheduled,
+			Transfer:           c.Transfer,
+			TransferDeadLetter: c.TransferDeadLetter,
+			Total:              c.Total,
+			SizeInBytes:        c.SizeInBytes,
+		},
+	}
+}
+
+// Paging limits of list requests (§1.3).
+const (
+	DefaultPageSize = 100 // $top when absent
+	MaxPageSize     = 100 // larger $top values are cut to this
+)
+
+// ListOptions select one page of a list, by name order.
+type ListOptions struct {
+	Skip int // entries to skip; 0 or more
+	Top  int // page size; 0 means DefaultPageSize, more than MaxPageSize means MaxPageSize
+}
+
+// QueuePage is one page of queues.
+type QueuePage struct {
+	Queues []Queue
+	// More reports whether queues remain after this page.
+	More bool
+}
+
+// GetQueue returns a queue's description with its runtime counts.
+func (h *Handler) GetQueue(name string) (Queue, error) {
+	info, err := h.broker.GetQueue(name)
+	if err != nil {
+		return Queue{}, err
+	}
+	return queueOf(info), nil
+}
+
+// CreateQueue creates a queue. The broker validates the name and every
+// property.
+func (h *Handler) CreateQueue(name string, p broker.QueueProperties) (Queue, error) {
+	info, err := h.broker.CreateQueue(name, p)
+	if err != nil {
+		return Queue{}, err
+	}
+	return queueOf(info), nil
+}
+
+// UpdateQueue replaces a queue's properties; immutable ones
+// (RequiresSession, RequiresDuplicateDetection, EnablePartitioning) must
+// keep their values.
+func (h *Handler) UpdateQueue(name string, p broker.QueueProperties) (Queue, error) {
+	info, err := h.broker.UpdateQueue(name, p)
+	if err != nil {
+		return Queue{}, err
+	}
+	return queueOf(info), nil
+}
+
+// DeleteQueue deletes a queue with its messages.
+func (h *Handler) DeleteQueue(name string) error {
+	return h.broker.DeleteQueue(name)
+}
+
+// ListQueues returns a page of queues in name order (case-insensitive),
+// stable across calls while no queue is created or deleted. A Skip past
+// the end gives an empty page.
+func (h *Handler) ListQueues(o ListOptions) QueuePage {
+	top := o.Top
+	if top <= 0 {
+		top = DefaultPageSize
+	}
+	top = min(top, MaxPageSize)
+	all := h.broker.ListQueues()
+	skip := min(max(o.Skip, 0), len(all))
+	end := min(skip+top, len(all))
+	page := QueuePage{Queues: make([]Queue, 0, end-skip), More: end < len(all)}
+	for _, info := range all[skip:end] {
+		page.Queues = append(page.Queues, queueOf(info))
+	}
+	return page
+}
+
+// queueEntry writes q as an entry inside a feed, or a top-level one.
+func queueEntry(w *xmlWriter, topLevel bool, q Queue, s *site) {
+	m := entryMeta{id: s.url(q.Name, ""), title: q.Name, published: q.CreatedAt, updated: q.UpdatedAt, author: s.namespace}
+	writeEntry(w, topLevel, m, func(w *xmlWriter) { writeQueueDescription(w, q, s) })
+}
+
+func queueReply(status int, q Queue, s *site) *reply {
+	var w xmlWriter
+	queueEntry(&w, true, q, s)
+	return &reply{status: status, contentType: contentTypeEntry, body: w.bytes()}
+}
+
+// getEntity serves GET /{entity}: the queue with its runtime counts, or
+// 404 (which Go's GetQueue turns into nil, nil, §1.5).
+func getEntity(h *Handler, rq *request) (*reply, error) {
+	q, err := h.GetQueue(rq.res.entity)
+	if err != nil {
+		return nil, err
+	}
+	return queueReply(http.StatusOK, q, rq.site), nil
+}
+
+// putEntity serves PUT /{entity}: create (201), or update when If-Match
+// is present (200, §1.4). The body's description element says what kind
+// of entity it is.
+func putEntity(h *Handler, rq *request) (*reply, error) {
+	root, err := readBody(rq.r.Body)
+	if err != nil {
+		return nil, err
+	}
+	desc, err := description(root)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case desc.is(nsServiceBus, "QueueDescription"):
+		return putQueue(h, rq, desc)
+	case desc.is(nsServiceBus, "TopicDescription"):
+		return nil, errTopicsNotSupported
+	}
+	return nil, badRequest("The body describes a <%s>; a PUT on an entity path takes a QueueDescription.", desc.name.Local)
+}
+
+func putQueue(h *Handler, rq *request, desc *element) (*reply, error) {
+	p, err := decodeQueueProperties(desc, rq.site.now)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.authorizeForwarding(rq, p.ForwardTo, "ServiceBusSupplementaryAuthorization"); err != nil {
+		return nil, err
+	}
+	if err := h.authorizeForwarding(rq, p.ForwardDeadLetteredMessagesTo, "ServiceBusDlqSupplementaryAuthorization"); err != nil {
+		return nil, err
+	}
+	if rq.r.Header.Get("If-Match") != "" {
+		q, err := h.UpdateQueue(rq.res.entity, p)
+		if err != nil {
+			return nil, err
+		}
+		return queueReply(http.StatusOK, q, rq.site), nil
+	}
+	q, err := h.CreateQueue(rq.res.entity, p)
+	if err != nil {
+		return nil, err
+	}
+	return queueReply(http.StatusCreated, q, rq.site), nil
+}
+
+// deleteEntity serves DELETE /{entity}: 200 with an empty body, or 404.
+func deleteEntity(h *Handler, rq *request) (*reply, error) {
+	if err := h.DeleteQueue(rq.res.entity); err != nil {
+		return nil, err
+	}
+	return &reply{status: http.StatusOK}, nil
+}
+
+// listQueues serves GET /$Resources/Queues?$skip=N&$top=M: a feed with
+// rel="next" while queues remain.
+func listQueues(h *Handler, rq *request) (*reply, error) {
+	o, err := listOptions(rq.r.URL.Query())
+	if err != nil {
+		return nil, err
+	}
+	page := h.ListQueues(o)
+	const path = "$Resources/Queues"
+	m := feedMeta{title: "Queues", self: rq.site.url(path, pageQuery(o, o.Skip)), updated: rq.site.now}
+	if page.More {
+		m.next = rq.site.url(path, pageQuery(o, o.Skip+len(page.Queues)))
+	}
+	var w xmlWriter
+	writeFeed(&w, m, func(w *xmlWriter) {
+		for _, q := range page.Queues {
+			queueEntry(w, false, q, rq.site)
+		}
+	})
+	return &reply{status: http.StatusOK, contentType: contentTypeFeed, body: w.bytes()}, nil
+}
+
+// listOptions reads $skip and $top (the URL parser has decoded %24skip).
+func listOptions(q url.Values) (ListOptions, error) {
+	var o ListOptions
+	for _, p := range []struct {
+		name string
+		min  int
+		dst  *int
+	}{{"$skip", 0, &o.Skip}, {"$top", 1, &o.Top}} {
+		v := queryParam(q, p.name)
+		if v == "" {
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < p.min {
+			return ListOptions{}, badRequest("The query parameter %s must be a whole number of at least %d, not %q.", p.name, p.min, v)
+		}
+		*p.dst = n
+	}
+	return o, nil
+}
+
+// pageQuery is the query of a page's link: $skip, and $top if the client
+// chose one. They are written unescaped, "$skip=N", which every URL
+// parser reads and any pattern match on the href finds.
+func pageQuery(o ListOptions, skip int) string {
+	var q []string
+	if skip > 0 {
+		q = append(q, "$skip="+strconv.Itoa(skip))
+	}
+	if o.Top > 0 {
+		q = append(q, "$top="+strconv.Itoa(o.Top))
+	}
+	return strings.Join(q, "&")
+}

@@ -1,0 +1,99 @@
+package admin
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+)
+
+// resourceKind is what a path names.
+type resourceKind uint8
+
+const (
+	resNamespaceInfo resourceKind = iota // $namespaceinfo
+	resQueues                            // $Resources/Queues
+	resTopics                            // $Resources/Topics
+	resEntity                            // {entity}: a queue (or, later, a topic)
+	resSubscriptions                     // {topic}/Subscriptions
+	resSubscription                      // {topic}/Subscriptions/{sub}
+	resRules                             // {topic}/Subscriptions/{sub}/Rules
+	resRule                              // {topic}/Subscriptions/{sub}/Rules/{rule}
+)
+
+// resource is a parsed request path.
+type resource struct {
+	kind         resourceKind
+	entity       string // queue or topic path (may contain '/')
+	subscription string
+	rule         string
+}
+
+// parseResource classifies a decoded path (no leading or trailing '/').
+// Path words match case-insensitively: Go and JS send "$Resources/Queues"
+// and "Subscriptions", .NET "$Resources/queues", Java "subscriptions"
+// (§1.2). Since entity names may contain '/', the subscription and rule
+// forms are recognised from the end; whatever else remains is an entity
+// path, validated by the broker. (http.ServeMux patterns cannot do this:
+// they match case-sensitively and only allow a multi-segment wildcard at
+// the end.)
+func parseResource(path string) (resource, error) {
+	if path == "" {
+		return resource{}, badRequest("The request names no resource: use /$namespaceinfo, /$Resources/Queues or /{queue}.")
+	}
+	segs := strings.Split(path, "/")
+	n := len(segs)
+	word := func(i int, w string) bool { return i >= 0 && strings.EqualFold(segs[i], w) }
+	join := func(k int) string { return strings.Join(segs[:k], "/") }
+	switch {
+	case n == 1 && word(0, "$namespaceinfo"):
+		return resource{kind: resNamespaceInfo}, nil
+	case n == 2 && word(0, "$Resources"):
+		switch {
+		case word(1, "Queues"):
+			return resource{kind: resQueues}, nil
+		case word(1, "Topics"):
+			return resource{kind: resTopics}, nil
+		}
+		return resource{}, badRequest("'%s' is not a resource collection: use $Resources/Queues.", path)
+	case n >= 5 && word(n-4, "Subscriptions") && word(n-2, "Rules"):
+		return resource{kind: resRule, entity: join(n - 4), subscription: segs[n-3], rule: segs[n-1]}, nil
+	case n >= 4 && word(n-3, "Subscriptions") && word(n-1, "Rules"):
+		return resource{kind: resRules, entity: join(n - 3), subscription: segs[n-2]}, nil
+	case n >= 3 && word(n-2, "Subscriptions"):
+		return resource{kind: resSubscription, entity: join(n - 2), subscription: segs[n-1]}, nil
+	case n >= 2 && word(n-1, "Subscriptions"):
+		return resource{kind: resSubscriptions, entity: join(n - 1)}, nil
+	}
+	return resource{kind: resEntity, entity: path}, nil
+}
+
+// endpoint serves one method on one kind of resource.
+type endpoint func(h *Handler, rq *request) (*reply, error)
+
+// routes maps each kind of resource and method to its endpoint. Topic,
+// subscription and rule paths are recognised and answered with
+// errTopicsNotSupported until the broker has topics.
+var routes = map[resourceKind]map[string]endpoint{
+	resNamespaceInfo: {http.MethodGet: getNamespaceInfo},
+	resQueues:        {http.MethodGet: listQueues},
+	resEntity:        {http.MethodGet: getEntity, http.MethodPut: putEntity, http.MethodDelete: deleteEntity},
+	resTopics:        {http.MethodGet: notSupported},
+	resSubscriptions: {http.MethodGet: notSupported},
+	resSubscription:  {http.MethodGet: notSupported, http.MethodPut: notSupported, http.MethodDelete: notSupported},
+	resRules:         {http.MethodGet: notSupported},
+	resRule:          {http.MethodGet: notSupported, http.MethodPut: notSupported, http.MethodDelete: notSupported},
+}
+
+func notSupported(*Handler, *request) (*reply, error) { return nil, errTopicsNotSupported }
+
+// methodNotAllowed is the 405 for a method a resource does not serve.
+func methodNotAllowed(method, path string, methods map[string]endpoint) *Error {
+	allow := make([]string, 0, len(methods))
+	for m := range methods {
+		allow = append(allow, m)
+	}
+	slices.Sort(allow)
+	e := errorf(http.StatusMethodNotAllowed, "The method %s is not allowed on '/%s'; use %s.", method, path, strings.Join(allow, ", "))
+	e.Allow = strings.Join(allow, ", ")
+	return e
+}
