@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/busbarmq/busbar/internal/auth"
 	"github.com/busbarmq/busbar/internal/config"
 	"github.com/busbarmq/busbar/internal/server"
 )
@@ -19,58 +20,91 @@ import (
 const shutdownTimeout = 15 * time.Second
 
 func newServeCmd(env func(string) (string, bool)) *cobra.Command {
-	settings := config.DefaultServer()
-	envErr := settings.FromEnv(env)
+	var envNames []string
+	for _, st := range config.ServerSettings() {
+		envNames = append(envNames, st.Env)
+	}
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the broker",
 		Long: `Run the broker.
 
-Every flag can also be set with an environment variable (BUSBAR_CONFIG,
-BUSBAR_DATA, BUSBAR_AMQP, BUSBAR_HTTP, BUSBAR_MEMORY, BUSBAR_LOG_FORMAT,
-BUSBAR_LOG_LEVEL); a flag wins over its variable.`,
+Every flag can also be set with an environment variable (` + strings.Join(envNames, ", ") + `);
+a flag wins over its variable.`,
 		Example: `  busbar serve
   busbar serve --memory
   busbar serve --config Config.json --data /var/lib/busbar
+  busbar serve --amqps localhost:5671 --https localhost:5301 --dev-tls
   BUSBAR_AMQP=0.0.0.0:5672 busbar serve --log-format json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if envErr != nil {
-				return usageError{envErr}
-			}
-			if err := settings.Validate(); err != nil {
-				return usageError{err}
-			}
-			logger, err := newLogger(cmd.ErrOrStderr(), settings.LogFormat, settings.LogLevel)
-			if err != nil {
-				return usageError{err}
-			}
-			return serve(cmd.Context(), settings, logger)
-		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&settings.ConfigFile, "config", settings.ConfigFile, "emulator-style Config.json declaring entities")
-	f.StringVar(&settings.DataDir, "data", settings.DataDir, "data directory")
-	f.StringVar(&settings.AMQPAddr, "amqp", settings.AMQPAddr, "AMQP listen address")
-	f.StringVar(&settings.HTTPAddr, "http", settings.HTTPAddr, "HTTP listen address (health, admin)")
-	f.BoolVar(&settings.Memory, "memory", settings.Memory, "keep everything in memory; nothing is persisted")
-	f.StringVar(&settings.LogFormat, "log-format", settings.LogFormat, "log format: text or json")
-	f.StringVar(&settings.LogLevel, "log-level", settings.LogLevel, "log level: debug, info, warn or error")
+	for _, st := range config.ServerSettings() {
+		if st.Bool {
+			f.Bool(st.Name, st.Default == "true", st.Usage)
+		} else {
+			f.String(st.Name, st.Default, st.Usage)
+		}
+	}
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		settings := config.DefaultServer()
+		if err := settings.FromEnv(env); err != nil {
+			return usageError{err}
+		}
+		for _, st := range config.ServerSettings() {
+			if fl := cmd.Flags().Lookup(st.Name); fl.Changed {
+				if err := settings.Set(st.Name, fl.Value.String()); err != nil {
+					return usageError{fmt.Errorf("--%s: %w", st.Name, err)}
+				}
+			}
+		}
+		if err := settings.Validate(); err != nil {
+			return usageError{err}
+		}
+		logger, err := newLogger(cmd.ErrOrStderr(), settings.LogFormat, settings.LogLevel)
+		if err != nil {
+			return usageError{err}
+		}
+		return serve(cmd.Context(), settings, logger)
+	}
 	return cmd
 }
 
 func serve(ctx context.Context, settings config.Server, logger *slog.Logger) error {
 	opts := server.Options{
-		DataDir:  settings.DataDir,
-		Memory:   settings.Memory,
-		AMQPAddr: settings.AMQPAddr,
-		HTTPAddr: settings.HTTPAddr,
-		Logger:   logger,
+		DataDir:     settings.DataDir,
+		Memory:      settings.Memory,
+		AMQPAddr:    settings.AMQPAddr,
+		HTTPAddr:    settings.HTTPAddr,
+		AMQPSAddr:   settings.AMQPSAddr,
+		HTTPSAddr:   settings.HTTPSAddr,
+		TLSCert:     settings.TLSCert,
+		TLSKey:      settings.TLSKey,
+		DevTLS:      settings.DevTLS,
+		AllowAnyKey: settings.AllowAnyKey,
+		Salvage:     settings.Salvage,
+		Logger:      logger,
+	}
+	specs, err := settings.PolicyList()
+	if err != nil {
+		return usageError{err}
+	}
+	for _, p := range specs {
+		rights := auth.Manage
+		if len(p.Rights) > 0 {
+			if rights, err = auth.ParseRights(strings.Join(p.Rights, ",")); err != nil {
+				return usageError{fmt.Errorf("--policies: %w", err)}
+			}
+		}
+		opts.Policies = append(opts.Policies, auth.Policy{Name: p.Name, PrimaryKey: p.Key, Rights: rights})
 	}
 	if settings.ConfigFile != "" {
 		ec, err := config.LoadEmulatorConfigFile(settings.ConfigFile)
 		if err != nil {
 			return err
+		}
+		for _, w := range ec.Warnings {
+			logger.Warn("config: " + w.Error())
 		}
 		opts.Entities = ec
 	}

@@ -17,6 +17,20 @@ type Server struct {
 	Memory     bool   // keep everything in memory, nothing on disk
 	LogFormat  string // "text" or "json"
 	LogLevel   string // "debug", "info", "warn" or "error"
+
+	AMQPSAddr string // host:port of the AMQP-over-TLS listener; "" for none
+	HTTPSAddr string // host:port of the HTTPS listener; "" for none
+	TLSCert   string // PEM certificate for the TLS listeners
+	TLSKey    string // PEM private key for the TLS listeners
+	DevTLS    bool   // make a self-signed localhost certificate in DataDir
+
+	// Policies replaces the default shared access policy
+	// (RootManageSharedAccessKey / SAS_KEY_VALUE): "NAME=KEY[:RIGHTS]"
+	// entries separated by ";", RIGHTS a comma-separated list of Manage,
+	// Send and Listen (default Manage).
+	Policies    string
+	AllowAnyKey bool // accept tokens signed with any key
+	Salvage     bool // open a damaged data directory, dropping what cannot be read
 }
 
 // Server defaults.
@@ -72,6 +86,14 @@ func ServerSettings() []Setting {
 		{Name: "memory", Env: "BUSBAR_MEMORY", Default: "false", Usage: "keep all data in memory (nothing is written to disk)", Bool: true},
 		{Name: "log-format", Env: "BUSBAR_LOG_FORMAT", Default: DefaultLogFormat, Usage: "log format: text or json"},
 		{Name: "log-level", Env: "BUSBAR_LOG_LEVEL", Default: DefaultLogLevel, Usage: "log level: debug, info, warn or error"},
+		{Name: "amqps", Env: "BUSBAR_AMQPS", Usage: "AMQP over TLS listen address (host:port; 5671 by convention); off when empty"},
+		{Name: "https", Env: "BUSBAR_HTTPS", Usage: "HTTPS management listen address (host:port); off when empty"},
+		{Name: "tls-cert", Env: "BUSBAR_TLS_CERT", Usage: "PEM certificate file for --amqps and --https"},
+		{Name: "tls-key", Env: "BUSBAR_TLS_KEY", Usage: "PEM private key file for --amqps and --https"},
+		{Name: "dev-tls", Env: "BUSBAR_DEV_TLS", Default: "false", Usage: "create a self-signed certificate for localhost in the data directory and use it", Bool: true},
+		{Name: "policies", Env: "BUSBAR_POLICIES", Usage: `shared access policies replacing the default: "NAME=KEY[:Manage|Send,Listen];..."`},
+		{Name: "allow-any-key", Env: "BUSBAR_ALLOW_ANY_KEY", Default: "false", Usage: "accept tokens signed with any key, as the emulator is assumed to (no authentication)", Bool: true},
+		{Name: "salvage", Env: "BUSBAR_SALVAGE", Default: "false", Usage: "open a damaged data directory, dropping records that cannot be read", Bool: true},
 	}
 }
 
@@ -89,12 +111,31 @@ func (s *Server) Set(name, value string) error {
 		s.AMQPAddr = value
 	case "http":
 		s.HTTPAddr = value
-	case "memory":
+	case "amqps":
+		s.AMQPSAddr = value
+	case "https":
+		s.HTTPSAddr = value
+	case "tls-cert":
+		s.TLSCert = value
+	case "tls-key":
+		s.TLSKey = value
+	case "policies":
+		s.Policies = value
+	case "memory", "dev-tls", "allow-any-key", "salvage":
 		b, err := parseBool(value)
 		if err != nil {
 			return &FieldError{Path: name, Msg: err.Error()}
 		}
-		s.Memory = b
+		switch name {
+		case "memory":
+			s.Memory = b
+		case "dev-tls":
+			s.DevTLS = b
+		case "allow-any-key":
+			s.AllowAnyKey = b
+		case "salvage":
+			s.Salvage = b
+		}
 	case "log-format":
 		s.LogFormat = strings.ToLower(strings.TrimSpace(value))
 	case "log-level":
@@ -158,6 +199,23 @@ func (s Server) Validate() error {
 	if s.AMQPAddr == s.HTTPAddr && checkAddr(s.AMQPAddr) == "" && !strings.HasSuffix(s.AMQPAddr, ":0") {
 		add("http", "%q is also the AMQP address", s.HTTPAddr)
 	}
+	for _, a := range []struct{ name, addr string }{{"amqps", s.AMQPSAddr}, {"https", s.HTTPSAddr}} {
+		if a.addr == "" {
+			continue
+		}
+		if msg := checkAddr(a.addr); msg != "" {
+			add(a.name, "%s", msg)
+		}
+	}
+	if (s.AMQPSAddr != "" || s.HTTPSAddr != "") && !s.DevTLS && (s.TLSCert == "" || s.TLSKey == "") {
+		add("tls-cert", "--amqps and --https need --tls-cert and --tls-key, or --dev-tls")
+	}
+	if (s.TLSCert == "") != (s.TLSKey == "") {
+		add("tls-key", "--tls-cert and --tls-key go together")
+	}
+	if _, err := s.PolicyList(); err != nil {
+		add("policies", "%s", err.Error())
+	}
 	if s.LogFormat != "text" && s.LogFormat != "json" {
 		add("log-format", "%q is not a log format (text or json)", s.LogFormat)
 	}
@@ -192,4 +250,56 @@ var levels = map[string]slog.Level{
 // SlogLevel returns LogLevel as a slog.Level (Info for an invalid level).
 func (s Server) SlogLevel() slog.Level {
 	return levels[s.LogLevel]
+}
+
+// PolicySpec is one entry of Server.Policies.
+type PolicySpec struct {
+	Name   string
+	Key    string
+	Rights []string // each "Manage", "Send" or "Listen"; empty means Manage
+}
+
+// PolicyList parses Policies. An empty string gives no policies (the
+// caller then uses the default one).
+func (s Server) PolicyList() ([]PolicySpec, error) {
+	var out []PolicySpec
+	seen := map[string]bool{}
+	for i, entry := range strings.Split(s.Policies, ";") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			continue
+		}
+		name, rest, ok := strings.Cut(entry, "=")
+		name = strings.TrimSpace(name)
+		if !ok || name == "" || rest == "" {
+			return nil, fmt.Errorf("entry %d %q: want NAME=KEY[:RIGHTS]", i+1, entry)
+		}
+		key, rights, _ := strings.Cut(rest, ":")
+		if key == "" {
+			return nil, fmt.Errorf("policy %q: the key is empty", name)
+		}
+		if seen[strings.ToLower(name)] {
+			return nil, fmt.Errorf("policy %q is given twice", name)
+		}
+		seen[strings.ToLower(name)] = true
+		p := PolicySpec{Name: name, Key: key}
+		for _, r := range strings.Split(rights, ",") {
+			r = strings.TrimSpace(r)
+			if r == "" {
+				continue
+			}
+			switch strings.ToLower(r) {
+			case "manage":
+				p.Rights = append(p.Rights, "Manage")
+			case "send":
+				p.Rights = append(p.Rights, "Send")
+			case "listen":
+				p.Rights = append(p.Rights, "Listen")
+			default:
+				return nil, fmt.Errorf("policy %q: %q is not a right (Manage, Send or Listen)", name, r)
+			}
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }

@@ -17,6 +17,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -42,6 +43,15 @@ type Options struct {
 	Memory   bool   // keep nothing on disk
 	AMQPAddr string // AMQP listen address ("127.0.0.1:0" picks a port)
 	HTTPAddr string // HTTP listen address
+
+	// TLS listeners, off when empty. They need TLSCert and TLSKey, or
+	// DevTLS, which creates a self-signed localhost certificate in the data
+	// directory.
+	AMQPSAddr string
+	HTTPSAddr string
+	TLSCert   string
+	TLSKey    string
+	DevTLS    bool
 
 	// Entities are declared at start-up (created, or updated if present).
 	Entities *config.EmulatorConfig
@@ -74,7 +84,10 @@ type Server struct {
 	httpLn  net.Listener
 	httpSrv *http.Server
 	amqpLn  net.Listener
+	amqpsLn net.Listener
 	amqp    *amqp.Server
+	httpsLn net.Listener
+	devCert string
 
 	cancelTimers context.CancelFunc
 	wg           sync.WaitGroup
@@ -103,6 +116,12 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		return nil, err
 	}
 
+	tlsCfg, devCert, err := tlsConfig(o)
+	if err != nil {
+		return nil, err
+	}
+	s.devCert = devCert
+
 	// HTTP first, so a health probe sees 503 while the store recovers.
 	if s.httpLn, err = net.Listen("tcp", o.HTTPAddr); err != nil {
 		return nil, fmt.Errorf("http listener: %w", err)
@@ -112,6 +131,14 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	mux.Handle("/", &s.admin)
 	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	s.goServe("http", func() error { return s.httpSrv.Serve(s.httpLn) })
+	if o.HTTPSAddr != "" {
+		ln, err := net.Listen("tcp", o.HTTPSAddr)
+		if err != nil {
+			return nil, fmt.Errorf("https listener: %w", err)
+		}
+		s.httpsLn = tls.NewListener(ln, tlsCfg)
+		s.goServe("https", func() error { return s.httpSrv.Serve(s.httpsLn) })
+	}
 
 	if o.Memory {
 		s.store = memstore.New()
@@ -157,18 +184,34 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		return nil, err
 	}
 	s.goServe("amqp", func() error { return s.amqp.Serve(s.amqpLn) })
+	if o.AMQPSAddr != "" {
+		ln, err := net.Listen("tcp", o.AMQPSAddr)
+		if err != nil {
+			return nil, fmt.Errorf("amqps listener: %w", err)
+		}
+		s.amqpsLn = tls.NewListener(ln, tlsCfg)
+		s.goServe("amqps", func() error { return s.amqp.Serve(s.amqpsLn) })
+	}
 
 	s.health.ready.Store(true)
 	dataDir := o.DataDir
 	if o.Memory {
 		dataDir = "(memory)"
 	}
-	log.Info("busbar ready",
-		"amqp", s.amqpLn.Addr().String(),
-		"http", s.httpLn.Addr().String(),
+	attrs := []any{"amqp", s.amqpLn.Addr().String(), "http", s.httpLn.Addr().String()}
+	if s.amqpsLn != nil {
+		attrs = append(attrs, "amqps", s.amqpsLn.Addr().String())
+	}
+	if s.httpsLn != nil {
+		attrs = append(attrs, "https", s.httpsLn.Addr().String())
+	}
+	if devCert != "" {
+		attrs = append(attrs, "dev_certificate", devCert)
+	}
+	log.Info("busbar ready", append(attrs,
 		"data", dataDir,
 		"queues", len(s.broker.ListQueues()),
-		"startup", time.Since(begin).Round(time.Millisecond).String())
+		"startup", time.Since(begin).Round(time.Millisecond).String())...)
 	return s, nil
 }
 
@@ -177,6 +220,23 @@ func (s *Server) AMQPAddr() net.Addr { return s.amqpLn.Addr() }
 
 // HTTPAddr is the address the HTTP listener is bound to.
 func (s *Server) HTTPAddr() net.Addr { return s.httpLn.Addr() }
+
+// AMQPSAddr is the address of the AMQP-over-TLS listener, nil if off.
+func (s *Server) AMQPSAddr() net.Addr { return addrOf(s.amqpsLn) }
+
+// HTTPSAddr is the address of the HTTPS listener, nil if off.
+func (s *Server) HTTPSAddr() net.Addr { return addrOf(s.httpsLn) }
+
+// DevCertificate is the path of the self-signed certificate made for
+// DevTLS, "" otherwise. Clients trust it to connect over TLS.
+func (s *Server) DevCertificate() string { return s.devCert }
+
+func addrOf(ln net.Listener) net.Addr {
+	if ln == nil {
+		return nil
+	}
+	return ln.Addr()
+}
 
 // Broker is the running broker core.
 func (s *Server) Broker() *broker.Broker { return s.broker }
@@ -195,10 +255,13 @@ func (s *Server) close(ctx context.Context) error {
 	if s.amqp != nil {
 		errs = append(errs, s.amqp.Shutdown(ctx))
 	}
-	if s.amqpLn != nil {
-		// Serve may not have taken the listener yet; closing it here makes
-		// sure its loop ends. An already-closed listener is fine.
-		if err := s.amqpLn.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+	// Serve may not have taken a listener yet; closing it here makes sure
+	// its loop ends. An already-closed listener is fine.
+	for _, ln := range []net.Listener{s.amqpLn, s.amqpsLn} {
+		if ln == nil {
+			continue
+		}
+		if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 			errs = append(errs, err)
 		}
 	}
