@@ -22,6 +22,24 @@
 // once the batch is durable (fsync'd); concurrent committers share one fsync
 // (group commit). Commit with sync=false returns once the batch is ordered
 // in the log; it becomes durable with the next synced commit or flush.
+//
+// Operation rules (identical in every implementation, so that replaying a
+// log gives the same state as applying it live):
+//
+//   - Operations apply in order; a later op in a batch sees the earlier ones.
+//   - OpPutEntity on an existing entity replaces Name and Spec only; its
+//     messages, values and lastSeq are kept.
+//   - An op naming an entity that does not exist (never created, or
+//     deleted) is a no-op: OpAppend, OpPutValue, OpDeleteValue, OpSetMeta,
+//     OpRewrite, OpRemove and OpDeleteEntity are silently ignored. This lets
+//     a send racing an entity deletion vanish with the entity.
+//   - OpSetMeta, OpRewrite and OpRemove of a message that does not exist are
+//     no-ops. OpAppend of an existing (EntityID, Seq) replaces its Meta and
+//     Data (the broker never does this on purpose).
+//   - An empty Batch is valid; Commit(empty, true) is equivalent to Sync.
+//   - Meta, Name and Key are meant to be small (bytes to a few hundred
+//     bytes); implementations may keep them in memory for every live
+//     message. Data is never required to be kept in memory.
 package store
 
 import "errors"
