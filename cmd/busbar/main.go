@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/busbarmq/busbar/internal/cli"
 )
 
 func main() {
@@ -35,6 +37,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newServeCmd(env))
+	root.AddCommand(cli.Commands(env)...)
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(stderr, "busbar:", err)
 		return exitCode(err)
@@ -45,9 +48,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 // usageError marks a mistake in the command line (exit code 2).
 type usageError struct{ error }
 
+// exitCode maps an error to the exit codes the CLI documents: 1 failure,
+// 2 usage, 3 not found, 4 access denied, 5 already exists.
 func exitCode(err error) int {
 	if _, ok := err.(usageError); ok {
 		return 2
 	}
-	return 1
+	return cli.ExitCode(err)
 }

@@ -1,0 +1,257 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	sbadmin "github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+	"github.com/spf13/cobra"
+
+	"github.com/busbarmq/busbar/internal/auth"
+)
+
+// DefaultConnectionString is the Service Bus emulator's well-known
+// connection string, used when neither --connection-string nor
+// BUSBAR_CONNECTION_STRING is given.
+const DefaultConnectionString = "Endpoint=sb://localhost;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;"
+
+// DefaultAdminPort is the port of the management API when --admin is not
+// given: the emulator's (and busbar serve's) HTTP port.
+const DefaultAdminPort = "5300"
+
+// Environment variables read by the commands.
+const (
+	EnvConnectionString = "BUSBAR_CONNECTION_STRING"
+	EnvAdmin            = "BUSBAR_ADMIN"
+)
+
+// Commands returns the operator commands, to be added to the busbar root
+// command. env looks up environment variables (os.LookupEnv in production).
+// The commands write to the root's OutOrStdout and ErrOrStderr and read its
+// InOrStdin; errors are returned, for the caller to print and turn into an
+// exit code with ExitCode.
+func Commands(env func(string) (string, bool)) []*cobra.Command {
+	a := &app{env: env}
+	cmds := []*cobra.Command{
+		newQueueCmd(a),
+		newSendCmd(a),
+		newPeekCmd(a),
+		newReceiveCmd(a),
+		newDLQCmd(a),
+		newPurgeCmd(a),
+		newExportCmd(a),
+	}
+	for _, c := range cmds {
+		addExitCodes(c)
+		c.SetFlagErrorFunc(flagError)
+		c.PersistentFlags().StringVar(&a.connStr, "connection-string", "", "Service Bus connection string (env "+EnvConnectionString+"; default: the emulator's)")
+		c.PersistentFlags().StringVar(&a.adminAddr, "admin", "", "management API address host:port, plain HTTP unless given as an https:// URL (env "+EnvAdmin+"; default for emulator connection strings: the endpoint's host, port "+DefaultAdminPort+")")
+	}
+	return cmds
+}
+
+// exitCodesHelp ends every command's help.
+const exitCodesHelp = "\n\nExit codes: 0 success, 1 failure, 2 usage error, 3 not found, 4 access denied, 5 already exists."
+
+func addExitCodes(c *cobra.Command) {
+	long := c.Long
+	if long == "" {
+		long = c.Short + "."
+	}
+	c.Long = long + exitCodesHelp
+	for _, sub := range c.Commands() {
+		addExitCodes(sub)
+	}
+}
+
+// app holds what the commands share: the environment and the connection
+// flags.
+type app struct {
+	env       func(string) (string, bool)
+	connStr   string
+	adminAddr string
+}
+
+// getenv is env with an empty value counting as unset.
+func (a *app) getenv(key string) string {
+	if a.env == nil {
+		return ""
+	}
+	v, ok := a.env(key)
+	if !ok {
+		return ""
+	}
+	return strings.TrimSpace(v)
+}
+
+// connection returns the connection string to use, parsed.
+func (a *app) connection() (string, auth.ConnectionString, error) {
+	s := a.connStr
+	from := "--connection-string"
+	if s == "" {
+		s, from = a.getenv(EnvConnectionString), EnvConnectionString
+	}
+	if s == "" {
+		s, from = DefaultConnectionString, ""
+	}
+	cs, err := auth.ParseConnectionString(s)
+	if err != nil {
+		return "", cs, usageErrorf("%s: %v", from, err)
+	}
+	return s, cs, nil
+}
+
+// retryOptions make a command fail within seconds when the broker is down,
+// instead of the SDK's minutes of backoff.
+var retryOptions = azservicebus.RetryOptions{
+	MaxRetries:    2,
+	RetryDelay:    200 * time.Millisecond,
+	MaxRetryDelay: time.Second,
+}
+
+// messaging returns an AMQP client. The caller closes it.
+func (a *app) messaging() (*azservicebus.Client, error) {
+	s, _, err := a.connection()
+	if err != nil {
+		return nil, err
+	}
+	c, err := azservicebus.NewClientFromConnectionString(s, &azservicebus.ClientOptions{
+		ApplicationID: "busbar-cli",
+		RetryOptions:  retryOptions,
+	})
+	if err != nil {
+		return nil, usageErrorf("connection string: %v", err)
+	}
+	return c, nil
+}
+
+// withMessaging runs f with an AMQP client and closes it afterwards.
+func (a *app) withMessaging(ctx context.Context, f func(*azservicebus.Client) error) error {
+	c, err := a.messaging()
+	if err != nil {
+		return err
+	}
+	defer closeQuietly(ctx, c.Close)
+	return f(c)
+}
+
+// adminClient is an admin client with the transport it was given, whose
+// idle connections must be closed when the command is done.
+type adminClient struct {
+	*sbadmin.Client
+	transport *http.Transport
+}
+
+func (c *adminClient) close() { c.transport.CloseIdleConnections() }
+
+// admin returns a management client, speaking plain HTTP to the admin
+// address when one applies (see the package documentation).
+func (a *app) admin() (*adminClient, error) {
+	s, cs, err := a.connection()
+	if err != nil {
+		return nil, err
+	}
+	addr := a.adminAddr
+	if addr == "" {
+		addr = a.getenv(EnvAdmin)
+	}
+	scheme := "http"
+	switch {
+	case strings.HasPrefix(addr, "http://"):
+		addr = strings.TrimPrefix(addr, "http://")
+	case strings.HasPrefix(addr, "https://"):
+		scheme, addr = "https", strings.TrimPrefix(addr, "https://")
+	}
+	addr = strings.TrimSuffix(addr, "/")
+	if addr == "" && cs.UseDevelopmentEmulator {
+		host := cs.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		addr = net.JoinHostPort(strings.Trim(host, "[]"), DefaultAdminPort)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	opts := &sbadmin.ClientOptions{ClientOptions: azcore.ClientOptions{
+		Retry: policy.RetryOptions{MaxRetries: 2, RetryDelay: 200 * time.Millisecond, MaxRetryDelay: time.Second},
+	}}
+	hc := &http.Client{Transport: tr}
+	if addr != "" {
+		opts.Transport = &adminTransport{scheme: scheme, host: addr, client: hc}
+	} else {
+		opts.Transport = hc
+	}
+	c, err := sbadmin.NewClientFromConnectionString(s, opts)
+	if err != nil {
+		return nil, usageErrorf("connection string: %v", err)
+	}
+	return &adminClient{Client: c, transport: tr}, nil
+}
+
+// withAdmin runs f with a management client.
+func (a *app) withAdmin(f func(*adminClient) error) error {
+	c, err := a.admin()
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	return f(c)
+}
+
+// adminTransport sends the admin client's requests to the management API's
+// real address: the Go admin client always builds https://<endpoint host>/…
+// URLs, which reach neither busbar nor the emulator.
+type adminTransport struct {
+	scheme string // "http" or "https"
+	host   string // host:port
+	client *http.Client
+}
+
+func (t *adminTransport) Do(req *http.Request) (*http.Response, error) {
+	r := req.Clone(req.Context())
+	r.URL.Scheme = t.scheme
+	r.URL.Host = t.host
+	r.Host = t.host
+	return t.client.Do(r)
+}
+
+// closeQuietly closes an SDK client, link or receiver, giving it a few
+// seconds even when ctx is already done.
+func closeQuietly(ctx context.Context, close func(context.Context) error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = close(ctx)
+}
+
+// groupCmd is a command that only holds subcommands: run without one, or
+// with an unknown one, it is a usage error.
+func groupCmd(use, short, long string, subs ...*cobra.Command) *cobra.Command {
+	c := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Long:  long,
+		Args:  cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageErrorf("unknown command %q for %q\nRun '%s --help' for usage.", args[0], cmd.CommandPath(), cmd.CommandPath())
+			}
+			return usageErrorf("%s needs a subcommand\nRun '%s --help' for usage.", cmd.CommandPath(), cmd.CommandPath())
+		},
+	}
+	c.AddCommand(subs...)
+	return c
+}
+
+// addJSONFlag declares --json on cmd.
+func addJSONFlag(cmd *cobra.Command, p *bool) {
+	cmd.Flags().BoolVar(p, "json", false, "print JSON instead of a table")
+}
+
+// queueName names a queue in messages: queue "orders".
+func queueName(name string) string { return fmt.Sprintf("queue %q", name) }

@@ -1,0 +1,75 @@
+package cli
+
+import (
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/spf13/cobra"
+)
+
+// peekBatch is the most messages asked for in one peek request.
+const peekBatch = 100
+
+func newPeekCmd(a *app) *cobra.Command {
+	var (
+		sub    subQueueFlags
+		from   int64
+		count  int
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "peek QUEUE",
+		Short: "Show messages without locking or removing them",
+		Long: `Show up to --count messages, in sequence-number order, without locking them:
+active, deferred and scheduled messages alike. Nothing changes on the broker.
+
+Exits with 3 if the queue does not exist.`,
+		Example: `  busbar peek orders
+  busbar peek orders --dlq --count 50
+  busbar peek orders --from 1200 --json | jq -r '.[].body'`,
+		Args: exactArgs(1, "a queue name"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			queue := args[0]
+			if err := sub.check(); err != nil {
+				return err
+			}
+			if err := positive("count", count); err != nil {
+				return err
+			}
+			var out []jsonMessage
+			err := a.withMessaging(cmd.Context(), func(c *azservicebus.Client) error {
+				ctx := cmd.Context()
+				r, err := c.NewReceiverForQueue(queue, &azservicebus.ReceiverOptions{SubQueue: sub.subQueue()})
+				if err != nil {
+					return entityError(err, queueName(queue))
+				}
+				defer closeQuietly(ctx, r.Close)
+				var opts *azservicebus.PeekMessagesOptions
+				if cmd.Flags().Changed("from") {
+					opts = &azservicebus.PeekMessagesOptions{FromSequenceNumber: &from}
+				}
+				for len(out) < count {
+					msgs, err := r.PeekMessages(ctx, min(count-len(out), peekBatch), opts)
+					if err != nil {
+						return entityError(err, queueName(queue))
+					}
+					if len(msgs) == 0 {
+						break
+					}
+					for _, m := range msgs {
+						out = append(out, toJSONMessage(m))
+					}
+					opts = nil // the receiver continues after the last one peeked
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			return printMessages(cmd, out, asJSON, sub.any())
+		},
+	}
+	sub.register(cmd, true)
+	cmd.Flags().Int64Var(&from, "from", 0, "start at this sequence number (default: the first message)")
+	cmd.Flags().IntVarP(&count, "count", "n", 10, "how many messages to show at most")
+	addJSONFlag(cmd, &asJSON)
+	return cmd
+}

@@ -1,0 +1,52 @@
+package cli
+
+import (
+	"fmt"
+
+	sbadmin "github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+	"github.com/spf13/cobra"
+)
+
+func newQueueCreateCmd(a *app) *cobra.Command {
+	var (
+		f      queueFlags
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create a queue",
+		Long: `Create a queue. Properties not given take the Service Bus defaults: lock
+duration 1m, max delivery count 10, no expiry, duplicate detection off, 1024 MB.
+
+Durations are Go durations with an optional day count (30s, 1h30m, 7d), ISO 8601
+as Service Bus writes them (PT30S), or "never".
+
+Exits with 5 if the queue already exists.`,
+		Example: `  busbar queue create orders
+  busbar queue create orders --lock-duration 30s --max-delivery-count 5 --default-ttl 1h --dead-letter-on-expiration
+  busbar queue create payments --duplicate-detection --duplicate-window 10m --forward-dlq-to payments-errors`,
+		Args: exactArgs(1, "a queue name"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			var props sbadmin.QueueProperties
+			if err := f.apply(cmd.Flags(), &props); err != nil {
+				return err
+			}
+			return a.withAdmin(func(c *adminClient) error {
+				resp, err := c.CreateQueue(cmd.Context(), name, &sbadmin.CreateQueueOptions{Properties: &props})
+				if err != nil {
+					return entityError(err, queueName(name))
+				}
+				v := newQueueView(name, &resp.QueueProperties, nil)
+				if asJSON {
+					return writeJSON(cmd.OutOrStdout(), v)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "created queue %s\n", name)
+				return nil
+			})
+		},
+	}
+	f.register(cmd.Flags(), true)
+	addJSONFlag(cmd, &asJSON)
+	return cmd
+}

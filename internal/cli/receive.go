@@ -1,0 +1,245 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/spf13/cobra"
+)
+
+// receiveBatch is the most messages asked for in one receive call.
+const receiveBatch = 100
+
+type receiveFlags struct {
+	sub         subQueueFlags
+	mode        string
+	count       int
+	wait        time.Duration
+	settle      string
+	reason      string
+	description string
+	deferred    []int64
+	asJSON      bool
+}
+
+func newReceiveCmd(a *app) *cobra.Command {
+	var f receiveFlags
+	cmd := &cobra.Command{
+		Use:   "receive QUEUE",
+		Short: "Receive messages and settle them",
+		Long: `Receive up to --count messages and print them. Receiving stops after --count
+messages, or once no message has arrived for --wait.
+
+In peeklock mode (the default) each message is locked, printed and then settled
+with --settle:
+  complete     remove it (default)
+  abandon      unlock it for redelivery (its delivery count goes up)
+  deadletter   move it to the dead-letter queue, with --reason and --description
+  defer        set it aside; receive it later by sequence number with --deferred
+In receiveanddelete mode messages are removed as they are delivered.
+
+Exits with 0 when no message arrived, 3 if the queue does not exist.`,
+		Example: `  busbar receive orders
+  busbar receive orders --count 10 --wait 2s --json
+  busbar receive orders --settle deadletter --reason Poison --description 'bad schema'
+  busbar receive orders --settle defer          # prints the sequence number
+  busbar receive orders --deferred 42 --settle complete
+  busbar receive orders --dlq --mode receiveanddelete --count 100`,
+		Args: exactArgs(1, "a queue name"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.receive(cmd, args[0], &f)
+		},
+	}
+	fs := cmd.Flags()
+	f.sub.register(cmd, true)
+	fs.StringVar(&f.mode, "mode", "peeklock", "peeklock or receiveanddelete")
+	fs.IntVarP(&f.count, "count", "n", 1, "how many messages to receive at most")
+	fs.DurationVar(&f.wait, "wait", 5*time.Second, "stop after no message has arrived for this long")
+	fs.StringVar(&f.settle, "settle", "complete", "complete, abandon, deadletter or defer (peeklock mode)")
+	fs.StringVar(&f.reason, "reason", "", "dead-letter reason (with --settle deadletter)")
+	fs.StringVar(&f.description, "description", "", "dead-letter error description (with --settle deadletter)")
+	fs.Int64SliceVar(&f.deferred, "deferred", nil, "receive these deferred messages by sequence number (comma-separated)")
+	addJSONFlag(cmd, &f.asJSON)
+	return cmd
+}
+
+// settlement is a peek-lock outcome.
+type settlement struct {
+	verb string // complete, abandon, ...
+	name string // as printed: completed, abandoned, ...
+	do   func(ctx context.Context, r *azservicebus.Receiver, m *azservicebus.ReceivedMessage) error
+}
+
+func (f *receiveFlags) settlement() (settlement, error) {
+	switch strings.ToLower(f.settle) {
+	case "complete":
+		return settlement{"complete", "completed", func(ctx context.Context, r *azservicebus.Receiver, m *azservicebus.ReceivedMessage) error {
+			return r.CompleteMessage(ctx, m, nil)
+		}}, nil
+	case "abandon":
+		return settlement{"abandon", "abandoned", func(ctx context.Context, r *azservicebus.Receiver, m *azservicebus.ReceivedMessage) error {
+			return r.AbandonMessage(ctx, m, nil)
+		}}, nil
+	case "deadletter", "dead-letter":
+		opts := &azservicebus.DeadLetterOptions{}
+		if f.reason != "" {
+			opts.Reason = &f.reason
+		}
+		if f.description != "" {
+			opts.ErrorDescription = &f.description
+		}
+		return settlement{"deadletter", "dead-lettered", func(ctx context.Context, r *azservicebus.Receiver, m *azservicebus.ReceivedMessage) error {
+			return r.DeadLetterMessage(ctx, m, opts)
+		}}, nil
+	case "defer":
+		return settlement{"defer", "deferred", func(ctx context.Context, r *azservicebus.Receiver, m *azservicebus.ReceivedMessage) error {
+			return r.DeferMessage(ctx, m, nil)
+		}}, nil
+	}
+	return settlement{}, usageErrorf("--settle: %q is not one of complete, abandon, deadletter, defer", f.settle)
+}
+
+func (a *app) receive(cmd *cobra.Command, queue string, f *receiveFlags) error {
+	fs := cmd.Flags()
+	if err := f.sub.check(); err != nil {
+		return err
+	}
+	if err := positive("count", f.count); err != nil {
+		return err
+	}
+	if f.wait <= 0 {
+		return usageErrorf("--wait must be positive")
+	}
+	var mode azservicebus.ReceiveMode
+	switch strings.ToLower(f.mode) {
+	case "peeklock", "peek-lock":
+		mode = azservicebus.ReceiveModePeekLock
+	case "receiveanddelete", "receive-and-delete":
+		mode = azservicebus.ReceiveModeReceiveAndDelete
+		if fs.Changed("settle") {
+			return usageErrorf("--settle applies to peeklock mode only: receiveanddelete removes messages as they arrive")
+		}
+	default:
+		return usageErrorf("--mode: %q is not peeklock or receiveanddelete", f.mode)
+	}
+	settle, err := f.settlement()
+	if err != nil {
+		return err
+	}
+	if (fs.Changed("reason") || fs.Changed("description")) && settle.name != "dead-lettered" {
+		return usageErrorf("--reason and --description go with --settle deadletter")
+	}
+	if mode == azservicebus.ReceiveModeReceiveAndDelete && len(f.deferred) > 0 {
+		return usageErrorf("--deferred needs peeklock mode")
+	}
+
+	var out []jsonMessage
+	err = a.withMessaging(cmd.Context(), func(c *azservicebus.Client) (err error) {
+		ctx := cmd.Context()
+		r, err := c.NewReceiverForQueue(queue, &azservicebus.ReceiverOptions{ReceiveMode: mode, SubQueue: f.sub.subQueue()})
+		if err != nil {
+			return entityError(err, queueName(queue))
+		}
+		defer closeQuietly(ctx, r.Close)
+		// Abandoned messages are unlocked once the receiver is closed (see
+		// abandonAfterClose), so that this receive does not get them back.
+		var abandon []*azservicebus.ReceivedMessage
+		abandoning := mode == azservicebus.ReceiveModePeekLock && settle.verb == "abandon"
+		defer func() {
+			if aerr := abandonAfterClose(ctx, c, r, queue, f.sub.subQueue(), abandon); aerr != nil && err == nil {
+				err = fmt.Errorf("abandon failed (the messages unlock when their lock expires): %w", entityError(aerr, queueName(queue)))
+			}
+		}()
+		take := func(msgs []*azservicebus.ReceivedMessage) error {
+			for _, m := range msgs {
+				j := toJSONMessage(m)
+				if abandoning {
+					abandon = append(abandon, m)
+					j.Settled = settle.name
+				} else if mode == azservicebus.ReceiveModePeekLock {
+					if err := settle.do(ctx, r, m); err != nil {
+						out = append(out, j)
+						return fmt.Errorf("message %d: %s failed: %w", *m.SequenceNumber, settle.verb, entityError(err, queueName(queue)))
+					}
+					j.Settled = settle.name
+				} else {
+					j.Settled = "deleted"
+				}
+				out = append(out, j)
+			}
+			return nil
+		}
+		if len(f.deferred) > 0 {
+			msgs, err := r.ReceiveDeferredMessages(ctx, f.deferred, nil)
+			if err != nil && isNotFound(err) && !isEntityNotFound(err) {
+				return &exitError{code: ExitNotFound, err: fmt.Errorf("%s: no deferred message with sequence number %s (it does not exist, is not deferred, or is locked)", queueName(queue), joinInts(f.deferred))}
+			}
+			if err != nil {
+				return entityError(err, queueName(queue))
+			}
+			return take(msgs)
+		}
+		for len(out) < f.count {
+			wctx, cancel := context.WithTimeout(ctx, f.wait)
+			msgs, err := r.ReceiveMessages(wctx, min(f.count-len(out), receiveBatch), nil)
+			cancel()
+			if err != nil && !isIdle(ctx, err) {
+				return entityError(err, queueName(queue))
+			}
+			if len(msgs) == 0 {
+				break
+			}
+			if err := take(msgs); err != nil {
+				return err
+			}
+		}
+		if mode == azservicebus.ReceiveModeReceiveAndDelete {
+			// Messages that arrived after the last call are already deleted
+			// on the broker: collect them from the receiver's cache.
+			msgs, err := drainDeleted(ctx, r)
+			_ = take(msgs)
+			return err
+		}
+		return nil
+	})
+	if err != nil && len(out) == 0 {
+		return err
+	}
+	if perr := printMessages(cmd, out, f.asJSON, f.sub.any()); err == nil {
+		err = perr
+	}
+	return err
+}
+
+// drainDeleted closes a receive-and-delete receiver and returns the
+// messages it still holds: the broker has deleted them already.
+func drainDeleted(ctx context.Context, r *azservicebus.Receiver) ([]*azservicebus.ReceivedMessage, error) {
+	closeQuietly(ctx, r.Close)
+	var all []*azservicebus.ReceivedMessage
+	for {
+		msgs, err := r.ReceiveMessages(context.WithoutCancel(ctx), receiveBatch, nil)
+		var sbErr *azservicebus.Error
+		if errors.As(err, &sbErr) && sbErr.Code == azservicebus.CodeClosed {
+			return all, nil
+		}
+		if err != nil {
+			return all, err
+		}
+		if len(msgs) == 0 {
+			return all, nil
+		}
+		all = append(all, msgs...)
+	}
+}
+
+func joinInts(ns []int64) string {
+	parts := make([]string, len(ns))
+	for i, n := range ns {
+		parts[i] = fmt.Sprint(n)
+	}
+	return strings.Join(parts, ",")
+}

@@ -1,0 +1,92 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/spf13/cobra"
+)
+
+// subQueueFlags select a queue's dead-letter or transfer dead-letter
+// sub-queue.
+type subQueueFlags struct {
+	dlq         bool
+	transferDLQ bool
+}
+
+func (s *subQueueFlags) register(cmd *cobra.Command, transfer bool) {
+	cmd.Flags().BoolVar(&s.dlq, "dlq", false, "use the queue's dead-letter queue")
+	if transfer {
+		cmd.Flags().BoolVar(&s.transferDLQ, "transfer-dlq", false, "use the queue's transfer dead-letter queue")
+	}
+}
+
+// subQueue is the SDK's value for the chosen sub-queue, 0 for the queue.
+func (s *subQueueFlags) subQueue() azservicebus.SubQueue {
+	switch {
+	case s.dlq:
+		return azservicebus.SubQueueDeadLetter
+	case s.transferDLQ:
+		return azservicebus.SubQueueTransfer
+	}
+	return 0
+}
+
+// path names the entity for messages: orders, orders/$DeadLetterQueue.
+func (s *subQueueFlags) path(queue string) string {
+	switch {
+	case s.dlq:
+		return queue + "/$DeadLetterQueue"
+	case s.transferDLQ:
+		return queue + "/$Transfer/$DeadLetterQueue"
+	}
+	return queue
+}
+
+func (s *subQueueFlags) any() bool { return s.dlq || s.transferDLQ }
+
+// check rejects --dlq with --transfer-dlq.
+func (s *subQueueFlags) check() error {
+	if s.dlq && s.transferDLQ {
+		return usageErrorf("--dlq and --transfer-dlq cannot be used together")
+	}
+	return nil
+}
+
+// positive checks a --count style flag.
+func positive(flag string, n int) error {
+	if n < 1 {
+		return usageErrorf("--%s must be at least 1", flag)
+	}
+	return nil
+}
+
+// abandonAfterClose closes r and then unlocks msgs, which r received, by
+// lock token through a new receiver's management link. Abandoning them on
+// r itself would hand them straight back to r if it still has credit
+// (after a receive that timed out, say), where they would stay locked
+// until it closed and then until their lock expired.
+func abandonAfterClose(ctx context.Context, c *azservicebus.Client, r *azservicebus.Receiver, queue string, sub azservicebus.SubQueue, msgs []*azservicebus.ReceivedMessage) error {
+	closeQuietly(ctx, r.Close)
+	if len(msgs) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	r2, err := c.NewReceiverForQueue(queue, &azservicebus.ReceiverOptions{SubQueue: sub})
+	if err != nil {
+		return err
+	}
+	defer closeQuietly(ctx, r2.Close)
+	var errs []error
+	for _, m := range msgs {
+		// A message with only a lock token is settled on the management link.
+		if err := r2.AbandonMessage(ctx, &azservicebus.ReceivedMessage{LockToken: m.LockToken}, nil); err != nil {
+			errs = append(errs, fmt.Errorf("message %s: %w", optInt(m.SequenceNumber), err))
+		}
+	}
+	return errors.Join(errs...)
+}
