@@ -37,6 +37,8 @@
 //     no-ops. OpAppend of an existing (EntityID, Seq) replaces its Meta and
 //     Data (the broker never does this on purpose).
 //   - An empty Batch is valid; Commit(empty, true) is equivalent to Sync.
+//   - A batch with an unknown OpKind is rejected whole with an error.
+//   - nil and empty byte slices are not distinguished.
 //   - Meta, Name and Key are meant to be small (bytes to a few hundred
 //     bytes); implementations may keep them in memory for every live
 //     message. Data is never required to be kept in memory.
@@ -133,7 +135,8 @@ type Value struct {
 // entity first (in ID order), then Message for every message (in
 // (EntityID, Seq) order), then Value for every value. The slices passed to
 // the callbacks are valid only during the call. A non-nil return aborts
-// recovery with that error.
+// recovery with that error. The callbacks may call the Store (both
+// implementations visit a snapshot), and a nil callback is skipped.
 type Visitor struct {
 	Entity  func(Entity) error
 	Message func(Message) error

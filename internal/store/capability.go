@@ -1,0 +1,28 @@
+package store
+
+// Optional capabilities. A Store may implement any of these; callers test
+// for them with a type assertion, so the base interface stays small.
+
+// Stats is a point-in-time summary of what a store holds.
+type Stats struct {
+	Entities  int   // live entities
+	Messages  int   // live messages
+	Values    int   // live values
+	DataBytes int64 // sum of len(Data) over live messages
+	// DiskBytes is the space the store's files take (segments and
+	// checkpoints); 0 for stores that keep nothing on disk.
+	DiskBytes int64
+}
+
+// StatsReporter is implemented by stores that can summarise their contents.
+type StatsReporter interface {
+	Stats() Stats
+}
+
+// Compacter is implemented by stores that reclaim space in the background
+// and can also be asked to do a full pass now (tests, admin commands).
+// Compact returns once the pass is done; it does not block concurrent
+// Commits for long.
+type Compacter interface {
+	Compact() error
+}

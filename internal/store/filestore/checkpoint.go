@@ -1,0 +1,424 @@
+package filestore
+
+import (
+	"encoding/binary"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/busbarmq/busbar/internal/store"
+)
+
+// Checkpoint file layout: see doc.go.
+const (
+	ckptMagic      = "BUSBARCK"
+	ckptVersion    = 1
+	ckptHeaderSize = 40
+
+	frameEntity = 1
+	frameMsgs   = 2
+	frameValue  = 3
+	frameEnd    = 4
+
+	frameHeaderSize = 8
+	maxFrame        = maxPayload
+)
+
+// ckptWriter streams frames to a file through a buffer.
+type ckptWriter struct {
+	buf   []byte
+	flush func([]byte) error
+	err   error
+	frame int // start of the open frame in buf
+}
+
+func (w *ckptWriter) begin(kind byte) {
+	w.frame = len(w.buf)
+	w.buf = append(w.buf, make([]byte, frameHeaderSize)...)
+	w.buf = append(w.buf, kind)
+}
+
+func (w *ckptWriter) end() {
+	body := w.buf[w.frame+frameHeaderSize:]
+	binary.LittleEndian.PutUint32(w.buf[w.frame:], uint32(len(body)))
+	binary.LittleEndian.PutUint32(w.buf[w.frame+4:], crc(body))
+	if len(w.buf) >= 1<<20 && w.err == nil {
+		w.err = w.flush(w.buf)
+		w.buf = w.buf[:0]
+	}
+}
+
+func (w *ckptWriter) uvarint(v uint64) { w.buf = binary.AppendUvarint(w.buf, v) }
+func (w *ckptWriter) bytes(b []byte)   { w.buf = appendBytes(w.buf, b) }
+
+// checkpoint writes a checkpoint of the current state, then lets segments
+// that only it made unnecessary go. maintMu must be held.
+func (s *Store) checkpoint() error { return s.writeCheckpoint(false) }
+
+// checkpointForced writes a checkpoint even if nothing was logged since
+// the last one.
+func (s *Store) checkpointForced() error { return s.writeCheckpoint(true) }
+
+func (s *Store) writeCheckpoint(force bool) error {
+	s.mu.Lock()
+	snap := s.mu.ix.snapshot(true)
+	lsn, pos, logEnd := s.mu.applied, s.mu.appliedPos, s.mu.logWritten
+	same := lsn == s.mu.ckptLSN && !force
+	s.mu.Unlock()
+	if same {
+		return s.deleteSegments()
+	}
+	// Everything the checkpoint describes must be durable in the log first:
+	// a crash must never leave a checkpoint ahead of the log it points into.
+	if err := s.syncLog(); err != nil {
+		return err
+	}
+	start := time.Now()
+	final := ckptName(s.opts.Dir, lsn)
+	tmp := final + tmpSuffix
+	f, err := s.fs.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("filestore: checkpoint: %w", err)
+	}
+	var off int64
+	w := &ckptWriter{buf: make([]byte, 0, 2<<20), flush: func(b []byte) error {
+		_, err := f.WriteAt(b, off)
+		off += int64(len(b))
+		return err
+	}}
+	// Header.
+	w.buf = append(w.buf, ckptMagic...)
+	w.buf = binary.LittleEndian.AppendUint32(w.buf, ckptVersion)
+	w.buf = binary.LittleEndian.AppendUint32(w.buf, pos.seg)
+	w.buf = binary.LittleEndian.AppendUint64(w.buf, lsn)
+	w.buf = binary.LittleEndian.AppendUint64(w.buf, uint64(pos.off))
+	w.buf = binary.LittleEndian.AppendUint32(w.buf, 0)
+	w.buf = binary.LittleEndian.AppendUint32(w.buf, crc(w.buf[:36]))
+	refs := make(map[uint32]int64)
+	var nmsgs, nvalues uint64
+	for i := range snap.entities {
+		e := &snap.entities[i]
+		w.begin(frameEntity)
+		w.uvarint(e.id)
+		w.uvarint(e.lastSeq)
+		w.bytes([]byte(e.name))
+		w.bytes(e.spec)
+		w.end()
+		for _, c := range e.chunks {
+			w.begin(frameMsgs)
+			w.uvarint(e.id)
+			w.uvarint(uint64(len(c.ents)))
+			for j := range c.ents {
+				ent := &c.ents[j]
+				w.uvarint(ent.seq)
+				w.uvarint(uint64(ent.seg))
+				w.uvarint(uint64(ent.off))
+				w.uvarint(uint64(ent.size))
+				w.buf = binary.LittleEndian.AppendUint32(w.buf, ent.crc)
+				w.bytes(c.meta(j))
+				refs[ent.seg]++
+			}
+			nmsgs += uint64(len(c.ents))
+			w.end()
+		}
+		for _, k := range slices.Sorted(maps.Keys(e.values)) {
+			w.begin(frameValue)
+			w.uvarint(e.id)
+			w.bytes([]byte(k))
+			w.bytes(e.values[k])
+			w.end()
+			nvalues++
+		}
+	}
+	w.begin(frameEnd)
+	w.uvarint(uint64(len(snap.entities)))
+	w.uvarint(nmsgs)
+	w.uvarint(nvalues)
+	w.end()
+	err = w.err
+	if err == nil {
+		err = w.flush(w.buf)
+	}
+	if err == nil && !s.opts.NoSync {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = s.fs.Rename(tmp, final)
+	}
+	if err == nil && !s.opts.NoSync {
+		err = s.fs.SyncDir(s.opts.Dir)
+	}
+	if err != nil {
+		s.fs.Remove(tmp)
+		return fmt.Errorf("filestore: checkpoint %s: %w", final, err)
+	}
+	s.mu.Lock()
+	s.mu.ckptLSN, s.mu.ckpt, s.mu.ckptBytes = lsn, pos, off
+	s.mu.ckptTime, s.mu.ckptLogEnd = time.Now(), logEnd
+	for id, seg := range s.mu.segs {
+		seg.ckptRefs = refs[id]
+	}
+	s.mu.Unlock()
+	s.log.Debug("checkpoint written", "file", final, "lsn", lsn, "messages", nmsgs, "bytes", off, "took", time.Since(start))
+	s.removeOldCheckpoints(lsn)
+	return s.deleteSegments()
+}
+
+// removeOldCheckpoints deletes checkpoint files older than lsn.
+func (s *Store) removeOldCheckpoints(lsn uint64) {
+	names, err := s.fs.ReadDir(s.opts.Dir)
+	if err != nil {
+		s.log.Warn("listing checkpoints", "err", err)
+		return
+	}
+	for _, name := range names {
+		if l, ok := parseName(name, ckptSuffix, 64); ok && l < lsn {
+			if err := s.fs.Remove(s.path(name)); err != nil {
+				s.log.Warn("removing old checkpoint", "file", name, "err", err)
+			}
+		}
+	}
+}
+
+// deleteSegments deletes the segments neither the index, the latest
+// durable checkpoint nor its replay need. maintMu must be held.
+func (s *Store) deleteSegments() error {
+	s.mu.Lock()
+	var victims []*segment
+	for id, seg := range s.mu.segs {
+		if seg != s.mu.active && id < s.mu.ckpt.seg && seg.live == 0 && seg.ckptRefs == 0 {
+			victims = append(victims, seg)
+			delete(s.mu.segs, id)
+		}
+	}
+	s.mu.Unlock()
+	var err error
+	for _, seg := range victims {
+		// No directory sync: a segment that comes back after a crash is
+		// unreferenced and is deleted again on open.
+		if rerr := s.fs.Remove(seg.path); rerr != nil && err == nil {
+			err = fmt.Errorf("filestore: %w", rerr)
+		}
+		s.log.Debug("segment deleted", "file", seg.path)
+		seg.release()
+	}
+	return err
+}
+
+// ckptInfo is what loadCheckpoint learned besides the index contents.
+type ckptInfo struct {
+	path string
+	lsn  uint64
+	pos  logPos
+	size int64
+	refs map[uint32]int64
+}
+
+type ckptReader struct {
+	path string
+	b    []byte
+	off  int64 // of the current frame, for error messages
+	pos  int
+	err  error
+}
+
+func (r *ckptReader) fail(why string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("filestore: %s: offset %d: %s: %w", r.path, r.off, why, store.ErrCorrupt)
+	}
+}
+
+func (r *ckptReader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b[r.pos:])
+	if n <= 0 {
+		r.fail("truncated frame")
+		return 0
+	}
+	r.pos += n
+	return v
+}
+
+func (r *ckptReader) bytes() []byte {
+	n := r.uvarint()
+	if r.err != nil {
+		return nil
+	}
+	if n > uint64(len(r.b)-r.pos) {
+		r.fail("truncated frame")
+		return nil
+	}
+	b := r.b[r.pos : r.pos+int(n)]
+	r.pos += int(n)
+	return b
+}
+
+func (r *ckptReader) u32() uint32 {
+	if r.err != nil {
+		return 0
+	}
+	if len(r.b)-r.pos < 4 {
+		r.fail("truncated frame")
+		return 0
+	}
+	v := binary.LittleEndian.Uint32(r.b[r.pos:])
+	r.pos += 4
+	return v
+}
+
+// loadCheckpoint reads checkpoint file p into s.mu.ix (which must be
+// empty), counting references into the segments in s.mu.segs. Messages
+// in segments that do not exist are corruption (with Salvage: dropped and
+// logged).
+func (s *Store) loadCheckpoint(p string) (*ckptInfo, error) {
+	f, err := s.fs.Open(p)
+	if err != nil {
+		return nil, fmt.Errorf("filestore: %w", err)
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return nil, fmt.Errorf("filestore: %w", err)
+	}
+	w := &window{f: f, name: p, size: size}
+	r := &ckptReader{path: p}
+	b, err := w.get(0, min(ckptHeaderSize, size))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) < ckptHeaderSize || string(b[:8]) != ckptMagic || crc(b[:36]) != binary.LittleEndian.Uint32(b[36:]) {
+		r.fail("bad checkpoint header")
+		return nil, r.err
+	}
+	if v := binary.LittleEndian.Uint32(b[8:]); v != ckptVersion {
+		r.fail(fmt.Sprintf("unknown checkpoint version %d", v))
+		return nil, r.err
+	}
+	info := &ckptInfo{
+		path: p,
+		lsn:  binary.LittleEndian.Uint64(b[16:]),
+		pos:  logPos{seg: binary.LittleEndian.Uint32(b[12:]), off: int64(binary.LittleEndian.Uint64(b[24:]))},
+		size: size,
+		refs: make(map[uint32]int64),
+	}
+	ix := s.mu.ix
+	var nents, nmsgs, nvals uint64
+	pos := int64(ckptHeaderSize)
+	var cur *entity
+	for {
+		r.off = pos
+		if size-pos < frameHeaderSize+1 {
+			r.fail("checkpoint ends without its end frame")
+			return nil, r.err
+		}
+		fh, err := w.get(pos, frameHeaderSize)
+		if err != nil {
+			return nil, err
+		}
+		n := int64(binary.LittleEndian.Uint32(fh))
+		sum := binary.LittleEndian.Uint32(fh[4:])
+		if n < 1 || n > size-pos-frameHeaderSize {
+			r.fail("frame length out of range")
+			return nil, r.err
+		}
+		frame, err := w.get(pos, frameHeaderSize+n)
+		if err != nil {
+			return nil, err
+		}
+		body := frame[frameHeaderSize:]
+		if crc(body) != sum {
+			r.fail("frame checksum mismatch")
+			return nil, r.err
+		}
+		r.b, r.pos = body, 1
+		switch body[0] {
+		case frameEntity:
+			id := r.uvarint()
+			e := &entity{id: id, lastSeq: r.uvarint(), values: make(map[string][]byte)}
+			e.name = string(r.bytes())
+			e.spec = slices.Clone(r.bytes())
+			if r.err == nil && ix.entities[id] != nil {
+				r.fail(fmt.Sprintf("entity %d twice", id))
+			}
+			ix.entities[id] = e
+			cur = e
+			nents++
+		case frameMsgs:
+			id := r.uvarint()
+			count := r.uvarint()
+			if cur == nil || cur.id != id {
+				r.fail("messages frame out of place")
+				break
+			}
+			for range count {
+				ent := entry{seq: r.uvarint()}
+				seg, off, sz := r.uvarint(), r.uvarint(), r.uvarint()
+				ent.crc = r.u32()
+				meta := r.bytes()
+				if r.err != nil {
+					break
+				}
+				if seg > 1<<32-1 || off > 1<<32-1 || sz > 1<<32-1 {
+					r.fail("message location out of range")
+					break
+				}
+				ent.seg, ent.off, ent.size = uint32(seg), uint32(off), uint32(sz)
+				if n := len(cur.chunks); n > 0 && ent.seq <= cur.chunks[n-1].last() {
+					r.fail(fmt.Sprintf("entity %d: messages out of order at seq %d", id, ent.seq))
+					break
+				}
+				if ent.size > 0 && s.mu.segs[ent.seg] == nil {
+					why := fmt.Sprintf("message %d/%d is in segment %d, which does not exist", id, ent.seq, ent.seg)
+					if !s.opts.Salvage {
+						r.fail(why)
+						break
+					}
+					s.log.Error("salvage: dropping message", "file", p, "reason", why)
+					continue
+				}
+				ix.insert(cur, ent, meta)
+				cur.lastSeq = max(cur.lastSeq, ent.seq)
+				s.refLocked(ent)
+				info.refs[ent.seg]++
+				nmsgs++
+			}
+		case frameValue:
+			id := r.uvarint()
+			k, v := r.bytes(), r.bytes()
+			if r.err == nil {
+				e := ix.entities[id]
+				if e == nil {
+					r.fail(fmt.Sprintf("value of unknown entity %d", id))
+					break
+				}
+				e.values[string(k)] = slices.Clone(v)
+				ix.nvalues++
+				nvals++
+			}
+		case frameEnd:
+			ne, nm, nv := r.uvarint(), r.uvarint(), r.uvarint()
+			if r.err == nil && (ne != nents || (nm != nmsgs && !s.opts.Salvage) || nv != nvals) {
+				r.fail("end frame counts do not match")
+			}
+			if r.err == nil && pos+frameHeaderSize+n != size {
+				r.fail("data after the end frame")
+			}
+			if r.err != nil {
+				return nil, r.err
+			}
+			return info, nil
+		default:
+			r.fail(fmt.Sprintf("unknown frame kind %d", body[0]))
+		}
+		if r.err != nil {
+			return nil, r.err
+		}
+		pos += frameHeaderSize + n
+	}
+}

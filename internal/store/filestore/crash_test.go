@@ -1,0 +1,249 @@
+package filestore
+
+import (
+	"fmt"
+	"math/rand"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/busbarmq/busbar/internal/store"
+	"github.com/busbarmq/busbar/internal/store/storetest"
+	"github.com/busbarmq/busbar/internal/vfs"
+)
+
+// crashWorker commits random batches to its own range of entities and
+// records the model state after each batch.
+type crashWorker struct {
+	base   uint64 // entity IDs are base+1, base+2, ...
+	gen    *storetest.Gen
+	models []*storetest.State // models[k] = state after k batches
+	// issued is the number of batches handed to Commit so far; durable the
+	// number known durable (every batch up to the last synced one that
+	// returned, since the log keeps commit order per worker).
+	issued, durable atomic.Int64
+}
+
+// crashImage is the file system at one simulated power loss.
+type crashImage struct {
+	fs      *vfs.Mem
+	op      vfs.Op
+	issued  []int64
+	durable []int64
+}
+
+// runCrashWorkload runs workers concurrently against a store on a Mem FS
+// and takes a CrashClone before every FS operation selected by crashAt.
+// Worker 0 also checkpoints and compacts from time to time.
+func runCrashWorkload(t *testing.T, seed int64, workers, batches int, crashAt func(n int64, op vfs.Op) bool, tune ...func(*Options)) ([]*crashWorker, []crashImage, Options) {
+	t.Helper()
+	mem := vfs.NewMem()
+	var (
+		ws     []*crashWorker
+		mu     sync.Mutex
+		images []crashImage
+		nops   atomic.Int64
+		armed  atomic.Bool
+	)
+	crng := rand.New(rand.NewSource(seed * 7919))
+	inject := func(op vfs.Op) error {
+		n := nops.Add(1)
+		if !armed.Load() || !crashAt(n, op) {
+			return nil
+		}
+		// Read the counters before cloning: a batch acknowledged after this
+		// point may be in the image or not, both are fine.
+		img := crashImage{op: op}
+		for _, w := range ws {
+			img.durable = append(img.durable, w.durable.Load())
+		}
+		mu.Lock()
+		img.fs = mem.CrashClone(vfs.CrashOptions{Rand: rand.New(rand.NewSource(crng.Int63())), AnySubset: crng.Intn(2) == 0})
+		mu.Unlock()
+		for _, w := range ws {
+			img.issued = append(img.issued, w.issued.Load())
+		}
+		mu.Lock()
+		images = append(images, img)
+		mu.Unlock()
+		return nil
+	}
+	opts := Options{Dir: "/db", FS: vfs.WithErrors(mem, inject), SegmentSize: 16 << 10, BackgroundInterval: -1, MaxGroupBytes: 8 << 10}
+	for _, f := range tune {
+		f(&opts)
+	}
+	s, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range workers {
+		w := &crashWorker{base: uint64(i+1) * 1_000_000,
+			gen: &storetest.Gen{Rng: rand.New(rand.NewSource(seed*100 + int64(i))), MaxData: 400}}
+		w.models = []*storetest.State{storetest.NewState()}
+		// Seed the worker's entity range.
+		b := &store.Batch{Ops: []store.Op{{Kind: store.OpPutEntity, EntityID: w.base + 1, Name: "e"}}}
+		if err := s.Commit(b, true); err != nil {
+			t.Fatal(err)
+		}
+		m := storetest.NewState()
+		m.Apply(b)
+		w.models = []*storetest.State{m}
+		ws = append(ws, w)
+	}
+	armed.Store(true)
+	var wg sync.WaitGroup
+	errc := make(chan error, workers)
+	for i, w := range ws {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := w.gen.Rng
+			for k := range batches {
+				b := w.gen.Batch(w.models[len(w.models)-1], 5)
+				next := w.models[len(w.models)-1].Clone()
+				next.Apply(b)
+				w.models = append(w.models, next)
+				sync := rng.Intn(3) == 0
+				w.issued.Add(1)
+				if err := s.Commit(b, sync); err != nil {
+					errc <- err
+					return
+				}
+				if sync {
+					w.durable.Store(w.issued.Load())
+				}
+				if i == 0 && k%40 == 39 {
+					var err error
+					if rng.Intn(2) == 0 {
+						err = s.Compact()
+					} else {
+						err = s.Checkpoint()
+					}
+					if err != nil {
+						errc <- err
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Fatal(err)
+	}
+	armed.Store(false)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The clean shutdown is one more image, with everything durable.
+	final := crashImage{fs: mem.CrashClone(vfs.CrashOptions{}), op: vfs.Op{Path: "after Close"}}
+	for _, w := range ws {
+		final.issued = append(final.issued, w.issued.Load())
+		final.durable = append(final.durable, w.issued.Load())
+	}
+	images = append(images, final)
+	return ws, images, opts
+}
+
+// checkImage opens img and checks that each worker's entities are in the
+// state after some prefix of its batches that includes every durable one.
+func checkImage(t *testing.T, ws []*crashWorker, img crashImage, opts Options) {
+	t.Helper()
+	opts.FS = img.fs
+	s, err := Open(opts)
+	if err != nil {
+		t.Fatalf("crash before %v %s: reopen: %v\nfiles:\n%s", img.op.Kind, img.op.Path, err, img.fs)
+	}
+	defer s.Close()
+	got := storetest.MustDump(t, s)
+	for i, w := range ws {
+		mine := storetest.NewState()
+		for id, e := range got.Entities {
+			if id > w.base && id < w.base+1_000_000 {
+				mine.Entities[id] = e
+			}
+		}
+		lo, hi := img.durable[i], img.issued[i]
+		ok := false
+		for k := hi; k >= lo && !ok; k-- {
+			ok = storetest.Diff(w.models[k], mine) == ""
+		}
+		if !ok {
+			t.Fatalf("crash before %v %s: worker %d matches no state after %d..%d batches; vs the durable one:\n%s",
+				img.op.Kind, img.op.Path, i, lo, hi, storetest.Diff(w.models[lo], mine))
+		}
+	}
+	// The reopened store keeps working and reopens again.
+	b := &store.Batch{Ops: []store.Op{{Kind: store.OpPutEntity, EntityID: 1, Name: "after crash"}}}
+	if err := s.Commit(b, true); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCrashAtRandomPoints(t *testing.T) {
+	for _, seed := range []int64{1, 2, 3, 4} {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewSource(seed))
+			var mu sync.Mutex
+			ws, images, opts := runCrashWorkload(t, seed, 4, 150, func(n int64, op vfs.Op) bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return rng.Intn(12) == 0
+			})
+			if len(images) < 20 {
+				t.Fatalf("only %d crash points", len(images))
+			}
+			for _, img := range images {
+				checkImage(t, ws, img, opts)
+			}
+			t.Logf("%d crash points checked", len(images))
+		})
+	}
+}
+
+// TestCrashDuringMaintenance crashes before every file-system operation
+// made by checkpoints and compaction (creating, writing, syncing and
+// renaming checkpoint files, deleting segments).
+func TestCrashDuringMaintenance(t *testing.T) {
+	ws, images, opts := runCrashWorkload(t, 9, 2, 200, func(n int64, op vfs.Op) bool {
+		switch op.Kind {
+		case vfs.OpRename, vfs.OpRemove, vfs.OpSyncDir:
+			return true
+		case vfs.OpCreate, vfs.OpWrite, vfs.OpSync:
+			return len(op.Path) > 5 && (op.Path[len(op.Path)-4:] == ".tmp")
+		}
+		return false
+	})
+	kinds := map[vfs.OpKind]int{}
+	for _, img := range images {
+		kinds[img.op.Kind]++
+		checkImage(t, ws, img, opts)
+	}
+	if kinds[vfs.OpRename] == 0 || kinds[vfs.OpRemove] == 0 {
+		t.Fatalf("crash points by kind: %v; want renames and removes", kinds)
+	}
+	t.Logf("%d crash points checked: %v", len(images), kinds)
+}
+
+// TestCrashWithBackgroundWork lets the background goroutine checkpoint,
+// forward-copy and delete segments on its own schedule while power fails.
+func TestCrashWithBackgroundWork(t *testing.T) {
+	rng := rand.New(rand.NewSource(42))
+	var mu sync.Mutex
+	ws, images, opts := runCrashWorkload(t, 42, 3, 200, func(n int64, op vfs.Op) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return rng.Intn(15) == 0
+	}, func(o *Options) {
+		o.BackgroundInterval = time.Millisecond
+		o.CheckpointInterval = 3 * time.Millisecond
+		o.CompactRate = 1 << 30
+		o.CompactLiveRatio = 0.5
+	})
+	for _, img := range images {
+		checkImage(t, ws, img, opts)
+	}
+	t.Logf("%d crash points checked", len(images))
+}

@@ -1,0 +1,171 @@
+// Package filestore is the durable store.Store: one append-only,
+// segmented log shared by every entity, an in-memory index of the live
+// messages, periodic checkpoints of that index, and background reclamation
+// of dead segments.
+//
+// # Writing
+//
+// Commit encodes its batch into one log record (in the caller's goroutine)
+// and hands it to the single writer goroutine:
+//
+//	committers --reqc--> writer --syncc--> syncer
+//	                       \--prepReq--> preparer
+//
+// The writer takes the first pending request, drains every other request
+// already queued (opportunistic group commit, no timer), writes all their
+// records with one write, applies them to the index and releases the
+// Commit(sync=false) callers. It passes the Commit(sync=true) callers to
+// the syncer as one job and goes on with the next group; the syncer drains
+// every pending job, calls fdatasync once and releases them all. So the
+// next group's write overlaps this group's fdatasync, and a commit is
+// acknowledged only after an fdatasync that started after its record was
+// written. A batch is one record, so it is atomic: after a crash it is
+// either whole (checksums match) or dropped with the torn tail.
+//
+// The preparer creates the next segment ahead of time: it fills a file
+// with zeros and syncs it, so that appending to it changes no file
+// metadata and fdatasync has only data to flush. On this machine that made
+// group commit markedly faster than appending to a growing file.
+// Options.NoPreallocate turns it off.
+//
+// # Directory
+//
+//	LOCK                         flock(2) against a second opener
+//	0000000001.seg ...           log segments, numbered from 1, no gaps in the replayed part
+//	00000000000000123456.ckpt    checkpoint as of LSN 123456 (the newest one is used)
+//	next-segment.tmp             the preallocated next segment (zeros)
+//	*.tmp                        also: a checkpoint being written; both removed on open
+//	*.corrupt                    a file Salvage set aside
+//
+// # Segment file
+//
+// A segment starts with a 32-byte header and holds whole records, then
+// (if preallocated) zeros to the end of the file; all-zero bytes where a
+// record header should be mark the end. When the next record would take it
+// past Options.SegmentSize, the writer fsyncs it (so that only the last
+// segment can ever end in a torn write), then writes the header into the
+// prepared file, fsyncs it, renames it to its segment name and fsyncs the
+// directory.
+//
+//	+----------+-------------+----------+--------------+-----------+----------+
+//	| "BUSBARLG"| version u32 | segID u32| firstLSN u64 | crc32c u32| zero u32 |   header, 32 bytes
+//	+----------+-------------+----------+--------------+-----------+----------+
+//	| record | record | record | ...                                          |
+//	+-------------------------------------------------------------------------+
+//
+// All integers are little-endian; crc32c is CRC-32 (Castagnoli) of the
+// header's first 24 bytes.
+//
+// # Record (one Batch)
+//
+//	0         4         8               16              24        28
+//	+---------+---------+---------------+---------------+---------+-----------------+
+//	| hcrc u32| len u32 | lsn u64       | synced u64    | pcrc u32| payload (len B) |
+//	+---------+---------+---------------+---------------+---------+-----------------+
+//
+//	hcrc    CRC-32C of bytes 4..28 (lets recovery test any offset cheaply)
+//	len     payload length
+//	lsn     log sequence number: +1 per record, never reused
+//	synced  the highest LSN known durable (fsync'd) when this record was written
+//	pcrc    CRC-32C of the payload
+//
+// The payload is the batch's operations, back to back (uv = uvarint,
+// bytes = uv length + bytes):
+//
+//	kind u8 | entityID uv | ...
+//	  PutEntity     name bytes | spec bytes
+//	  DeleteEntity  -
+//	  Append        seq uv | meta bytes | dataCRC u32 | data bytes
+//	  Rewrite       seq uv | meta bytes | dataCRC u32 | data bytes
+//	  SetMeta       seq uv | meta bytes
+//	  Remove        seq uv
+//	  PutValue      key bytes | value bytes
+//	  DeleteValue   key bytes
+//	  Move (0x40)   seq uv | fromSeg uv | fromOff uv | dataCRC u32 | data bytes
+//
+// Move is written only by compaction: "the Data of (entity, seq) that was
+// at fromSeg:fromOff is now here"; it applies only if the message still
+// has its Data there, so a replay reaches the same decision as the live
+// store did.
+//
+// # Index
+//
+// Per entity, the live messages sit in chunks of up to 256 entries sorted
+// by seq; an entry is 32 pointer-free bytes (seq, segment, offset, size
+// and CRC of Data, offset and length of Meta in the chunk's Meta arena).
+// Meta is kept in memory; Data never is: ReadData preads it from its
+// segment (usually from the page cache) and checks its CRC. Memory is
+// about 32 bytes + len(Meta) per message. Chunks are copy-on-write, so a
+// snapshot of the whole index (for a checkpoint, compaction or Recover)
+// costs O(chunks) under the lock. Each segment counts the live messages
+// whose Data it holds.
+//
+// # Checkpoint file
+//
+//	+----------+-------------+-----------+---------+---------------+----------+-----------+
+//	| "BUSBARCK"| version u32 | seg u32   | lsn u64 | offset u64    | zero u32 | crc32c u32|   header, 40 bytes
+//	+----------+-------------+-----------+---------+---------------+----------+-----------+
+//	| frame | frame | ... | end frame                                                     |
+//	+---------------------------------------------------------------------------------------+
+//
+//	frame  = len u32 | crc32c u32 (of kind+body) | kind u8 | body (len counts kind+body)
+//	entity = 1 | id uv | lastSeq uv | name bytes | spec bytes
+//	msgs   = 2 | entityID uv | n uv | n × (seq uv | seg uv | off uv | size uv | dataCRC u32 | meta bytes)
+//	value  = 3 | entityID uv | key bytes | value bytes
+//	end    = 4 | entities uv | messages uv | values uv
+//
+// A checkpoint is the whole state as of record lsn; recovery continues
+// with the record at (seg, offset). It is written only after the log is
+// synced up to lsn, to a .tmp file that is fsync'd, renamed into place and
+// made durable with a directory fsync; only then are older checkpoints and
+// unneeded segments deleted. A crash at any point leaves either the new or
+// the previous checkpoint, each with the log it needs.
+//
+// # Recovery
+//
+// Open loads the newest checkpoint, then replays every record after it,
+// checking each record's checksums and that LSNs follow one another.
+// Zeros from the bad spot to the end of the file are the clean end of a
+// preallocated segment. Any other bad record means one of two things:
+//
+//   - a torn write: the last, unsynced writes before a power loss. It can
+//     only be in the last segment, and nothing after it can have been
+//     synced. Open truncates the segment there and goes on.
+//   - corruption: anything else. Open fails with an error wrapping
+//     store.ErrCorrupt naming the file and offset, unless Options.Salvage
+//     is set, in which case it skips to the next good record (or sets a
+//     bad file aside), logs what was lost, and writes a fresh checkpoint.
+//
+// The synced field tells them apart: Open scans the bytes after a bad
+// record in the last segment for any whole record whose synced LSN is at
+// least the LSN expected at the bad spot. Such a record was written after
+// the bad spot had been fsync'd, so the damage is not a torn write.
+//
+// # Reclamation
+//
+// A background goroutine (every Options.BackgroundInterval):
+//
+//  1. forward-copies, at no more than Options.CompactRate, the live Data
+//     out of sealed segments (except the newest sealed one, for its first
+//     10 seconds) that are at
+//     most Options.CompactLiveRatio live, as Move records through the
+//     writer, so that a long-lived deferred or dead-lettered message does
+//     not pin a whole segment;
+//  2. writes a checkpoint when the interval has passed, when the log grew
+//     by more than max(8 segments, 256 MiB) since the last one, or when
+//     the dead segments waiting for one outweigh it;
+//  3. deletes every segment that is older than the checkpoint's replay
+//     position, holds no live Data, and that the checkpoint does not
+//     refer to.
+//
+// Compact runs the same pass at once and without the rate limit, and
+// Checkpoint writes a checkpoint at once.
+//
+// # Measured (this 2-core box, shared with other jobs; see bench_test.go)
+//
+// Durable 1 KB commits (one OpAppend each): 143k-207k/s with 256
+// committers, 74k-92k/s with 64, ~5k/s with 1. Restart with 1M queued
+// 1 KB messages (64-byte Meta): 0.3-0.6 s from a checkpoint, 0.5-0.6 s
+// replaying the whole 1 GB log (page cache warm), ~94 MB of heap. After
+// draining 1M messages the disk went from 1.1 GB to 64 MB within 0.4 s.
+package filestore

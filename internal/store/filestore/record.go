@@ -1,0 +1,274 @@
+package filestore
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+
+	"github.com/busbarmq/busbar/internal/store"
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func crc(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
+// Segment header.
+const (
+	segMagic      = "BUSBARLG"
+	segVersion    = 1
+	segHeaderSize = 32
+)
+
+func appendSegHeader(b []byte, id uint32, firstLSN uint64) []byte {
+	start := len(b)
+	b = append(b, segMagic...)
+	b = binary.LittleEndian.AppendUint32(b, segVersion)
+	b = binary.LittleEndian.AppendUint32(b, id)
+	b = binary.LittleEndian.AppendUint64(b, firstLSN)
+	b = binary.LittleEndian.AppendUint32(b, crc(b[start:]))
+	return binary.LittleEndian.AppendUint32(b, 0)
+}
+
+func parseSegHeader(b []byte) (id uint32, firstLSN uint64, err error) {
+	if len(b) < segHeaderSize {
+		return 0, 0, errors.New("short segment header")
+	}
+	if string(b[:8]) != segMagic {
+		return 0, 0, errors.New("bad segment magic")
+	}
+	if crc(b[:24]) != binary.LittleEndian.Uint32(b[24:]) {
+		return 0, 0, errors.New("segment header checksum mismatch")
+	}
+	if v := binary.LittleEndian.Uint32(b[8:]); v != segVersion {
+		return 0, 0, fmt.Errorf("unknown segment version %d", v)
+	}
+	return binary.LittleEndian.Uint32(b[12:]), binary.LittleEndian.Uint64(b[16:]), nil
+}
+
+// Record header.
+const (
+	recHeaderSize = 28
+	// maxPayload bounds one batch; with SegmentSize ≤ 1 GiB every offset
+	// inside a segment fits in a uint32.
+	maxPayload = 1 << 30
+)
+
+type recHeader struct {
+	length uint32 // payload bytes
+	lsn    uint64 // log sequence number, +1 per batch
+	synced uint64 // highest LSN known durable when this record was written
+	pcrc   uint32 // CRC-32C of the payload
+}
+
+// sealRecHeader completes the header of rec (whose length and payload
+// checksum finishPayload set) with its LSN and the synced LSN.
+func sealRecHeader(rec []byte, lsn, synced uint64) {
+	binary.LittleEndian.PutUint64(rec[8:], lsn)
+	binary.LittleEndian.PutUint64(rec[16:], synced)
+	binary.LittleEndian.PutUint32(rec[0:], crc(rec[4:recHeaderSize]))
+}
+
+// parseRecHeader decodes a record header; ok is false when its checksum
+// does not match.
+func parseRecHeader(b []byte) (h recHeader, ok bool) {
+	if len(b) < recHeaderSize || crc(b[4:recHeaderSize]) != binary.LittleEndian.Uint32(b) {
+		return h, false
+	}
+	return recHeader{
+		length: binary.LittleEndian.Uint32(b[4:]),
+		lsn:    binary.LittleEndian.Uint64(b[8:]),
+		synced: binary.LittleEndian.Uint64(b[16:]),
+		pcrc:   binary.LittleEndian.Uint32(b[24:]),
+	}, true
+}
+
+// opMove is the filestore's own operation: compaction copied the Data of
+// message (EntityID, Seq) out of segment fromSeg at fromOff. It applies
+// only if the message still has its Data there.
+const opMove = 0x40
+
+// encodeBatch appends a record for b to dst: a header (left for the
+// writer to complete, except the payload checksum) and the payload.
+func encodeBatch(dst []byte, b *store.Batch) ([]byte, error) {
+	start := len(dst)
+	dst = append(dst, make([]byte, recHeaderSize)...)
+	for i := range b.Ops {
+		op := &b.Ops[i]
+		dst = append(dst, byte(op.Kind))
+		dst = binary.AppendUvarint(dst, op.EntityID)
+		switch op.Kind {
+		case store.OpPutEntity:
+			dst = appendBytes(dst, []byte(op.Name))
+			dst = appendBytes(dst, op.Data)
+		case store.OpDeleteEntity:
+		case store.OpAppend, store.OpRewrite:
+			dst = binary.AppendUvarint(dst, op.Seq)
+			dst = appendBytes(dst, op.Meta)
+			dst = binary.LittleEndian.AppendUint32(dst, crc(op.Data))
+			dst = appendBytes(dst, op.Data)
+		case store.OpSetMeta:
+			dst = binary.AppendUvarint(dst, op.Seq)
+			dst = appendBytes(dst, op.Meta)
+		case store.OpRemove:
+			dst = binary.AppendUvarint(dst, op.Seq)
+		case store.OpPutValue:
+			dst = appendBytes(dst, []byte(op.Key))
+			dst = appendBytes(dst, op.Data)
+		case store.OpDeleteValue:
+			dst = appendBytes(dst, []byte(op.Key))
+		default:
+			return dst[:start], fmt.Errorf("filestore: op %d: unknown kind %d", i, op.Kind)
+		}
+		if len(dst)-start-recHeaderSize > maxPayload {
+			return dst[:start], fmt.Errorf("filestore: batch larger than %d bytes", maxPayload)
+		}
+	}
+	finishPayload(dst[start:])
+	return dst, nil
+}
+
+// move is one relocation for encodeMoves.
+type move struct {
+	entity, seq uint64
+	fromSeg     uint32
+	fromOff     uint32
+	crc         uint32
+	data        []byte
+}
+
+func encodeMoves(dst []byte, ms []move) []byte {
+	start := len(dst)
+	dst = append(dst, make([]byte, recHeaderSize)...)
+	for _, m := range ms {
+		dst = append(dst, opMove)
+		dst = binary.AppendUvarint(dst, m.entity)
+		dst = binary.AppendUvarint(dst, m.seq)
+		dst = binary.AppendUvarint(dst, uint64(m.fromSeg))
+		dst = binary.AppendUvarint(dst, uint64(m.fromOff))
+		dst = binary.LittleEndian.AppendUint32(dst, m.crc)
+		dst = appendBytes(dst, m.data)
+	}
+	finishPayload(dst[start:])
+	return dst
+}
+
+// finishPayload fills in the length and payload checksum of rec's header;
+// the writer adds the LSN, synced LSN and header checksum.
+func finishPayload(rec []byte) {
+	p := rec[recHeaderSize:]
+	binary.LittleEndian.PutUint32(rec[4:], uint32(len(p)))
+	binary.LittleEndian.PutUint32(rec[24:], crc(p))
+}
+
+func appendBytes(dst, b []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(b)))
+	return append(dst, b...)
+}
+
+// decOp is one decoded operation. Its slices alias the payload.
+type decOp struct {
+	kind        byte
+	entity, seq uint64
+	name, key   []byte // OpPutEntity name; value key
+	meta        []byte
+	data        []byte // OpPutEntity spec, value, message Data
+	dataOff     int    // offset of data within the payload
+	dcrc        uint32
+	fromSeg     uint32
+	fromOff     uint32
+}
+
+var errShortOp = errors.New("truncated operation")
+
+// decoder walks the operations of one payload.
+type decoder struct {
+	p   []byte
+	pos int
+	err error
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.p[d.pos:])
+	if n <= 0 {
+		d.err = errShortOp
+		return 0
+	}
+	d.pos += n
+	return v
+}
+
+func (d *decoder) u32() uint32 {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.p)-d.pos < 4 {
+		d.err = errShortOp
+		return 0
+	}
+	v := binary.LittleEndian.Uint32(d.p[d.pos:])
+	d.pos += 4
+	return v
+}
+
+// bytes returns a length-prefixed byte string and its offset.
+func (d *decoder) bytes() ([]byte, int) {
+	n := d.uvarint()
+	if d.err != nil {
+		return nil, 0
+	}
+	if n > uint64(len(d.p)-d.pos) {
+		d.err = errShortOp
+		return nil, 0
+	}
+	off := d.pos
+	d.pos += int(n)
+	return d.p[off:d.pos:d.pos], off
+}
+
+// next decodes the next operation; ok is false at the end of the payload
+// or on error (then d.err is set).
+func (d *decoder) next(op *decOp) bool {
+	if d.err != nil || d.pos >= len(d.p) {
+		return false
+	}
+	*op = decOp{kind: d.p[d.pos]}
+	d.pos++
+	op.entity = d.uvarint()
+	switch op.kind {
+	case byte(store.OpPutEntity):
+		op.name, _ = d.bytes()
+		op.data, op.dataOff = d.bytes()
+	case byte(store.OpDeleteEntity):
+	case byte(store.OpAppend), byte(store.OpRewrite):
+		op.seq = d.uvarint()
+		op.meta, _ = d.bytes()
+		op.dcrc = d.u32()
+		op.data, op.dataOff = d.bytes()
+	case byte(store.OpSetMeta):
+		op.seq = d.uvarint()
+		op.meta, _ = d.bytes()
+	case byte(store.OpRemove):
+		op.seq = d.uvarint()
+	case byte(store.OpPutValue):
+		op.key, _ = d.bytes()
+		op.data, op.dataOff = d.bytes()
+	case byte(store.OpDeleteValue):
+		op.key, _ = d.bytes()
+	case opMove:
+		op.seq = d.uvarint()
+		fs, fo := d.uvarint(), d.uvarint()
+		if fs > 1<<32-1 || fo > 1<<32-1 {
+			d.err = errors.New("move location out of range")
+		}
+		op.fromSeg, op.fromOff = uint32(fs), uint32(fo)
+		op.dcrc = d.u32()
+		op.data, op.dataOff = d.bytes()
+	default:
+		d.err = fmt.Errorf("unknown operation kind %d", op.kind)
+	}
+	return d.err == nil
+}

@@ -1,0 +1,426 @@
+package filestore
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/busbarmq/busbar/internal/store"
+)
+
+// recover rebuilds the state from the directory: newest usable checkpoint,
+// then every record after it. It leaves the writer state ready to append
+// to the last segment.
+func (s *Store) recover() error {
+	start := time.Now()
+	names, err := s.fs.ReadDir(s.opts.Dir)
+	if err != nil {
+		return fmt.Errorf("filestore: %w", err)
+	}
+	var segIDs []uint32
+	var ckpts []uint64
+	for _, name := range names {
+		switch {
+		case strings.HasSuffix(name, tmpSuffix):
+			// An unfinished checkpoint from before a crash.
+			if err := s.fs.Remove(s.path(name)); err != nil {
+				return fmt.Errorf("filestore: %w", err)
+			}
+		case strings.HasSuffix(name, segSuffix):
+			if id, ok := parseName(name, segSuffix, 32); ok {
+				segIDs = append(segIDs, uint32(id))
+			}
+		case strings.HasSuffix(name, ckptSuffix):
+			if lsn, ok := parseName(name, ckptSuffix, 64); ok {
+				ckpts = append(ckpts, lsn)
+			}
+		}
+	}
+	slices.Sort(segIDs)
+	slices.Sort(ckpts)
+	for _, id := range segIDs {
+		p := segName(s.opts.Dir, id)
+		f, err := s.fs.Open(p)
+		if err != nil {
+			return fmt.Errorf("filestore: %w", err)
+		}
+		size, err := f.Size()
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("filestore: %w", err)
+		}
+		seg := newSegment(id, p, f)
+		seg.size = size
+		s.mu.segs[id] = seg
+	}
+
+	// The newest checkpoint that loads.
+	var ck *ckptInfo
+	for i := len(ckpts) - 1; i >= 0 && ck == nil; i-- {
+		p := ckptName(s.opts.Dir, ckpts[i])
+		ck, err = s.loadCheckpoint(p)
+		if err == nil {
+			break
+		}
+		if !s.opts.Salvage {
+			return err
+		}
+		s.log.Error("salvage: checkpoint set aside", "file", p, "renamed_to", p+corruptSuffix, "err", err)
+		if err := s.fs.Rename(p, p+corruptSuffix); err != nil {
+			return fmt.Errorf("filestore: %w", err)
+		}
+		s.salvaged = true
+		s.resetIndex()
+	}
+
+	// Replay the log after it.
+	r := replayer{s: s, expected: 1}
+	var replay []uint32
+	if ck != nil {
+		r.expected = ck.lsn + 1
+		for _, id := range segIDs {
+			if id >= ck.pos.seg {
+				replay = append(replay, id)
+			}
+		}
+		if len(replay) == 0 || replay[0] != ck.pos.seg {
+			if err := s.corrupt(ck.path, 0, fmt.Sprintf("the log it continues in (segment %d) is missing", ck.pos.seg)); err != nil {
+				return err
+			}
+		}
+	} else {
+		replay = segIDs
+		if len(replay) > 0 && replay[0] != 1 {
+			if err := s.corrupt(segName(s.opts.Dir, replay[0]), 0, "no checkpoint and the log does not start at segment 1"); err != nil {
+				return err
+			}
+		}
+	}
+	for i, id := range replay {
+		if i > 0 && id != replay[i-1]+1 {
+			if err := s.corrupt(segName(s.opts.Dir, id), 0, fmt.Sprintf("segment %d is missing", replay[i-1]+1)); err != nil {
+				return err
+			}
+		}
+		from := int64(segHeaderSize)
+		if ck != nil && id == ck.pos.seg {
+			from = ck.pos.off
+			if seg := s.mu.segs[id]; from > seg.size || from < segHeaderSize {
+				if err := s.corrupt(ck.path, 0, fmt.Sprintf("its position %d is outside segment %s", from, seg.path)); err != nil {
+					return err
+				}
+				from = seg.size
+			}
+		}
+		if err := r.segment(s.mu.segs[id], from, i == len(replay)-1); err != nil {
+			return err
+		}
+	}
+
+	// Open the last segment for appending, or start the log.
+	var active *segment
+	if n := len(r.kept); n > 0 {
+		active = r.kept[n-1]
+		f, err := s.fs.OpenReadWrite(active.path)
+		if err != nil {
+			return fmt.Errorf("filestore: %w", err)
+		}
+		if r.truncateTo >= 0 {
+			if err := f.Truncate(r.truncateTo); err != nil {
+				f.Close()
+				return fmt.Errorf("filestore: truncate %s: %w", active.path, err)
+			}
+			active.size = r.truncateTo
+		}
+		// Make what a crashed process left in the page cache durable, so
+		// that the synced LSN below is true.
+		if !s.opts.NoSync {
+			if err := f.Sync(); err != nil {
+				f.Close()
+				return fmt.Errorf("filestore: sync %s: %w", active.path, err)
+			}
+		}
+		active.f.Close()
+		active.f = f
+	} else {
+		// A new log, or (salvage) nothing usable after the checkpoint.
+		id := uint32(1)
+		if ck != nil {
+			id = ck.pos.seg
+		}
+		for _, seg := range s.mu.segs {
+			id = max(id, seg.id+1)
+		}
+		seg, err := s.newSegment(id, r.expected)
+		if err != nil {
+			return fmt.Errorf("filestore: %w", err)
+		}
+		s.mu.segs[id] = seg
+		active = seg
+	}
+	s.mu.active = active
+	s.w.seg, s.w.off = active, active.size
+	s.w.nextLSN = r.expected
+	s.syncedLSN.Store(r.expected - 1)
+	s.mu.applied = r.expected - 1
+	s.mu.appliedPos = logPos{seg: active.id, off: active.size}
+	if ck != nil {
+		s.mu.ckptLSN, s.mu.ckpt, s.mu.ckptBytes = ck.lsn, ck.pos, ck.size
+		for id, n := range ck.refs {
+			if seg := s.mu.segs[id]; seg != nil {
+				seg.ckptRefs = n
+			}
+		}
+		s.removeOldCheckpoints(ck.lsn)
+	} else {
+		// Nothing to replay from but the log itself: segments before the
+		// first one are not needed.
+		s.mu.ckpt = logPos{seg: 0}
+	}
+	if s.salvaged {
+		s.dropDanglingLocked()
+	}
+	// Segments before the replay start that nothing refers to (deleted
+	// before a crash, but their removal was not yet durable).
+	for id, seg := range s.mu.segs {
+		if seg != active && id < s.mu.ckpt.seg && seg.live == 0 && seg.ckptRefs == 0 {
+			s.log.Info("removing unreferenced segment", "file", seg.path)
+			delete(s.mu.segs, id)
+			if err := s.fs.Remove(seg.path); err != nil {
+				return fmt.Errorf("filestore: %w", err)
+			}
+			seg.release()
+		}
+	}
+	s.log.Info("recovered", "entities", len(s.mu.ix.entities), "messages", s.mu.ix.nmsgs,
+		"checkpoint_lsn", s.mu.ckptLSN, "replayed_records", r.records, "last_lsn", r.expected-1, "took", time.Since(start))
+	return nil
+}
+
+func (s *Store) resetIndex() {
+	s.mu.ix = newIndex()
+	for _, seg := range s.mu.segs {
+		seg.live, seg.liveBytes = 0, 0
+	}
+}
+
+// corrupt reports corruption at file:off. With Salvage it logs and returns
+// nil, and the caller skips what it could not read.
+func (s *Store) corrupt(file string, off int64, why string) error {
+	err := fmt.Errorf("filestore: %s: offset %d: %s: %w", file, off, why, store.ErrCorrupt)
+	if !s.opts.Salvage {
+		return err
+	}
+	s.salvaged = true
+	s.log.Error("salvage: skipping corruption", "err", err)
+	return nil
+}
+
+// replayer applies the log, segment by segment.
+type replayer struct {
+	s        *Store
+	expected uint64 // LSN of the next record
+	records  int
+	buf      []byte
+	// kept lists the replayed segments that remain part of the log.
+	kept []*segment
+	// truncateTo is where the last segment's valid data ends if bytes after
+	// it must go (a torn tail); -1 otherwise.
+	truncateTo int64
+}
+
+// segment replays seg from offset from. last says whether it is the last
+// segment, the only one whose tail may be torn.
+func (r *replayer) segment(seg *segment, from int64, last bool) error {
+	s := r.s
+	r.truncateTo = -1
+	w := &window{f: seg.f, name: seg.path, size: seg.size, buf: r.buf}
+	defer func() { r.buf = w.buf[:0] }()
+	from = min(max(from, segHeaderSize), max(seg.size, segHeaderSize))
+	hdr, err := w.get(0, min(segHeaderSize, seg.size))
+	if err != nil {
+		return err
+	}
+	id, first, herr := parseSegHeader(hdr)
+	if herr == nil && id != seg.id {
+		herr = fmt.Errorf("header names segment %d", id)
+	}
+	if herr != nil {
+		if last && from == segHeaderSize {
+			// The header is synced before any record is written, so a bad
+			// header with no whole record after it is a segment created
+			// just before a crash; with records after it, it is damage.
+			all, err := w.get(0, seg.size)
+			if err != nil {
+				return err
+			}
+			if _, next := findRecord(all, 0, r.expected); next < 0 {
+				s.log.Warn("removing segment with torn header", "file", seg.path, "size", seg.size)
+				delete(s.mu.segs, seg.id)
+				seg.release()
+				return s.fs.Remove(seg.path)
+			}
+		}
+		if err := s.corrupt(seg.path, 0, herr.Error()); err != nil {
+			return err
+		}
+		// Salvage: put the whole segment aside.
+		delete(s.mu.segs, seg.id)
+		seg.release()
+		s.log.Error("salvage: segment set aside", "file", seg.path, "renamed_to", seg.path+corruptSuffix)
+		return s.fs.Rename(seg.path, seg.path+corruptSuffix)
+	}
+	seg.firstLSN = first
+	if from == segHeaderSize && first != r.expected {
+		if err := s.corrupt(seg.path, 0, fmt.Sprintf("segment starts at LSN %d, want %d", first, r.expected)); err != nil {
+			return err
+		}
+		r.expected = first
+	}
+
+	r.kept = append(r.kept, seg)
+	off := from
+	for off < seg.size {
+		var (
+			h   recHeader
+			why string
+			b   []byte
+		)
+		if seg.size-off < recHeaderSize {
+			why = "truncated record header"
+		} else if b, err = w.get(off, recHeaderSize); err != nil {
+			return err
+		} else if hh, ok := parseRecHeader(b); !ok {
+			why = "record header checksum mismatch"
+		} else if h = hh; int64(h.length) > seg.size-off-recHeaderSize {
+			why = "record extends past the end of the segment"
+		} else if b, err = w.get(off, recHeaderSize+int64(h.length)); err != nil {
+			return err
+		} else if crc(b[recHeaderSize:]) != h.pcrc {
+			why = "record payload checksum mismatch"
+		} else if h.lsn != r.expected {
+			why = fmt.Sprintf("record has LSN %d, want %d", h.lsn, r.expected)
+		}
+		if why != "" {
+			zero, err := w.allZero(off)
+			if err != nil {
+				return err
+			}
+			if zero {
+				// The preallocated, never written part: the clean end.
+				seg.alloc, seg.size = seg.size, off
+				break
+			}
+			// Look at everything after the damage.
+			rest, err := w.get(off, seg.size-off)
+			if err != nil {
+				return err
+			}
+			if last {
+				if proof, _ := findRecord(rest, 1, r.expected); proof < 0 {
+					s.log.Warn("truncating torn tail", "file", seg.path, "offset", off, "bytes", seg.size-off, "reason", why)
+					r.truncateTo = off
+					seg.size = off
+					break
+				}
+			}
+			if err := s.corrupt(seg.path, off, why); err != nil {
+				return err
+			}
+			// Salvage: resume at the next record that checks out.
+			_, next := findRecord(rest, 1, r.expected)
+			if next < 0 {
+				s.log.Error("salvage: dropping the rest of the segment", "file", seg.path, "offset", off, "bytes", seg.size-off)
+				if last {
+					r.truncateTo = off
+					seg.size = off
+				}
+				break
+			}
+			nh, _ := checkRecord(rest, next)
+			s.log.Error("salvage: skipped bytes", "file", seg.path, "offset", off, "bytes", next, "lost_lsns", fmt.Sprintf("%d-%d", r.expected, nh.lsn-1))
+			off, r.expected = off+next, nh.lsn
+			continue
+		}
+		if err := s.applyRecordLocked(b[recHeaderSize:], seg, off+recHeaderSize); err != nil {
+			if cerr := s.corrupt(seg.path, off, "undecodable record: "+err.Error()); cerr != nil {
+				return cerr
+			}
+		}
+		seg.lastLSN = h.lsn
+		r.expected++
+		r.records++
+		off += recHeaderSize + int64(h.length)
+	}
+	return nil
+}
+
+// checkRecord validates the record at off; why is "" if it is whole.
+func checkRecord(data []byte, off int64) (recHeader, string) {
+	if int64(len(data))-off < recHeaderSize {
+		return recHeader{}, "truncated record header"
+	}
+	h, ok := parseRecHeader(data[off:])
+	if !ok {
+		return h, "record header checksum mismatch"
+	}
+	if int64(h.length) > int64(len(data))-off-recHeaderSize {
+		return h, "record extends past the end of the segment"
+	}
+	if crc(data[off+recHeaderSize:off+recHeaderSize+int64(h.length)]) != h.pcrc {
+		return h, "record payload checksum mismatch"
+	}
+	return h, ""
+}
+
+// findRecord looks for whole records at or after from with LSN >= want
+// (the batch the damage stands in for). next is the first such record's
+// offset (-1 if none); proof is the offset of the first one written after
+// batch want had been synced (-1 if none). Such a record proves the
+// damage is not a torn write, which only ever hits unsynced bytes.
+func findRecord(data []byte, from int64, want uint64) (proof, next int64) {
+	proof, next = -1, -1
+	// A record header is never all zeros, so no record starts after the
+	// last non-zero byte (preallocated space is zeros).
+	end := int64(len(data))
+	for end > 0 && data[end-1] == 0 {
+		end--
+	}
+	end = min(end+recHeaderSize, int64(len(data)))
+	for p := from; p+recHeaderSize <= end; p++ {
+		h, why := checkRecord(data, p)
+		if why != "" || h.lsn < want {
+			continue
+		}
+		if next < 0 {
+			next = p
+		}
+		if h.synced >= want {
+			return p, next
+		}
+	}
+	return proof, next
+}
+
+// dropDanglingLocked removes (Salvage only) the messages whose Data is in
+// a segment that was lost or set aside.
+func (s *Store) dropDanglingLocked() {
+	ix := s.mu.ix
+	for _, e := range ix.entities {
+		var lost []uint64
+		for _, c := range e.chunks {
+			for _, ent := range c.ents {
+				if ent.size > 0 && s.mu.segs[ent.seg] == nil {
+					lost = append(lost, ent.seq)
+				}
+			}
+		}
+		for _, seq := range lost {
+			ix.remove(e, seq)
+		}
+		if len(lost) > 0 {
+			s.log.Error("salvage: dropped messages whose data was lost", "entity", e.id, "messages", len(lost))
+		}
+	}
+}

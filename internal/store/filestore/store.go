@@ -1,0 +1,379 @@
+package filestore
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/busbarmq/busbar/internal/store"
+	"github.com/busbarmq/busbar/internal/vfs"
+)
+
+// Store is the file-backed store.Store. Create it with Open.
+type Store struct {
+	opts Options
+	fs   vfs.FS
+	log  *slog.Logger
+	lock io.Closer
+
+	// closeMu orders Close after every public call in flight: calls hold
+	// it for reading, Close for writing.
+	closeMu sync.RWMutex
+	closed  bool // guarded by closeMu
+
+	// failed holds the first write or sync error; once set, every Commit
+	// and Sync fails with it (the page cache can no longer be trusted).
+	failed atomic.Pointer[error]
+
+	// mu guards the index, the segment map and the positions below. The
+	// writer holds it exclusively while it applies a group; ReadData holds
+	// it shared only to find a message.
+	mu struct {
+		sync.RWMutex
+		ix     *index
+		segs   map[uint32]*segment
+		active *segment
+		// applied is the LSN of the last applied record and appliedPos
+		// the position just past it: a checkpoint taken now replays from
+		// there.
+		applied    uint64
+		appliedPos logPos
+		// ckpt is the latest durable checkpoint.
+		ckpt       logPos
+		ckptLSN    uint64
+		ckptBytes  int64
+		ckptTime   time.Time
+		ckptLogEnd int64     // total log bytes ever written when it was taken
+		sealedAt   time.Time // when the active segment was started
+		logWritten int64     // total log bytes ever written (this process)
+	}
+
+	reqc       chan *request
+	syncc      chan syncJob
+	syncedLSN  atomic.Uint64 // highest LSN known durable
+	prepc      chan prepared // the preparer's next preallocated segment
+	prepReq    chan struct{} // asks the preparer for one
+	prepBytes  atomic.Int64  // size of a prepared, unused segment file
+	nGroups    atomic.Int64  // group writes, for benchmarks
+	nSyncs     atomic.Int64  // fdatasync calls by the syncer, for benchmarks
+	stopWriter chan struct{}
+	writerDone chan struct{}
+	w          writerState // owned by the writer goroutine
+
+	// maintMu serialises checkpoints and compaction passes.
+	maintMu   sync.Mutex
+	stopMaint chan struct{}
+	maintDone chan struct{}
+	lastTick  time.Time // guarded by maintMu
+
+	salvaged bool // recovery skipped something (Salvage); set before Open returns
+}
+
+// logPos is a position in the log.
+type logPos struct {
+	seg uint32
+	off int64
+}
+
+var (
+	_ store.Store         = (*Store)(nil)
+	_ store.StatsReporter = (*Store)(nil)
+	_ store.Compacter     = (*Store)(nil)
+)
+
+// Open opens (creating if needed) the store in opts.Dir and recovers its
+// state: it loads the newest checkpoint and replays the log after it.
+func Open(opts Options) (*Store, error) {
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
+	}
+	s := &Store{
+		opts:       opts,
+		fs:         opts.FS,
+		log:        opts.Logger.With("dir", opts.Dir),
+		reqc:       make(chan *request, 4096),
+		syncc:      make(chan syncJob, 1),
+		prepc:      make(chan prepared, 1),
+		prepReq:    make(chan struct{}, 1),
+		stopWriter: make(chan struct{}),
+		writerDone: make(chan struct{}),
+		stopMaint:  make(chan struct{}),
+		maintDone:  make(chan struct{}),
+	}
+	s.mu.ix = newIndex()
+	s.mu.segs = make(map[uint32]*segment)
+	if err := s.fs.MkdirAll(opts.Dir); err != nil {
+		return nil, fmt.Errorf("filestore: %w", err)
+	}
+	lock, err := s.fs.Lock(s.path(lockName))
+	if err != nil {
+		return nil, fmt.Errorf("filestore: %w", err)
+	}
+	s.lock = lock
+	if err := s.recover(); err != nil {
+		s.closeFiles()
+		return nil, err
+	}
+	s.mu.ckptTime = time.Now()
+	go s.writeLoop()
+	if s.salvaged {
+		// Record what was salvaged, so the next open starts from it and
+		// does not meet the same damage again.
+		s.maintMu.Lock()
+		err := s.checkpointForced()
+		s.maintMu.Unlock()
+		if err != nil {
+			close(s.maintDone)
+			s.Close()
+			return nil, err
+		}
+	}
+	if opts.BackgroundInterval > 0 {
+		go s.maintainLoop()
+	} else {
+		close(s.maintDone)
+	}
+	return s, nil
+}
+
+func (s *Store) path(name string) string { return s.opts.Dir + "/" + name }
+
+func (s *Store) failure() error {
+	if p := s.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (s *Store) fail(err error) error {
+	err = fmt.Errorf("filestore: %w", err)
+	if s.failed.CompareAndSwap(nil, &err) {
+		s.log.Error("store failed; reopen to recover", "err", err)
+	}
+	return *s.failed.Load()
+}
+
+// Commit applies b atomically. With sync it returns once b is durable;
+// without, once b is in the log (readable, and durable with the next
+// sync). Concurrent commits share one write and one fdatasync.
+func (s *Store) Commit(b *store.Batch, sync bool) error {
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.closed {
+		return store.ErrClosed
+	}
+	if err := s.failure(); err != nil {
+		return err
+	}
+	r := getRequest()
+	defer putRequest(r)
+	if b != nil && len(b.Ops) > 0 {
+		rec, err := encodeBatch(r.rec[:0], b)
+		if err != nil {
+			return err
+		}
+		r.rec = rec
+	} else if !sync {
+		return nil
+	}
+	r.sync = sync
+	return s.submit(r)
+}
+
+// submit hands r to the writer and waits for its answer.
+func (s *Store) submit(r *request) error {
+	s.reqc <- r
+	return <-r.done
+}
+
+// Sync makes every committed batch durable.
+func (s *Store) Sync() error {
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.closed {
+		return store.ErrClosed
+	}
+	return s.syncLog()
+}
+
+func (s *Store) syncLog() error {
+	if err := s.failure(); err != nil {
+		return err
+	}
+	r := getRequest()
+	defer putRequest(r)
+	r.sync = true
+	return s.submit(r)
+}
+
+// ReadData reads the Data of message (entityID, seq) from its segment and
+// checks its checksum.
+func (s *Store) ReadData(entityID, seq uint64) ([]byte, error) {
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.closed {
+		return nil, store.ErrClosed
+	}
+	s.mu.RLock()
+	e := s.mu.ix.entities[entityID]
+	if e == nil {
+		s.mu.RUnlock()
+		return nil, store.ErrNotFound
+	}
+	c, i, ok := e.lookup(seq)
+	if !ok {
+		s.mu.RUnlock()
+		return nil, store.ErrNotFound
+	}
+	ent := c.ents[i]
+	if ent.size == 0 {
+		s.mu.RUnlock()
+		return []byte{}, nil
+	}
+	seg := s.mu.segs[ent.seg]
+	if seg == nil {
+		s.mu.RUnlock()
+		return nil, fmt.Errorf("filestore: message %d/%d: segment %d missing: %w", entityID, seq, ent.seg, store.ErrCorrupt)
+	}
+	seg.refs.Add(1)
+	s.mu.RUnlock()
+	defer seg.release()
+	return readData(seg, ent)
+}
+
+func readData(seg *segment, ent entry) ([]byte, error) {
+	buf := make([]byte, ent.size)
+	if _, err := seg.f.ReadAt(buf, int64(ent.off)); err != nil {
+		if err == io.EOF {
+			return nil, fmt.Errorf("filestore: %s: offset %d: data past end of file: %w", seg.path, ent.off, store.ErrCorrupt)
+		}
+		return nil, fmt.Errorf("filestore: %w", err)
+	}
+	if crc(buf) != ent.crc {
+		return nil, fmt.Errorf("filestore: %s: offset %d: data checksum mismatch: %w", seg.path, ent.off, store.ErrCorrupt)
+	}
+	return buf, nil
+}
+
+// snapshot freezes the index (see index.snapshot) and notes the log
+// position it corresponds to.
+func (s *Store) snapshot(withValues bool) (*snapshot, uint64, logPos) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.ix.snapshot(withValues), s.mu.applied, s.mu.appliedPos
+}
+
+// Recover replays the live state to v: entities by ID, then messages by
+// (EntityID, Seq), then values by (EntityID, Key). It works on a snapshot,
+// so v may call any Store method, including Commit.
+func (s *Store) Recover(v store.Visitor) error {
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.closed {
+		return store.ErrClosed
+	}
+	snap, _, _ := s.snapshot(v.Value != nil)
+	if v.Entity != nil {
+		for i := range snap.entities {
+			e := &snap.entities[i]
+			if err := v.Entity(store.Entity{ID: e.id, Name: e.name, Spec: e.spec, LastSeq: e.lastSeq}); err != nil {
+				return err
+			}
+		}
+	}
+	if v.Message != nil {
+		for i := range snap.entities {
+			e := &snap.entities[i]
+			for _, c := range e.chunks {
+				for j := range c.ents {
+					ent := &c.ents[j]
+					if err := v.Message(store.Message{EntityID: e.id, Seq: ent.seq, Meta: c.meta(j), Size: int(ent.size)}); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+	if v.Value != nil {
+		for i := range snap.entities {
+			e := &snap.entities[i]
+			for _, k := range slices.Sorted(maps.Keys(e.values)) {
+				if err := v.Value(store.Value{EntityID: e.id, Key: k, Value: e.values[k]}); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// Stats summarises the store.
+func (s *Store) Stats() store.Stats {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	st := store.Stats{
+		Entities:  len(s.mu.ix.entities),
+		Messages:  s.mu.ix.nmsgs,
+		Values:    s.mu.ix.nvalues,
+		DataBytes: s.mu.ix.dataBytes,
+		DiskBytes: s.mu.ckptBytes,
+	}
+	for _, seg := range s.mu.segs {
+		st.DiskBytes += seg.diskSize()
+	}
+	st.DiskBytes += s.prepBytes.Load()
+	return st
+}
+
+// Close stops background work, writes a checkpoint (so the next Open need
+// not replay the log), syncs and closes every file.
+func (s *Store) Close() error {
+	s.closeMu.Lock()
+	if s.closed {
+		s.closeMu.Unlock()
+		return store.ErrClosed
+	}
+	s.closed = true
+	s.closeMu.Unlock()
+
+	close(s.stopMaint)
+	<-s.maintDone
+	var err error
+	if s.failure() == nil {
+		s.maintMu.Lock()
+		s.mu.RLock()
+		dirty := s.mu.applied != s.mu.ckptLSN
+		s.mu.RUnlock()
+		if dirty {
+			err = s.checkpoint()
+		}
+		s.maintMu.Unlock()
+	}
+	close(s.stopWriter)
+	<-s.writerDone
+	if err == nil {
+		err = s.w.closeErr
+	}
+	if ferr := s.failure(); err == nil && ferr != nil {
+		err = ferr
+	}
+	s.closeFiles()
+	return err
+}
+
+func (s *Store) closeFiles() {
+	s.mu.Lock()
+	for id, seg := range s.mu.segs {
+		seg.release()
+		delete(s.mu.segs, id)
+	}
+	s.mu.Unlock()
+	if s.lock != nil {
+		s.lock.Close()
+	}
+}

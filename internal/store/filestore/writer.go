@@ -1,0 +1,346 @@
+package filestore
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// request is one Commit (rec set) or sync (rec nil) handed to the writer.
+type request struct {
+	rec  []byte // record: header (completed by the writer) + payload
+	sync bool
+	done chan error
+
+	// Set by the writer for records.
+	seg *segment
+	off int64 // offset of the record in seg
+	lsn uint64
+}
+
+var requestPool = sync.Pool{New: func() any { return &request{done: make(chan error, 1)} }}
+
+func getRequest() *request { return requestPool.Get().(*request) }
+
+func putRequest(r *request) {
+	if cap(r.rec) > 64<<10 {
+		r.rec = nil // do not pin big buffers in the pool
+	}
+	r.rec = r.rec[:0]
+	r.sync, r.seg, r.off, r.lsn = false, nil, 0, 0
+	requestPool.Put(r)
+}
+
+// syncJob asks the syncer to make the log durable up to lsn (all of it in
+// seg or in older, already synced segments) and then release waiters.
+type syncJob struct {
+	seg     *segment
+	lsn     uint64
+	waiters []*request
+}
+
+// writerState is owned by the writer goroutine (and by recover, before the
+// writer starts).
+type writerState struct {
+	seg      *segment // active segment
+	off      int64    // end of what has been written to seg
+	nextLSN  uint64
+	buf      []byte
+	group    []*request
+	closeErr error
+}
+
+// The log pipeline has two goroutines:
+//
+//	committers --reqc--> writer --syncc--> syncer
+//
+// The writer takes the first pending request, drains whatever else is
+// queued (group commit), writes all records with one write, applies them
+// to the index and releases the unsynced committers. The synced ones go to
+// the syncer as one job, and the writer moves on to the next group while
+// the syncer runs fdatasync: the next group's write overlaps this group's
+// sync. The syncer drains all pending jobs, syncs once and releases every
+// waiter.
+//
+// syncedLSN (written by the syncer and by rotation, read by the writer for
+// record headers) only grows.
+
+func (s *Store) writeLoop() {
+	defer close(s.writerDone)
+	syncerDone := make(chan struct{})
+	go s.syncLoop(syncerDone)
+	prepDone := make(chan struct{})
+	go s.prepLoop(prepDone)
+	if !s.opts.NoPreallocate {
+		s.prepReq <- struct{}{}
+	}
+	defer func() {
+		close(s.prepReq)
+		<-prepDone
+		close(s.syncc)
+		<-syncerDone
+		// Close holds closeMu exclusively and stopped maintenance, so
+		// nothing can be queued any more; make the tail durable.
+		if s.failure() == nil && !s.opts.NoSync && s.syncedLSN.Load() < s.w.nextLSN-1 {
+			if err := s.w.seg.f.Sync(); err != nil {
+				s.w.closeErr = s.fail(err)
+			}
+		}
+	}()
+	for {
+		var first *request
+		select {
+		case first = <-s.reqc:
+		case <-s.stopWriter:
+			return
+		}
+		group := append(s.w.group[:0], first)
+		size := len(first.rec)
+	drain:
+		for size < s.opts.MaxGroupBytes {
+			select {
+			case r := <-s.reqc:
+				group = append(group, r)
+				size += len(r.rec)
+			default:
+				break drain
+			}
+		}
+		s.processGroup(group)
+		s.nGroups.Add(1)
+		clear(group)
+		s.w.group = group[:0]
+	}
+}
+
+func (s *Store) processGroup(group []*request) {
+	if err := s.failure(); err != nil {
+		for _, r := range group {
+			r.done <- err
+		}
+		return
+	}
+	if err := s.writeGroup(group); err != nil {
+		err = s.fail(err)
+		for _, r := range group {
+			r.done <- err
+		}
+		return
+	}
+	// Everything is written and applied: unsynced committers may go. A
+	// released request is recycled at once, so pick out the syncers first.
+	var syncers []*request
+	for _, r := range group {
+		if r.sync {
+			syncers = append(syncers, r)
+		}
+	}
+	for _, r := range group {
+		if !r.sync {
+			r.done <- nil
+		}
+	}
+	if len(syncers) == 0 {
+		return
+	}
+	if s.opts.NoSync {
+		for _, r := range syncers {
+			r.done <- nil
+		}
+		return
+	}
+	s.w.seg.refs.Add(1) // released by the syncer
+	s.syncc <- syncJob{seg: s.w.seg, lsn: s.w.nextLSN - 1, waiters: syncers}
+}
+
+// syncLoop is the syncer goroutine; it exits when syncc is closed.
+func (s *Store) syncLoop(done chan struct{}) {
+	defer close(done)
+	var jobs []syncJob
+	for job := range s.syncc {
+		jobs = append(jobs[:0], job)
+	drain:
+		for {
+			select {
+			case j, ok := <-s.syncc:
+				if !ok {
+					break drain
+				}
+				jobs = append(jobs, j)
+			default:
+				break drain
+			}
+		}
+		var lsn uint64
+		var segs []*segment
+		for _, j := range jobs {
+			lsn = max(lsn, j.lsn)
+			if !slices.Contains(segs, j.seg) {
+				segs = append(segs, j.seg)
+			}
+		}
+		err := s.failure()
+		if err == nil && s.syncedLSN.Load() < lsn {
+			slices.SortFunc(segs, func(a, b *segment) int { return int(a.id) - int(b.id) })
+			s.nSyncs.Add(1)
+			for _, seg := range segs {
+				if serr := seg.f.Sync(); serr != nil {
+					err = s.fail(fmt.Errorf("sync %s: %w", seg.path, serr))
+					break
+				}
+			}
+			if err == nil {
+				s.raiseSynced(lsn)
+			}
+		}
+		for i := range jobs {
+			for _, r := range jobs[i].waiters {
+				r.done <- err
+			}
+			jobs[i].seg.release()
+			jobs[i] = syncJob{}
+		}
+	}
+}
+
+func (s *Store) raiseSynced(lsn uint64) {
+	for {
+		cur := s.syncedLSN.Load()
+		if cur >= lsn || s.syncedLSN.CompareAndSwap(cur, lsn) {
+			return
+		}
+	}
+}
+
+// writeGroup lays the group's records out in the log (moving to a new
+// segment when the active one is full), writes them and applies them to
+// the index.
+func (s *Store) writeGroup(group []*request) error {
+	buf := s.w.buf[:0]
+	bufStart := s.w.off
+	var last *request
+	synced := s.syncedLSN.Load()
+	for _, r := range group {
+		if len(r.rec) == 0 {
+			continue
+		}
+		if s.w.off+int64(len(buf))+int64(len(r.rec)) > s.opts.SegmentSize && s.w.off+int64(len(buf)) > segHeaderSize {
+			if err := s.flush(buf, bufStart); err != nil {
+				return err
+			}
+			if err := s.rotate(); err != nil {
+				return err
+			}
+			buf, bufStart = buf[:0], s.w.off
+			synced = s.syncedLSN.Load()
+		}
+		r.seg = s.w.seg
+		r.off = bufStart + int64(len(buf))
+		r.lsn = s.w.nextLSN
+		s.w.nextLSN++
+		sealRecHeader(r.rec, r.lsn, synced)
+		buf = append(buf, r.rec...)
+		last = r
+	}
+	if err := s.flush(buf, bufStart); err != nil {
+		return err
+	}
+	s.w.buf = buf[:0]
+	if cap(buf) > 4*s.opts.MaxGroupBytes {
+		s.w.buf = nil
+	}
+	if last == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range group {
+		if len(r.rec) == 0 {
+			continue
+		}
+		if err := s.applyRecordLocked(r.rec[recHeaderSize:], r.seg, r.off+recHeaderSize); err != nil {
+			return fmt.Errorf("apply lsn %d: %w", r.lsn, err) // a bug: we encoded it
+		}
+		r.seg.size = r.off + int64(len(r.rec))
+		r.seg.lastLSN = r.lsn
+		s.mu.logWritten += int64(len(r.rec))
+	}
+	s.mu.applied = last.lsn
+	s.mu.appliedPos = logPos{seg: last.seg.id, off: last.off + int64(len(last.rec))}
+	return nil
+}
+
+// flush writes buf at off in the active segment.
+func (s *Store) flush(buf []byte, off int64) error {
+	if len(buf) == 0 {
+		return nil
+	}
+	if _, err := s.w.seg.f.WriteAt(buf, off); err != nil {
+		return fmt.Errorf("write %s: %w", s.w.seg.path, err)
+	}
+	s.w.off = off + int64(len(buf))
+	return nil
+}
+
+// rotate seals the active segment (syncing it, so that only the last
+// segment can ever have a torn tail) and starts the next one.
+func (s *Store) rotate() error {
+	old := s.w.seg
+	if !s.opts.NoSync && s.syncedLSN.Load() < s.w.nextLSN-1 {
+		if err := old.f.Sync(); err != nil {
+			return fmt.Errorf("sync %s: %w", old.path, err)
+		}
+		s.raiseSynced(s.w.nextLSN - 1)
+	}
+	var seg *segment
+	var err error
+	ok := false
+	if !s.opts.NoPreallocate {
+		seg, ok, err = s.takePrepared(old.id+1, s.w.nextLSN)
+		if err != nil {
+			return err
+		}
+		s.prepReq <- struct{}{} // and the one after
+	}
+	if !ok {
+		if seg, err = s.createSegment(old.id+1, s.w.nextLSN); err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	s.mu.segs[seg.id] = seg
+	s.mu.active = seg
+	s.mu.sealedAt = time.Now()
+	s.mu.Unlock()
+	s.w.seg, s.w.off = seg, segHeaderSize
+	return nil
+}
+
+// createSegment creates segment id whose first record will be firstLSN,
+// durably (file and directory entry) unless NoSync.
+func (s *Store) createSegment(id uint32, firstLSN uint64) (*segment, error) {
+	p := segName(s.opts.Dir, id)
+	f, err := s.fs.Create(p)
+	if err != nil {
+		return nil, fmt.Errorf("create segment: %w", err)
+	}
+	if _, err := f.WriteAt(appendSegHeader(nil, id, firstLSN), 0); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("write %s: %w", p, err)
+	}
+	if !s.opts.NoSync {
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("sync %s: %w", p, err)
+		}
+		if err := s.fs.SyncDir(s.opts.Dir); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("sync dir %s: %w", s.opts.Dir, err)
+		}
+	}
+	seg := newSegment(id, p, f)
+	seg.firstLSN = firstLSN
+	seg.size = segHeaderSize
+	return seg, nil
+}

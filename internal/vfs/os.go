@@ -1,0 +1,105 @@
+package vfs
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"syscall"
+)
+
+// OS returns the real file system.
+func OS() FS { return osFS{} }
+
+type osFS struct{}
+
+type osFile struct {
+	*os.File
+	fd int
+}
+
+func wrapOS(f *os.File, err error) (File, error) {
+	if err != nil {
+		return nil, err
+	}
+	return &osFile{File: f, fd: int(f.Fd())}, nil
+}
+
+func (f *osFile) Sync() error {
+	for {
+		err := syscall.Fdatasync(f.fd)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: err}
+		}
+		return nil
+	}
+}
+
+func (f *osFile) Size() (int64, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size(), nil
+}
+
+func (osFS) Create(name string) (File, error) {
+	return wrapOS(os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644))
+}
+
+func (osFS) Open(name string) (File, error) { return wrapOS(os.Open(name)) }
+
+func (osFS) OpenReadWrite(name string) (File, error) {
+	return wrapOS(os.OpenFile(name, os.O_RDWR, 0))
+}
+
+func (osFS) Remove(name string) error             { return os.Remove(name) }
+func (osFS) Rename(oldname, newname string) error { return os.Rename(oldname, newname) }
+func (osFS) MkdirAll(dir string) error            { return os.MkdirAll(dir, 0o755) }
+
+func (osFS) ReadDir(dir string) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(ents))
+	for i, e := range ents {
+		names[i] = e.Name()
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+func (osFS) SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+type osLock struct{ f *os.File }
+
+func (l osLock) Close() error { return l.f.Close() } // closing the fd drops the flock
+
+func (osFS) Lock(name string) (io.Closer, error) {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if err == syscall.EWOULDBLOCK {
+			return nil, fmt.Errorf("%s: %w", name, ErrLocked)
+		}
+		return nil, &os.PathError{Op: "flock", Path: name, Err: err}
+	}
+	return osLock{f}, nil
+}

@@ -1,0 +1,48 @@
+package vfs
+
+import (
+	"errors"
+	"io"
+)
+
+// File is an open file. ReadAt and WriteAt may be called concurrently with
+// each other; the filestore never writes the same range from two
+// goroutines.
+type File interface {
+	io.ReaderAt
+	io.WriterAt
+	io.Closer
+	// Sync makes the file's data (and its size) durable: fdatasync(2).
+	Sync() error
+	// Truncate changes the file's size.
+	Truncate(size int64) error
+	// Size returns the file's current size.
+	Size() (int64, error)
+}
+
+// FS is a file system.
+type FS interface {
+	// Create creates or truncates name and opens it for reading and writing.
+	Create(name string) (File, error)
+	// Open opens an existing file read-only.
+	Open(name string) (File, error)
+	// OpenReadWrite opens an existing file for reading and writing.
+	OpenReadWrite(name string) (File, error)
+	// Remove deletes a file.
+	Remove(name string) error
+	// Rename renames a file, replacing newname if it exists.
+	Rename(oldname, newname string) error
+	// MkdirAll creates a directory and its parents.
+	MkdirAll(dir string) error
+	// ReadDir returns the names (not paths) of a directory's entries, sorted.
+	ReadDir(dir string) ([]string, error)
+	// SyncDir makes the directory's entries durable (creates, renames,
+	// removes done so far).
+	SyncDir(dir string) error
+	// Lock takes an exclusive, non-blocking lock on name (creating it).
+	// It fails with ErrLocked if someone else holds it. Close releases it.
+	Lock(name string) (io.Closer, error)
+}
+
+// ErrLocked is returned by Lock when the lock is already held.
+var ErrLocked = errors.New("vfs: locked by another process")
