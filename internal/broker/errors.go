@@ -1,0 +1,144 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Kind classifies a broker error. The AMQP and HTTP layers map each Kind to
+// a condition or status in one place; the broker never speaks either.
+type Kind uint8
+
+// The kinds of broker errors.
+const (
+	// KindInternal is an unexpected failure (a store error, corruption).
+	KindInternal Kind = iota
+	// KindNotFound: the entity does not exist (or was deleted meanwhile).
+	KindNotFound
+	// KindMessageNotFound: a message named by sequence number is not there
+	// (or not in the state the operation needs, or locked by another).
+	KindMessageNotFound
+	// KindAlreadyExists: an entity of that name exists.
+	KindAlreadyExists
+	// KindLockLost: the lock token is unknown, expired or already used.
+	KindLockLost
+	// KindMessageTooLarge: a message or its header exceeds a size limit.
+	KindMessageTooLarge
+	// KindQuotaExceeded: the entity is full (MaxSizeInMegabytes).
+	KindQuotaExceeded
+	// KindEntityDisabled: the entity's Status forbids the operation.
+	KindEntityDisabled
+	// KindInvalidArgument: a malformed name, path, property or message.
+	KindInvalidArgument
+	// KindNotAllowed: a valid request the entity does not permit (sending
+	// to a dead-letter queue, changing an immutable property, …).
+	KindNotAllowed
+	// KindClosed: the broker is closed.
+	KindClosed
+)
+
+var kindNames = [...]string{
+	KindInternal:        "Internal",
+	KindNotFound:        "NotFound",
+	KindMessageNotFound: "MessageNotFound",
+	KindAlreadyExists:   "AlreadyExists",
+	KindLockLost:        "LockLost",
+	KindMessageTooLarge: "MessageTooLarge",
+	KindQuotaExceeded:   "QuotaExceeded",
+	KindEntityDisabled:  "EntityDisabled",
+	KindInvalidArgument: "InvalidArgument",
+	KindNotAllowed:      "NotAllowed",
+	KindClosed:          "Closed",
+}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("Kind(%d)", k)
+}
+
+// Error is the error type of every broker operation: a Kind for the
+// protocol layers and a human message (Service Bus wording where the SDKs
+// or users look at it). Test for a kind with errors.Is against the
+// exported sentinels (errors.Is(err, broker.ErrLockLost)) or with KindOf.
+type Error struct {
+	Kind Kind
+	Msg  string
+	Err  error // underlying cause, if any
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return e.Msg + ": " + e.Err.Error()
+	}
+	return e.Msg
+}
+
+// Unwrap returns the underlying cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is reports whether target is the sentinel of e's kind.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && int(e.Kind) < len(sentinels) && sentinels[e.Kind] == t
+}
+
+// Sentinels, one per kind, for errors.Is.
+var (
+	ErrInternal        = &Error{Kind: KindInternal, Msg: "broker: internal error"}
+	ErrNotFound        = &Error{Kind: KindNotFound, Msg: "broker: entity not found"}
+	ErrMessageNotFound = &Error{Kind: KindMessageNotFound, Msg: "broker: message not found"}
+	ErrAlreadyExists   = &Error{Kind: KindAlreadyExists, Msg: "broker: entity already exists"}
+	ErrLockLost        = &Error{Kind: KindLockLost, Msg: "broker: lock lost"}
+	ErrMessageTooLarge = &Error{Kind: KindMessageTooLarge, Msg: "broker: message too large"}
+	ErrQuotaExceeded   = &Error{Kind: KindQuotaExceeded, Msg: "broker: quota exceeded"}
+	ErrEntityDisabled  = &Error{Kind: KindEntityDisabled, Msg: "broker: entity disabled"}
+	ErrInvalidArgument = &Error{Kind: KindInvalidArgument, Msg: "broker: invalid argument"}
+	ErrNotAllowed      = &Error{Kind: KindNotAllowed, Msg: "broker: not allowed"}
+	ErrClosed          = &Error{Kind: KindClosed, Msg: "broker: closed"}
+)
+
+var sentinels = [...]*Error{
+	KindInternal:        ErrInternal,
+	KindNotFound:        ErrNotFound,
+	KindMessageNotFound: ErrMessageNotFound,
+	KindAlreadyExists:   ErrAlreadyExists,
+	KindLockLost:        ErrLockLost,
+	KindMessageTooLarge: ErrMessageTooLarge,
+	KindQuotaExceeded:   ErrQuotaExceeded,
+	KindEntityDisabled:  ErrEntityDisabled,
+	KindInvalidArgument: ErrInvalidArgument,
+	KindNotAllowed:      ErrNotAllowed,
+	KindClosed:          ErrClosed,
+}
+
+// KindOf returns the Kind of err: the Kind of the first *Error in its
+// chain, KindInternal for any other non-nil error.
+func KindOf(err error) Kind {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Kind
+	}
+	return KindInternal
+}
+
+func errorf(kind Kind, format string, args ...any) *Error {
+	return &Error{Kind: kind, Msg: fmt.Sprintf(format, args...)}
+}
+
+func internal(err error, format string, args ...any) *Error {
+	return &Error{Kind: KindInternal, Msg: fmt.Sprintf(format, args...), Err: err}
+}
+
+// Service Bus wording for the errors SDKs and users recognise.
+const lockLostMsg = "The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue."
+
+func errLockLost() *Error { return &Error{Kind: KindLockLost, Msg: lockLostMsg} }
+
+func errEntityNotFound(name string) *Error {
+	// The JS SDK recognises "The messaging entity '…' could not be found".
+	return errorf(KindNotFound, "The messaging entity '%s' could not be found.", name)
+}
+
+func errClosed() *Error { return &Error{Kind: KindClosed, Msg: "broker: closed"} }

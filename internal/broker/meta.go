@@ -1,0 +1,222 @@
+package broker
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// MessageState is a message's state, numbered as the x-opt-message-state
+// annotation numbers it.
+type MessageState uint8
+
+// Message states.
+const (
+	StateActive    MessageState = 0
+	StateDeferred  MessageState = 1
+	StateScheduled MessageState = 2
+)
+
+func (s MessageState) String() string {
+	switch s {
+	case StateActive:
+		return "Active"
+	case StateDeferred:
+		return "Deferred"
+	case StateScheduled:
+		return "Scheduled"
+	}
+	return fmt.Sprintf("MessageState(%d)", s)
+}
+
+// rec flags.
+const (
+	// flagBusy: a store commit that changes or removes the message is in
+	// flight; nobody else may touch it until the commit's outcome is applied.
+	flagBusy uint8 = 1 << iota
+	// flagWasScheduled: the message was sent scheduled (its enq is the
+	// scheduled enqueue time).
+	flagWasScheduled
+	// flagDead: a tombstone inside an index block.
+	flagDead
+	// flagPending: a message being sent, not yet durable. It holds its
+	// place in the index (inserted in sequence order under the lock, so
+	// concurrent sends append) but is invisible to everything until its
+	// commit succeeds.
+	flagPending
+)
+
+// rec is the in-memory index entry of one message: 48 bytes, no pointers,
+// no body. Everything else is read from the store on delivery or peek.
+type rec struct {
+	seq   int64 // sequence number
+	enq   int64 // enqueued time, Unix ns (scheduled: the scheduled enqueue time)
+	ttl   int64 // effective time to live in ns; 0 = never expires
+	until int64 // locked until, Unix ns; 0 = not locked
+	size  int32 // bytes of Data
+	dc    uint32
+	state MessageState
+	flags uint8
+}
+
+func (r *rec) locked() bool { return r.until != 0 }
+
+// busy reports whether r may not be touched: a commit changing it is in
+// flight, or it is not yet sent.
+func (r *rec) busy() bool { return r.flags&(flagBusy|flagPending) != 0 }
+
+// available reports whether a normal receive may take r.
+func (r *rec) available() bool {
+	return r.state == StateActive && r.until == 0 && r.flags&(flagBusy|flagPending|flagDead) == 0
+}
+
+// expiresAt returns the expiry instant in Unix ns, or 0 for never.
+func (r *rec) expiresAt() int64 {
+	if r.ttl == 0 {
+		return 0
+	}
+	e := r.enq + r.ttl
+	if e < r.enq { // overflow: beyond any representable time
+		return 0
+	}
+	return e
+}
+
+func (r *rec) expired(now int64) bool {
+	e := r.expiresAt()
+	return e != 0 && e <= now
+}
+
+// Meta encoding (the store's per-message Meta), version 1:
+//
+//	+---------+--------+----------+-----------+---------+---------+--------------+
+//	| version | bits   | delivery | enqueued  | ttl     | opt     | opt fields   |
+//	| 1 byte  | 1 byte | uvarint  | varint ns | uvarint | uvarint | (none in v1) |
+//	+---------+--------+----------+-----------+---------+---------+--------------+
+//
+//	bits: 0-1 sub-queue (0 main, 1 $DeadLetterQueue, 2 $Transfer/$DeadLetterQueue)
+//	      2-3 state     (0 active, 1 deferred, 2 scheduled)
+//	      4   was scheduled
+//	delivery: the persisted delivery count (deliveries whose lock ended by
+//	          abandon or expiry); a receiver sees it + 1.
+//	enqueued: Unix ns; for a scheduled message its scheduled enqueue time.
+//	ttl:      effective time to live in ns, 0 = never expires.
+//	opt:      bitset of optional trailing fields, reserved for session id,
+//	          dead-letter source and hop count; a decoder skips none it does
+//	          not know (unknown bits are corruption).
+//
+// Locks are not in Meta: they are volatile by design.
+const metaVersion = 1
+
+func appendMeta(b []byte, sub SubQueue, r *rec) []byte {
+	bits := byte(sub) | byte(r.state)<<2
+	if r.flags&flagWasScheduled != 0 {
+		bits |= 1 << 4
+	}
+	b = append(b, metaVersion, bits)
+	b = binary.AppendUvarint(b, uint64(r.dc))
+	b = binary.AppendVarint(b, r.enq)
+	b = binary.AppendUvarint(b, uint64(r.ttl))
+	return binary.AppendUvarint(b, 0)
+}
+
+func decodeMeta(b []byte, r *rec) (SubQueue, error) {
+	if len(b) < 2 || b[0] != metaVersion {
+		return 0, fmt.Errorf("bad meta header %x", b[:min(len(b), 2)])
+	}
+	bits := b[1]
+	sub := SubQueue(bits & 3)
+	state := MessageState(bits >> 2 & 3)
+	if sub >= numSubQueues || state > StateScheduled || bits>>5 != 0 {
+		return 0, fmt.Errorf("bad meta bits %#x", bits)
+	}
+	b = b[2:]
+	dc, n := binary.Uvarint(b)
+	if n <= 0 || dc > 1<<32-1 {
+		return 0, fmt.Errorf("bad meta delivery count")
+	}
+	b = b[n:]
+	enq, n := binary.Varint(b)
+	if n <= 0 {
+		return 0, fmt.Errorf("bad meta enqueued time")
+	}
+	b = b[n:]
+	ttl, n := binary.Uvarint(b)
+	if n <= 0 || ttl > 1<<63-1 {
+		return 0, fmt.Errorf("bad meta ttl")
+	}
+	b = b[n:]
+	opt, n := binary.Uvarint(b)
+	if n <= 0 || opt != 0 || len(b) != n {
+		return 0, fmt.Errorf("bad meta optional fields")
+	}
+	r.dc = uint32(dc)
+	r.enq = enq
+	r.ttl = int64(ttl)
+	r.state = state
+	r.until = 0
+	r.flags = 0
+	if bits&(1<<4) != 0 {
+		r.flags |= flagWasScheduled
+	}
+	return sub, nil
+}
+
+// Entity spec: the store's per-entity Spec bytes, JSON.
+//
+//	{"v":1,"kind":"queue","properties":{…QueueProperties…},
+//	 "created":"…","updated":"…"}
+//
+// Durations are integers in nanoseconds. The broker's own bookkeeping
+// entity ("$namespace", never a valid queue name) has kind "namespace" and
+// holds the value "next-entity-id" so entity ids are never reused.
+type entitySpec struct {
+	V          int              `json:"v"`
+	Kind       string           `json:"kind"`
+	Properties *QueueProperties `json:"properties,omitempty"`
+	Created    time.Time        `json:"created,omitzero"`
+	Updated    time.Time        `json:"updated,omitzero"`
+}
+
+const (
+	specKindQueue     = "queue"
+	specKindNamespace = "namespace"
+	namespaceEntity   = "$namespace"
+)
+
+// Store value keys.
+const (
+	valueNextEntityID = "next-entity-id" // on the namespace entity, 8 bytes BE
+	valueAccessed     = "accessed"       // on a queue, 8 bytes BE Unix ns
+	valueDedupPrefix  = "dup/"           // "dup/<id key>" → 8 bytes BE Unix ns first seen
+)
+
+func encodeSpec(s entitySpec) []byte {
+	s.V = 1
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic("broker: encoding entity spec: " + err.Error()) // plain data; cannot fail
+	}
+	return b
+}
+
+func decodeSpec(b []byte) (entitySpec, error) {
+	var s entitySpec
+	if err := json.Unmarshal(b, &s); err != nil {
+		return s, err
+	}
+	if s.V != 1 {
+		return s, fmt.Errorf("unknown spec version %d", s.V)
+	}
+	return s, nil
+}
+
+func be64(v int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(v)) }
+
+func readBE64(b []byte) (int64, bool) {
+	if len(b) != 8 {
+		return 0, false
+	}
+	return int64(binary.BigEndian.Uint64(b)), true
+}

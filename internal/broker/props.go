@@ -1,0 +1,305 @@
+package broker
+
+import (
+	"math"
+	"strings"
+	"time"
+)
+
+// Infinite is the duration that means "never" for DefaultMessageTimeToLive
+// and AutoDeleteOnIdle: Service Bus's TimeSpan.MaxValue (~29,000 years) does
+// not fit a time.Duration (~292 years), so every duration at or above this
+// value is treated as infinite. The admin layer clamps larger wire values.
+const Infinite = time.Duration(math.MaxInt64)
+
+// EntityStatus is an entity's Status property.
+type EntityStatus string
+
+// The writeable statuses.
+const (
+	StatusActive          EntityStatus = "Active"
+	StatusDisabled        EntityStatus = "Disabled"
+	StatusSendDisabled    EntityStatus = "SendDisabled"
+	StatusReceiveDisabled EntityStatus = "ReceiveDisabled"
+)
+
+func (s EntityStatus) canSend() bool    { return s == StatusActive || s == StatusReceiveDisabled }
+func (s EntityStatus) canReceive() bool { return s == StatusActive || s == StatusSendDisabled }
+
+// Limits and defaults (management-and-rules.md §1.9 and §4).
+const (
+	DefaultLockDuration            = time.Minute
+	MinLockDuration                = 5 * time.Second
+	MaxLockDuration                = 5 * time.Minute
+	DefaultMaxSizeInMegabytes      = 1024
+	MaxMaxSizeInMegabytes          = 81920
+	DefaultDuplicateWindow         = 10 * time.Minute
+	MinDuplicateWindow             = 20 * time.Second
+	MaxDuplicateWindow             = 7 * 24 * time.Hour
+	MinMessageTimeToLive           = time.Second
+	DefaultMaxDeliveryCount        = 10
+	MinAutoDeleteOnIdle            = 5 * time.Minute
+	DefaultMaxMessageSizeInKB      = 256
+	MaxMaxMessageSizeInKB          = 102400
+	MaxUserMetadataLength          = 1024
+	MaxAuthorizationRules          = 12
+	MaxEntityNameLength            = 260
+	MaxHeaderSize                  = 64 * 1024 // header + all properties of one message
+	MaxMessageIDLength             = 128
+	MaxSessionIDLength             = 128
+	ScheduledEnqueueTimeAnnotation = "x-opt-scheduled-enqueue-time"
+)
+
+// AuthorizationRule is an entity-level shared access rule, stored and
+// echoed for the admin layer (the broker does not authenticate).
+type AuthorizationRule struct {
+	KeyName      string    `json:"keyName"`
+	PrimaryKey   string    `json:"primaryKey,omitempty"`
+	SecondaryKey string    `json:"secondaryKey,omitempty"`
+	Rights       []string  `json:"rights,omitempty"` // Manage, Send, Listen
+	CreatedTime  time.Time `json:"created,omitzero"`
+	ModifiedTime time.Time `json:"modified,omitzero"`
+}
+
+// QueueProperties are a queue's settable properties (the QueueDescription
+// of the management API) with their Service Bus types. Zero values are not
+// defaults: start from DefaultQueueProperties.
+type QueueProperties struct {
+	// LockDuration is how long a peek-lock lasts: 5 s … 5 min, default 1 min.
+	LockDuration time.Duration `json:"lockDuration"`
+	// MaxSizeInMegabytes caps the total size of the queue's messages
+	// (every sub-queue): 1 … 81920, default 1024. (Azure Standard accepts
+	// only 1024…5120 in steps of 1024; smaller values are allowed here so
+	// tests and small deployments can have small quotas.)
+	MaxSizeInMegabytes int64 `json:"maxSizeInMegabytes"`
+	// RequiresDuplicateDetection turns duplicate detection on. Immutable.
+	RequiresDuplicateDetection bool `json:"requiresDuplicateDetection"`
+	// RequiresSession makes the queue session-enabled. Immutable.
+	RequiresSession bool `json:"requiresSession"`
+	// DefaultMessageTimeToLive is the TTL of messages that set none, and
+	// the ceiling of those that do: ≥ 1 s, default Infinite.
+	DefaultMessageTimeToLive time.Duration `json:"defaultMessageTimeToLive"`
+	// DeadLetteringOnMessageExpiration moves expired messages to the DLQ
+	// instead of dropping them. Default false.
+	DeadLetteringOnMessageExpiration bool `json:"deadLetteringOnMessageExpiration"`
+	// DuplicateDetectionHistoryTimeWindow: 20 s … 7 days, default 10 min.
+	DuplicateDetectionHistoryTimeWindow time.Duration `json:"duplicateDetectionHistoryTimeWindow"`
+	// MaxDeliveryCount: ≥ 1, default 10.
+	MaxDeliveryCount int32 `json:"maxDeliveryCount"`
+	// EnableBatchedOperations is echoed only. Default true.
+	EnableBatchedOperations bool `json:"enableBatchedOperations"`
+	// AutoDeleteOnIdle deletes the queue after that long without use:
+	// ≥ 5 min, default Infinite (never).
+	AutoDeleteOnIdle time.Duration `json:"autoDeleteOnIdle"`
+	// Status: Active (default), Disabled, SendDisabled, ReceiveDisabled.
+	Status EntityStatus `json:"status"`
+	// ForwardTo and ForwardDeadLetteredMessagesTo name an existing entity
+	// (an entity path, not a URI; the admin layer resolves URIs), never the
+	// queue itself. Stored and validated; forwarding is not implemented yet.
+	ForwardTo                     string `json:"forwardTo,omitempty"`
+	ForwardDeadLetteredMessagesTo string `json:"forwardDeadLetteredMessagesTo,omitempty"`
+	// UserMetadata: at most 1024 characters.
+	UserMetadata string `json:"userMetadata,omitempty"`
+	// EnablePartitioning is echoed only (no partitions here). Immutable.
+	EnablePartitioning bool `json:"enablePartitioning"`
+	// SupportOrdering is echoed only. Default true.
+	SupportOrdering bool `json:"supportOrdering"`
+	// MaxMessageSizeInKilobytes caps one message: 1 … 102400 KB, default
+	// 256 (Standard).
+	MaxMessageSizeInKilobytes int64 `json:"maxMessageSizeInKilobytes"`
+	// EnableExpress and IsAnonymousAccessible are legacy, echoed only.
+	EnableExpress         bool `json:"enableExpress"`
+	IsAnonymousAccessible bool `json:"isAnonymousAccessible"`
+	// AuthorizationRules: at most 12.
+	AuthorizationRules []AuthorizationRule `json:"authorizationRules,omitempty"`
+}
+
+// DefaultQueueProperties returns the service defaults.
+func DefaultQueueProperties() QueueProperties {
+	return QueueProperties{
+		LockDuration:                        DefaultLockDuration,
+		MaxSizeInMegabytes:                  DefaultMaxSizeInMegabytes,
+		DefaultMessageTimeToLive:            Infinite,
+		DuplicateDetectionHistoryTimeWindow: DefaultDuplicateWindow,
+		MaxDeliveryCount:                    DefaultMaxDeliveryCount,
+		EnableBatchedOperations:             true,
+		AutoDeleteOnIdle:                    Infinite,
+		Status:                              StatusActive,
+		SupportOrdering:                     true,
+		MaxMessageSizeInKilobytes:           DefaultMaxMessageSizeInKB,
+	}
+}
+
+func invalidProp(name, format string, args ...any) *Error {
+	e := errorf(KindInvalidArgument, format, args...)
+	e.Msg = "invalid " + name + ": " + e.Msg
+	return e
+}
+
+// Validate checks every property against its Service Bus range. The error
+// (KindInvalidArgument) names the property and the allowed range.
+func (p QueueProperties) Validate() error {
+	if p.LockDuration < MinLockDuration || p.LockDuration > MaxLockDuration {
+		return invalidProp("LockDuration", "%v is outside the allowed range %v … %v", p.LockDuration, MinLockDuration, MaxLockDuration)
+	}
+	if p.MaxSizeInMegabytes < 1 || p.MaxSizeInMegabytes > MaxMaxSizeInMegabytes {
+		return invalidProp("MaxSizeInMegabytes", "%d is outside the allowed range 1 … %d", p.MaxSizeInMegabytes, MaxMaxSizeInMegabytes)
+	}
+	if p.DuplicateDetectionHistoryTimeWindow < MinDuplicateWindow || p.DuplicateDetectionHistoryTimeWindow > MaxDuplicateWindow {
+		return invalidProp("DuplicateDetectionHistoryTimeWindow", "%v is outside the allowed range %v … %v (7 days)",
+			p.DuplicateDetectionHistoryTimeWindow, MinDuplicateWindow, MaxDuplicateWindow)
+	}
+	if p.DefaultMessageTimeToLive < MinMessageTimeToLive {
+		return invalidProp("DefaultMessageTimeToLive", "%v is below the minimum %v", p.DefaultMessageTimeToLive, MinMessageTimeToLive)
+	}
+	if p.MaxDeliveryCount < 1 {
+		return invalidProp("MaxDeliveryCount", "%d is below the minimum 1", p.MaxDeliveryCount)
+	}
+	if p.AutoDeleteOnIdle < MinAutoDeleteOnIdle {
+		return invalidProp("AutoDeleteOnIdle", "%v is below the minimum %v", p.AutoDeleteOnIdle, MinAutoDeleteOnIdle)
+	}
+	switch p.Status {
+	case StatusActive, StatusDisabled, StatusSendDisabled, StatusReceiveDisabled:
+	default:
+		return invalidProp("Status", "%q is not one of Active, Disabled, SendDisabled, ReceiveDisabled", p.Status)
+	}
+	if n := len([]rune(p.UserMetadata)); n > MaxUserMetadataLength {
+		return invalidProp("UserMetadata", "%d characters exceed the maximum %d", n, MaxUserMetadataLength)
+	}
+	if p.MaxMessageSizeInKilobytes < 1 || p.MaxMessageSizeInKilobytes > MaxMaxMessageSizeInKB {
+		return invalidProp("MaxMessageSizeInKilobytes", "%d is outside the allowed range 1 … %d", p.MaxMessageSizeInKilobytes, MaxMaxMessageSizeInKB)
+	}
+	if len(p.AuthorizationRules) > MaxAuthorizationRules {
+		return invalidProp("AuthorizationRules", "%d rules exceed the maximum %d", len(p.AuthorizationRules), MaxAuthorizationRules)
+	}
+	for _, f := range []struct{ name, v string }{{"ForwardTo", p.ForwardTo}, {"ForwardDeadLetteredMessagesTo", p.ForwardDeadLetteredMessagesTo}} {
+		if f.v == "" {
+			continue
+		}
+		if err := ValidateEntityName(f.v); err != nil {
+			return invalidProp(f.name, "%s", err.(*Error).Msg)
+		}
+	}
+	return nil
+}
+
+// checkImmutable refuses changes to the properties that cannot change
+// after creation.
+func checkImmutable(old, p QueueProperties) error {
+	if old.RequiresSession != p.RequiresSession {
+		return errorf(KindNotAllowed, "RequiresSession cannot be changed after the queue is created")
+	}
+	if old.RequiresDuplicateDetection != p.RequiresDuplicateDetection {
+		return errorf(KindNotAllowed, "RequiresDuplicateDetection cannot be changed after the queue is created")
+	}
+	if old.EnablePartitioning != p.EnablePartitioning {
+		return errorf(KindNotAllowed, "EnablePartitioning cannot be changed after the queue is created")
+	}
+	return nil
+}
+
+// ValidateEntityName checks a queue (or topic) name the way Service Bus
+// does: 1–260 characters of ASCII letters, digits, '.', '-', '_' and '/',
+// not starting or ending with '/', without empty segments ("a//b").
+func ValidateEntityName(name string) error {
+	if name == "" {
+		return errorf(KindInvalidArgument, "entity name is empty")
+	}
+	if len(name) > MaxEntityNameLength {
+		return errorf(KindInvalidArgument, "entity name %q is %d characters long; the maximum is %d", name, len(name), MaxEntityNameLength)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '-', c == '_', c == '/':
+		default:
+			return errorf(KindInvalidArgument, "entity name %q contains %q; only letters, digits, '.', '-', '_' and '/' are allowed", name, rune(c))
+		}
+	}
+	if name[0] == '/' || name[len(name)-1] == '/' {
+		return errorf(KindInvalidArgument, "entity name %q must not start or end with '/'", name)
+	}
+	if strings.Contains(name, "//") {
+		return errorf(KindInvalidArgument, "entity name %q must not contain an empty segment ('//')", name)
+	}
+	return nil
+}
+
+// SubQueue names one of an entity's sub-queues.
+type SubQueue uint8
+
+// The sub-queues of a queue (and, later, of a subscription).
+const (
+	// SubQueueMain is the entity itself.
+	SubQueueMain SubQueue = iota
+	// SubQueueDeadLetter is "<entity>/$DeadLetterQueue".
+	SubQueueDeadLetter
+	// SubQueueTransferDeadLetter is "<entity>/$Transfer/$DeadLetterQueue".
+	SubQueueTransferDeadLetter
+	numSubQueues
+)
+
+const (
+	dlqSuffix  = "/$DeadLetterQueue"
+	tdlqSuffix = "/$Transfer/$DeadLetterQueue"
+)
+
+func (s SubQueue) String() string {
+	switch s {
+	case SubQueueMain:
+		return "main"
+	case SubQueueDeadLetter:
+		return "$DeadLetterQueue"
+	case SubQueueTransferDeadLetter:
+		return "$Transfer/$DeadLetterQueue"
+	}
+	return "SubQueue(?)"
+}
+
+// Path is a parsed entity path: an entity name and a sub-queue.
+type Path struct {
+	Entity   string
+	SubQueue SubQueue
+}
+
+// String formats p back into its canonical path form.
+func (p Path) String() string {
+	switch p.SubQueue {
+	case SubQueueDeadLetter:
+		return p.Entity + dlqSuffix
+	case SubQueueTransferDeadLetter:
+		return p.Entity + tdlqSuffix
+	}
+	return p.Entity
+}
+
+// ParsePath splits "queue", "queue/$DeadLetterQueue" or
+// "queue/$Transfer/$DeadLetterQueue" (suffixes matched case-insensitively)
+// and validates the entity name.
+func ParsePath(s string) (Path, error) {
+	p := Path{Entity: s}
+	switch {
+	case hasSuffixFold(s, tdlqSuffix):
+		p = Path{Entity: s[:len(s)-len(tdlqSuffix)], SubQueue: SubQueueTransferDeadLetter}
+	case hasSuffixFold(s, dlqSuffix):
+		p = Path{Entity: s[:len(s)-len(dlqSuffix)], SubQueue: SubQueueDeadLetter}
+	}
+	if err := ValidateEntityName(p.Entity); err != nil {
+		return Path{}, err
+	}
+	return p, nil
+}
+
+func hasSuffixFold(s, suffix string) bool {
+	return len(s) >= len(suffix) && strings.EqualFold(s[len(s)-len(suffix):], suffix)
+}
+
+// entityKey is the case-insensitive identity of an entity name.
+func entityKey(name string) string {
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; 'A' <= c && c <= 'Z' {
+			return strings.ToLower(name)
+		}
+	}
+	return name
+}

@@ -1,0 +1,857 @@
+package broker
+
+import (
+	crand "crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/busbarmq/busbar/internal/broker/expiry"
+	"github.com/busbarmq/busbar/internal/message"
+	"github.com/busbarmq/busbar/internal/store"
+)
+
+// queue is one queue entity: its main queue and sub-queues, locks, timers
+// and duplicate-detection history.
+//
+// Every state change follows three phases so that no entity lock is held
+// across a store commit:
+//
+//  1. under mu: validate, decide, mark the records busy (flagBusy), build
+//     the transitions, register in inflight;
+//  2. without locks: read and rewrite data if needed, Commit;
+//  3. under mu: apply the outcome (or revert the busy marks on failure).
+//
+// A busy record is invisible to receives and settlements, so nothing else
+// can act on a message between its decision and its durable outcome.
+type queue struct {
+	b    *Broker
+	id   uint64
+	name string // as created
+
+	// inflight counts operations between phase 1 and phase 3; delete and
+	// Close wait for it so their store ops come after.
+	inflight sync.WaitGroup
+
+	armedAt int64 // deadline registered with the broker; guarded by Broker.timers
+
+	// pub is a lock-free stack of committed sends waiting to be published:
+	// a sender whose batch needs no timer and wakes no receiver pushes it
+	// here instead of taking mu, and every holder of mu publishes what is
+	// there first (lock), so anything that takes mu after a Send returned
+	// sees its messages.
+	pub atomic.Pointer[pubBatch]
+	// waiting mirrors the number of receivers queued in the sub-queues'
+	// waiters. A sender pushes to pub, then reads waiting; a receiver about
+	// to wait adds to waiting, then drains pub: one of the two always sees
+	// the other (sequentially consistent atomics), so no wakeup is lost.
+	waiting atomic.Int32
+	// deleted is set (before gone) when the queue is deleted, for senders
+	// on the lock-free path.
+	deleted atomic.Bool
+
+	mu struct {
+		sync.Mutex
+		gone     error // non-nil once deleted (not found) or closed
+		props    QueueProperties
+		created  time.Time
+		updated  time.Time
+		accessed int64 // Unix ns of the last use; 0 = never
+		// accessedSaved is the accessed value last written to the store.
+		accessedSaved int64
+		nextSeq       int64
+		subs          [numSubQueues]subState
+		locks         map[uuid.UUID]lockRef // every lock of the entity, by token
+		timers        expiry.Heap           // ttl, scheduled and lock deadlines
+		size          int64                 // bytes of all stored messages
+		pending       int64                 // bytes of sends not yet committed
+		dedup         dedupHistory
+		receivers     int // open receivers, any sub-queue
+		rng           *rand.ChaCha8
+		// armedHint is the deadline last registered with the broker (0:
+		// none). A re-arm that is not earlier can skip the broker's timer
+		// lock: if the broker has meanwhile popped that deadline, its Tick
+		// is about to run q.tick, which re-arms from scratch.
+		armedHint int64
+	}
+}
+
+// subState is one sub-queue: its index, receive cursor and waiters.
+//
+// Receive order is by sequence number. Records below cursor are either
+// unavailable or listed in ready (they became available again: abandoned,
+// released, lock expired, scheduled time reached, published late); records
+// at or above cursor are found by scanning the index.
+type subState struct {
+	idx    index
+	cursor int64
+	ready  seqHeap
+	locked map[int64]uuid.UUID // seq → lock token
+	count  [3]int64            // by MessageState
+	// waiters are receivers blocked on Ready, woken one per message that
+	// becomes available (not all at once: with hundreds of idle
+	// receivers a broadcast would wake them all for every send).
+	waiters []*Receiver
+}
+
+type lockRef struct {
+	seq int64
+	sub SubQueue
+}
+
+// Timer kinds in queue.mu.timers.
+const (
+	timerTTL       uint8 = 1 // ID = seq in the main queue
+	timerScheduled uint8 = 2 // ID = seq in the main queue
+	timerLock      uint8 = 3 // + SubQueue; ID = seq
+)
+
+const (
+	// tickBatch bounds the timer entries one tick handles per queue, so a
+	// mass expiry is processed in store batches of bounded size.
+	tickBatch = 2048
+	// retryDelay postpones timer work whose store commit failed.
+	retryDelay = int64(time.Second)
+	// accessedSaveInterval: the last-access time is persisted with the
+	// next commit once it has moved this far (and always on Close).
+	accessedSaveInterval = int64(time.Minute)
+)
+
+// Service Bus dead-letter reasons and descriptions.
+const (
+	ReasonMaxDeliveryCountExceeded = "MaxDeliveryCountExceeded"
+	ReasonTTLExpired               = "TTLExpiredException"
+	DescriptionTTLExpired          = "The message expired and was dead lettered."
+	ReasonHeaderSizeExceeded       = "HeaderSizeExceeded"
+	DescriptionHeaderSizeExceeded  = "The size quota for this stream has been exceeded."
+	// PropDeadLetterReason and PropDeadLetterErrorDescription are the
+	// application properties a dead-lettered message carries.
+	PropDeadLetterReason           = "DeadLetterReason"
+	PropDeadLetterErrorDescription = "DeadLetterErrorDescription"
+)
+
+func newQueue(b *Broker, id uint64, name string, p QueueProperties, created time.Time) *queue {
+	q := &queue{b: b, id: id, name: name}
+	q.mu.props = p
+	q.mu.created = created
+	q.mu.updated = created
+	q.mu.nextSeq = 1
+	q.mu.locks = make(map[uuid.UUID]lockRef)
+	for i := range q.mu.subs {
+		q.mu.subs[i].locked = make(map[int64]uuid.UUID)
+	}
+	var seed [32]byte
+	_, _ = crand.Read(seed[:]) // never fails on supported platforms
+	q.mu.rng = rand.NewChaCha8(seed)
+	return q
+}
+
+func (q *queue) specLocked() entitySpec {
+	p := q.mu.props
+	return entitySpec{Kind: specKindQueue, Properties: &p, Created: q.mu.created, Updated: q.mu.updated}
+}
+
+func (q *queue) infoLocked() QueueInfo {
+	s := &q.mu.subs
+	c := Counts{
+		Active:      s[SubQueueMain].count[StateActive],
+		Deferred:    s[SubQueueMain].count[StateDeferred],
+		Scheduled:   s[SubQueueMain].count[StateScheduled],
+		DeadLetter:  int64(s[SubQueueDeadLetter].idx.Len()),
+		SizeInBytes: q.mu.size,
+	}
+	c.TransferDeadLetter = int64(s[SubQueueTransferDeadLetter].idx.Len())
+	c.Total = c.Active + c.Deferred + c.Scheduled + c.DeadLetter + c.Transfer + c.TransferDeadLetter
+	info := QueueInfo{
+		Name:       q.name,
+		Properties: q.mu.props,
+		CreatedAt:  q.mu.created,
+		UpdatedAt:  q.mu.updated,
+		Counts:     c,
+	}
+	info.Properties.AuthorizationRules = append([]AuthorizationRule(nil), info.Properties.AuthorizationRules...)
+	if q.mu.accessed != 0 {
+		info.AccessedAt = time.Unix(0, q.mu.accessed).UTC()
+	}
+	return info
+}
+
+// pubBatch is one committed send on the pub stack.
+type pubBatch struct {
+	recs  []rec
+	added int64 // bytes, moved from mu.pending to mu.size when published
+	next  *pubBatch
+}
+
+// lock locks q.mu and publishes the committed sends waiting on pub. Every
+// acquisition of q.mu goes through it.
+func (q *queue) lock() {
+	q.mu.Lock()
+	q.drainLocked()
+}
+
+func (q *queue) drainLocked() {
+	if q.pub.Load() == nil {
+		return
+	}
+	for b := q.pub.Swap(nil); b != nil; b = b.next {
+		q.mu.pending -= b.added
+		if q.mu.gone == nil {
+			q.publishLocked(b.recs, true)
+		}
+	}
+}
+
+// pushPublished puts a committed send on the pub stack.
+func (q *queue) pushPublished(b *pubBatch) {
+	for {
+		old := q.pub.Load()
+		b.next = old
+		if q.pub.CompareAndSwap(old, b) {
+			return
+		}
+	}
+}
+
+// lockAt locks q.mu after running the timer work due at now, so every
+// operation sees the state the core would have at now even when the Run
+// shell is late or absent (the "lazy check on access").
+func (q *queue) lockAt(now int64) {
+	q.lock()
+	if next, ok := q.mu.timers.Next(); ok && next <= now && q.mu.gone == nil {
+		q.mu.Unlock()
+		q.tick(now)
+		q.lock()
+	}
+}
+
+// touchLocked records a use of the queue (sends, receives, peeks,
+// settlements, updates) for AccessedAt and AutoDeleteOnIdle.
+func (q *queue) touchLocked(now int64) {
+	if now > q.mu.accessed {
+		q.mu.accessed = now
+	}
+}
+
+// saveAccessedLocked adds the last-access time to a batch about to be
+// committed anyway, when it has moved enough since last saved.
+func (q *queue) saveAccessedLocked(ops []store.Op) []store.Op {
+	if q.mu.accessed-q.mu.accessedSaved < accessedSaveInterval {
+		return ops
+	}
+	q.mu.accessedSaved = q.mu.accessed
+	return append(ops, store.Op{Kind: store.OpPutValue, EntityID: q.id, Key: valueAccessed, Data: be64(q.mu.accessed)})
+}
+
+func (q *queue) path(sub SubQueue) string { return Path{Entity: q.name, SubQueue: sub}.String() }
+
+func (q *queue) sendCheckLocked() error {
+	if q.mu.gone != nil {
+		return q.mu.gone
+	}
+	if !q.mu.props.Status.canSend() {
+		return errorf(KindEntityDisabled, "The messaging entity '%s' is %s: sending is not allowed.", q.name, q.mu.props.Status)
+	}
+	return nil
+}
+
+func (q *queue) receiveCheckLocked(sub SubQueue) error {
+	if q.mu.gone != nil {
+		return q.mu.gone
+	}
+	if !q.mu.props.Status.canReceive() {
+		return errorf(KindEntityDisabled, "The messaging entity '%s' is %s: receiving is not allowed.", q.path(sub), q.mu.props.Status)
+	}
+	return nil
+}
+
+// newTokenLocked returns a random (version 4) lock token from the queue's
+// ChaCha8 stream, which is seeded from crypto/rand and cheap to draw from.
+func (q *queue) newTokenLocked() uuid.UUID {
+	var u uuid.UUID
+	binary.LittleEndian.PutUint64(u[:8], q.mu.rng.Uint64())
+	binary.LittleEndian.PutUint64(u[8:], q.mu.rng.Uint64())
+	u[6] = u[6]&0x0f | 0x40
+	u[8] = u[8]&0x3f | 0x80
+	return u
+}
+
+// ---- waking receivers ----
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// wakeOneLocked wakes the longest-waiting receiver of sub, if any.
+func (q *queue) wakeOneLocked(sub SubQueue) {
+	sq := &q.mu.subs[sub]
+	for len(sq.waiters) > 0 {
+		r := sq.waiters[0]
+		sq.waiters[0] = nil
+		sq.waiters = sq.waiters[1:]
+		if r.waitCh != nil {
+			q.unwaitLocked(r)
+			return
+		}
+	}
+	sq.waiters = nil
+}
+
+// unwaitLocked closes r's wait channel (r is or was queued as a waiter).
+func (q *queue) unwaitLocked(r *Receiver) {
+	close(r.waitCh)
+	r.waitCh = nil
+	q.waiting.Add(-1)
+}
+
+// wakeAllLocked wakes every waiting receiver (the entity was deleted or
+// closed, or its status changed).
+func (q *queue) wakeAllLocked() {
+	for i := range q.mu.subs {
+		sq := &q.mu.subs[i]
+		for _, r := range sq.waiters {
+			if r.waitCh != nil {
+				q.unwaitLocked(r)
+			}
+		}
+		sq.waiters = nil
+	}
+}
+
+// passOnLocked wakes another waiter if messages are still available, so
+// that a receiver woken for messages it did not take (it took fewer, or
+// closed) does not leave them stranded while others sleep.
+func (q *queue) passOnLocked(sub SubQueue) {
+	if len(q.mu.subs[sub].waiters) > 0 && q.peekAvailableLocked(sub) != nil {
+		q.wakeOneLocked(sub)
+	}
+}
+
+// releaseLocked drops all state of a deleted queue.
+func (q *queue) releaseLocked() {
+	for i := range q.mu.subs {
+		q.mu.subs[i] = subState{}
+	}
+	q.mu.locks = nil
+	q.mu.timers.Reset()
+	q.mu.dedup = dedupHistory{}
+	q.mu.size = 0
+}
+
+// ---- records ----
+
+func (q *queue) countLocked(sub SubQueue, s MessageState, d int64) {
+	q.mu.subs[sub].count[s] += d
+}
+
+// makeAvailableLocked publishes r (which must be available) to receivers.
+func (q *queue) makeAvailableLocked(sub SubQueue, r *rec) {
+	sq := &q.mu.subs[sub]
+	if r.seq < sq.cursor {
+		sq.ready.push(r.seq)
+	}
+	q.wakeOneLocked(sub)
+}
+
+// peekAvailableLocked returns the first available record of sub in
+// sequence order without taking it; it drops stale ready entries and moves
+// the cursor over unavailable records on the way. Taking the record (lock
+// or busy mark) makes it unavailable, so the next call moves past it.
+func (q *queue) peekAvailableLocked(sub SubQueue) *rec {
+	sq := &q.mu.subs[sub]
+	for len(sq.ready) > 0 {
+		if r := sq.idx.get(sq.ready.min()); r != nil && r.available() {
+			return r
+		}
+		sq.ready.pop()
+	}
+	var found *rec
+	sq.idx.ascend(sq.cursor, func(r *rec) bool {
+		if r.available() {
+			found = r
+			return false
+		}
+		sq.cursor = r.seq + 1
+		return true
+	})
+	return found
+}
+
+// insertRecLocked adds a record to sub (a send, a dead-letter move).
+func (q *queue) insertRecLocked(sub SubQueue, r rec) {
+	q.mu.subs[sub].idx.insert(r)
+	q.countLocked(sub, r.state, 1)
+	q.mu.size += int64(r.size)
+	p := q.mu.subs[sub].idx.get(r.seq)
+	q.armRecLocked(sub, p, 0)
+	if p.available() {
+		q.makeAvailableLocked(sub, p)
+	}
+}
+
+// dropRecLocked removes r from sub.
+func (q *queue) dropRecLocked(sub SubQueue, r *rec) {
+	if r.locked() {
+		q.unlockRecLocked(sub, r)
+	}
+	q.countLocked(sub, r.state, -1)
+	q.mu.size -= int64(r.size)
+	q.mu.subs[sub].idx.remove(r.seq)
+}
+
+// armRecLocked pushes the timer r needs in its current state, not earlier
+// than notBefore.
+func (q *queue) armRecLocked(sub SubQueue, r *rec, notBefore int64) {
+	var e expiry.Entry
+	switch {
+	case r.busy():
+		return
+	case r.locked():
+		e = expiry.Entry{At: r.until, ID: r.seq, Kind: timerLock + uint8(sub)}
+	case sub != SubQueueMain:
+		return // no TTL in dead-letter queues
+	case r.state == StateScheduled:
+		e = expiry.Entry{At: r.enq, ID: r.seq, Kind: timerScheduled}
+	case r.state == StateActive && r.expiresAt() != 0:
+		e = expiry.Entry{At: r.expiresAt(), ID: r.seq, Kind: timerTTL}
+	default:
+		return
+	}
+	e.At = max(e.At, notBefore)
+	q.mu.timers.Push(e)
+}
+
+// lockRecLocked locks r for LockDuration from now and returns the token.
+func (q *queue) lockRecLocked(sub SubQueue, r *rec, now int64) uuid.UUID {
+	tok := q.newTokenLocked()
+	r.until = now + int64(q.mu.props.LockDuration)
+	q.mu.locks[tok] = lockRef{seq: r.seq, sub: sub}
+	q.mu.subs[sub].locked[r.seq] = tok
+	q.mu.timers.Push(expiry.Entry{At: r.until, ID: r.seq, Kind: timerLock + uint8(sub)})
+	return tok
+}
+
+func (q *queue) unlockRecLocked(sub SubQueue, r *rec) {
+	sq := &q.mu.subs[sub]
+	if tok, ok := sq.locked[r.seq]; ok {
+		delete(sq.locked, r.seq)
+		delete(q.mu.locks, tok)
+	}
+	r.until = 0
+}
+
+// lockedRecLocked resolves a lock token of sub to its record, or reports
+// the lock lost (unknown, used, expired, or of another sub-queue).
+func (q *queue) lockedRecLocked(sub SubQueue, tok uuid.UUID, now int64) (*rec, error) {
+	ref, ok := q.mu.locks[tok]
+	if !ok || ref.sub != sub {
+		return nil, errLockLost()
+	}
+	r := q.mu.subs[sub].idx.get(ref.seq)
+	if r == nil || !r.locked() || r.busy() || r.until <= now {
+		return nil, errLockLost()
+	}
+	return r, nil
+}
+
+// ---- timers ----
+
+// nextDeadlineLocked is the earliest instant the queue has timer work.
+func (q *queue) nextDeadlineLocked() int64 {
+	at, _ := q.mu.timers.Next()
+	pick := func(t int64) {
+		if t != 0 && (at == 0 || t < at) {
+			at = t
+		}
+	}
+	pick(q.idleDeadlineLocked())
+	pick(q.dedupDeadlineLocked())
+	return at
+}
+
+func (q *queue) rearmLocked() {
+	if q.mu.gone != nil {
+		return
+	}
+	q.compactTimersLocked()
+	at := q.nextDeadlineLocked()
+	if at == 0 || (q.mu.armedHint != 0 && q.mu.armedHint <= at) {
+		return
+	}
+	q.mu.armedHint = at
+	q.b.armQueue(q, at)
+}
+
+// compactTimersLocked drops stale timer entries when they dominate: every
+// message has at most one live ttl/scheduled entry and each lock one live
+// entry, so a heap much larger than that is mostly garbage.
+func (q *queue) compactTimersLocked() {
+	h := &q.mu.timers
+	live := q.mu.subs[SubQueueMain].idx.Len() + len(q.mu.locks)
+	if h.Len() < 4096 || h.Len() < 2*live {
+		return
+	}
+	h.Filter(func(e expiry.Entry) bool {
+		switch {
+		case e.Kind >= timerLock:
+			r := q.mu.subs[e.Kind-timerLock].idx.get(e.ID)
+			return r != nil && r.locked() && e.At >= r.until // earlier ones: renewed
+		case e.Kind == timerScheduled:
+			r := q.mu.subs[SubQueueMain].idx.get(e.ID)
+			return r != nil && r.state == StateScheduled
+		default:
+			r := q.mu.subs[SubQueueMain].idx.get(e.ID)
+			return r != nil && r.state == StateActive
+		}
+	})
+}
+
+func (q *queue) idleDeadlineLocked() int64 {
+	idle := q.mu.props.AutoDeleteOnIdle
+	if idle >= Infinite {
+		return 0
+	}
+	base := q.mu.accessed
+	if base == 0 {
+		base = q.mu.updated.UnixNano()
+	}
+	if d := base + int64(idle); d > base {
+		return d
+	}
+	return 0
+}
+
+// idleLocked reports whether the queue has been idle for AutoDeleteOnIdle.
+// Open receivers and pending scheduled messages keep it alive: then the
+// idle clock restarts at now.
+func (q *queue) idleLocked(now int64) bool {
+	d := q.idleDeadlineLocked()
+	if d == 0 || d > now {
+		return false
+	}
+	if q.mu.receivers > 0 || q.mu.subs[SubQueueMain].count[StateScheduled] > 0 {
+		q.touchLocked(now)
+		return false
+	}
+	return true
+}
+
+// tick runs the timer work due at now and re-arms the queue. It reports
+// whether the queue is idle and should be auto-deleted.
+func (q *queue) tick(now int64) (idle bool) {
+	q.lock()
+	if q.mu.gone != nil {
+		q.mu.Unlock()
+		return false
+	}
+	q.mu.armedHint = 0 // re-arm from scratch below
+	var ts []transition
+	q.mu.timers.PopDue(now, tickBatch, func(e expiry.Entry) {
+		switch {
+		case e.Kind >= timerLock:
+			sub := SubQueue(e.Kind - timerLock)
+			r := q.mu.subs[sub].idx.get(e.ID)
+			if r == nil || !r.locked() || r.busy() || r.until > now {
+				return // stale: settled, renewed or in flight
+			}
+			if t, ok := q.lockEndLocked(sub, r, now, nil, true); ok {
+				ts = append(ts, t)
+			}
+		case e.Kind == timerScheduled:
+			r := q.mu.subs[SubQueueMain].idx.get(e.ID)
+			if r == nil || r.busy() || r.state != StateScheduled || r.enq > now {
+				return
+			}
+			// Materialise: nothing to persist, Meta already says "scheduled
+			// at enq" and recovery derives the state from the time.
+			q.countLocked(SubQueueMain, StateScheduled, -1)
+			r.state = StateActive
+			q.countLocked(SubQueueMain, StateActive, 1)
+			q.touchLocked(now)
+			q.armRecLocked(SubQueueMain, r, 0)
+			q.makeAvailableLocked(SubQueueMain, r)
+		case e.Kind == timerTTL:
+			r := q.mu.subs[SubQueueMain].idx.get(e.ID)
+			if r != nil && r.available() && r.expired(now) {
+				ts = append(ts, q.expireLocked(r, nil))
+			}
+		}
+	})
+	ops := q.purgeDedupLocked(now, nil)
+	idle = q.idleLocked(now)
+	if len(ts) == 0 && len(ops) == 0 {
+		q.rearmLocked()
+		q.mu.Unlock()
+		return idle
+	}
+	q.inflight.Add(1)
+	q.mu.Unlock()
+
+	err := q.persist(ts, ops, false)
+	if err != nil {
+		q.b.log.Error("timer work failed; retrying", "queue", q.name, "err", err)
+	}
+	q.lock()
+	q.applyLocked(ts, err, now)
+	q.rearmLocked()
+	q.mu.Unlock()
+	q.inflight.Done()
+	return idle
+}
+
+// ---- transitions ----
+
+// transition is one message's change decided in phase 1 and committed in
+// phase 2.
+type transition struct {
+	seq    int64
+	from   SubQueue
+	remove bool
+	to     SubQueue
+	next   rec            // the record after the change (not removed)
+	props  map[string]any // application properties to set
+	// deadLetter sets the DeadLetterReason / DeadLetterErrorDescription
+	// application properties (when non-empty).
+	deadLetter   bool
+	reason, desc string
+
+	newSize int32 // set by persist when the data was rewritten
+}
+
+func (t *transition) needsData() bool { return !t.remove && (t.props != nil || t.deadLetter) }
+
+// markBusyLocked marks r busy (its transition is in flight).
+func markBusyLocked(r *rec) { r.flags |= flagBusy }
+
+func removeTransitionLocked(sub SubQueue, r *rec) transition {
+	markBusyLocked(r)
+	return transition{seq: r.seq, from: sub, remove: true}
+}
+
+func updateTransitionLocked(sub, to SubQueue, r *rec, next rec, props map[string]any) transition {
+	markBusyLocked(r)
+	next.until = 0
+	next.flags &^= flagBusy | flagDead
+	return transition{seq: r.seq, from: sub, to: to, next: next, props: props}
+}
+
+// deadLetterTransitionLocked moves r (unlocked) from the main queue to the
+// dead-letter queue, where it is active and never expires.
+func deadLetterTransitionLocked(r *rec, reason, desc string, props map[string]any) transition {
+	next := *r
+	next.state = StateActive
+	t := updateTransitionLocked(SubQueueMain, SubQueueDeadLetter, r, next, props)
+	t.deadLetter, t.reason, t.desc = true, reason, desc
+	return t
+}
+
+// expireLocked handles an expired message of the main queue (unlocked):
+// dead-lettered with TTLExpiredException if the queue says so, else
+// dropped. props are a settlement's property changes, kept if it moves.
+func (q *queue) expireLocked(r *rec, props map[string]any) transition {
+	if q.mu.props.DeadLetteringOnMessageExpiration {
+		return deadLetterTransitionLocked(r, ReasonTTLExpired, DescriptionTTLExpired, props)
+	}
+	return removeTransitionLocked(SubQueueMain, r)
+}
+
+// lockEndLocked ends r's lock by abandon (count=true, props optional),
+// lock expiry (count=true) or release (count=false) and decides what
+// follows:
+//
+//   - count: the delivery count rises (main queue only: in a dead-letter
+//     queue the count is frozen, as in Service Bus); reaching
+//     MaxDeliveryCount dead-letters the message;
+//   - an expired active message of the main queue expires now;
+//   - otherwise it is available again (a deferred one stays deferred).
+//
+// It returns the transition to persist, or false when the change is
+// in-memory only (a plain release).
+func (q *queue) lockEndLocked(sub SubQueue, r *rec, now int64, props map[string]any, count bool) (transition, bool) {
+	q.unlockRecLocked(sub, r)
+	next := *r
+	if count && sub == SubQueueMain {
+		next.dc++
+	}
+	maxDC := uint32(q.mu.props.MaxDeliveryCount)
+	switch {
+	case count && sub == SubQueueMain && next.dc >= maxDC:
+		t := deadLetterTransitionLocked(r, ReasonMaxDeliveryCountExceeded,
+			fmt.Sprintf("Message could not be consumed after %d delivery attempts.", maxDC), props)
+		t.next.dc = next.dc
+		return t, true
+	case sub == SubQueueMain && r.state == StateActive && r.expired(now):
+		t := q.expireLocked(r, props)
+		t.next.dc = next.dc
+		return t, true
+	case next.dc != r.dc || props != nil:
+		return updateTransitionLocked(sub, sub, r, next, props), true
+	}
+	q.armRecLocked(sub, r, 0)
+	if r.available() {
+		q.makeAvailableLocked(sub, r)
+	}
+	return transition{}, false
+}
+
+// persist is phase 2: rewrite data where needed and commit the
+// transitions with ops appended. No lock is held.
+func (q *queue) persist(ts []transition, ops []store.Op, sync bool) error {
+	batch := store.Batch{Ops: make([]store.Op, 0, len(ts)+len(ops))}
+	for i := range ts {
+		t := &ts[i]
+		if t.remove {
+			batch.Add(store.Op{Kind: store.OpRemove, EntityID: q.id, Seq: uint64(t.seq)})
+			continue
+		}
+		if t.needsData() {
+			data, err := q.rewrite(t)
+			if err == nil {
+				t.newSize = int32(len(data))
+				batch.Add(store.Op{Kind: store.OpRewrite, EntityID: q.id, Seq: uint64(t.seq),
+					Meta: appendMeta(nil, t.to, &t.next), Data: data})
+				continue
+			}
+			// Unreadable data: keep the state change, lose the property
+			// changes rather than wedge the message.
+			q.b.log.Error("cannot rewrite message properties", "queue", q.name, "seq", t.seq, "err", err)
+		}
+		batch.Add(store.Op{Kind: store.OpSetMeta, EntityID: q.id, Seq: uint64(t.seq), Meta: appendMeta(nil, t.to, &t.next)})
+	}
+	batch.Ops = append(batch.Ops, ops...)
+	if batch.Len() == 0 {
+		return nil
+	}
+	if err := q.b.store.Commit(&batch, sync); err != nil {
+		return internal(err, "store commit for %s", q.name)
+	}
+	return nil
+}
+
+// rewrite reads t's message, applies its property changes and dead-letter
+// properties, and returns the new data. If the changes push the header
+// over MaxHeaderSize they are dropped and the message is dead-lettered
+// with HeaderSizeExceeded instead (t is updated to match).
+func (q *queue) rewrite(t *transition) ([]byte, error) {
+	data, err := q.b.store.ReadData(q.id, uint64(t.seq))
+	if err != nil {
+		return nil, err
+	}
+	m, err := message.Unmarshal(data)
+	if err != nil {
+		return nil, err
+	}
+	applyProps(m, t.props)
+	if t.deadLetter {
+		setDeadLetterProps(m, t.reason, t.desc)
+	}
+	out, hs, err := message.AppendWithHeaderSize(nil, m)
+	if err != nil {
+		return nil, err
+	}
+	if hs <= MaxHeaderSize {
+		return out, nil
+	}
+	if m, err = message.Unmarshal(data); err != nil {
+		return nil, err
+	}
+	setDeadLetterProps(m, ReasonHeaderSizeExceeded, DescriptionHeaderSizeExceeded)
+	t.props, t.deadLetter, t.reason, t.desc = nil, true, ReasonHeaderSizeExceeded, DescriptionHeaderSizeExceeded
+	if t.from == SubQueueMain {
+		t.to = SubQueueDeadLetter
+		t.next.state = StateActive
+	}
+	return message.Marshal(m)
+}
+
+func applyProps(m *message.Message, props map[string]any) {
+	if len(props) == 0 {
+		return
+	}
+	if m.ApplicationProperties == nil {
+		m.ApplicationProperties = make(map[string]any, len(props))
+	}
+	for k, v := range props {
+		m.ApplicationProperties[k] = v
+	}
+}
+
+func setDeadLetterProps(m *message.Message, reason, desc string) {
+	if reason == "" && desc == "" {
+		return
+	}
+	if m.ApplicationProperties == nil {
+		m.ApplicationProperties = make(map[string]any, 2)
+	}
+	if reason != "" {
+		m.ApplicationProperties[PropDeadLetterReason] = reason
+	}
+	if desc != "" {
+		m.ApplicationProperties[PropDeadLetterErrorDescription] = desc
+	}
+}
+
+// applyLocked is phase 3: make the committed transitions visible, or on
+// failure (err != nil) return the messages to where they were (a lock
+// that was being settled is gone: the message is available again, its
+// delivery count unchanged).
+func (q *queue) applyLocked(ts []transition, err error, now int64) {
+	if q.mu.gone != nil {
+		return
+	}
+	notBefore := int64(0)
+	if err != nil {
+		notBefore = now + retryDelay
+	}
+	for i := range ts {
+		t := &ts[i]
+		r := q.mu.subs[t.from].idx.get(t.seq)
+		if r == nil {
+			continue
+		}
+		r.flags &^= flagBusy
+		if err != nil {
+			q.armRecLocked(t.from, r, notBefore)
+			if r.available() {
+				q.makeAvailableLocked(t.from, r)
+			}
+			continue
+		}
+		if t.remove {
+			q.dropRecLocked(t.from, r)
+			continue
+		}
+		next := t.next
+		next.seq = t.seq
+		if t.newSize > 0 {
+			next.size = t.newSize
+		}
+		if t.to == t.from {
+			q.countLocked(t.from, r.state, -1)
+			q.mu.size += int64(next.size) - int64(r.size)
+			*r = next
+			q.countLocked(t.from, r.state, 1)
+			q.armRecLocked(t.from, r, 0)
+			if r.available() {
+				q.makeAvailableLocked(t.from, r)
+			}
+			continue
+		}
+		q.dropRecLocked(t.from, r)
+		q.insertRecLocked(t.to, next)
+	}
+}
+
+// validateProps checks that property changes hold only storable types.
+func validateProps(props map[string]any) error {
+	if props == nil {
+		return nil
+	}
+	if _, err := (&message.Message{ApplicationProperties: props}).HeaderSize(); err != nil {
+		return &Error{Kind: KindInvalidArgument, Msg: "invalid properties to modify", Err: err}
+	}
+	return nil
+}

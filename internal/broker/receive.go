@@ -1,0 +1,481 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/busbarmq/busbar/internal/message"
+	"github.com/busbarmq/busbar/internal/store"
+)
+
+// ReceiveMode is how received messages are settled.
+type ReceiveMode uint8
+
+// Receive modes.
+const (
+	// PeekLock locks each received message for LockDuration; the receiver
+	// settles it explicitly (Complete, Abandon, DeadLetter, Defer, Release).
+	PeekLock ReceiveMode = iota
+	// ReceiveAndDelete removes each message (durably) as it is handed out.
+	ReceiveAndDelete
+)
+
+// Delivery is a message handed to a receiver (or peeked), with the system
+// properties the broker keeps beside it.
+type Delivery struct {
+	Message        *message.Message
+	SequenceNumber int64
+	EnqueuedTime   time.Time
+	// TimeToLive is the effective TTL (0: never expires); ExpiresAt is
+	// EnqueuedTime + TimeToLive, zero if never.
+	TimeToLive time.Duration
+	ExpiresAt  time.Time
+	// LockToken identifies the lock in PeekLock; ReceiveAndDelete and
+	// receive-by-sequence-number in that mode carry a fresh random token
+	// (the AMQP delivery tag), peeks a zero one.
+	LockToken   uuid.UUID
+	LockedUntil time.Time // zero unless locked
+	// DeliveryCount is 1-based and includes this delivery: the persisted
+	// count of earlier deliveries that ended by abandon or lock expiry, + 1.
+	// (Peeks report the same value a receive would; the wire's
+	// header.delivery-count is DeliveryCount − 1.)
+	DeliveryCount uint32
+	State         MessageState
+	// ScheduledEnqueueTime is set for messages that were scheduled.
+	ScheduledEnqueueTime time.Time
+	// DeadLetterSource is the entity a dead-lettered message was
+	// forwarded from; empty until auto-forwarding exists.
+	DeadLetterSource string
+	// Size is the stored size of the message in bytes.
+	Size int
+}
+
+// Receiver takes messages from one entity path. It is safe for concurrent
+// use. Closing it releases nothing: locks outlive the receiver (they can
+// be settled by token from anywhere) and expire on their own.
+//
+// Waiting: when TryReceive returns fewer messages than wanted, wait on
+// Ready. Receivers are woken one per message that becomes available, so
+// a receiver whose Ready channel fired must call TryReceive (with any max,
+// even 0), Ready or Close soon after: until it does, the message it was
+// woken for may wait for it rather than wake another receiver.
+type Receiver struct {
+	q    *queue
+	sub  SubQueue
+	mode ReceiveMode
+	path string
+
+	// Guarded by q.mu.
+	closed bool
+	waitCh chan struct{} // non-nil while queued in the sub-queue's waiters
+}
+
+// OpenReceiver opens a receiver on path ("queue", "queue/$DeadLetterQueue"
+// or "queue/$Transfer/$DeadLetterQueue").
+func (b *Broker) OpenReceiver(path string, mode ReceiveMode) (*Receiver, error) {
+	if mode != PeekLock && mode != ReceiveAndDelete {
+		return nil, errorf(KindInvalidArgument, "unknown receive mode %d", mode)
+	}
+	q, p, err := b.lookup(path)
+	if err != nil {
+		return nil, err
+	}
+	q.lock()
+	defer q.mu.Unlock()
+	if err := q.receiveCheckLocked(p.SubQueue); err != nil {
+		return nil, err
+	}
+	if p.SubQueue == SubQueueMain && q.mu.props.RequiresSession {
+		return nil, errorf(KindNotAllowed, "It is not possible for an entity that requires sessions to create a non-sessionful message receiver.")
+	}
+	q.mu.receivers++
+	q.touchLocked(b.now())
+	return &Receiver{q: q, sub: p.SubQueue, mode: mode, path: q.path(p.SubQueue)}, nil
+}
+
+// Path is the receiver's canonical entity path.
+func (r *Receiver) Path() string { return r.path }
+
+// Mode is the receiver's receive mode.
+func (r *Receiver) Mode() ReceiveMode { return r.mode }
+
+// Close closes the receiver. Messages it handed out stay as they are.
+func (r *Receiver) Close() error {
+	q := r.q
+	q.lock()
+	defer q.mu.Unlock()
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	q.mu.receivers--
+	if r.waitCh != nil {
+		q.unwaitLocked(r)
+		sq := &q.mu.subs[r.sub]
+		if i := slices.Index(sq.waiters, r); i >= 0 {
+			sq.waiters = slices.Delete(sq.waiters, i, i+1)
+		}
+	}
+	if q.mu.gone == nil {
+		q.passOnLocked(r.sub)
+	}
+	return nil
+}
+
+// Ready returns a channel that is closed when messages may be available
+// (or when the receiver can only fail: closed, entity deleted or
+// disabled). It is already closed if TryReceive would return a message or
+// an error now. See Receiver for the waking contract.
+func (r *Receiver) Ready() <-chan struct{} {
+	q := r.q
+	q.lockAt(q.b.now())
+	defer q.mu.Unlock()
+	if r.closed || q.receiveCheckLocked(r.sub) != nil || q.peekAvailableLocked(r.sub) != nil {
+		return closedChan
+	}
+	if r.waitCh != nil {
+		return r.waitCh // already queued (and counted in q.waiting)
+	}
+	// Count this waiter before the last look at pub (see queue.waiting).
+	q.waiting.Add(1)
+	q.drainLocked()
+	if q.peekAvailableLocked(r.sub) != nil {
+		q.waiting.Add(-1)
+		return closedChan
+	}
+	r.waitCh = make(chan struct{})
+	q.mu.subs[r.sub].waiters = append(q.mu.subs[r.sub].waiters, r)
+	return r.waitCh
+}
+
+// taken is a message chosen for delivery in phase 1.
+type taken struct {
+	r   rec // snapshot
+	tok uuid.UUID
+}
+
+// maxExpirePerReceive bounds the expired messages one TryReceive purges
+// on its way (the rest are left to Tick or the next call), so a receive
+// never turns into one huge store batch.
+const maxExpirePerReceive = 256
+
+// TryReceive returns up to max available messages without waiting (none
+// is not an error). In PeekLock mode each is locked; in ReceiveAndDelete
+// mode each is durably removed before TryReceive returns. Expired messages
+// met on the way are dead-lettered or dropped, never returned.
+func (r *Receiver) TryReceive(max int) ([]*Delivery, error) {
+	q := r.q
+	now := q.b.now()
+	q.lockAt(now)
+	if r.closed {
+		q.mu.Unlock()
+		return nil, errorf(KindClosed, "the receiver for '%s' is closed", r.path)
+	}
+	if err := q.receiveCheckLocked(r.sub); err != nil {
+		q.mu.Unlock()
+		return nil, err
+	}
+	if max <= 0 {
+		q.passOnLocked(r.sub)
+		q.mu.Unlock()
+		return nil, nil
+	}
+	q.touchLocked(now)
+	var (
+		out []taken
+		ts  []transition
+	)
+	expired := 0
+	for len(out) < max && expired < maxExpirePerReceive {
+		rc := q.peekAvailableLocked(r.sub)
+		if rc == nil {
+			break
+		}
+		if r.sub == SubQueueMain && rc.expired(now) {
+			ts = append(ts, q.expireLocked(rc, nil))
+			expired++
+			continue
+		}
+		out = append(out, q.takeLocked(r.sub, rc, r.mode, now, &ts))
+	}
+	if len(out) == max {
+		q.passOnLocked(r.sub)
+	}
+	return q.deliverLocked(r.sub, r.mode, out, ts, now)
+}
+
+// takeLocked locks rc (PeekLock) or marks it for removal (ReceiveAndDelete).
+func (q *queue) takeLocked(sub SubQueue, rc *rec, mode ReceiveMode, now int64, ts *[]transition) taken {
+	if mode == PeekLock {
+		tok := q.lockRecLocked(sub, rc, now)
+		return taken{r: *rc, tok: tok}
+	}
+	*ts = append(*ts, removeTransitionLocked(sub, rc))
+	return taken{r: *rc, tok: q.newTokenLocked()}
+}
+
+// deliverLocked finishes a receive: called with q.mu held, it unlocks it, reads
+// the messages, commits removals and expiries, and builds the deliveries.
+func (q *queue) deliverLocked(sub SubQueue, mode ReceiveMode, out []taken, ts []transition, now int64) ([]*Delivery, error) {
+	if len(out) == 0 && len(ts) == 0 {
+		q.mu.Unlock()
+		return nil, nil
+	}
+	ops := q.saveAccessedLocked(nil)
+	q.inflight.Add(1)
+	q.mu.Unlock()
+	defer q.inflight.Done()
+
+	ds := make([]*Delivery, 0, len(out))
+	var failed []int // indexes into out whose data could not be read
+	var readErr error
+	for i := range out {
+		d, err := q.readDelivery(sub, &out[i].r, out[i].tok)
+		if errors.Is(err, store.ErrNotFound) && mode == PeekLock {
+			// Gone already: our lock expired before we got here and the
+			// message was settled by someone else (or the queue deleted).
+			continue
+		}
+		if err != nil {
+			q.b.log.Error("cannot read message", "queue", q.name, "seq", out[i].r.seq, "err", err)
+			failed = append(failed, i)
+			readErr = err
+			continue
+		}
+		ds = append(ds, d)
+	}
+	if len(failed) > 0 && mode == ReceiveAndDelete {
+		// Do not remove what could not be read: drop those transitions.
+		bad := make(map[int64]bool, len(failed))
+		for _, i := range failed {
+			bad[out[i].r.seq] = true
+		}
+		keep := ts[:0:0]
+		var revert []transition
+		for _, t := range ts {
+			if t.remove && bad[t.seq] {
+				revert = append(revert, t)
+			} else {
+				keep = append(keep, t)
+			}
+		}
+		ts = keep
+		defer func() {
+			q.lock()
+			q.applyLocked(revert, errors.New("unreadable"), now)
+			q.mu.Unlock()
+		}()
+	}
+	err := q.persist(ts, ops, mode == ReceiveAndDelete)
+	q.lock()
+	q.applyLocked(ts, err, now)
+	if mode == PeekLock {
+		for _, i := range failed { // unlock what could not be read, if still ours
+			sq := &q.mu.subs[sub]
+			if rc := sq.idx.get(out[i].r.seq); rc != nil && rc.locked() && !rc.busy() && sq.locked[rc.seq] == out[i].tok {
+				q.unlockRecLocked(sub, rc)
+				q.armRecLocked(sub, rc, now+retryDelay)
+				if rc.available() {
+					q.makeAvailableLocked(sub, rc)
+				}
+			}
+		}
+	}
+	q.rearmLocked()
+	q.mu.Unlock()
+	if err != nil && mode == ReceiveAndDelete {
+		return nil, err
+	}
+	if len(ds) == 0 && readErr != nil {
+		return nil, internal(readErr, "reading messages of %s", q.name)
+	}
+	return ds, nil
+}
+
+// readDelivery reads and decodes one message for delivery or peek.
+func (q *queue) readDelivery(sub SubQueue, r *rec, tok uuid.UUID) (*Delivery, error) {
+	data, err := q.b.store.ReadData(q.id, uint64(r.seq))
+	if err != nil {
+		return nil, err
+	}
+	m, err := message.Unmarshal(data)
+	if err != nil {
+		return nil, err
+	}
+	d := &Delivery{
+		Message:        m,
+		SequenceNumber: r.seq,
+		EnqueuedTime:   time.Unix(0, r.enq).UTC(),
+		TimeToLive:     time.Duration(r.ttl),
+		LockToken:      tok,
+		DeliveryCount:  r.dc + 1,
+		State:          r.state,
+		Size:           int(r.size),
+	}
+	if e := r.expiresAt(); e != 0 {
+		d.ExpiresAt = time.Unix(0, e).UTC()
+	}
+	if r.until != 0 {
+		d.LockedUntil = time.Unix(0, r.until).UTC()
+	}
+	if r.flags&flagWasScheduled != 0 {
+		d.ScheduledEnqueueTime = d.EnqueuedTime
+	}
+	return d, nil
+}
+
+// ReceiveDeferred receives deferred messages by sequence number, in the
+// order given, locking them (PeekLock) or removing them
+// (ReceiveAndDelete). Every number must name a deferred, unlocked message
+// of path, else nothing happens and the error is KindMessageNotFound. A
+// deferred message of the main queue that has expired is dead-lettered
+// (DeadLetteringOnMessageExpiration) or dropped now and not returned.
+func (b *Broker) ReceiveDeferred(ctx context.Context, path string, seqs []int64, mode ReceiveMode) ([]*Delivery, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	q, p, err := b.lookup(path)
+	if err != nil {
+		return nil, err
+	}
+	now := b.now()
+	q.lockAt(now)
+	if err := q.receiveCheckLocked(p.SubQueue); err != nil {
+		q.mu.Unlock()
+		return nil, err
+	}
+	sq := &q.mu.subs[p.SubQueue]
+	seen := make(map[int64]bool, len(seqs))
+	for _, seq := range seqs {
+		r := sq.idx.get(seq)
+		if r == nil || r.state != StateDeferred || r.busy() || r.locked() {
+			q.mu.Unlock()
+			return nil, errorf(KindMessageNotFound, "Failed to lock one or more specified messages. Either the message is already locked or it does not exist (sequence number %d, entity '%s').", seq, q.path(p.SubQueue))
+		}
+		seen[seq] = false
+	}
+	q.touchLocked(now)
+	var (
+		out []taken
+		ts  []transition
+	)
+	for _, seq := range seqs {
+		if seen[seq] {
+			continue
+		}
+		seen[seq] = true
+		r := sq.idx.get(seq)
+		if p.SubQueue == SubQueueMain && r.expired(now) {
+			ts = append(ts, q.expireLocked(r, nil))
+			continue
+		}
+		out = append(out, q.takeLocked(p.SubQueue, r, mode, now, &ts))
+	}
+	return q.deliverLocked(p.SubQueue, mode, out, ts, now)
+}
+
+// Peek returns up to max messages of path with sequence numbers from
+// fromSeq on, in order, whatever their state (active, locked, deferred,
+// scheduled; expired ones until purged), each with its State. It takes no
+// lock and changes no delivery count. It is refused only when the entity
+// is Disabled (a ReceiveDisabled queue can still be inspected).
+func (b *Broker) Peek(ctx context.Context, path string, fromSeq int64, max int) ([]*Delivery, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	q, p, err := b.lookup(path)
+	if err != nil {
+		return nil, err
+	}
+	now := b.now()
+	q.lockAt(now)
+	if q.mu.gone != nil {
+		defer q.mu.Unlock()
+		return nil, q.mu.gone
+	}
+	if q.mu.props.Status == StatusDisabled {
+		defer q.mu.Unlock()
+		return nil, errorf(KindEntityDisabled, "The messaging entity '%s' is Disabled.", q.name)
+	}
+	q.touchLocked(now)
+	var snap []rec
+	if max > 0 {
+		q.mu.subs[p.SubQueue].idx.ascend(fromSeq, func(r *rec) bool {
+			if r.flags&flagPending != 0 {
+				return true // not sent yet
+			}
+			snap = append(snap, *r)
+			snap[len(snap)-1].until = 0 // a peek shows no lock
+			return len(snap) < max
+		})
+	}
+	q.mu.Unlock()
+	ds := make([]*Delivery, 0, len(snap))
+	for i := range snap {
+		d, err := q.readDelivery(p.SubQueue, &snap[i], uuid.UUID{})
+		if errors.Is(err, store.ErrNotFound) {
+			continue // removed meanwhile
+		}
+		if err != nil {
+			return nil, internal(err, "reading message %d of %s", snap[i].seq, path)
+		}
+		ds = append(ds, d)
+	}
+	return ds, nil
+}
+
+// DeleteMessages removes up to max messages of path that were enqueued
+// before `before`, oldest first, skipping locked and scheduled ones (the
+// batch-delete management operation). It returns how many it removed.
+func (b *Broker) DeleteMessages(ctx context.Context, path string, max int, before time.Time) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	q, p, err := b.lookup(path)
+	if err != nil {
+		return 0, err
+	}
+	if max <= 0 {
+		return 0, nil
+	}
+	now := b.now()
+	limit := before.UnixNano()
+	q.lockAt(now)
+	if err := q.receiveCheckLocked(p.SubQueue); err != nil {
+		q.mu.Unlock()
+		return 0, err
+	}
+	q.touchLocked(now)
+	var seqs []int64
+	q.mu.subs[p.SubQueue].idx.ascend(0, func(r *rec) bool {
+		if r.state != StateScheduled && !r.locked() && !r.busy() && r.enq < limit {
+			seqs = append(seqs, r.seq)
+		}
+		return len(seqs) < max
+	})
+	ts := make([]transition, 0, len(seqs))
+	for _, seq := range seqs {
+		ts = append(ts, removeTransitionLocked(p.SubQueue, q.mu.subs[p.SubQueue].idx.get(seq)))
+	}
+	if len(ts) == 0 {
+		q.mu.Unlock()
+		return 0, nil
+	}
+	ops := q.saveAccessedLocked(nil)
+	q.inflight.Add(1)
+	q.mu.Unlock()
+	err = q.persist(ts, ops, true)
+	q.lock()
+	q.applyLocked(ts, err, now)
+	q.rearmLocked()
+	q.mu.Unlock()
+	q.inflight.Done()
+	if err != nil {
+		return 0, err
+	}
+	return len(ts), nil
+}

@@ -1,0 +1,354 @@
+package broker
+
+import (
+	"context"
+	"time"
+
+	"github.com/busbarmq/busbar/internal/message"
+	"github.com/busbarmq/busbar/internal/store"
+)
+
+// Send enqueues msgs on the queue at path, atomically: on success every
+// message is durable (the store commit is synced) and visible; on error
+// none is. A message whose x-opt-scheduled-enqueue-time annotation
+// (time.Time) is in the future is scheduled instead. With duplicate
+// detection, a message whose MessageId was seen within the window is
+// acknowledged and dropped.
+func (b *Broker) Send(ctx context.Context, path string, msgs []*message.Message) error {
+	_, err := b.enqueue(ctx, path, msgs, time.Time{}, false)
+	return err
+}
+
+// Schedule enqueues msgs to appear at `at` and returns their sequence
+// numbers (for CancelScheduled). A zero `at` takes each message's
+// x-opt-scheduled-enqueue-time annotation. A time not in the future
+// enqueues at once. The messages' TTL counts from the scheduled time. A
+// duplicate (duplicate detection) gets a sequence number that names no
+// message, as in Service Bus.
+func (b *Broker) Schedule(ctx context.Context, path string, msgs []*message.Message, at time.Time) ([]int64, error) {
+	return b.enqueue(ctx, path, msgs, at, true)
+}
+
+// CancelScheduled removes scheduled messages that have not been enqueued
+// yet. Sequence numbers of messages that are not (or no longer) scheduled
+// are ignored.
+func (b *Broker) CancelScheduled(ctx context.Context, path string, seqs []int64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	q, p, err := b.lookup(path)
+	if err != nil {
+		return err
+	}
+	if p.SubQueue != SubQueueMain {
+		return errorf(KindNotAllowed, "'%s' is a sub-queue; scheduled messages live in the queue itself", path)
+	}
+	now := b.now()
+	q.lockAt(now)
+	if err := q.sendCheckLocked(); err != nil {
+		q.mu.Unlock()
+		return err
+	}
+	q.touchLocked(now)
+	var ts []transition
+	for _, seq := range seqs {
+		r := q.mu.subs[SubQueueMain].idx.get(seq)
+		if r == nil || r.busy() || r.state != StateScheduled {
+			continue
+		}
+		ts = append(ts, removeTransitionLocked(SubQueueMain, r))
+	}
+	if len(ts) == 0 {
+		q.mu.Unlock()
+		return nil
+	}
+	ops := q.saveAccessedLocked(nil)
+	q.inflight.Add(1)
+	q.mu.Unlock()
+	err = q.persist(ts, ops, true)
+	q.lock()
+	q.applyLocked(ts, err, now)
+	q.rearmLocked()
+	q.mu.Unlock()
+	q.inflight.Done()
+	return err
+}
+
+// pendingMsg is one message of a send between encoding and publishing.
+type pendingMsg struct {
+	data     []byte
+	sched    int64 // scheduled enqueue time (Unix ns), 0 = now
+	ttl      int64 // requested TTL, 0 = none
+	hasSess  bool
+	dedupKey string
+	hasKey   bool
+	drop     bool // duplicate
+	seq      int64
+}
+
+func (b *Broker) enqueue(ctx context.Context, path string, msgs []*message.Message, at time.Time, schedule bool) ([]int64, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	q, p, err := b.lookup(path)
+	if err != nil {
+		return nil, err
+	}
+	if p.SubQueue != SubQueueMain {
+		return nil, errorf(KindNotAllowed, "'%s' is a sub-queue; messages can only reach it by dead-lettering", path)
+	}
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	nowT := b.clock.Now()
+	now := nowT.UnixNano()
+
+	// Encode outside the lock.
+	pend := make([]pendingMsg, len(msgs))
+	var total int64
+	for i, m := range msgs {
+		pm := &pend[i]
+		if m == nil {
+			return nil, errorf(KindInvalidArgument, "message %d is nil", i)
+		}
+		if err := checkIDs(m); err != nil {
+			return nil, err
+		}
+		data, hs, err := message.AppendWithHeaderSize(nil, m)
+		if err != nil {
+			return nil, &Error{Kind: KindInvalidArgument, Msg: "cannot store message", Err: err}
+		}
+		if hs > MaxHeaderSize {
+			return nil, errorf(KindMessageTooLarge, "the message header and properties take %d bytes, over the %d-byte (64 KB) limit", hs, MaxHeaderSize)
+		}
+		pm.data = data
+		total += int64(len(data))
+		pm.ttl = int64(m.TTL)
+		pm.hasSess = m.SessionID != ""
+		pm.dedupKey, pm.hasKey = dedupKey(m.MessageID)
+		st := at
+		if st.IsZero() {
+			st, _ = m.Annotations[ScheduledEnqueueTimeAnnotation].(time.Time)
+		}
+		if schedule && st.IsZero() {
+			return nil, errorf(KindInvalidArgument, "message %d has no scheduled enqueue time", i)
+		}
+		if st.After(nowT) {
+			pm.sched = st.UnixNano()
+		}
+	}
+
+	// Phase 1: checks, duplicate detection, sequence numbers.
+	q.lock()
+	if err := q.sendCheckLocked(); err != nil {
+		q.mu.Unlock()
+		return nil, err
+	}
+	props := &q.mu.props
+	maxMsg := props.MaxMessageSizeInKilobytes * 1024
+	for i := range pend {
+		if n := int64(len(pend[i].data)); n > maxMsg {
+			q.mu.Unlock()
+			return nil, errorf(KindMessageTooLarge, "the message is %d bytes, over the queue's MaxMessageSizeInKilobytes limit of %d KB", n, props.MaxMessageSizeInKilobytes)
+		}
+		if props.RequiresSession && !pend[i].hasSess {
+			q.mu.Unlock()
+			return nil, errorf(KindInvalidArgument, "The SessionId was not set on a message, and it cannot be sent to the entity '%s'. Entities that have session support enabled can only receive messages that have the SessionId set to a valid value.", q.name)
+		}
+	}
+	if quota := props.MaxSizeInMegabytes << 20; q.mu.size+q.mu.pending+total > quota {
+		q.mu.Unlock()
+		return nil, errorf(KindQuotaExceeded, "The messaging entity '%s' has reached its MaxSizeInMegabytes quota of %d MB (%d bytes stored); the message was not accepted.", q.name, props.MaxSizeInMegabytes, q.mu.size)
+	}
+	q.touchLocked(now)
+	ops := q.purgeDedupLocked(now, make([]store.Op, 0, len(pend)+2))
+	var (
+		w     *sendWait
+		waits []*sendWait
+	)
+	if props.RequiresDuplicateDetection {
+		window := int64(props.DuplicateDetectionHistoryTimeWindow)
+		w = &sendWait{done: make(chan struct{})}
+		for i := range pend {
+			pm := &pend[i]
+			if !pm.hasKey {
+				continue
+			}
+			if e, ok := q.mu.dedup.lookup(pm.dedupKey, now, window); ok {
+				pm.drop = true
+				if e.send != w && e.send != nil {
+					waits = append(waits, e.send)
+				}
+				continue
+			}
+			q.mu.dedup.add(pm.dedupKey, now, w)
+			ops = append(ops, store.Op{Kind: store.OpPutValue, EntityID: q.id, Key: valueDedupPrefix + pm.dedupKey, Data: be64(now)})
+		}
+	}
+	defTTL := int64(props.DefaultMessageTimeToLive)
+	if props.DefaultMessageTimeToLive >= Infinite {
+		defTTL = 0
+	}
+	recs := make([]rec, 0, len(pend))
+	seqs := make([]int64, len(pend))
+	var added int64
+	main := &q.mu.subs[SubQueueMain].idx
+	for i := range pend {
+		pm := &pend[i]
+		pm.seq = q.mu.nextSeq
+		q.mu.nextSeq++
+		seqs[i] = pm.seq
+		if pm.drop {
+			continue
+		}
+		r := rec{seq: pm.seq, enq: now, size: int32(len(pm.data)), state: StateActive}
+		r.ttl = effectiveTTL(pm.ttl, defTTL)
+		if pm.sched != 0 {
+			r.enq, r.state, r.flags = pm.sched, StateScheduled, flagWasScheduled
+		}
+		recs = append(recs, r)
+		added += int64(r.size)
+		// Hold the place: sequence numbers are assigned in order here, so
+		// this appends; publishing later only clears the flag.
+		r.flags |= flagPending
+		main.insert(r)
+	}
+	ops = q.saveAccessedLocked(ops)
+	q.mu.pending += added
+	q.inflight.Add(1)
+	q.mu.Unlock()
+
+	// Phase 2: durable. Concurrent senders share the store's group commit.
+	for i, j := 0, 0; i < len(pend); i++ {
+		if pend[i].drop {
+			continue
+		}
+		ops = append(ops, store.Op{Kind: store.OpAppend, EntityID: q.id, Seq: uint64(pend[i].seq),
+			Meta: appendMeta(nil, SubQueueMain, &recs[j]), Data: pend[i].data})
+		j++
+	}
+	batch := store.Batch{Ops: ops}
+	cerr := b.store.Commit(&batch, true)
+
+	// Phase 3: publish. Sends that arm no timer go on the lock-free pub
+	// stack, taking mu only if a receiver waits to be woken; the next
+	// holder of mu publishes them.
+	var gone error
+	if cerr == nil && !needsTimer(recs) {
+		q.pushPublished(&pubBatch{recs: recs, added: added})
+		if q.waiting.Load() > 0 {
+			q.lock()
+			q.mu.Unlock()
+		}
+		if q.deleted.Load() {
+			gone = errEntityNotFound(q.name)
+		}
+	} else {
+		q.lock()
+		q.mu.pending -= added
+		gone = q.mu.gone
+		if gone == nil {
+			q.publishLocked(recs, cerr == nil)
+		}
+		if cerr != nil {
+			for i := range pend {
+				if pend[i].hasKey && !pend[i].drop {
+					q.mu.dedup.forget(pend[i].dedupKey, w)
+				}
+			}
+		}
+		q.mu.Unlock()
+	}
+	q.inflight.Done()
+	if w != nil {
+		w.err = cerr
+		close(w.done)
+	}
+	if cerr != nil {
+		return nil, internal(cerr, "storing messages for %s", q.name)
+	}
+	if gone != nil && KindOf(gone) == KindNotFound {
+		return nil, gone // deleted meanwhile: the messages went with it
+	}
+	// (Closed meanwhile: the messages are durable, so the send succeeded.)
+	// A duplicate is acknowledged only once its original is durable.
+	for _, dw := range waits {
+		select {
+		case <-dw.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if dw.err != nil {
+			return nil, internal(dw.err, "the original of a duplicate message failed to store")
+		}
+	}
+	return seqs, nil
+}
+
+// publishLocked makes sent records visible (ok) or drops their
+// placeholders (the commit failed).
+func (q *queue) publishLocked(recs []rec, ok bool) {
+	idx := &q.mu.subs[SubQueueMain].idx
+	for i := range recs {
+		if !ok {
+			idx.remove(recs[i].seq)
+			continue
+		}
+		r := idx.get(recs[i].seq)
+		if r == nil {
+			continue
+		}
+		r.flags &^= flagPending
+		q.countLocked(SubQueueMain, r.state, 1)
+		q.mu.size += int64(r.size)
+		q.armRecLocked(SubQueueMain, r, 0)
+		if r.available() {
+			q.makeAvailableLocked(SubQueueMain, r)
+		}
+	}
+	if ok {
+		q.rearmLocked()
+	}
+}
+
+// needsTimer reports whether publishing recs arms a timer (TTL or
+// scheduled), which must reach the Run shell at once.
+func needsTimer(recs []rec) bool {
+	for i := range recs {
+		if recs[i].ttl != 0 || recs[i].state != StateActive {
+			return true
+		}
+	}
+	return false
+}
+
+// effectiveTTL applies the entity's default TTL (0 = infinite) as default
+// and ceiling to a message's TTL (0 = none given).
+func effectiveTTL(ttl, def int64) int64 {
+	switch {
+	case ttl <= 0:
+		return def
+	case def != 0 && ttl > def:
+		return def
+	}
+	return ttl
+}
+
+func checkIDs(m *message.Message) error {
+	var n int
+	switch id := m.MessageID.(type) {
+	case string:
+		n = len(id)
+	case message.Symbol:
+		n = len(id)
+	case []byte:
+		n = len(id)
+	}
+	if n > MaxMessageIDLength {
+		return errorf(KindInvalidArgument, "the MessageId is %d characters long; the maximum is %d", n, MaxMessageIDLength)
+	}
+	if len(m.SessionID) > MaxSessionIDLength {
+		return errorf(KindInvalidArgument, "the SessionId is %d characters long; the maximum is %d", len(m.SessionID), MaxSessionIDLength)
+	}
+	return nil
+}

@@ -1,0 +1,162 @@
+package broker
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Settlement by lock token. A token resolves across the whole entity path
+// it was issued for (any receiver, or none: receivers may be closed), as
+// Service Bus's management-link settlement needs. An unknown, expired or
+// already used token is KindLockLost and changes nothing. Every
+// settlement is durable when it returns.
+
+type settleKind uint8
+
+const (
+	settleComplete settleKind = iota
+	settleAbandon
+	settleRelease
+	settleDeadLetter
+	settleDefer
+)
+
+// Complete removes the locked message. Completing a message whose TTL
+// passed while it was locked succeeds.
+func (b *Broker) Complete(ctx context.Context, path string, token uuid.UUID) error {
+	return b.settle(ctx, path, token, settleComplete, nil, "", "")
+}
+
+// Abandon unlocks the message at once and raises its delivery count (in
+// the main queue; a dead-letter queue's count is frozen). It becomes
+// available again in sequence order, unless that was its last allowed
+// delivery (MaxDeliveryCount: dead-lettered) or it expired meanwhile. A
+// deferred message stays deferred. props, if any, are set as application
+// properties.
+func (b *Broker) Abandon(ctx context.Context, path string, token uuid.UUID, props map[string]any) error {
+	return b.settle(ctx, path, token, settleAbandon, props, "", "")
+}
+
+// Release unlocks the message without raising its delivery count (the
+// AMQP "released" outcome, used by the Go SDK for prefetched messages it
+// did not hand out).
+func (b *Broker) Release(ctx context.Context, path string, token uuid.UUID) error {
+	return b.settle(ctx, path, token, settleRelease, nil, "", "")
+}
+
+// DeadLetter moves the locked message to the queue's dead-letter queue
+// with the DeadLetterReason and DeadLetterErrorDescription application
+// properties (each set when non-empty) and props. A message that is
+// already in a dead-letter queue cannot be dead-lettered (KindNotAllowed).
+func (b *Broker) DeadLetter(ctx context.Context, path string, token uuid.UUID, reason, description string, props map[string]any) error {
+	return b.settle(ctx, path, token, settleDeadLetter, props, reason, description)
+}
+
+// Defer sets the locked message aside: it stays in its (sub-)queue,
+// visible to Peek, and can only be received again with ReceiveDeferred.
+// The delivery count does not change.
+func (b *Broker) Defer(ctx context.Context, path string, token uuid.UUID, props map[string]any) error {
+	return b.settle(ctx, path, token, settleDefer, props, "", "")
+}
+
+func (b *Broker) settle(ctx context.Context, path string, tok uuid.UUID, k settleKind, props map[string]any, reason, desc string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	q, p, err := b.lookup(path)
+	if err != nil {
+		return err
+	}
+	if err := validateProps(props); err != nil {
+		return err
+	}
+	sub := p.SubQueue
+	now := b.now()
+	q.lockAt(now)
+	if q.mu.gone != nil {
+		defer q.mu.Unlock()
+		return q.mu.gone
+	}
+	r, err := q.lockedRecLocked(sub, tok, now)
+	if err != nil {
+		q.mu.Unlock()
+		return err
+	}
+	if k == settleDeadLetter && sub != SubQueueMain {
+		q.mu.Unlock()
+		return errorf(KindNotAllowed, "A message in '%s' cannot be dead-lettered: it is already in a dead-letter queue.", q.path(sub))
+	}
+	q.touchLocked(now)
+	var t transition
+	switch k {
+	case settleComplete:
+		q.unlockRecLocked(sub, r)
+		t = removeTransitionLocked(sub, r)
+	case settleAbandon, settleRelease:
+		var ok bool
+		t, ok = q.lockEndLocked(sub, r, now, props, k == settleAbandon)
+		if !ok {
+			q.rearmLocked()
+			q.mu.Unlock()
+			return nil
+		}
+	case settleDeadLetter:
+		q.unlockRecLocked(sub, r)
+		t = deadLetterTransitionLocked(r, reason, desc, props)
+	case settleDefer:
+		q.unlockRecLocked(sub, r)
+		next := *r
+		next.state = StateDeferred
+		t = updateTransitionLocked(sub, sub, r, next, props)
+	}
+	ops := q.saveAccessedLocked(nil)
+	q.inflight.Add(1)
+	q.mu.Unlock()
+
+	ts := []transition{t}
+	err = q.persist(ts, ops, true)
+	q.lock()
+	q.applyLocked(ts, err, now)
+	q.rearmLocked()
+	q.mu.Unlock()
+	q.inflight.Done()
+	return err
+}
+
+// RenewLock extends each lock to LockDuration from now and returns the new
+// expiry times, in order. If any token is lost, none is renewed.
+func (b *Broker) RenewLock(ctx context.Context, path string, tokens []uuid.UUID) ([]time.Time, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	q, p, err := b.lookup(path)
+	if err != nil {
+		return nil, err
+	}
+	now := b.now()
+	q.lockAt(now)
+	defer q.mu.Unlock()
+	if q.mu.gone != nil {
+		return nil, q.mu.gone
+	}
+	for _, tok := range tokens {
+		if _, err := q.lockedRecLocked(p.SubQueue, tok, now); err != nil {
+			return nil, err
+		}
+	}
+	q.touchLocked(now)
+	until := now + int64(q.mu.props.LockDuration)
+	out := make([]time.Time, len(tokens))
+	for i, tok := range tokens {
+		r, _ := q.lockedRecLocked(p.SubQueue, tok, now)
+		if r.until != until {
+			r.until = until
+			q.armRecLocked(p.SubQueue, r, 0)
+		}
+		out[i] = time.Unix(0, until).UTC()
+	}
+	q.rearmLocked()
+	return out, nil
+}

@@ -1,0 +1,878 @@
+package message
+
+// Storage codec: a compact, versioned binary encoding of Message.
+//
+// The broker stores each message as the bytes produced here (the store's
+// Data) and decodes them on delivery or peek. The encoding is private to
+// this module: it is not AMQP, it is not meant for the wire, and it may
+// only change by bumping the version byte (old versions stay decodable).
+//
+// Layout (version 1). Integers are unsigned LEB128 varints (uvarint) unless
+// marked zigzag (varint); strings and byte strings are a uvarint length
+// followed by the bytes.
+//
+//	+---------+----------------+---------------------------------------------+
+//	| version | presence       | present fields, in bit order                |
+//	| 1 byte  | uvarint bitset | (absent fields take no space at all)        |
+//	+---------+----------------+---------------------------------------------+
+//
+//	bit field                 encoding
+//	  0 Durable               (no payload: the bit is the value)
+//	  1 Priority              1 byte
+//	  2 TTL                   varint nanoseconds
+//	  3 Annotations           map
+//	  4 MessageID             value
+//	  5 UserID                bytes
+//	  6 To                    string
+//	  7 Subject               string
+//	  8 ReplyTo               string
+//	  9 CorrelationID         value
+//	 10 ContentType           string
+//	 11 ContentEncoding       string
+//	 12 AbsoluteExpiryTime    time
+//	 13 CreationTime          time
+//	 14 SessionID             string
+//	 15 GroupSequence         uvarint
+//	 16 ReplyToSessionID      string
+//	 17 ApplicationProperties map
+//	 18 Body                  bytes (always last, so everything before it is
+//	                          the "header" counted against the 64 KB limit)
+//
+//	map   = uvarint count, then count × (key string, value)
+//	time  = varint Unix seconds, uvarint nanoseconds (decoded as UTC)
+//	value = 1 tag byte, then:
+//	        0 nil  1 false  2 true             (no payload)
+//	        3 uint8  (1 byte)   4 uint16, 5 uint32, 6 uint64 (uvarint)
+//	        7 int8   (1 byte)   8 int16, 9 int32, 10 int64   (varint)
+//	        11 float32 (4 bytes LE bits)  12 float64 (8 bytes LE bits)
+//	        13 string  14 Symbol  15 []byte                  (bytes)
+//	        16 time.Time (time)  17 UUID (16 bytes)  18 Char (uvarint)
+//	        19 []any    (uvarint count, values)
+//	        20 map[string]any (map)
+//	        21 map[any]any    (uvarint count, count × (value key, value))
+//
+// A field is present when it differs from its zero value, so a nil and an
+// empty map (or byte slice) both decode as nil. Times lose their location
+// (they decode as UTC) but keep full nanosecond precision.
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"time"
+)
+
+const codecVersion = 1
+
+// Presence bits.
+const (
+	fDurable = 1 << iota
+	fPriority
+	fTTL
+	fAnnotations
+	fMessageID
+	fUserID
+	fTo
+	fSubject
+	fReplyTo
+	fCorrelationID
+	fContentType
+	fContentEncoding
+	fAbsoluteExpiryTime
+	fCreationTime
+	fSessionID
+	fGroupSequence
+	fReplyToSessionID
+	fApplicationProperties
+	fBody
+	fAll = fBody<<1 - 1
+)
+
+// Value tags.
+const (
+	tagNil = iota
+	tagFalse
+	tagTrue
+	tagUint8
+	tagUint16
+	tagUint32
+	tagUint64
+	tagInt8
+	tagInt16
+	tagInt32
+	tagInt64
+	tagFloat32
+	tagFloat64
+	tagString
+	tagSymbol
+	tagBinary
+	tagTime
+	tagUUID
+	tagChar
+	tagList
+	tagMap
+	tagAnyMap
+)
+
+// maxDepth bounds the nesting of lists and maps, on encode and decode.
+const maxDepth = 32
+
+// ErrCorrupt is returned (wrapped) by Unmarshal for input it cannot decode.
+var ErrCorrupt = errors.New("message: corrupt encoding")
+
+// UnsupportedTypeError is returned by Marshal for a property value of a Go
+// type outside the set listed in the package documentation.
+type UnsupportedTypeError struct {
+	Field string // e.g. "ApplicationProperties[\"k\"]"
+	Value any
+}
+
+func (e *UnsupportedTypeError) Error() string {
+	return fmt.Sprintf("message: %s has unsupported type %T", e.Field, e.Value)
+}
+
+// Marshal encodes m in the storage format.
+func Marshal(m *Message) ([]byte, error) {
+	return m.AppendBinary(nil)
+}
+
+// MarshalBinary implements encoding.BinaryMarshaler.
+func (m *Message) MarshalBinary() ([]byte, error) {
+	return m.AppendBinary(nil)
+}
+
+// AppendBinary appends the encoding of m to b (encoding.BinaryAppender).
+func (m *Message) AppendBinary(b []byte) ([]byte, error) {
+	b, _, err := AppendWithHeaderSize(b, m)
+	return b, err
+}
+
+// AppendWithHeaderSize appends the encoding of m to b like AppendBinary and
+// also returns m's HeaderSize, computing it only once.
+func AppendWithHeaderSize(b []byte, m *Message) ([]byte, int, error) {
+	hs, err := m.headerSize()
+	if err != nil {
+		return b, 0, err
+	}
+	return m.appendBinary(b, hs), hs, nil
+}
+
+func (m *Message) appendBinary(b []byte, hs int) []byte {
+	n := hs
+	if len(m.Body) > 0 {
+		n += uvarintLen(uint64(len(m.Body))) + len(m.Body)
+	}
+	if cap(b)-len(b) < n {
+		nb := make([]byte, len(b), len(b)+n)
+		copy(nb, b)
+		b = nb
+	}
+	b = append(b, codecVersion)
+	b = binary.AppendUvarint(b, m.presence())
+	if m.Priority != 0 {
+		b = append(b, m.Priority)
+	}
+	if m.TTL != 0 {
+		b = binary.AppendVarint(b, int64(m.TTL))
+	}
+	if len(m.Annotations) > 0 {
+		b = appendStringMap(b, m.Annotations, 0)
+	}
+	if m.MessageID != nil {
+		b = appendValue(b, m.MessageID, 0)
+	}
+	if len(m.UserID) > 0 {
+		b = appendBytes(b, m.UserID)
+	}
+	b = appendOptString(b, m.To)
+	b = appendOptString(b, m.Subject)
+	b = appendOptString(b, m.ReplyTo)
+	if m.CorrelationID != nil {
+		b = appendValue(b, m.CorrelationID, 0)
+	}
+	b = appendOptString(b, m.ContentType)
+	b = appendOptString(b, m.ContentEncoding)
+	if !m.AbsoluteExpiryTime.IsZero() {
+		b = appendTime(b, m.AbsoluteExpiryTime)
+	}
+	if !m.CreationTime.IsZero() {
+		b = appendTime(b, m.CreationTime)
+	}
+	b = appendOptString(b, m.SessionID)
+	if m.GroupSequence != 0 {
+		b = binary.AppendUvarint(b, uint64(m.GroupSequence))
+	}
+	b = appendOptString(b, m.ReplyToSessionID)
+	if len(m.ApplicationProperties) > 0 {
+		b = appendStringMap(b, m.ApplicationProperties, 0)
+	}
+	if len(m.Body) > 0 {
+		b = appendBytes(b, m.Body)
+	}
+	return b
+}
+
+// HeaderSize is the encoded size in bytes of everything but the body: the
+// header, properties, annotations and application properties. The broker
+// holds it against Service Bus's 64 KB header limit. It reports an
+// UnsupportedTypeError like Marshal.
+func (m *Message) HeaderSize() (int, error) {
+	return m.headerSize()
+}
+
+func (m *Message) presence() uint64 {
+	var p uint64
+	if m.Durable {
+		p |= fDurable
+	}
+	if m.Priority != 0 {
+		p |= fPriority
+	}
+	if m.TTL != 0 {
+		p |= fTTL
+	}
+	if len(m.Annotations) > 0 {
+		p |= fAnnotations
+	}
+	if m.MessageID != nil {
+		p |= fMessageID
+	}
+	if len(m.UserID) > 0 {
+		p |= fUserID
+	}
+	if m.To != "" {
+		p |= fTo
+	}
+	if m.Subject != "" {
+		p |= fSubject
+	}
+	if m.ReplyTo != "" {
+		p |= fReplyTo
+	}
+	if m.CorrelationID != nil {
+		p |= fCorrelationID
+	}
+	if m.ContentType != "" {
+		p |= fContentType
+	}
+	if m.ContentEncoding != "" {
+		p |= fContentEncoding
+	}
+	if !m.AbsoluteExpiryTime.IsZero() {
+		p |= fAbsoluteExpiryTime
+	}
+	if !m.CreationTime.IsZero() {
+		p |= fCreationTime
+	}
+	if m.SessionID != "" {
+		p |= fSessionID
+	}
+	if m.GroupSequence != 0 {
+		p |= fGroupSequence
+	}
+	if m.ReplyToSessionID != "" {
+		p |= fReplyToSessionID
+	}
+	if len(m.ApplicationProperties) > 0 {
+		p |= fApplicationProperties
+	}
+	if len(m.Body) > 0 {
+		p |= fBody
+	}
+	return p
+}
+
+// headerSize computes the encoded size of everything before the body and
+// validates every property value's type on the way.
+func (m *Message) headerSize() (int, error) {
+	n := 1 + uvarintLen(m.presence())
+	if m.Priority != 0 {
+		n++
+	}
+	if m.TTL != 0 {
+		n += varintLen(int64(m.TTL))
+	}
+	if len(m.Annotations) > 0 {
+		s, err := stringMapSize(m.Annotations, "Annotations", 0)
+		if err != nil {
+			return 0, err
+		}
+		n += s
+	}
+	if m.MessageID != nil {
+		s, err := valueSize(m.MessageID, "MessageID", 0)
+		if err != nil {
+			return 0, err
+		}
+		n += s
+	}
+	if len(m.UserID) > 0 {
+		n += bytesLen(len(m.UserID))
+	}
+	n += optStringLen(m.To) + optStringLen(m.Subject) + optStringLen(m.ReplyTo)
+	if m.CorrelationID != nil {
+		s, err := valueSize(m.CorrelationID, "CorrelationID", 0)
+		if err != nil {
+			return 0, err
+		}
+		n += s
+	}
+	n += optStringLen(m.ContentType) + optStringLen(m.ContentEncoding)
+	if !m.AbsoluteExpiryTime.IsZero() {
+		n += timeLen(m.AbsoluteExpiryTime)
+	}
+	if !m.CreationTime.IsZero() {
+		n += timeLen(m.CreationTime)
+	}
+	n += optStringLen(m.SessionID)
+	if m.GroupSequence != 0 {
+		n += uvarintLen(uint64(m.GroupSequence))
+	}
+	n += optStringLen(m.ReplyToSessionID)
+	if len(m.ApplicationProperties) > 0 {
+		s, err := stringMapSize(m.ApplicationProperties, "ApplicationProperties", 0)
+		if err != nil {
+			return 0, err
+		}
+		n += s
+	}
+	return n, nil
+}
+
+// Unmarshal decodes data produced by Marshal into a new Message. The
+// returned message does not alias data.
+func Unmarshal(data []byte) (*Message, error) {
+	m := new(Message)
+	if err := m.UnmarshalBinary(data); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// UnmarshalBinary implements encoding.BinaryUnmarshaler. It overwrites
+// every field of m.
+func (m *Message) UnmarshalBinary(data []byte) error {
+	*m = Message{}
+	d := decoder{b: data}
+	if v := d.byte(); v != codecVersion {
+		if d.err != nil {
+			return d.err
+		}
+		return fmt.Errorf("%w: unknown version %d", ErrCorrupt, v)
+	}
+	p := d.uvarint()
+	if p&^fAll != 0 {
+		return fmt.Errorf("%w: unknown field bits %#x", ErrCorrupt, p&^fAll)
+	}
+	m.Durable = p&fDurable != 0
+	if p&fPriority != 0 {
+		m.Priority = d.byte()
+	}
+	if p&fTTL != 0 {
+		m.TTL = time.Duration(d.varint())
+	}
+	if p&fAnnotations != 0 {
+		m.Annotations = nilIfEmpty(d.stringMap(0))
+	}
+	if p&fMessageID != 0 {
+		m.MessageID = d.value(0)
+	}
+	if p&fUserID != 0 {
+		m.UserID = d.bytes()
+	}
+	if p&fTo != 0 {
+		m.To = d.string()
+	}
+	if p&fSubject != 0 {
+		m.Subject = d.string()
+	}
+	if p&fReplyTo != 0 {
+		m.ReplyTo = d.string()
+	}
+	if p&fCorrelationID != 0 {
+		m.CorrelationID = d.value(0)
+	}
+	if p&fContentType != 0 {
+		m.ContentType = d.string()
+	}
+	if p&fContentEncoding != 0 {
+		m.ContentEncoding = d.string()
+	}
+	if p&fAbsoluteExpiryTime != 0 {
+		m.AbsoluteExpiryTime = d.time()
+	}
+	if p&fCreationTime != 0 {
+		m.CreationTime = d.time()
+	}
+	if p&fSessionID != 0 {
+		m.SessionID = d.string()
+	}
+	if p&fGroupSequence != 0 {
+		v := d.uvarint()
+		if v > math.MaxUint32 {
+			d.fail("group sequence out of range")
+		}
+		m.GroupSequence = uint32(v)
+	}
+	if p&fReplyToSessionID != 0 {
+		m.ReplyToSessionID = d.string()
+	}
+	if p&fApplicationProperties != 0 {
+		m.ApplicationProperties = nilIfEmpty(d.stringMap(0))
+	}
+	if p&fBody != 0 {
+		m.Body = d.bytes()
+	}
+	// A present but empty field decodes as absent, so that decoding is
+	// canonical (what decodes, re-encodes to the same message).
+	if len(m.UserID) == 0 {
+		m.UserID = nil
+	}
+	if len(m.Body) == 0 {
+		m.Body = nil
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.fail("trailing bytes")
+	}
+	if d.err != nil {
+		*m = Message{}
+		return d.err
+	}
+	return nil
+}
+
+// ---- encoding helpers ----
+
+func uvarintLen(v uint64) int { return (bits.Len64(v|1) + 6) / 7 }
+
+func varintLen(v int64) int { return uvarintLen(zigzag(v)) }
+
+func zigzag(v int64) uint64 { return uint64(v<<1) ^ uint64(v>>63) }
+
+func bytesLen(n int) int { return uvarintLen(uint64(n)) + n }
+
+func optStringLen(s string) int {
+	if s == "" {
+		return 0
+	}
+	return bytesLen(len(s))
+}
+
+func timeLen(t time.Time) int {
+	return varintLen(t.Unix()) + uvarintLen(uint64(t.Nanosecond()))
+}
+
+func appendBytes(b, v []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(v)))
+	return append(b, v...)
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendOptString(b []byte, s string) []byte {
+	if s == "" {
+		return b
+	}
+	return appendString(b, s)
+}
+
+func appendTime(b []byte, t time.Time) []byte {
+	b = binary.AppendVarint(b, t.Unix())
+	return binary.AppendUvarint(b, uint64(t.Nanosecond()))
+}
+
+func stringMapSize(m map[string]any, field string, depth int) (int, error) {
+	if depth >= maxDepth {
+		return 0, fmt.Errorf("message: %s nests deeper than %d levels", field, maxDepth)
+	}
+	n := uvarintLen(uint64(len(m)))
+	for k, v := range m {
+		s, err := valueSize(v, field, depth+1)
+		if err != nil {
+			var ute *UnsupportedTypeError
+			if errors.As(err, &ute) && ute.Field == field {
+				ute.Field = fmt.Sprintf("%s[%q]", field, k)
+			}
+			return 0, err
+		}
+		n += bytesLen(len(k)) + s
+	}
+	return n, nil
+}
+
+// valueSize returns the encoded size of v (tag included), or an error for
+// an unsupported type.
+func valueSize(v any, field string, depth int) (int, error) {
+	switch v := v.(type) {
+	case nil, bool:
+		return 1, nil
+	case uint8, int8:
+		return 2, nil
+	case uint16:
+		return 1 + uvarintLen(uint64(v)), nil
+	case uint32:
+		return 1 + uvarintLen(uint64(v)), nil
+	case uint64:
+		return 1 + uvarintLen(v), nil
+	case int16:
+		return 1 + varintLen(int64(v)), nil
+	case int32:
+		return 1 + varintLen(int64(v)), nil
+	case int64:
+		return 1 + varintLen(v), nil
+	case float32:
+		return 5, nil
+	case float64:
+		return 9, nil
+	case string:
+		return 1 + bytesLen(len(v)), nil
+	case Symbol:
+		return 1 + bytesLen(len(v)), nil
+	case []byte:
+		return 1 + bytesLen(len(v)), nil
+	case time.Time:
+		return 1 + timeLen(v), nil
+	case UUID:
+		return 17, nil
+	case Char:
+		return 1 + uvarintLen(uint64(uint32(v))), nil
+	case []any:
+		if depth >= maxDepth {
+			return 0, fmt.Errorf("message: %s nests deeper than %d levels", field, maxDepth)
+		}
+		n := 1 + uvarintLen(uint64(len(v)))
+		for _, e := range v {
+			s, err := valueSize(e, field, depth+1)
+			if err != nil {
+				return 0, err
+			}
+			n += s
+		}
+		return n, nil
+	case map[string]any:
+		s, err := stringMapSize(v, field, depth)
+		return 1 + s, err
+	case map[any]any:
+		if depth >= maxDepth {
+			return 0, fmt.Errorf("message: %s nests deeper than %d levels", field, maxDepth)
+		}
+		n := 1 + uvarintLen(uint64(len(v)))
+		for k, e := range v {
+			ks, err := valueSize(k, field, depth+1)
+			if err != nil {
+				return 0, err
+			}
+			es, err := valueSize(e, field, depth+1)
+			if err != nil {
+				return 0, err
+			}
+			n += ks + es
+		}
+		return n, nil
+	default:
+		return 0, &UnsupportedTypeError{Field: field, Value: v}
+	}
+}
+
+func appendStringMap(b []byte, m map[string]any, depth int) []byte {
+	b = binary.AppendUvarint(b, uint64(len(m)))
+	for k, v := range m {
+		b = appendString(b, k)
+		b = appendValue(b, v, depth+1)
+	}
+	return b
+}
+
+// appendValue encodes v; its type has been validated by valueSize.
+func appendValue(b []byte, v any, depth int) []byte {
+	switch v := v.(type) {
+	case nil:
+		return append(b, tagNil)
+	case bool:
+		if v {
+			return append(b, tagTrue)
+		}
+		return append(b, tagFalse)
+	case uint8:
+		return append(b, tagUint8, v)
+	case uint16:
+		return binary.AppendUvarint(append(b, tagUint16), uint64(v))
+	case uint32:
+		return binary.AppendUvarint(append(b, tagUint32), uint64(v))
+	case uint64:
+		return binary.AppendUvarint(append(b, tagUint64), v)
+	case int8:
+		return append(b, tagInt8, byte(v))
+	case int16:
+		return binary.AppendVarint(append(b, tagInt16), int64(v))
+	case int32:
+		return binary.AppendVarint(append(b, tagInt32), int64(v))
+	case int64:
+		return binary.AppendVarint(append(b, tagInt64), v)
+	case float32:
+		return binary.LittleEndian.AppendUint32(append(b, tagFloat32), math.Float32bits(v))
+	case float64:
+		return binary.LittleEndian.AppendUint64(append(b, tagFloat64), math.Float64bits(v))
+	case string:
+		return appendString(append(b, tagString), v)
+	case Symbol:
+		return appendString(append(b, tagSymbol), string(v))
+	case []byte:
+		return appendBytes(append(b, tagBinary), v)
+	case time.Time:
+		return appendTime(append(b, tagTime), v)
+	case UUID:
+		return append(append(b, tagUUID), v[:]...)
+	case Char:
+		return binary.AppendUvarint(append(b, tagChar), uint64(uint32(v)))
+	case []any:
+		b = binary.AppendUvarint(append(b, tagList), uint64(len(v)))
+		for _, e := range v {
+			b = appendValue(b, e, depth+1)
+		}
+		return b
+	case map[string]any:
+		return appendStringMap(append(b, tagMap), v, depth)
+	case map[any]any:
+		b = binary.AppendUvarint(append(b, tagAnyMap), uint64(len(v)))
+		for k, e := range v {
+			b = appendValue(b, k, depth+1)
+			b = appendValue(b, e, depth+1)
+		}
+		return b
+	}
+	panic(fmt.Sprintf("message: appendValue of unchecked type %T", v))
+}
+
+// ---- decoding ----
+
+func nilIfEmpty(m map[string]any) map[string]any {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail(what string) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: %s", ErrCorrupt, what)
+	}
+	d.b = nil
+}
+
+func (d *decoder) byte() byte {
+	if len(d.b) < 1 {
+		d.fail("truncated")
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
+func (d *decoder) uvarint() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail("bad uvarint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail("bad varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+// raw returns the next n bytes, aliasing the input.
+func (d *decoder) raw(n uint64) []byte {
+	if n > uint64(len(d.b)) {
+		d.fail("length exceeds input")
+		return nil
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) bytes() []byte {
+	r := d.raw(d.uvarint())
+	if d.err != nil {
+		return nil
+	}
+	return append([]byte(nil), r...)
+}
+
+func (d *decoder) string() string {
+	return string(d.raw(d.uvarint()))
+}
+
+func (d *decoder) time() time.Time {
+	sec := d.varint()
+	nsec := d.uvarint()
+	if nsec >= 1e9 {
+		d.fail("bad nanoseconds")
+		return time.Time{}
+	}
+	return time.Unix(sec, int64(nsec)).UTC()
+}
+
+// count reads a collection length; every element takes at least one byte,
+// so a count larger than the remaining input is corrupt (this also bounds
+// allocations on hostile input).
+func (d *decoder) count() int {
+	n := d.uvarint()
+	if n > uint64(len(d.b)) {
+		d.fail("count exceeds input")
+		return 0
+	}
+	return int(n)
+}
+
+func (d *decoder) stringMap(depth int) map[string]any {
+	if depth >= maxDepth {
+		d.fail("nesting too deep")
+		return nil
+	}
+	n := d.count()
+	m := make(map[string]any, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		k := d.string()
+		m[k] = d.value(depth + 1)
+	}
+	return m
+}
+
+func (d *decoder) value(depth int) any {
+	switch tag := d.byte(); tag {
+	case tagNil:
+		return nil
+	case tagFalse:
+		return false
+	case tagTrue:
+		return true
+	case tagUint8:
+		return d.byte()
+	case tagUint16:
+		v := d.uvarint()
+		if v > math.MaxUint16 {
+			d.fail("uint16 out of range")
+		}
+		return uint16(v)
+	case tagUint32:
+		v := d.uvarint()
+		if v > math.MaxUint32 {
+			d.fail("uint32 out of range")
+		}
+		return uint32(v)
+	case tagUint64:
+		return d.uvarint()
+	case tagInt8:
+		return int8(d.byte())
+	case tagInt16:
+		v := d.varint()
+		if v < math.MinInt16 || v > math.MaxInt16 {
+			d.fail("int16 out of range")
+		}
+		return int16(v)
+	case tagInt32:
+		v := d.varint()
+		if v < math.MinInt32 || v > math.MaxInt32 {
+			d.fail("int32 out of range")
+		}
+		return int32(v)
+	case tagInt64:
+		return d.varint()
+	case tagFloat32:
+		r := d.raw(4)
+		if d.err != nil {
+			return nil
+		}
+		return math.Float32frombits(binary.LittleEndian.Uint32(r))
+	case tagFloat64:
+		r := d.raw(8)
+		if d.err != nil {
+			return nil
+		}
+		return math.Float64frombits(binary.LittleEndian.Uint64(r))
+	case tagString:
+		return d.string()
+	case tagSymbol:
+		return Symbol(d.string())
+	case tagBinary:
+		return d.bytes()
+	case tagTime:
+		return d.time()
+	case tagUUID:
+		var u UUID
+		copy(u[:], d.raw(16))
+		return u
+	case tagChar:
+		v := d.uvarint()
+		if v > math.MaxUint32 {
+			d.fail("char out of range")
+		}
+		return Char(rune(uint32(v)))
+	case tagList:
+		if depth >= maxDepth {
+			d.fail("nesting too deep")
+			return nil
+		}
+		n := d.count()
+		l := make([]any, 0, n)
+		for i := 0; i < n && d.err == nil; i++ {
+			l = append(l, d.value(depth+1))
+		}
+		return l
+	case tagMap:
+		return d.stringMap(depth)
+	case tagAnyMap:
+		if depth >= maxDepth {
+			d.fail("nesting too deep")
+			return nil
+		}
+		n := d.count()
+		m := make(map[any]any, n)
+		for i := 0; i < n && d.err == nil; i++ {
+			k := d.value(depth + 1)
+			v := d.value(depth + 1)
+			if d.err != nil {
+				break
+			}
+			if !hashable(k) {
+				d.fail("unhashable map key")
+				break
+			}
+			m[k] = v
+		}
+		return m
+	default:
+		d.fail(fmt.Sprintf("unknown value tag %d", tag))
+		return nil
+	}
+}
+
+// hashable reports whether v can be a Go map key.
+func hashable(v any) bool {
+	switch v.(type) {
+	case []byte, []any, map[string]any, map[any]any:
+		return false
+	}
+	return true
+}

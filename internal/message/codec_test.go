@@ -1,0 +1,237 @@
+package message
+
+import (
+	"errors"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func full() *Message {
+	ts := time.Date(2026, 11, 21, 12, 0, 0, 123456789, time.UTC)
+	return &Message{
+		Durable:  true,
+		Priority: 7,
+		TTL:      90 * time.Second,
+		Annotations: map[string]any{
+			"x-opt-scheduled-enqueue-time": ts,
+			"x-opt-partition-key":          "pk",
+			"list":                         []any{int32(1), "two", nil, []any{true}},
+			"map":                          map[string]any{"a": uint16(1)},
+			"anymap":                       map[any]any{Symbol("k"): int64(-1), int64(2): "v"},
+		},
+		MessageID:          "id-1",
+		UserID:             []byte("user"),
+		To:                 "to",
+		Subject:            "label",
+		ReplyTo:            "reply",
+		CorrelationID:      UUID{1, 2, 3},
+		ContentType:        "application/json",
+		ContentEncoding:    "gzip",
+		AbsoluteExpiryTime: ts.Add(time.Hour),
+		CreationTime:       time.Date(1, 1, 1, 0, 0, 0, 1, time.UTC),
+		SessionID:          "session",
+		GroupSequence:      math.MaxUint32,
+		ReplyToSessionID:   "reply-session",
+		ApplicationProperties: map[string]any{
+			"nil": nil, "t": true, "f": false,
+			"u8": uint8(255), "u16": uint16(65535), "u32": uint32(math.MaxUint32), "u64": uint64(math.MaxUint64),
+			"i8": int8(-128), "i16": int16(-32768), "i32": int32(math.MinInt32), "i64": int64(math.MinInt64),
+			"f32": float32(1.5), "f64": math.Inf(-1), "s": "ü string", "sym": Symbol("sym"),
+			"bin": []byte{0, 1, 2}, "time": ts, "uuid": UUID{15: 1}, "char": Char('€'),
+			"old": time.Unix(-1e10, 5).UTC(),
+		},
+		Body: []byte("the body"),
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	for _, m := range []*Message{{}, {Body: []byte("x")}, {MessageID: uint64(7)}, {MessageID: []byte{1}}, full()} {
+		b, err := Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := Unmarshal(b)
+		if err != nil {
+			t.Fatalf("Unmarshal: %v", err)
+		}
+		if !reflect.DeepEqual(got, m) {
+			t.Fatalf("round trip:\n got %#v\nwant %#v", got, m)
+		}
+		// AppendBinary to a non-empty prefix. (Map order varies, so compare
+		// decoded messages, not bytes.)
+		b2, _ := m.AppendBinary([]byte("prefix"))
+		if string(b2[:6]) != "prefix" || len(b2)-6 != len(b) {
+			t.Fatal("AppendBinary differs from Marshal")
+		}
+		if got2, err := Unmarshal(b2[6:]); err != nil || !reflect.DeepEqual(got2, m) {
+			t.Fatalf("AppendBinary output does not decode: %v", err)
+		}
+	}
+}
+
+func TestTimesDecodeAsUTC(t *testing.T) {
+	loc := time.FixedZone("X", 3600)
+	ts := time.Date(2026, 1, 2, 3, 4, 5, 6, loc)
+	b, _ := Marshal(&Message{CreationTime: ts})
+	m, _ := Unmarshal(b)
+	if !m.CreationTime.Equal(ts) || m.CreationTime.Location() != time.UTC {
+		t.Fatalf("got %v", m.CreationTime)
+	}
+}
+
+func TestHeaderSize(t *testing.T) {
+	m := full()
+	b, hs, err := AppendWithHeaderSize(nil, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := len(b) - len(m.Body) - 1; hs != want {
+		t.Fatalf("header size %d, want %d", hs, want)
+	}
+	if hs2, _ := m.HeaderSize(); hs2 != hs {
+		t.Fatalf("HeaderSize %d, AppendWithHeaderSize %d", hs2, hs)
+	}
+	big := &Message{ApplicationProperties: map[string]any{"k": strings.Repeat("v", 70000)}}
+	if hs, _ := big.HeaderSize(); hs < 70000 {
+		t.Fatalf("header size %d", hs)
+	}
+}
+
+func TestUnsupportedTypes(t *testing.T) {
+	for _, m := range []*Message{
+		{ApplicationProperties: map[string]any{"k": 1}}, // plain int is not an AMQP type
+		{Annotations: map[string]any{"k": struct{}{}}},
+		{MessageID: 3.5 + 1i},
+		{CorrelationID: []string{"x"}},
+		{ApplicationProperties: map[string]any{"k": []any{map[string]any{"x": uint(1)}}}},
+	} {
+		_, err := Marshal(m)
+		var ute *UnsupportedTypeError
+		if !errors.As(err, &ute) {
+			t.Fatalf("Marshal(%v): %v", m, err)
+		}
+	}
+	var ute *UnsupportedTypeError
+	_, err := Marshal(&Message{ApplicationProperties: map[string]any{"key": 1}})
+	if !errors.As(err, &ute) || !strings.Contains(err.Error(), `ApplicationProperties["key"]`) {
+		t.Fatalf("error does not name the property: %v", err)
+	}
+	// Too deep.
+	var v any = "leaf"
+	for range maxDepth + 2 {
+		v = []any{v}
+	}
+	if _, err := Marshal(&Message{ApplicationProperties: map[string]any{"deep": v}}); err == nil {
+		t.Fatal("accepted nesting beyond the limit")
+	}
+}
+
+func TestCorrupt(t *testing.T) {
+	good, _ := Marshal(full())
+	for i := range len(good) {
+		if _, err := Unmarshal(good[:i]); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("truncated at %d: %v", i, err)
+		}
+	}
+	for _, bad := range [][]byte{
+		nil,
+		{2, 0},                                 // version
+		{1, 0x80, 0x80, 0x80, 0x80, 0x10},      // unknown field bits
+		{1, 0, 0},                              // trailing bytes
+		{1, byte(fAnnotations), 1, 1, 'k', 99}, // unknown tag
+		{1, byte(fAnnotations), 200, 1},        // count beyond input
+		{1, byte(fMessageID), tagUint16, 0xff, 0xff, 0xff, 0x0f},             // out of range
+		{1, byte(fAnnotations), 1, 1, 'k', tagAnyMap, 1, tagList, 0, tagNil}, // unhashable key
+	} {
+		if _, err := Unmarshal(bad); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("%x: error %v, want ErrCorrupt", bad, err)
+		}
+	}
+}
+
+func FuzzUnmarshal(f *testing.F) {
+	good, _ := Marshal(full())
+	f.Add(good)
+	small, _ := Marshal(&Message{Body: []byte("x"), MessageID: "id"})
+	f.Add(small)
+	f.Add([]byte{1, 0})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := Unmarshal(data)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("error %v is not ErrCorrupt", err)
+			}
+			return
+		}
+		// Whatever decodes re-encodes and decodes to the same message.
+		b, err := Marshal(m)
+		if err != nil {
+			t.Fatalf("re-encoding a decoded message: %v", err)
+		}
+		m2, err := Unmarshal(b)
+		if err != nil {
+			t.Fatalf("decoding a re-encoded message: %v", err)
+		}
+		if !reflect.DeepEqual(m, m2) && !hasNaN(m) {
+			t.Fatalf("unstable round trip")
+		}
+	})
+}
+
+// hasNaN reports whether m holds a NaN, which DeepEqual never matches.
+func hasNaN(m *Message) bool {
+	var walk func(v any) bool
+	walk = func(v any) bool {
+		switch v := v.(type) {
+		case float32:
+			return v != v
+		case float64:
+			return v != v
+		case []any:
+			for _, e := range v {
+				if walk(e) {
+					return true
+				}
+			}
+		case map[string]any:
+			for _, e := range v {
+				if walk(e) {
+					return true
+				}
+			}
+		case map[any]any:
+			for k, e := range v {
+				if walk(k) || walk(e) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return walk(m.Annotations) || walk(m.ApplicationProperties) || walk(m.MessageID) || walk(m.CorrelationID)
+}
+
+func BenchmarkMarshal1K(b *testing.B) {
+	m := &Message{MessageID: "0123456789abcdef", Body: make([]byte, 1024),
+		ApplicationProperties: map[string]any{"a": "b", "n": int64(1)}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Marshal(m); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkUnmarshal1K(b *testing.B) {
+	data, _ := Marshal(&Message{MessageID: "0123456789abcdef", Body: make([]byte, 1024),
+		ApplicationProperties: map[string]any{"a": "b", "n": int64(1)}})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Unmarshal(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
