@@ -1,0 +1,162 @@
+package amqp
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/busbarmq/busbar/internal/amqp/frames"
+)
+
+// Defaults applied by NewServer to zero Config fields.
+const (
+	DefaultMaxFrameSize     = 262144 // what Service Bus Standard advertises
+	DefaultChannelMax       = 65535
+	DefaultIdleTimeout      = 60 * time.Second
+	DefaultLinkCredit       = 1000
+	DefaultMaxMessageSize   = 262144 // 256 KiB, the Standard tier and emulator limit
+	DefaultHandshakeTimeout = 30 * time.Second
+	DefaultWriteTimeout     = 30 * time.Second
+
+	// maxHeartbeatInterval caps the interval between our empty frames; it
+	// is safe for both SDKs whatever they advertise (amqp-wire §1.3).
+	maxHeartbeatInterval = 15 * time.Second
+	minHeartbeatInterval = 20 * time.Millisecond
+
+	// sessionWindow is the incoming-window advertised on every session.
+	// The endpoint re-opens it with a session flow once half is used.
+	sessionWindow = 5000
+
+	// outgoingWindow is the outgoing-window advertised on every session.
+	// The endpoint never limits itself by it, so it is large.
+	outgoingWindow = 1<<31 - 1
+
+	// closeLinger bounds how long a connection that sent close keeps
+	// reading (and discarding) while the peer answers, so that the peer
+	// reads the close frame before the socket is torn down.
+	closeLinger = 2 * time.Second
+
+	// writeBufferLimit is the amount of encoded frames the sessions may
+	// queue ahead of the writer before they wait (back-pressure).
+	writeBufferLimit = 1 << 20
+)
+
+// Config configures a Server. The zero value of each field selects its
+// default.
+type Config struct {
+	// ContainerID is sent in the open frame. Default "busbar".
+	ContainerID string
+
+	// MaxFrameSize is the largest frame the server accepts; it is
+	// advertised in open and also caps the frames the server sends.
+	// Default 262144. Must be at least 512.
+	MaxFrameSize uint32
+
+	// ChannelMax is the highest channel number a client may use.
+	// Default 65535.
+	ChannelMax uint16
+
+	// IdleTimeout is advertised in open: the client must send a frame at
+	// least this often. As the spec advises (part 2 section 2.4.5) it is
+	// half the real threshold: a connection that sends nothing for
+	// twice IdleTimeout is closed with amqp:resource-limit-exceeded.
+	// Default 60 s; negative disables it.
+	IdleTimeout time.Duration
+
+	// MaxConnections limits concurrent connections; a client beyond the
+	// limit gets open then close(amqp:resource-limit-exceeded). 0 means
+	// unlimited.
+	MaxConnections int
+
+	// MaxSessions limits concurrent sessions per connection. It lowers
+	// the advertised channel-max to MaxSessions-1. 0 means ChannelMax+1.
+	MaxSessions int
+
+	// MaxLinks limits attached links per connection; further attaches
+	// are refused with amqp:resource-limit-exceeded. 0 means unlimited.
+	MaxLinks int
+
+	// LinkCredit is the credit granted to each client sender link right
+	// after attach and kept topped up. An Attach callback may change it
+	// per link. Default 1000.
+	LinkCredit uint32
+
+	// MaxMessageSize is the default max-message-size of the attach reply
+	// on client sender links (the Go SDK sizes batches from it; it must
+	// not be 0). Larger deliveries are rejected with
+	// amqp:link:message-size-exceeded. Default 262144.
+	MaxMessageSize uint64
+
+	// HandshakeTimeout bounds protocol header, SASL and open exchange.
+	// Default 30 s.
+	HandshakeTimeout time.Duration
+
+	// WriteTimeout bounds each write to the network; a client that stops
+	// reading for that long is disconnected. Default 30 s.
+	WriteTimeout time.Duration
+
+	// SASL configures authentication.
+	SASL SASLConfig
+
+	// Logger receives connection-level events. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// SASLConfig configures the SASL layer. The server always offers
+// MSSBCBS, ANONYMOUS and PLAIN, in that order: both Service Bus SDKs pick
+// ANONYMOUS and authorise later through CBS.
+type SASLConfig struct {
+	// ValidatePlain checks PLAIN credentials. nil accepts any.
+	ValidatePlain func(username, password string) error
+
+	// AllowNoSASL lets a client skip SASL and send the AMQP protocol
+	// header directly. Off by default: such a client is answered with the
+	// SASL header and disconnected.
+	AllowNoSASL bool
+}
+
+// withDefaults returns cfg with defaults applied, or an error for an
+// unusable value.
+func (cfg Config) withDefaults() (Config, error) {
+	if cfg.ContainerID == "" {
+		cfg.ContainerID = "busbar"
+	}
+	if cfg.MaxFrameSize == 0 {
+		cfg.MaxFrameSize = DefaultMaxFrameSize
+	}
+	if cfg.MaxFrameSize < frames.MinMaxFrameSize {
+		return cfg, fmt.Errorf("amqp: MaxFrameSize %d below the minimum %d", cfg.MaxFrameSize, frames.MinMaxFrameSize)
+	}
+	if cfg.ChannelMax == 0 {
+		cfg.ChannelMax = DefaultChannelMax
+	}
+	if cfg.MaxSessions < 0 || cfg.MaxConnections < 0 || cfg.MaxLinks < 0 {
+		return cfg, errors.New("amqp: negative limit")
+	}
+	if cfg.MaxSessions > 0 && cfg.MaxSessions-1 < int(cfg.ChannelMax) {
+		cfg.ChannelMax = uint16(cfg.MaxSessions - 1)
+	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.IdleTimeout < 0 {
+		cfg.IdleTimeout = 0
+	}
+	if cfg.LinkCredit == 0 {
+		cfg.LinkCredit = DefaultLinkCredit
+	}
+	if cfg.MaxMessageSize == 0 {
+		cfg.MaxMessageSize = DefaultMaxMessageSize
+	}
+	if cfg.HandshakeTimeout <= 0 {
+		cfg.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return cfg, nil
+}

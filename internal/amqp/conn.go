@@ -1,0 +1,450 @@
+package amqp
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/busbarmq/busbar/internal/amqp/frames"
+)
+
+// Conn is one client connection. Its reader goroutine (the one Serve
+// started for it) performs the handshake, reads and routes frames, and at
+// the end tears everything down; the writer goroutine and one goroutine
+// per session run beside it.
+type Conn struct {
+	srv *Server
+	cfg *Config
+	nc  net.Conn
+	log *slog.Logger
+	rd  connReader
+	br  *bufio.Reader
+	w   writer
+
+	// Set by the handshake, read-only afterwards.
+	peerOpen      *frames.Open
+	saslMechanism frames.Symbol
+	saslUser      string
+	maxOutFrame   uint32 // largest frame we send: min(peer's max, ours)
+	channelMax    uint16 // highest channel the client may use
+	handleMax     uint32 // highest handle the client may use per session
+	handler       ConnHandler
+	writerStarted bool
+	openSent      atomic.Bool // our open frame went out: close frames are allowed
+
+	stopRead  atomic.Bool   // the reader must stop: see connReader.Read
+	closing   chan struct{} // closed by shutdown: sessions stop
+	done      chan struct{} // closed when the connection is fully gone
+	closeOnce sync.Once
+	closeErr  error // why the connection ended; set in closeOnce
+	linger    bool  // read until the peer closes after our close frame
+
+	sessWG sync.WaitGroup // session goroutines
+
+	mu       sync.Mutex // guards the fields below
+	channels []bool     // local channels in use
+	nSess    int
+	nLinks   int
+	outLinks map[string]*OutgoingLink // attached outgoing links by name
+}
+
+// connReader wraps the net.Conn under the bufio.Reader. It sets the read
+// deadline before every read from the network and notices shutdown.
+type connReader struct {
+	c        *Conn
+	idle     time.Duration // per-read deadline; 0 uses deadline
+	deadline time.Time     // absolute deadline (handshake, linger)
+	linger   bool          // ignore stopRead (teardown drains the socket)
+	err      error         // the last transport error
+}
+
+var errStopped = errors.New("amqp: reader stopped")
+
+func (r *connReader) Read(p []byte) (int, error) {
+	d := r.deadline
+	if r.idle > 0 {
+		d = time.Now().Add(r.idle)
+	}
+	_ = r.c.nc.SetReadDeadline(d)
+	// Checked after setting the deadline: shutdown stores the flag before
+	// it moves the deadline to now, so either we see the flag here or
+	// the read below is interrupted.
+	if !r.linger && r.c.stopRead.Load() {
+		r.err = errStopped
+		return 0, errStopped
+	}
+	n, err := r.c.nc.Read(p)
+	if err != nil {
+		r.err = err
+	}
+	return n, err
+}
+
+func newConn(s *Server, nc net.Conn) *Conn {
+	c := &Conn{
+		srv:      s,
+		cfg:      &s.cfg,
+		nc:       nc,
+		log:      s.cfg.Logger.With("remote", nc.RemoteAddr().String()),
+		closing:  make(chan struct{}),
+		done:     make(chan struct{}),
+		outLinks: make(map[string]*OutgoingLink),
+	}
+	c.rd.c = c
+	c.br = bufio.NewReaderSize(&c.rd, 32<<10)
+	c.w.init(nc, s.cfg.WriteTimeout)
+	c.w.onError = func(err error) {
+		c.log.Debug("amqp: write failed", "err", err)
+		c.shutdown(ErrConnLost, closeSilent)
+	}
+	return c
+}
+
+// ContainerID returns the client's container id.
+func (c *Conn) ContainerID() string { return c.peerOpen.ContainerID }
+
+// Hostname returns the hostname of the client's open frame (Go includes a
+// port when the endpoint had one).
+func (c *Conn) Hostname() string { return c.peerOpen.Hostname }
+
+// Properties returns the client's connection properties.
+func (c *Conn) Properties() map[frames.Symbol]any { return c.peerOpen.Properties }
+
+// RemoteAddr returns the client's network address.
+func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
+
+// SASLMechanism returns the SASL mechanism the client chose, or "" if it
+// skipped SASL.
+func (c *Conn) SASLMechanism() frames.Symbol { return c.saslMechanism }
+
+// SASLUser returns the PLAIN authentication identity, or "".
+func (c *Conn) SASLUser() string { return c.saslUser }
+
+// Logger returns the connection's logger.
+func (c *Conn) Logger() *slog.Logger { return c.log }
+
+// Done is closed when the connection is gone and Disconnected has run.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Close closes the connection with a close frame carrying err (nil for
+// none). It does not wait; use Done.
+func (c *Conn) Close(err *Error) {
+	if err == nil {
+		c.shutdown(ErrConnClosed, closeError)
+		return
+	}
+	c.shutdown(err, closeError)
+}
+
+// OutgoingLink returns the attached outgoing link (client receiver) with
+// the given name, or nil.
+func (c *Conn) OutgoingLink(name string) *OutgoingLink {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.outLinks[name]
+}
+
+// OutgoingLinkByTarget returns an attached outgoing link whose target
+// address equals addr, or nil. Request/response replies are routed by
+// reply-to this way (amqp-wire §0.5); when several links match, which
+// one is returned is unspecified.
+func (c *Conn) OutgoingLinkByTarget(addr string) *OutgoingLink {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, l := range c.outLinks {
+		if t := l.attach.Target; t != nil && t.Address == addr {
+			return l
+		}
+	}
+	return nil
+}
+
+// OutgoingLinks returns a snapshot of the attached outgoing links.
+func (c *Conn) OutgoingLinks() []*OutgoingLink {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ls := make([]*OutgoingLink, 0, len(c.outLinks))
+	for _, l := range c.outLinks {
+		ls = append(ls, l)
+	}
+	return ls
+}
+
+// closeMode says how shutdown ends the connection.
+type closeMode int
+
+const (
+	closeSilent closeMode = iota // transport lost: send nothing
+	closeReply                   // the client sent close: answer it
+	closeError                   // we close: send close(error), then linger
+)
+
+// shutdown starts closing the connection; only the first call counts.
+// It may be called from any goroutine. reason is reported to the handler;
+// with closeError an *Error reason goes into the close frame.
+func (c *Conn) shutdown(reason error, mode closeMode) {
+	c.closeOnce.Do(func() {
+		c.closeErr = reason
+		switch {
+		case mode == closeSilent || !c.openSent.Load():
+			c.w.stop()
+		case mode == closeReply:
+			c.w.close(&frames.Close{})
+		default:
+			var e *Error
+			errors.As(reason, &e)
+			c.w.close(&frames.Close{Error: e})
+			c.linger = true
+		}
+		close(c.closing)
+		c.stopRead.Store(true)
+		_ = c.nc.SetReadDeadline(time.Now())
+	})
+}
+
+// fail closes the connection because of a protocol violation or a local
+// decision, sending close with e.
+func (c *Conn) fail(e *Error) {
+	c.log.Debug("amqp: closing connection", "condition", e.Condition, "description", e.Description)
+	c.shutdown(e, closeError)
+}
+
+// serve runs the connection to its end on the calling goroutine.
+func (c *Conn) serve(refuse bool) {
+	if err := c.handshake(refuse); err != nil {
+		c.log.Debug("amqp: handshake failed", "err", err)
+		c.shutdown(fmt.Errorf("%w: handshake: %v", ErrConnLost, err), closeSilent)
+	} else {
+		c.readLoop()
+	}
+	c.teardown()
+}
+
+// teardown waits for every goroutine of the connection, closes the socket
+// and tells the handler.
+func (c *Conn) teardown() {
+	c.shutdown(ErrConnClosed, closeSilent) // no-op unless nothing closed yet
+	c.sessWG.Wait()
+	if c.writerStarted {
+		<-c.w.done
+	}
+	if c.linger {
+		c.drain()
+	}
+	_ = c.nc.Close()
+	if c.handler != nil {
+		c.handler.Disconnected(c.closeErr)
+	}
+	close(c.done)
+}
+
+// drain reads and discards input for a short while after our close frame,
+// until the peer closes: closing a socket with unread input makes TCP send
+// a reset that can destroy the close frame before the peer reads it.
+func (c *Conn) drain() {
+	if c.rd.err != nil && !errors.Is(c.rd.err, errStopped) && !isTimeout(c.rd.err) {
+		return // the transport already failed
+	}
+	c.rd.linger = true
+	c.rd.idle = 0
+	c.rd.deadline = time.Now().Add(closeLinger)
+	_, _ = io.Copy(io.Discard, c.br)
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// readLoop reads frames until the connection ends, handling connection
+// frames itself and passing the others to their session.
+func (c *Conn) readLoop() {
+	sessions := make(map[uint16]*Session)
+	for {
+		fr, err := frames.ReadFrame(c.br, c.cfg.MaxFrameSize)
+		if err != nil {
+			c.readFailed(err)
+			return
+		}
+		if fr.Body == nil {
+			continue // heartbeat
+		}
+		if fr.Type != frames.FrameTypeAMQP {
+			c.fail(Errorf(CondFramingError, "unexpected SASL frame %s", fr.Body))
+			return
+		}
+		switch b := fr.Body.(type) {
+		case *frames.Close:
+			if b.Error != nil {
+				c.shutdown(b.Error, closeReply)
+			} else {
+				c.shutdown(ErrConnClosed, closeReply)
+			}
+			return
+		case *frames.Begin:
+			if _, dup := sessions[fr.Channel]; dup {
+				c.fail(Errorf(CondNotAllowed, "begin on channel %d, which is in use", fr.Channel))
+				return
+			}
+			s, e := c.newSession(fr.Channel, b)
+			if e != nil {
+				c.fail(e)
+				return
+			}
+			sessions[fr.Channel] = s
+		case *frames.End:
+			s := sessions[fr.Channel]
+			if s == nil {
+				c.fail(Errorf(CondNotAllowed, "end on channel %d, which has no session", fr.Channel))
+				return
+			}
+			delete(sessions, fr.Channel)
+			if !s.deliver(b) {
+				return
+			}
+		case *frames.Open:
+			c.fail(Errorf(CondNotAllowed, "second open frame"))
+			return
+		default:
+			s := sessions[fr.Channel]
+			if s == nil {
+				c.fail(Errorf(CondNotAllowed, "%s on channel %d, which has no session", frameName(b), fr.Channel))
+				return
+			}
+			if !s.deliver(b) {
+				return
+			}
+		}
+	}
+}
+
+// readFailed maps a ReadFrame error to the way the connection ends.
+func (c *Conn) readFailed(err error) {
+	switch {
+	case c.stopRead.Load():
+		// shutdown already ran
+	case c.rd.err != nil:
+		if isTimeout(c.rd.err) {
+			c.fail(Errorf(CondResourceLimitExceeded, "idle timeout: no frame received for %v", 2*c.cfg.IdleTimeout))
+			return
+		}
+		c.log.Debug("amqp: connection lost", "err", c.rd.err)
+		c.shutdown(ErrConnLost, closeSilent)
+	case errors.Is(err, frames.ErrInvalidHeader) || errors.Is(err, frames.ErrFrameTooLarge):
+		c.fail(Errorf(CondFramingError, "%v", err))
+	default:
+		c.fail(Errorf(CondDecodeError, "%v", err))
+	}
+}
+
+// newSession starts the session the client began on channel ch.
+func (c *Conn) newSession(ch uint16, b *frames.Begin) (*Session, *Error) {
+	if b.RemoteChannel != nil {
+		return nil, Errorf(CondNotAllowed, "begin with remote-channel set: the server does not begin sessions")
+	}
+	if ch > c.channelMax {
+		return nil, Errorf(CondNotAllowed, "channel %d exceeds channel-max %d", ch, c.channelMax)
+	}
+	local, ok := c.allocChannel()
+	if !ok {
+		return nil, Errorf(CondResourceLimitExceeded, "too many sessions")
+	}
+	s := newSession(c, local, ch, b)
+	c.sessWG.Add(1)
+	go s.mux()
+	return s, nil
+}
+
+// allocChannel returns the lowest free local channel.
+func (c *Conn) allocChannel() (uint16, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cfg.MaxSessions > 0 && c.nSess >= c.cfg.MaxSessions {
+		return 0, false
+	}
+	limit := int(c.peerOpen.ChannelMax)
+	for i, used := range c.channels {
+		if !used && i <= limit {
+			c.channels[i] = true
+			c.nSess++
+			return uint16(i), true
+		}
+	}
+	if len(c.channels) > limit {
+		return 0, false
+	}
+	c.channels = append(c.channels, true)
+	c.nSess++
+	return uint16(len(c.channels) - 1), true
+}
+
+func (c *Conn) releaseChannel(ch uint16) {
+	c.mu.Lock()
+	c.channels[ch] = false
+	c.nSess--
+	c.mu.Unlock()
+}
+
+// acquireLink reserves room for one more attached link.
+func (c *Conn) acquireLink() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cfg.MaxLinks > 0 && c.nLinks >= c.cfg.MaxLinks {
+		return false
+	}
+	c.nLinks++
+	return true
+}
+
+func (c *Conn) releaseLink() {
+	c.mu.Lock()
+	c.nLinks--
+	c.mu.Unlock()
+}
+
+// registerOutgoing makes l findable by name; a newer link with the same
+// name replaces an older one.
+func (c *Conn) registerOutgoing(l *OutgoingLink) {
+	c.mu.Lock()
+	c.outLinks[l.attach.Name] = l
+	c.mu.Unlock()
+}
+
+func (c *Conn) unregisterOutgoing(l *OutgoingLink) {
+	c.mu.Lock()
+	if c.outLinks[l.attach.Name] == l {
+		delete(c.outLinks, l.attach.Name)
+	}
+	c.mu.Unlock()
+}
+
+// frameName names a performative for messages.
+func frameName(b frames.Body) string {
+	switch b.(type) {
+	case *frames.Open:
+		return "open"
+	case *frames.Begin:
+		return "begin"
+	case *frames.Attach:
+		return "attach"
+	case *frames.Flow:
+		return "flow"
+	case *frames.Transfer:
+		return "transfer"
+	case *frames.Disposition:
+		return "disposition"
+	case *frames.Detach:
+		return "detach"
+	case *frames.End:
+		return "end"
+	case *frames.Close:
+		return "close"
+	}
+	return "SASL frame"
+}

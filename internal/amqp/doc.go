@@ -1,0 +1,73 @@
+// Package amqp is the server side of AMQP 1.0 (OASIS AMQP 1.0 part 2): the
+// connection, SASL, session and link state machines and their flow
+// control. It knows nothing about Service Bus entities; the layer above
+// (the glue) implements Handler and decides what each link means.
+//
+// # Using it
+//
+// NewServer takes a Handler and a Config; Serve runs a listener;
+// Shutdown closes everything. For each connection the Handler returns a
+// ConnHandler, which accepts or refuses links:
+//
+//   - AttachIncoming(*IncomingLink): the client sends, the broker
+//     receives. The endpoint grants and tops up credit; complete
+//     deliveries (multi-frame transfers reassembled, aborted ones
+//     dropped) arrive in OnDelivery; the handler settles each one,
+//     whenever and from whatever goroutine, with IncomingDelivery.Settle.
+//   - AttachOutgoing(*OutgoingLink): the broker sends, the client
+//     receives. OnFlow reports credit and drain requests;
+//     OutgoingLink.Send queues a delivery (never blocking);
+//     OnDisposition reports the client's outcomes, which the handler
+//     answers with OutgoingDelivery.Settle.
+//
+// Conn.OutgoingLinkByTarget and Conn.OutgoingLink find a link by target
+// address or name, for routing request/response replies.
+//
+// # Goroutines and ownership
+//
+// Each connection runs one reader goroutine (started by Serve; it also
+// runs the handshake and the teardown), one writer goroutine, and one mux
+// goroutine per session:
+//
+//	              net.Conn
+//	   +--------------------------------+
+//	   | read                     write |
+//	   v                                ^
+//	reader ---frames---> session mux --+--> writer.buf --> writer
+//	(open, begin,   chan  (one per      |     (mutex;       (one Write
+//	 end, close,          session:      |      bounded)      per batch,
+//	 routing by           windows,      |                    heartbeats)
+//	 channel)             handles,      |
+//	                      links,        |
+//	                      deliveries)   |
+//	                        ^    |      |
+//	            ops (settle,|    | callbacks: Attach*, OnDelivery,
+//	            send, close)|    | OnFlow, OnDisposition, OnDetach
+//	                        |    v
+//	                     handler (any goroutine)
+//
+// The session mux owns all session and link state; only the fields
+// marked otherwise are shared. The reader hands it frames through a
+// bounded channel (so a slow session slows the reader, and TCP slows the
+// client). Handlers reach it through a queue of operations that never
+// blocks, guarded by a mutex and signalled through a one-slot channel,
+// so Settle and Send are safe from any goroutine, including from inside
+// callbacks. Sessions encode frames straight into the writer's buffer,
+// which the writer swaps and writes in one call; appenders wait while
+// that buffer is full. No goroutine is started per frame, delivery or
+// link.
+//
+// Callbacks run on the session goroutine and must not block for long.
+// Calls for different sessions may run concurrently.
+//
+// # Ending
+//
+// A connection ends when the client closes it, the transport fails, a
+// protocol error is found (the client gets close with amqp:decode-error,
+// amqp:connection:framing-error, amqp:not-allowed, ... and the other
+// connections are unaffected), the idle time-out expires, or the handler
+// or Shutdown closes it. The reader then stops the sessions (each runs
+// the OnDetach callbacks of its links), waits for them and the writer,
+// closes the socket and calls ConnHandler.Disconnected. Links are always
+// detached with closed=true.
+package amqp

@@ -1,0 +1,398 @@
+package amqp
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/busbarmq/busbar/internal/amqp/frames"
+)
+
+// Deliveries on the session goroutine: transfers from the client and
+// their settlement by the handler, transfers to the client and their
+// dispositions.
+
+func (s *Session) handleTransfer(t *frames.Transfer) {
+	if s.inWindow == 0 {
+		s.protocolError(Errorf(CondWindowViolation, "transfer beyond the session incoming-window"))
+		return
+	}
+	s.inWindow--
+	s.nextIncomingID++
+	if s.inWindow <= sessionWindow/2 {
+		s.flowNeeded = true
+	}
+	l := s.links[t.Handle]
+	if l == nil {
+		s.protocolError(Errorf(CondUnattachedHandle, "transfer for handle %d, which is not attached", t.Handle))
+		return
+	}
+	if l.outgoing != nil {
+		s.protocolError(Errorf(CondNotAllowed, "transfer on handle %d, where the client is the receiver", t.Handle))
+		return
+	}
+	if l.state != linkAttached {
+		return // in flight before the client saw our detach
+	}
+	in := l.incoming
+	d := in.partial
+	if d == nil {
+		if t.DeliveryID == nil {
+			s.protocolError(Errorf(CondNotAllowed, "first transfer of a delivery without delivery-id"))
+			return
+		}
+		if in.linkCredit == 0 {
+			s.closeLink(l, Errorf(CondTransferLimitExceeded, "transfer without link credit"))
+			return
+		}
+		in.linkCredit--
+		in.deliveryCount++
+		d = &IncomingDelivery{
+			Link:    in,
+			ID:      *t.DeliveryID,
+			Tag:     t.DeliveryTag,
+			Settled: t.Settled,
+		}
+		if t.MessageFormat != nil {
+			d.MessageFormat = *t.MessageFormat
+		}
+		if !t.More && !t.Aborted && uint64(len(t.Payload)) <= in.maxSize() {
+			// The common case: a whole message in one frame. The payload
+			// aliases the frame's own buffer, so it is handed over as is.
+			d.Payload = t.Payload
+			in.deliver(s, d)
+			return
+		}
+		in.partial = d
+		in.oversize = false
+		d.Payload = nil
+	} else if t.DeliveryID != nil && *t.DeliveryID != d.ID {
+		s.protocolError(Errorf(CondNotAllowed, "continuation transfer with delivery-id %d inside delivery %d", *t.DeliveryID, d.ID))
+		return
+	}
+	d.Settled = d.Settled || t.Settled
+	if t.Aborted {
+		in.partial = nil
+		return
+	}
+	if !in.oversize {
+		if uint64(len(d.Payload))+uint64(len(t.Payload)) > in.maxSize() {
+			in.oversize = true
+			d.Payload = nil
+		} else {
+			d.Payload = append(d.Payload, t.Payload...)
+		}
+	}
+	if t.More {
+		return
+	}
+	in.partial = nil
+	if in.oversize {
+		in.oversize = false
+		if !d.Settled {
+			in.unsettled++
+			s.settleIncoming(d, &frames.Rejected{Error: Errorf(CondMessageSizeExceeded,
+				"message larger than the link's max-message-size %d", in.maxSize())})
+		}
+		return
+	}
+	in.deliver(s, d)
+}
+
+// ---- dispositions ----
+
+// handleDisposition passes the client's dispositions of our deliveries to
+// the handler. Dispositions of the client's own deliveries (role sender)
+// need nothing: we settle those when the handler does.
+func (s *Session) handleDisposition(d *frames.Disposition) {
+	if d.Role != frames.RoleReceiver || len(s.unsettled) == 0 {
+		return
+	}
+	first, last := d.First, d.First
+	if d.Last != nil {
+		last = *d.Last
+	}
+	span := last - first
+	if span >= uint32(len(s.unsettled)) {
+		// A wide range (perhaps hostile): walk the map, not the range.
+		for id, od := range s.unsettled {
+			if id-first <= span {
+				s.clientDisposition(id, od, d)
+			}
+		}
+		return
+	}
+	for i := uint32(0); i <= span; i++ {
+		if od := s.unsettled[first+i]; od != nil {
+			s.clientDisposition(first+i, od, d)
+		}
+	}
+}
+
+func (s *Session) clientDisposition(id uint32, od *OutgoingDelivery, d *frames.Disposition) {
+	l := od.link
+	if d.Settled {
+		delete(s.unsettled, id)
+		l.nUnsettled--
+		od.done = true
+	}
+	if l.OnDisposition != nil {
+		l.OnDisposition(od, d.State, d.Settled)
+	}
+}
+
+// settleIncoming records the handler's settlement of a client delivery.
+func (s *Session) settleIncoming(d *IncomingDelivery, state frames.DeliveryState) {
+	if d.done {
+		return
+	}
+	d.done = true
+	in := d.Link
+	in.unsettled--
+	if in.state != linkAttached {
+		return
+	}
+	s.settlesIn = append(s.settlesIn, settleRec{d.ID, state})
+	in.grant(s)
+}
+
+// settleOutgoing records the handler's final outcome for a delivery of
+// ours that the client has not settled.
+func (s *Session) settleOutgoing(d *OutgoingDelivery, state frames.DeliveryState) {
+	if d.done || !d.sent || d.link.state != linkAttached {
+		return
+	}
+	d.done = true
+	delete(s.unsettled, d.id)
+	d.link.nUnsettled--
+	s.settlesOut = append(s.settlesOut, settleRec{d.id, state})
+}
+
+// flushSettles sends the settlements the handler made.
+func (s *Session) flushSettles() {
+	if len(s.settlesIn) > 0 {
+		s.settlesIn = s.sendSettles(frames.RoleReceiver, s.settlesIn)
+	}
+	if len(s.settlesOut) > 0 {
+		s.settlesOut = s.sendSettles(frames.RoleSender, s.settlesOut)
+	}
+}
+
+// sendSettles sends settlements as dispositions, one per run of
+// consecutive delivery ids with the same state, and returns recs emptied.
+func (s *Session) sendSettles(role frames.Role, recs []settleRec) []settleRec {
+	defer clear(recs) // drop the state references
+	slices.SortFunc(recs, func(a, b settleRec) int { return cmp.Compare(a.id, b.id) })
+	w := &s.conn.w
+	if !w.lock() {
+		return recs[:0]
+	}
+	for i := 0; i < len(recs); {
+		j := i
+		for j+1 < len(recs) && recs[j+1].id == recs[j].id+1 && sameState(recs[j+1].state, recs[i].state) {
+			j++
+		}
+		s.disp = frames.Disposition{Role: role, First: recs[i].id, Settled: true, State: recs[i].state}
+		if j > i {
+			s.u32[1] = recs[j].id
+			s.disp.Last = &s.u32[1]
+		}
+		if !s.appendLocked(&s.disp) {
+			break
+		}
+		i = j + 1
+		if w.full() {
+			w.unlock()
+			if !w.lock() {
+				return recs[:0]
+			}
+		}
+	}
+	w.unlock()
+	return recs[:0]
+}
+
+// sameState reports whether two settlements can share a disposition.
+func sameState(a, b frames.DeliveryState) bool {
+	if a == b {
+		return true
+	}
+	switch a.(type) {
+	case *frames.Accepted:
+		_, ok := b.(*frames.Accepted)
+		return ok
+	case *frames.Released:
+		_, ok := b.(*frames.Released)
+		return ok
+	}
+	return false
+}
+
+// ---- transfers to the client ----
+
+// activate puts a link with queued output on the active list.
+func (s *Session) activate(l *OutgoingLink) {
+	if !l.active {
+		l.active = true
+		s.active = append(s.active, l)
+	}
+}
+
+// pump sends queued deliveries and link flows, round-robin over the
+// links, as far as the client's session window allows.
+func (s *Session) pump() {
+	s.opsMu.Lock()
+	for _, l := range s.ready {
+		s.activate(l)
+	}
+	clear(s.ready)
+	s.ready = s.ready[:0]
+	s.opsMu.Unlock()
+	if len(s.active) == 0 {
+		return
+	}
+	w := &s.conn.w
+	if !w.lock() {
+		return
+	}
+	act := s.active
+	s.active = s.activeSpare[:0]
+	for i, l := range act {
+		if s.ended {
+			break
+		}
+		if s.pumpLink(l) {
+			s.active = append(s.active, l)
+		} else {
+			l.active = false
+		}
+		if w.full() {
+			w.unlock()
+			if !w.lock() {
+				s.active = append(s.active, act[i+1:]...)
+				clear(act)
+				s.activeSpare = act[:0]
+				return
+			}
+		}
+	}
+	w.unlock()
+	clear(act)
+	s.activeSpare = act[:0]
+	if len(s.active) > 0 && s.remoteIncomingWindow > 0 {
+		// A link used up its fair share; come back after looking at the
+		// input, which keeps a busy link from starving the others.
+		s.signal()
+	}
+}
+
+// pumpLink sends up to a fair share of l's queue into the locked writer
+// buffer. It reports whether l still has output waiting.
+func (s *Session) pumpLink(l *OutgoingLink) bool {
+	if l.state != linkAttached {
+		return false
+	}
+	w := &s.conn.w
+	for budget := 32; budget > 0; {
+		if w.full() {
+			return true
+		}
+		if l.cur == nil {
+			it, ok := l.peek()
+			if !ok {
+				return false
+			}
+			if it.d == nil {
+				l.pop()
+				s.u32[2] = l.outHandle
+				s.u32[3] = it.deliveryCount
+				s.u32[4] = it.credit
+				f := s.sessionFlow()
+				f.Handle = &s.u32[2]
+				f.DeliveryCount = &s.u32[3]
+				f.LinkCredit = &s.u32[4]
+				f.Drain = it.drain
+				if !s.appendLocked(f) {
+					return false
+				}
+				continue
+			}
+			if s.remoteIncomingWindow == 0 {
+				return true
+			}
+			l.pop()
+			l.cur, l.curOff = it.d, 0
+		}
+		if s.remoteIncomingWindow == 0 {
+			return true
+		}
+		if !s.appendTransfer(l) {
+			return false
+		}
+		if l.cur == nil {
+			budget--
+		}
+	}
+	return true
+}
+
+// appendTransfer writes the next frame of l.cur, splitting the payload to
+// fit the client's max-frame-size with more=true.
+func (s *Session) appendTransfer(l *OutgoingLink) bool {
+	d := l.cur
+	w := &s.conn.w
+	t := &s.tr
+	*t = frames.Transfer{Handle: l.outHandle, Settled: d.settled}
+	if l.curOff == 0 {
+		d.id = s.nextDeliveryID
+		s.nextDeliveryID++
+		d.sent = true
+		if !d.settled {
+			s.unsettled[d.id] = d
+			l.nUnsettled++
+		}
+		s.u32[0] = d.id
+		s.u32[1] = d.MessageFormat
+		t.DeliveryID = &s.u32[0]
+		t.DeliveryTag = d.Tag
+		if t.DeliveryTag == nil {
+			t.DeliveryTag = []byte{}
+		}
+		t.MessageFormat = &s.u32[1]
+	}
+	rest := d.Payload[l.curOff:]
+	max := int(s.conn.maxOutFrame)
+	start := len(w.buf)
+	buf, err := frames.AppendFrame(w.buf, s.channel, t)
+	if err != nil {
+		s.encodeFailed(t, err)
+		return false
+	}
+	n := len(rest)
+	if len(buf)-start+n > max {
+		t.More = true
+		if buf, err = frames.AppendFrame(buf[:start], s.channel, t); err != nil {
+			s.encodeFailed(t, err)
+			return false
+		}
+		n = max - (len(buf) - start)
+		if n <= 0 {
+			w.buf = buf[:start]
+			s.protocolError(Errorf(CondFrameSizeTooSmall, "max-frame-size %d cannot carry a transfer", max))
+			return false
+		}
+	}
+	buf = append(buf, rest[:n]...)
+	size := len(buf) - start
+	buf[start], buf[start+1], buf[start+2], buf[start+3] = byte(size>>24), byte(size>>16), byte(size>>8), byte(size)
+	w.buf = buf
+	s.nextOutgoingID++
+	s.remoteIncomingWindow--
+	l.curOff += n
+	if !t.More {
+		l.cur = nil
+		if d.settled {
+			d.done = true
+		}
+	}
+	return true
+}

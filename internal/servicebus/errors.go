@@ -1,0 +1,156 @@
+package servicebus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/busbarmq/busbar/internal/amqp/frames"
+	"github.com/busbarmq/busbar/internal/auth"
+	"github.com/busbarmq/busbar/internal/broker"
+)
+
+// Vendor conditions (amqp-wire §8).
+const (
+	condLockLost       frames.Symbol = "com.microsoft:message-lock-lost"
+	condTimeout        frames.Symbol = "com.microsoft:timeout"
+	condEntityDisabled frames.Symbol = "com.microsoft:entity-disabled"
+	condMessageMissing frames.Symbol = "com.microsoft:message-not-found"
+	condEntityExists   frames.Symbol = "com.microsoft:entity-already-exists"
+	condDeadLetter     frames.Symbol = "com.microsoft:dead-letter"
+)
+
+// HTTP-style status codes of management and CBS responses.
+const (
+	statusOK           int32 = 200
+	statusAccepted     int32 = 202
+	statusNoContent    int32 = 204
+	statusBadRequest   int32 = 400
+	statusUnauthorized int32 = 401
+	statusForbidden    int32 = 403
+	statusNotFound     int32 = 404
+	statusTimeout      int32 = 408
+	statusConflict     int32 = 409
+	statusGone         int32 = 410
+	statusTooLarge     int32 = 413
+	statusInternal     int32 = 500
+	statusUnavailable  int32 = 503
+)
+
+// errUnauthorized is a missing or insufficient authorisation found by this
+// package (a bad token is an *auth.Error).
+type errUnauthorized struct{ msg string }
+
+func (e *errUnauthorized) Error() string { return e.msg }
+
+func unauthorized(format string, args ...any) error {
+	return &errUnauthorized{msg: fmt.Sprintf(format, args...)}
+}
+
+// badRequest is a malformed request: it maps like broker.KindInvalidArgument.
+func badRequest(format string, args ...any) error {
+	return &broker.Error{Kind: broker.KindInvalidArgument, Msg: fmt.Sprintf(format, args...)}
+}
+
+// notFound is an unknown entity: it maps like broker.KindNotFound.
+func notFound(entity string) error {
+	return &broker.Error{Kind: broker.KindNotFound, Msg: entityNotFoundText(entity)}
+}
+
+// entityNotFoundText is the cloud's wording, which the JS SDK matches with
+// /The messaging entity .* could not be found/ (amqp-wire §2.4, §8).
+func entityNotFoundText(entity string) string {
+	return fmt.Sprintf("The messaging entity '%s' could not be found. To know more visit https://aka.ms/sbResourceMgrExceptions.", entity)
+}
+
+// classify is the one mapping from errors to AMQP conditions and
+// management status codes. Every error sent to a client, as a link
+// refusal, a rejected outcome or a management/CBS response, goes through
+// it. Conditions are chosen from those both SDKs know (amqp-wire §8): the
+// Go SDK treats an unknown link condition as a connection fault and
+// retries, so client mistakes map to amqp:not-allowed, which it treats as
+// final.
+func classify(err error) (frames.Symbol, int32) {
+	var ae *auth.Error
+	var ue *errUnauthorized
+	switch {
+	case errors.As(err, &ae), errors.As(err, &ue):
+		return frames.ErrCondUnauthorizedAccess, statusUnauthorized
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return condTimeout, statusTimeout
+	}
+	switch broker.KindOf(err) {
+	case broker.KindNotFound:
+		return frames.ErrCondNotFound, statusNotFound
+	case broker.KindMessageNotFound:
+		return condMessageMissing, statusNotFound
+	case broker.KindAlreadyExists:
+		return condEntityExists, statusConflict
+	case broker.KindLockLost:
+		return condLockLost, statusGone
+	case broker.KindMessageTooLarge:
+		return frames.ErrCondMessageSizeExceeded, statusTooLarge
+	case broker.KindQuotaExceeded:
+		return frames.ErrCondResourceLimitExceeded, statusForbidden
+	case broker.KindEntityDisabled:
+		return condEntityDisabled, statusBadRequest
+	case broker.KindInvalidArgument:
+		return frames.ErrCondNotAllowed, statusBadRequest
+	case broker.KindNotAllowed:
+		return frames.ErrCondNotAllowed, statusForbidden
+	case broker.KindClosed:
+		return frames.ErrCondConnectionForced, statusUnavailable
+	}
+	return frames.ErrCondInternalError, statusInternal
+}
+
+// failure is an error prepared for a client: condition, status and a
+// description ending with the cloud's tracking suffix.
+type failure struct {
+	cond       frames.Symbol
+	status     int32
+	desc       string
+	trackingID string
+}
+
+// amqpError is the failure as an AMQP error.
+func (f failure) amqpError() *frames.Error {
+	return &frames.Error{Condition: f.cond, Description: f.desc}
+}
+
+// describe classifies err, builds its client description with a new
+// tracking id (" TrackingId:<uuid>, SystemTracker:<namespace>:<kind>:<entity>,
+// Timestamp:<UTC>") and logs the failure with the same tracking id, so a
+// user's report can be found in the log. Internal errors keep their cause
+// out of the description.
+func describe(log *slog.Logger, now time.Time, namespace, op, entity string, err error) failure {
+	cond, status := classify(err)
+	f := failure{cond: cond, status: status, trackingID: uuid.NewString()}
+	text := err.Error()
+	if cond == frames.ErrCondInternalError {
+		text = "An internal error occurred."
+	}
+	text = strings.TrimSpace(text)
+	if text != "" && !strings.HasSuffix(text, ".") {
+		text += "."
+	}
+	tracker := namespace
+	if entity != "" {
+		tracker += ":Queue:" + entity
+	}
+	f.desc = fmt.Sprintf("%s TrackingId:%s, SystemTracker:%s, Timestamp:%s",
+		text, f.trackingID, tracker, now.UTC().Format("2006-01-02T15:04:05"))
+	level := slog.LevelInfo
+	if status >= 500 {
+		level = slog.LevelError
+	}
+	log.Log(context.Background(), level, "request failed",
+		"op", op, "entity", entity, "condition", string(cond), "status", status,
+		"trackingId", f.trackingID, "err", err)
+	return f
+}

@@ -1,0 +1,298 @@
+package servicebus
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/busbarmq/busbar/internal/amqp/encoding"
+	"github.com/busbarmq/busbar/internal/amqp/frames"
+	"github.com/busbarmq/busbar/internal/auth"
+	"github.com/busbarmq/busbar/internal/broker"
+	"github.com/busbarmq/busbar/internal/message"
+)
+
+// The operations of <entity>/$management (amqp-wire §6.3).
+const (
+	opRenewLock         = "com.microsoft:renew-lock"
+	opPeek              = "com.microsoft:peek-message"
+	opReceiveBySequence = "com.microsoft:receive-by-sequence-number"
+	opUpdateDisposition = "com.microsoft:update-disposition"
+	opSchedule          = "com.microsoft:schedule-message"
+	opCancelScheduled   = "com.microsoft:cancel-scheduled-message"
+	opBatchDelete       = "com.microsoft:batch-delete-messages"
+	opGetSessions       = "com.microsoft:get-message-sessions"
+)
+
+// mgmtOp is a management operation: the right it needs and its body.
+type mgmtOp struct {
+	right auth.Rights
+	run   func(c *conn, ctx context.Context, path string, b body) (*response, error)
+}
+
+var mgmtOps = map[string]mgmtOp{
+	opRenewLock:         {auth.Listen, (*conn).renewLock},
+	opPeek:              {auth.Listen, (*conn).peek},
+	opReceiveBySequence: {auth.Listen, (*conn).receiveBySequence},
+	opUpdateDisposition: {auth.Listen, (*conn).updateDisposition},
+	opSchedule:          {auth.Send, (*conn).schedule},
+	opCancelScheduled:   {auth.Send, (*conn).cancelScheduled},
+	opBatchDelete:       {auth.Listen, (*conn).batchDelete},
+	// Busbar has no sessions yet: listing them finds none (204), which
+	// both SDKs read as an empty list.
+	opGetSessions: {auth.Listen, func(*conn, context.Context, string, body) (*response, error) {
+		return noContent(), nil
+	}},
+}
+
+// managementRequest serves one request to node (an <entity>/$management
+// address): it checks the operation's right, applies the client's server
+// timeout and runs it.
+func (c *conn) managementRequest(req *frames.Message, node address) *response {
+	opName := appProp(req, "operation")
+	path := node.path()
+	op, ok := mgmtOps[opName]
+	if !ok {
+		return failed(c.fail(opName, path, &broker.Error{Kind: broker.KindNotAllowed,
+			Msg: "The management operation '" + opName + "' is not supported."}))
+	}
+	if err := c.authorize(node.String(), op.right); err != nil {
+		return failed(c.fail(opName, path, err))
+	}
+	b, err := requestBody(req)
+	if err != nil {
+		return failed(c.fail(opName, path, err))
+	}
+	ctx := c.ctx
+	if d := serverTimeout(req); d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	resp, err := op.run(c, ctx, path, b)
+	if err != nil {
+		return failed(c.fail(opName, path, err))
+	}
+	return resp
+}
+
+// serverTimeout reads the request's server-timeout (Go: "server-timeout",
+// or "com.microsoft:server-timeout" on schedule and cancel; ms, any
+// integer type). 0 means none.
+func serverTimeout(req *frames.Message) time.Duration {
+	for _, k := range []string{"server-timeout", "com.microsoft:server-timeout"} {
+		if v, ok := req.ApplicationProperties[k]; ok {
+			if n, err := toInt64(v); err == nil && n > 0 {
+				return time.Duration(n) * time.Millisecond
+			}
+		}
+	}
+	return 0
+}
+
+func noContent() *response {
+	return &response{status: statusNoContent, desc: "No Content"}
+}
+
+// renewLock: lock-tokens (array of uuid) → expirations (array of
+// timestamp, same order).
+func (c *conn) renewLock(ctx context.Context, path string, b body) (*response, error) {
+	toks, err := b.uuids("lock-tokens")
+	if err != nil {
+		return nil, err
+	}
+	exps, err := c.h.broker.RenewLock(ctx, path, toks)
+	if err != nil {
+		return nil, err
+	}
+	return ok(encoding.Map{{Key: "expirations", Value: exps}}), nil
+}
+
+// peek: from-sequence-number (long), message-count (int) → messages, a
+// list of maps {message: binary}; 204 when there is nothing to peek.
+func (c *conn) peek(ctx context.Context, path string, b body) (*response, error) {
+	from, _, err := b.integer("from-sequence-number")
+	if err != nil {
+		return nil, err
+	}
+	count, given, err := b.integer("message-count")
+	if err != nil {
+		return nil, err
+	}
+	if !given {
+		count = 1
+	}
+	if count <= 0 {
+		return noContent(), nil
+	}
+	ds, err := c.h.broker.Peek(ctx, path, from, int(min(count, 1<<20)))
+	if err != nil {
+		return nil, err
+	}
+	if len(ds) == 0 {
+		return noContent(), nil
+	}
+	list := make([]any, 0, len(ds))
+	for _, d := range ds {
+		p, err := encodeDelivery(d, deliveryOpts{})
+		if err != nil {
+			return nil, err
+		}
+		list = append(list, encoding.Map{{Key: "message", Value: p}})
+	}
+	return ok(encoding.Map{{Key: "messages", Value: list}}), nil
+}
+
+// receiveBySequence: sequence-numbers (array of long),
+// receiver-settle-mode (uint: 1 locks, 0 removes) → messages, a list of
+// maps {lock-token: uuid, message: binary}. The encoded messages carry the
+// lock token as delivery annotation x-opt-lock-token, which is where the
+// Go SDK looks for it (§6.3).
+func (c *conn) receiveBySequence(ctx context.Context, path string, b body) (*response, error) {
+	seqs, err := b.int64s("sequence-numbers")
+	if err != nil {
+		return nil, err
+	}
+	mode := broker.PeekLock
+	if n, given, err := b.integer("receiver-settle-mode"); err != nil {
+		return nil, err
+	} else if given && n == 0 {
+		mode = broker.ReceiveAndDelete
+	}
+	ds, err := c.h.broker.ReceiveDeferred(ctx, path, seqs, mode)
+	if err != nil {
+		return nil, err
+	}
+	if len(ds) == 0 {
+		return noContent(), nil
+	}
+	list := make([]any, 0, len(ds))
+	for _, d := range ds {
+		p, err := encodeDelivery(d, deliveryOpts{locked: mode == broker.PeekLock, lockTokenAnnotation: true})
+		if err != nil {
+			return nil, err
+		}
+		list = append(list, encoding.Map{
+			{Key: "lock-token", Value: encoding.UUID(d.LockToken)},
+			{Key: "message", Value: p},
+		})
+	}
+	return ok(encoding.Map{{Key: "messages", Value: list}}), nil
+}
+
+// updateDisposition settles by lock token: disposition-status completed,
+// abandoned, suspended (dead-letter) or defered (sic; "deferred" too),
+// lock-tokens, deadletter-reason, deadletter-description,
+// properties-to-modify. It stops at the first failure.
+func (c *conn) updateDisposition(ctx context.Context, path string, b body) (*response, error) {
+	status, err := b.str("disposition-status")
+	if err != nil {
+		return nil, err
+	}
+	toks, err := b.uuids("lock-tokens")
+	if err != nil {
+		return nil, err
+	}
+	reason, err := b.str("deadletter-reason")
+	if err != nil {
+		return nil, err
+	}
+	desc, err := b.str("deadletter-description")
+	if err != nil {
+		return nil, err
+	}
+	props, err := b.props("properties-to-modify")
+	if err != nil {
+		return nil, err
+	}
+	var settle func(uuid.UUID) error
+	br := c.h.broker
+	switch status {
+	case "completed":
+		settle = func(t uuid.UUID) error { return br.Complete(ctx, path, t) }
+	case "abandoned":
+		settle = func(t uuid.UUID) error { return br.Abandon(ctx, path, t, props) }
+	case "suspended":
+		settle = func(t uuid.UUID) error { return br.DeadLetter(ctx, path, t, reason, desc, props) }
+	case "defered", "deferred":
+		settle = func(t uuid.UUID) error { return br.Defer(ctx, path, t, props) }
+	default:
+		return nil, badRequest("The disposition-status '%s' is not one of completed, abandoned, suspended or defered.", status)
+	}
+	for _, t := range toks {
+		if err := settle(t); err != nil {
+			return nil, err
+		}
+	}
+	return ok(nil), nil
+}
+
+// schedule: messages, a list of maps {message-id, message: binary,
+// session-id?, partition-key?}, each encoded message carrying
+// x-opt-scheduled-enqueue-time → sequence-numbers (array of long).
+func (c *conn) schedule(ctx context.Context, path string, b body) (*response, error) {
+	items, err := b.list("messages")
+	if err != nil {
+		return nil, err
+	}
+	msgs := make([]*message.Message, 0, len(items))
+	for i, it := range items {
+		m, isMap := it.(encoding.Map)
+		if !isMap {
+			return nil, badRequest("messages[%d] is a %T, not a map.", i, it)
+		}
+		raw, _ := m.Get("message")
+		data, isBinary := raw.([]byte)
+		if !isBinary {
+			return nil, badRequest("messages[%d].message is a %T, not binary.", i, raw)
+		}
+		msg, err := decodeMessage(data)
+		if err != nil {
+			return nil, badRequest("messages[%d] could not be decoded: %v", i, err)
+		}
+		msgs = append(msgs, msg)
+	}
+	seqs, err := c.h.broker.Schedule(ctx, path, msgs, time.Time{})
+	if err != nil {
+		return nil, err
+	}
+	return ok(encoding.Map{{Key: "sequence-numbers", Value: seqs}}), nil
+}
+
+// cancelScheduled: sequence-numbers (array of long).
+func (c *conn) cancelScheduled(ctx context.Context, path string, b body) (*response, error) {
+	seqs, err := b.int64s("sequence-numbers")
+	if err != nil {
+		return nil, err
+	}
+	if err := c.h.broker.CancelScheduled(ctx, path, seqs); err != nil {
+		return nil, err
+	}
+	return ok(nil), nil
+}
+
+// batchDelete: message-count (int), enqueued-time-utc (timestamp, default
+// now) → message-count (int); zero deleted is 204 with errorCondition
+// com.microsoft:message-not-found, as the JS SDK expects (§6.3).
+func (c *conn) batchDelete(ctx context.Context, path string, b body) (*response, error) {
+	count, _, err := b.integer("message-count")
+	if err != nil {
+		return nil, err
+	}
+	before, given, err := b.timestamp("enqueued-time-utc")
+	if err != nil {
+		return nil, err
+	}
+	if !given {
+		before = c.h.clock.Now()
+	}
+	n, err := c.h.broker.DeleteMessages(ctx, path, int(min(count, 1<<20)), before)
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return &response{status: statusNoContent, desc: "No messages to delete.", cond: condMessageMissing}, nil
+	}
+	return ok(encoding.Map{{Key: "message-count", Value: int32(n)}}), nil
+}

@@ -1,0 +1,171 @@
+package servicebus
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/busbarmq/busbar/internal/amqp/encoding"
+	"github.com/busbarmq/busbar/internal/amqp/frames"
+	"github.com/busbarmq/busbar/internal/message"
+)
+
+// This file converts between AMQP messages (frames.Message) and the
+// broker's protocol-neutral message.Message. Only the sender's bare
+// message and its message annotations cross; delivery annotations and
+// footers of incoming messages are dropped (Service Bus ignores them too).
+
+// fromAMQP converts a decoded AMQP message into a message.Message. The
+// result does not alias m.
+func fromAMQP(m *frames.Message) (*message.Message, error) {
+	out := &message.Message{Priority: 4}
+	if h := m.Header; h != nil {
+		out.Durable = h.Durable
+		out.Priority = h.Priority
+		out.TTL = time.Duration(h.TTL) * time.Millisecond
+	}
+	if len(m.MessageAnnotations) > 0 {
+		out.Annotations = make(map[string]any, len(m.MessageAnnotations))
+		for k, v := range m.MessageAnnotations {
+			mv, err := toMessageValue(v)
+			if err != nil {
+				return nil, fmt.Errorf("message annotation %q: %w", string(k), err)
+			}
+			out.Annotations[string(k)] = mv
+		}
+	}
+	if p := m.Properties; p != nil {
+		var err error
+		if out.MessageID, err = toMessageValue(p.MessageID); err != nil {
+			return nil, fmt.Errorf("message-id: %w", err)
+		}
+		if out.CorrelationID, err = toMessageValue(p.CorrelationID); err != nil {
+			return nil, fmt.Errorf("correlation-id: %w", err)
+		}
+		out.UserID = clone(p.UserID)
+		out.To = p.To
+		out.Subject = p.Subject
+		out.ReplyTo = p.ReplyTo
+		out.ContentType = string(p.ContentType)
+		out.ContentEncoding = string(p.ContentEncoding)
+		out.AbsoluteExpiryTime = p.AbsoluteExpiryTime
+		out.CreationTime = p.CreationTime
+		out.SessionID = p.GroupID
+		out.GroupSequence = p.GroupSequence
+		out.ReplyToSessionID = p.ReplyToGroupID
+	}
+	if m.ApplicationProperties != nil {
+		out.ApplicationProperties = make(map[string]any, len(m.ApplicationProperties))
+		for k, v := range m.ApplicationProperties {
+			mv, err := toMessageValue(v)
+			if err != nil {
+				return nil, fmt.Errorf("application property %q: %w", k, err)
+			}
+			out.ApplicationProperties[k] = mv
+		}
+	}
+	out.Body = clone(m.RawBody)
+	return out, nil
+}
+
+// decodeMessage decodes one encoded AMQP message into a message.Message.
+func decodeMessage(data []byte) (*message.Message, error) {
+	var m frames.Message
+	if err := m.UnmarshalBinary(data); err != nil {
+		return nil, err
+	}
+	return fromAMQP(&m)
+}
+
+// toAMQP converts msg's bare message into AMQP sections: header (with
+// delivery count 0), message annotations, properties (always present, as
+// the Go SDK reads the header only when properties exist, §4.4),
+// application properties and body. The caller adds the broker's
+// annotations and header fields.
+func toAMQP(msg *message.Message) *frames.Message {
+	m := &frames.Message{
+		Header: &frames.Header{Durable: msg.Durable, Priority: msg.Priority},
+		Properties: &frames.Properties{
+			MessageID:          toAMQPValue(msg.MessageID),
+			UserID:             msg.UserID,
+			To:                 msg.To,
+			Subject:            msg.Subject,
+			ReplyTo:            msg.ReplyTo,
+			CorrelationID:      toAMQPValue(msg.CorrelationID),
+			ContentType:        frames.Symbol(msg.ContentType),
+			ContentEncoding:    frames.Symbol(msg.ContentEncoding),
+			AbsoluteExpiryTime: msg.AbsoluteExpiryTime,
+			CreationTime:       msg.CreationTime,
+			GroupID:            msg.SessionID,
+			GroupSequence:      msg.GroupSequence,
+			ReplyToGroupID:     msg.ReplyToSessionID,
+		},
+		RawBody: msg.Body,
+	}
+	if ttl := msg.TTL; ttl > 0 {
+		m.Header.TTL = ttlMillis(ttl)
+	}
+	m.MessageAnnotations = make(map[frames.Symbol]any, len(msg.Annotations)+8)
+	for k, v := range msg.Annotations {
+		m.MessageAnnotations[frames.Symbol(k)] = toAMQPValue(v)
+	}
+	if msg.ApplicationProperties != nil {
+		m.ApplicationProperties = make(map[string]any, len(msg.ApplicationProperties)+2)
+		for k, v := range msg.ApplicationProperties {
+			m.ApplicationProperties[k] = toAMQPValue(v)
+		}
+	}
+	return m
+}
+
+// ttlMillis converts a TTL to the header's uint milliseconds, clamped.
+func ttlMillis(d time.Duration) uint32 {
+	ms := d.Milliseconds()
+	if ms > int64(^uint32(0)) {
+		return ^uint32(0)
+	}
+	if ms < 1 {
+		return 1
+	}
+	return uint32(ms)
+}
+
+// toMessageValue converts a decoded AMQP value to the types message.Message
+// allows. Lists, maps, arrays and described values are refused: Service
+// Bus allows only simple types in properties.
+func toMessageValue(v any) (any, error) {
+	switch x := v.(type) {
+	case nil, bool, uint8, uint16, uint32, uint64, int8, int16, int32, int64,
+		float32, float64, string, time.Time:
+		return x, nil
+	case []byte:
+		return clone(x), nil
+	case encoding.Symbol:
+		return message.Symbol(x), nil
+	case encoding.UUID:
+		return message.UUID(x), nil
+	case encoding.Char:
+		return message.Char(x), nil
+	}
+	return nil, fmt.Errorf("unsupported AMQP type %T (only simple types are allowed)", v)
+}
+
+// toAMQPValue converts a message.Message value to the encoding package's
+// Go mapping.
+func toAMQPValue(v any) any {
+	switch x := v.(type) {
+	case message.Symbol:
+		return encoding.Symbol(x)
+	case message.UUID:
+		return encoding.UUID(x)
+	case message.Char:
+		return encoding.Char(x)
+	}
+	return v
+}
+
+func clone(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append([]byte(nil), b...)
+}

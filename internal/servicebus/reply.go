@@ -1,0 +1,198 @@
+package servicebus
+
+import (
+	"errors"
+	"strings"
+	"sync"
+
+	"github.com/busbarmq/busbar/internal/amqp"
+	"github.com/busbarmq/busbar/internal/amqp/encoding"
+	"github.com/busbarmq/busbar/internal/amqp/frames"
+)
+
+// Request/response plumbing shared by $cbs and <entity>/$management: the
+// client attaches a sender link to the node (requests) and a receiver link
+// from it (replies); each request carries message-id and reply-to, and
+// the reply goes back with correlation-id = message-id.
+
+// replyLink is a client receiver link of a request/response node.
+type replyLink struct {
+	l    *amqp.OutgoingLink
+	node address
+
+	mu      sync.Mutex
+	pending [][]byte // replies waiting for credit
+	gone    bool
+}
+
+// attachReply accepts a reply link and registers it for routing.
+func (c *conn) attachReply(l *amqp.OutgoingLink, a address) {
+	rl := &replyLink{l: l, node: a}
+	l.OnFlow = func(credit uint32, drain bool) { rl.flush() }
+	l.OnDisposition = func(d *amqp.OutgoingDelivery, state frames.DeliveryState, settled bool) {
+		if !settled {
+			d.Settle(&frames.Accepted{})
+		}
+	}
+	l.OnDetach = func(error, []*amqp.OutgoingDelivery) {
+		rl.mu.Lock()
+		rl.gone, rl.pending = true, nil
+		rl.mu.Unlock()
+		c.mu.Lock()
+		delete(c.replies, l)
+		c.mu.Unlock()
+	}
+	c.mu.Lock()
+	c.replies[l] = rl
+	c.mu.Unlock()
+}
+
+// send sends an encoded reply, or keeps it until the client grants credit.
+func (rl *replyLink) send(payload []byte) {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	if rl.gone {
+		return
+	}
+	rl.pending = append(rl.pending, payload)
+	rl.flushLocked()
+}
+
+func (rl *replyLink) flush() {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	rl.flushLocked()
+}
+
+func (rl *replyLink) flushLocked() {
+	for len(rl.pending) > 0 {
+		err := rl.l.Send(&amqp.OutgoingDelivery{Payload: rl.pending[0], Settled: true})
+		if errors.Is(err, amqp.ErrNoCredit) {
+			return
+		}
+		// Sent, or impossible to send (link closing, reply too large):
+		// either way it leaves the queue.
+		rl.pending[0] = nil
+		rl.pending = rl.pending[1:]
+	}
+}
+
+// route finds the link for a reply (amqp-wire §0.5): the receiver link
+// whose target address equals reply-to; else the one whose name equals
+// reply-to (the JS $cbs receiver has no target address); else a receiver
+// of the same node in the same session.
+func (c *conn) route(replyTo string, node address, session *amqp.Session) *replyLink {
+	var byTarget, byName *amqp.OutgoingLink
+	if replyTo != "" {
+		byTarget = c.c.OutgoingLinkByTarget(replyTo)
+		byName = c.c.OutgoingLink(replyTo)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, l := range []*amqp.OutgoingLink{byTarget, byName} {
+		if rl := c.replies[l]; l != nil && rl != nil {
+			return rl
+		}
+	}
+	var fallback *replyLink
+	for l, rl := range c.replies {
+		if rl.node.kind == node.kind && strings.EqualFold(rl.node.String(), node.String()) {
+			if l.Session() == session {
+				return rl
+			}
+			if fallback == nil {
+				fallback = rl
+			}
+		}
+	}
+	return fallback
+}
+
+// attachRequests accepts a request link to $cbs or a management node.
+// Each request is accepted at once (the Go SDK waits for that) and served
+// on its own goroutine.
+func (c *conn) attachRequests(l *amqp.IncomingLink, node address) error {
+	l.Credit = 100
+	l.OnDelivery = func(d *amqp.IncomingDelivery) {
+		d.Settle(&frames.Accepted{})
+		payload := d.Payload
+		session := l.Session()
+		c.spawn(func() { c.serveRequest(payload, node, session) })
+	}
+	return nil
+}
+
+// serveRequest decodes one request, runs it and routes the reply.
+func (c *conn) serveRequest(payload []byte, node address, session *amqp.Session) {
+	var req frames.Message
+	if err := req.UnmarshalBinary(payload); err != nil {
+		c.log.Info("undecodable request", "node", node.String(), "err", err)
+		return
+	}
+	if req.Properties == nil {
+		req.Properties = &frames.Properties{}
+	}
+	var resp *response
+	if node.kind == nodeCBS {
+		resp = c.cbsRequest(&req)
+	} else {
+		resp = c.managementRequest(&req, node)
+	}
+	rl := c.route(req.Properties.ReplyTo, node, session)
+	if rl == nil {
+		c.log.Info("no link to reply on", "node", node.String(), "replyTo", req.Properties.ReplyTo)
+		return
+	}
+	out, err := resp.encode(&req)
+	if err != nil {
+		c.log.Error("cannot encode reply", "node", node.String(), "err", err)
+		return
+	}
+	rl.send(out)
+}
+
+// response is the outcome of a request.
+type response struct {
+	status int32
+	desc   string
+	cond   frames.Symbol // error condition; "" on success
+	body   any           // amqp-value body; nil for none
+}
+
+func ok(body any) *response {
+	return &response{status: statusOK, desc: "OK", body: body}
+}
+
+func failed(f failure) *response {
+	return &response{status: f.status, desc: f.desc, cond: f.cond}
+}
+
+// encode builds the reply message: correlation-id = the request's
+// message-id with its type (§0.4); status code and description under both
+// the CBS (status-code) and management (statusCode) spellings as AMQP int
+// and string (§0.3), the error condition likewise (§2.4).
+func (r *response) encode(req *frames.Message) ([]byte, error) {
+	m := frames.Message{
+		Properties: &frames.Properties{
+			CorrelationID: req.Properties.MessageID,
+			To:            req.Properties.ReplyTo,
+		},
+		ApplicationProperties: map[string]any{
+			"statusCode":         r.status,
+			"statusDescription":  r.desc,
+			"status-code":        r.status,
+			"status-description": r.desc,
+		},
+	}
+	if r.cond != "" {
+		m.ApplicationProperties["errorCondition"] = encoding.Symbol(r.cond)
+		m.ApplicationProperties["error-condition"] = encoding.Symbol(r.cond)
+	}
+	if r.body != nil {
+		var err error
+		if m.RawBody, err = frames.AppendValueSection(nil, r.body); err != nil {
+			return nil, err
+		}
+	}
+	return m.MarshalBinary()
+}

@@ -1,0 +1,201 @@
+package servicebus
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/busbarmq/busbar/internal/amqp"
+	"github.com/busbarmq/busbar/internal/amqp/frames"
+	"github.com/busbarmq/busbar/internal/auth"
+	"github.com/busbarmq/busbar/internal/broker"
+	"github.com/busbarmq/busbar/internal/message"
+)
+
+// messageFormatBatch is the message-format of a Service Bus batch: the
+// body holds one data section per message, each a complete encoded
+// message (amqp-wire §3.2).
+const messageFormatBatch uint32 = 0x80013700
+
+// Limits of one broker.Send that groups pipelined transfers.
+const (
+	maxGroupDeliveries = 256
+	maxGroupBytes      = 4 << 20
+	senderMaxUnsettled = 5000
+)
+
+// senderLink is a client sender link to an entity. Its deliveries are
+// stored in arrival order by one goroutine: consecutive deliveries are
+// grouped into one broker.Send (one store commit), and each delivery is
+// settled once its messages are stored.
+type senderLink struct {
+	c      *conn
+	l      *amqp.IncomingLink
+	path   string
+	wake   chan struct{}
+	done   chan struct{}
+	detach sync.Once
+
+	mu      sync.Mutex
+	pending []*amqp.IncomingDelivery
+}
+
+func (c *conn) attachSender(l *amqp.IncomingLink, a address) error {
+	if a.sub != subNone {
+		return c.refuse("attach", a.path(), &broker.Error{Kind: broker.KindNotAllowed,
+			Msg: fmt.Sprintf("Cannot send messages to '%s': it is a dead-letter sub-queue.", a.path())})
+	}
+	if err := c.authorize(a.path(), auth.Send); err != nil {
+		return c.refuse("attach", a.path(), err)
+	}
+	qi, err := c.checkEntity(a)
+	if err != nil {
+		return c.refuse("attach", a.path(), err)
+	}
+	s := &senderLink{c: c, l: l, path: qi.Name, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	// §0.2, §3.4: a non-zero max-message-size, the entity's limit; the
+	// endpoint rejects larger transfers with message-size-exceeded.
+	l.Reply.MaxMessageSize = uint64(qi.Properties.MaxMessageSizeInKilobytes) * 1024
+	l.MaxUnsettled = senderMaxUnsettled
+	l.OnDelivery = s.onDelivery
+	l.OnDetach = func(error) { s.detach.Do(func() { close(s.done) }) }
+	if !c.spawn(s.run) {
+		return c.refuse("attach", a.path(), &broker.Error{Kind: broker.KindClosed, Msg: "The connection is closing."})
+	}
+	return nil
+}
+
+func (s *senderLink) onDelivery(d *amqp.IncomingDelivery) {
+	s.mu.Lock()
+	s.pending = append(s.pending, d)
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *senderLink) run() {
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-s.c.ctx.Done():
+			return
+		case <-s.wake:
+		}
+		for {
+			s.mu.Lock()
+			batch := s.pending
+			s.pending = nil
+			s.mu.Unlock()
+			if len(batch) == 0 {
+				break
+			}
+			s.store(batch)
+		}
+	}
+}
+
+// decoded is one transfer's messages, or why they cannot be sent.
+type decoded struct {
+	d    *amqp.IncomingDelivery
+	msgs []*message.Message
+	err  error
+}
+
+// store sends the deliveries in order, grouping runs of decodable ones.
+func (s *senderLink) store(ds []*amqp.IncomingDelivery) {
+	group := make([]decoded, 0, len(ds))
+	bytes := 0
+	flush := func() {
+		if len(group) > 0 {
+			s.sendGroup(group)
+		}
+		group, bytes = group[:0], 0
+	}
+	for _, d := range ds {
+		select {
+		case <-s.done:
+			return
+		default:
+		}
+		msgs, err := decodeTransfer(d)
+		if err != nil {
+			flush()
+			s.settle(decoded{d: d, err: err})
+			continue
+		}
+		if len(group) >= maxGroupDeliveries || bytes+len(d.Payload) > maxGroupBytes {
+			flush()
+		}
+		group = append(group, decoded{d: d, msgs: msgs})
+		bytes += len(d.Payload)
+	}
+	flush()
+}
+
+// sendGroup stores the group's messages in one atomic broker.Send. If that
+// fails and the group has several deliveries, each is retried on its own so
+// that only the guilty ones are rejected.
+func (s *senderLink) sendGroup(group []decoded) {
+	var all []*message.Message
+	for _, g := range group {
+		all = append(all, g.msgs...)
+	}
+	err := s.c.h.broker.Send(s.c.ctx, s.path, all)
+	if err == nil || len(group) == 1 {
+		for _, g := range group {
+			g.err = err
+			s.settle(g)
+		}
+		return
+	}
+	for _, g := range group {
+		g.err = s.c.h.broker.Send(s.c.ctx, s.path, g.msgs)
+		s.settle(g)
+	}
+}
+
+// settle answers a delivery: accepted, or rejected with the mapped
+// condition (§3.3). Never released or modified: go-amqp would report those
+// as success.
+func (s *senderLink) settle(g decoded) {
+	if g.err == nil {
+		g.d.Settle(&frames.Accepted{})
+		return
+	}
+	f := s.c.fail("send", s.path, g.err)
+	g.d.Settle(&frames.Rejected{Error: f.amqpError()})
+}
+
+// decodeTransfer decodes a transfer into its messages: one for format 0,
+// one per data section for the batch format.
+func decodeTransfer(d *amqp.IncomingDelivery) ([]*message.Message, error) {
+	switch d.MessageFormat {
+	case 0:
+		m, err := decodeMessage(d.Payload)
+		if err != nil {
+			return nil, badRequest("The message could not be decoded: %v", err)
+		}
+		return []*message.Message{m}, nil
+	case messageFormatBatch:
+		var env frames.Message
+		if err := env.UnmarshalBinary(d.Payload); err != nil {
+			return nil, badRequest("The batch could not be decoded: %v", err)
+		}
+		parts, err := frames.SplitBatch(env.RawBody)
+		if err != nil {
+			return nil, badRequest("The batch could not be decoded: %v", err)
+		}
+		msgs := make([]*message.Message, 0, len(parts))
+		for i, p := range parts {
+			m, err := decodeMessage(p)
+			if err != nil {
+				return nil, badRequest("Message %d of the batch could not be decoded: %v", i, err)
+			}
+			msgs = append(msgs, m)
+		}
+		return msgs, nil
+	}
+	return nil, badRequest("The message format %#x is not supported.", d.MessageFormat)
+}
