@@ -292,7 +292,7 @@ func (s *Server) goServe(name string, serve func() error) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+		if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, amqp.ErrServerClosed) {
 			s.log.Error("listener stopped", "listener", name, "err", err)
 		}
 	}()

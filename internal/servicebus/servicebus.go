@@ -171,7 +171,7 @@ func (c *conn) Disconnected(err error) {
 	c.mu.Unlock()
 	c.cancel()
 	c.wg.Wait()
-	c.log.Debug("connection ended", "reason", err)
+	c.log.Info("connection closed", "reason", err)
 }
 
 // addGrant records an authorisation from a put-token, replacing an
