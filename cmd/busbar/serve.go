@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/busbarmq/busbar/internal/amqp"
 	"github.com/busbarmq/busbar/internal/auth"
 	"github.com/busbarmq/busbar/internal/config"
 	"github.com/busbarmq/busbar/internal/server"
@@ -84,6 +85,7 @@ func serve(ctx context.Context, settings config.Server, logger *slog.Logger) err
 		AllowAnyKey: settings.AllowAnyKey,
 		Salvage:     settings.Salvage,
 		Logger:      logger,
+		AMQP:        amqp.Config{MaxConnections: settings.MaxConnections, MaxLinks: settings.MaxLinks},
 	}
 	specs, err := settings.PolicyList()
 	if err != nil {

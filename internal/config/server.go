@@ -31,6 +31,9 @@ type Server struct {
 	Policies    string
 	AllowAnyKey bool // accept tokens signed with any key
 	Salvage     bool // open a damaged data directory, dropping what cannot be read
+
+	MaxConnections int // concurrent AMQP connections; 0 means unlimited
+	MaxLinks       int // attached links per AMQP connection; 0 means unlimited
 }
 
 // Server defaults.
@@ -40,6 +43,11 @@ const (
 	DefaultHTTPAddr  = "localhost:5300"
 	DefaultLogFormat = "text"
 	DefaultLogLevel  = "info"
+
+	// Generous on purpose: the emulator's cap of 10 connections is its
+	// users' most common complaint.
+	DefaultMaxConnections = 10000
+	DefaultMaxLinks       = 4096
 )
 
 // DefaultServer returns the settings busbar serve uses when nothing is set.
@@ -50,6 +58,9 @@ func DefaultServer() Server {
 		HTTPAddr:  DefaultHTTPAddr,
 		LogFormat: DefaultLogFormat,
 		LogLevel:  DefaultLogLevel,
+
+		MaxConnections: DefaultMaxConnections,
+		MaxLinks:       DefaultMaxLinks,
 	}
 }
 
@@ -93,6 +104,8 @@ func ServerSettings() []Setting {
 		{Name: "dev-tls", Env: "BUSBAR_DEV_TLS", Default: "false", Usage: "create a self-signed certificate for localhost in the data directory and use it", Bool: true},
 		{Name: "policies", Env: "BUSBAR_POLICIES", Usage: `shared access policies replacing the default: "NAME=KEY[:Manage|Send,Listen];..."`},
 		{Name: "allow-any-key", Env: "BUSBAR_ALLOW_ANY_KEY", Default: "false", Usage: "accept tokens signed with any key, as the emulator is assumed to (no authentication)", Bool: true},
+		{Name: "max-connections", Env: "BUSBAR_MAX_CONNECTIONS", Default: strconv.Itoa(DefaultMaxConnections), Usage: "most concurrent AMQP connections (0: unlimited)"},
+		{Name: "max-links", Env: "BUSBAR_MAX_LINKS", Default: strconv.Itoa(DefaultMaxLinks), Usage: "most links attached on one AMQP connection (0: unlimited)"},
 		{Name: "salvage", Env: "BUSBAR_SALVAGE", Default: "false", Usage: "open a damaged data directory, dropping records that cannot be read", Bool: true},
 	}
 }
@@ -121,6 +134,16 @@ func (s *Server) Set(name, value string) error {
 		s.TLSKey = value
 	case "policies":
 		s.Policies = value
+	case "max-connections", "max-links":
+		n, err := strconv.Atoi(strings.TrimSpace(value))
+		if err != nil || n < 0 {
+			return &FieldError{Path: name, Msg: fmt.Sprintf("%q is not a whole number ≥ 0", value)}
+		}
+		if name == "max-connections" {
+			s.MaxConnections = n
+		} else {
+			s.MaxLinks = n
+		}
 	case "memory", "dev-tls", "allow-any-key", "salvage":
 		b, err := parseBool(value)
 		if err != nil {

@@ -18,7 +18,7 @@ func TestDefaultServer(t *testing.T) {
 	s := DefaultServer()
 	want := Server{
 		DataDir: "./busbar-data", AMQPAddr: "localhost:5672", HTTPAddr: "localhost:5300",
-		LogFormat: "text", LogLevel: "info",
+		LogFormat: "text", LogLevel: "info", MaxConnections: 10000, MaxLinks: 4096,
 	}
 	if s != want {
 		t.Errorf("got %+v, want %+v", s, want)
@@ -58,6 +58,7 @@ func TestServerFromEnv(t *testing.T) {
 	want := Server{
 		ConfigFile: "/etc/busbar/Config.json", DataDir: "/var/lib/busbar", AMQPAddr: "0.0.0.0:5671",
 		HTTPAddr: ":8080", Memory: true, LogFormat: "json", LogLevel: "warn",
+		MaxConnections: 10000, MaxLinks: 4096,
 	}
 	if s != want {
 		t.Errorf("got %+v\nwant %+v", s, want)
@@ -144,5 +145,57 @@ func TestServerValidate(t *testing.T) {
 		if err != nil && !errors.As(err, &list) {
 			t.Errorf("%s: %T is not an ErrorList", tc.name, err)
 		}
+	}
+}
+
+func TestServerTLSPoliciesAndLimits(t *testing.T) {
+	s := DefaultServer()
+	if err := s.FromEnv(env(map[string]string{
+		"BUSBAR_AMQPS":           "localhost:5671",
+		"BUSBAR_DEV_TLS":         "true",
+		"BUSBAR_POLICIES":        "app=secret:Send,Listen; admin=other",
+		"BUSBAR_MAX_CONNECTIONS": "50",
+		"BUSBAR_MAX_LINKS":       "0",
+	})); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if s.AMQPSAddr != "localhost:5671" || !s.DevTLS || s.MaxConnections != 50 || s.MaxLinks != 0 {
+		t.Fatalf("settings = %+v", s)
+	}
+	ps, err := s.PolicyList()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != 2 || ps[0].Name != "app" || ps[0].Key != "secret" || strings.Join(ps[0].Rights, ",") != "Send,Listen" || ps[1].Name != "admin" || len(ps[1].Rights) != 0 {
+		t.Fatalf("policies = %+v", ps)
+	}
+	for _, tc := range []struct{ name, value, want string }{
+		{"policies", "noequals", "NAME=KEY"},
+		{"policies", "a=k:Fly", "not a right"},
+		{"policies", "a=k;A=j", "twice"},
+		{"https", "nope", "host:port"},
+		{"tls-cert", "cert.pem", "go together"},
+	} {
+		s := DefaultServer()
+		s.HTTPSAddr = "localhost:5301"
+		s.DevTLS = true
+		if err := s.Set(tc.name, tc.value); err != nil {
+			t.Fatal(err)
+		}
+		err := s.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s=%q: Validate() = %v, want an error mentioning %q", tc.name, tc.value, err, tc.want)
+		}
+	}
+	if err := s.Set("max-connections", "-1"); err == nil {
+		t.Error("negative max-connections accepted")
+	}
+	s = DefaultServer()
+	s.HTTPSAddr = "localhost:5301"
+	if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "--dev-tls") {
+		t.Errorf("https without a certificate: %v", err)
 	}
 }
