@@ -99,10 +99,11 @@ type site struct {
 	now        time.Time
 }
 
-// url is the absolute URL of a namespace-relative path, with query (raw,
-// already escaped) and api-version as its query.
+// url is the absolute URL of a namespace-relative path (its segments
+// escaped here), with query (raw, already escaped) and api-version as its
+// query.
 func (s *site) url(path, query string) string {
-	u := s.scheme + "://" + s.host + "/" + path
+	u := s.scheme + "://" + s.host + "/" + escapePath(path)
 	if s.apiVersion != "" {
 		if query != "" {
 			query += "&"
@@ -113,6 +114,18 @@ func (s *site) url(path, query string) string {
 		u += "?" + query
 	}
 	return u
+}
+
+// escapePath percent-escapes each segment of a path that needs it (names
+// may hold spaces and other characters a URL cannot carry as they are);
+// '$' stays as it is, so $Resources and $Default read as the service
+// writes them.
+func escapePath(path string) string {
+	segs := strings.Split(path, "/")
+	for i, seg := range segs {
+		segs[i] = url.PathEscape(seg)
+	}
+	return strings.Join(segs, "/")
 }
 
 // forwardURI is how a forwarding target is written back: the absolute

@@ -24,6 +24,7 @@ const (
 // decoder resolved, never the prefix the client happened to use.
 type element struct {
 	name     xml.Name
+	attrs    []xml.Attr // namespace declarations included, names resolved
 	children []*element
 	text     []byte // character data directly inside, concatenated
 }
@@ -40,6 +41,46 @@ func (e *element) isEmpty() bool { return len(e.children) == 0 && e.value() == "
 // at all (hand-written bodies often declare none).
 func (e *element) is(ns, local string) bool {
 	return e.name.Local == local && (e.name.Space == ns || e.name.Space == "")
+}
+
+// child returns e's first child named local in the Service Bus namespace
+// (or in none), nil if there is none.
+func (e *element) child(local string) *element {
+	for _, c := range e.children {
+		if c.is(nsServiceBus, local) {
+			return c
+		}
+	}
+	return nil
+}
+
+// xsiType returns the local part of e's xsi:type attribute ("SqlFilter"
+// for i:type="SqlFilter", "string" for i:type="d6p1:string"), "" if it has
+// none. The attribute is known by its namespace, whatever its prefix (Go
+// writes _XMLSchema-instance:type, JS p4:type); an undeclared prefix
+// (i:type without xmlns:i) is accepted too.
+func (e *element) xsiType() string {
+	for _, a := range e.attrs {
+		if a.Name.Local == "type" && a.Name.Space != "" && a.Name.Space != "xmlns" {
+			v := strings.TrimSpace(a.Value)
+			if i := strings.LastIndexByte(v, ':'); i >= 0 {
+				v = v[i+1:]
+			}
+			return v
+		}
+	}
+	return ""
+}
+
+// xsiNil reports whether e carries xsi:nil="true".
+func (e *element) xsiNil() bool {
+	for _, a := range e.attrs {
+		if a.Name.Local == "nil" && a.Name.Space != "" && a.Name.Space != "xmlns" {
+			v := strings.TrimSpace(a.Value)
+			return v == "true" || v == "1"
+		}
+	}
+	return false
 }
 
 // parseXML reads a whole document into an element tree. It reads the
@@ -66,7 +107,7 @@ func parseXML(r io.Reader) (*element, error) {
 			if len(stack) == maxDepth {
 				return nil, badRequest("The request body nests elements more than %d deep.", maxDepth)
 			}
-			e := &element{name: t.Name}
+			e := &element{name: t.Name, attrs: t.Attr}
 			if len(stack) == 0 {
 				if root != nil {
 					return nil, badRequest("The request body has more than one root element.")

@@ -9,22 +9,30 @@
 // # URL space
 //
 // Paths are relative to the namespace root. Path words are matched
-// case-insensitively, from the end, after percent-decoding; queue (and topic)
-// names may contain '/':
+// case-insensitively, from the end, after percent-decoding; queue and topic
+// names may contain '/'. A trailing '/' (JS lists) is ignored:
 //
-//	/$namespaceinfo                            GET     namespace entry
-//	/$Resources/Queues   ?$skip=N&$top=M       GET     feed of queues
-//	/{entity}                                  GET     queue entry with runtime counts
-//	                                           PUT     create (201), or update with If-Match (200)
-//	                                           DELETE  delete (200, empty body)
+//	/$namespaceinfo                             GET     namespace entry
+//	/$Resources/Queues  ?$skip=N&$top=M         GET     feed of queues
+//	/$Resources/Topics  ?$skip=N&$top=M         GET     feed of topics
+//	/{entity}                                   GET     queue or topic entry with runtime counts
+//	                                            PUT     create (201), or update with If-Match (200);
+//	                                                    the body's QueueDescription or
+//	                                                    TopicDescription says which kind
+//	                                            DELETE  delete the queue or topic (200, empty body)
+//	/{topic}/Subscriptions  ?$skip&$top         GET     feed of the topic's subscriptions
+//	/{topic}/Subscriptions/{sub}                GET     subscription entry with runtime counts
+//	                                            PUT     create (its DefaultRuleDescription, if any,
+//	                                                    is its first rule instead of $Default), or
+//	                                                    update with If-Match
+//	                                            DELETE  delete with its rules and messages
+//	/{topic}/Subscriptions/{sub}/Rules  ?…      GET     feed of the subscription's rules
+//	                                            PUT     create the rule the body's <Name> names
+//	                                                    (Go's CreateRule without a name)
+//	/{topic}/Subscriptions/{sub}/Rules/{rule}   GET, PUT (create / If-Match update), DELETE
 //
-//	not served yet (501 "topics are not supported yet"), any method:
-//	/$Resources/Topics
-//	/{topic}/Subscriptions[/]
-//	/{topic}/Subscriptions/{sub}
-//	/{topic}/Subscriptions/{sub}/Rules[/]
-//	/{topic}/Subscriptions/{sub}/Rules/{rule}
-//	PUT /{entity} with a TopicDescription body
+// Queues and topics share one name space: creating either over the other
+// is 409, and so is an update whose description is of the other kind.
 //
 // Unknown query parameters (api-version is echoed into ids, enrich and junk
 // such as Go's empty "?" parameter) are ignored. Lists are ordered by name,
@@ -62,13 +70,23 @@
 // UserMetadata, ForwardDeadLetteredMessagesTo) omitted, the XSI prefix "i"
 // and CountDetails' children under a declared "d2p1" prefix (§1.11).
 //
-// # Adding topics
+// # Rules
 //
-// The router already tells topic, subscription and rule paths apart; each
-// of those routes points at notSupported. When the broker has topics: add a
-// TopicDescription field table and writer next to the queue ones
-// (queuexml.go), make getEntity and deleteEntity fall back from queue to
-// topic, give putEntity's "TopicDescription" case a body, and point the
-// routes at real endpoints. Error mapping, envelopes, paging and auth do not
-// change.
+// Filters and actions (§1.10) are known by their xsi:type, whatever its
+// prefix: SqlFilter, CorrelationFilter, TrueFilter, FalseFilter;
+// SqlRuleAction, EmptyRuleAction (an absent Action is none). Typed values
+// (filter and action Parameters, correlation Properties) read every XML
+// Schema type the SDKs send (string, int, long, double, boolean,
+// dateTime, …) and .NET's duration, guid and char, each into the Go type
+// of the same width (int is int32, long int64). They are written back
+// with the type they hold, under a four-character prefix (d5p1, d6p1) as
+// the JS client requires. A rule is written back as created: its
+// SqlExpression verbatim, Parameters always (empty when none) on SQL
+// filters, and an Action element always (Go and JS dereference it). The
+// broker compiles filters and actions; a syntax error is a 400 naming the
+// rule, the line:column and the problem.
+//
+// Subscription and rule entries carry no <author>; their ids spell the
+// path words "Subscriptions" and "Rules" capitalised, as the JS client
+// looks for them there.
 package admin

@@ -37,13 +37,6 @@ func invalidProperty(name, format string, args ...any) *Error {
 	return badRequest("invalid %s: %s", name, fmt.Sprintf(format, args...))
 }
 
-// errTopicsNotSupported answers every topic, subscription and rule request
-// until the broker has topics.
-var errTopicsNotSupported = &Error{
-	Status: http.StatusNotImplemented,
-	Msg:    "Topics are not supported yet: this Busbar namespace serves queues only, so topics, subscriptions and rules cannot be listed, created, read or deleted.",
-}
-
 // httpStatus is the one place where errors become HTTP status codes (and
 // the Service Bus sub-code put in front of the detail, §1.5). It also
 // returns the message for <Detail>.

@@ -248,33 +248,6 @@ func TestHTTPErrors(t *testing.T) {
 	}
 }
 
-// TestHTTPTopicsNotSupported: every topic, subscription and rule URL is a
-// 501 whatever the method, and so is a TopicDescription.
-func TestHTTPTopicsNotSupported(t *testing.T) {
-	e := newEnv(t)
-	e.queue("q")
-	topicBody := `<entry xmlns="http://www.w3.org/2005/Atom"><content type="application/xml"><TopicDescription xmlns="http://schemas.microsoft.com/netservices/2010/10/servicebus/connect"/></content></entry>`
-	e.fails(501, "PUT", "/t", topicBody, "~Topics are not supported yet")
-	e.fails(501, "PUT", "/q", topicBody, "If-Match", "*")
-	for _, tc := range []struct{ method, path string }{
-		{"GET", "/$Resources/Topics"},
-		{"GET", "/$resources/topics?$top=5"},
-		{"GET", "/t/Subscriptions/"},
-		{"GET", "/t/subscriptions?%24top=5&%3F=&api-version=2024-05"},
-		{"PUT", "/t/Subscriptions/s"},
-		{"GET", "/a/b/Subscriptions/s"},
-		{"DELETE", "/t/Subscriptions/s"},
-		{"GET", "/t/Subscriptions/s/Rules/"},
-		{"PUT", "/t/Subscriptions/s/Rules/r"},
-		{"DELETE", "/t/subscriptions/s/rules/$Default"},
-	} {
-		e.fails(501, tc.method, tc.path, "", "~Topics are not supported yet")
-	}
-	if _, err := e.b.GetQueue("t"); err == nil {
-		t.Error("a topic request created a queue")
-	}
-}
-
 func TestHTTPAuth(t *testing.T) {
 	e := newEnv(t)
 	e.queue("q")

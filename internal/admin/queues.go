@@ -37,22 +37,27 @@ type MessageCounts struct {
 }
 
 func queueOf(info broker.QueueInfo) Queue {
-	c := info.Counts
 	return Queue{
 		Name:       info.Name,
 		Properties: info.Properties,
 		CreatedAt:  info.CreatedAt,
 		UpdatedAt:  info.UpdatedAt,
 		AccessedAt: info.AccessedAt,
-		Counts: MessageCounts{
-			Active:             c.Active + c.Deferred,
-			DeadLetter:         c.DeadLetter,
-			Scheduled:          c.Scheduled,
-			Transfer:           c.Transfer,
-			TransferDeadLetter: c.TransferDeadLetter,
-			Total:              c.Total,
-			SizeInBytes:        c.SizeInBytes,
-		},
+		Counts:     countsOf(info.Counts),
+	}
+}
+
+// countsOf maps the broker's counts of a queue, topic or subscription
+// onto the management API's.
+func countsOf(c broker.Counts) MessageCounts {
+	return MessageCounts{
+		Active:             c.Active + c.Deferred,
+		DeadLetter:         c.DeadLetter,
+		Scheduled:          c.Scheduled,
+		Transfer:           c.Transfer,
+		TransferDeadLetter: c.TransferDeadLetter,
+		Total:              c.Total,
+		SizeInBytes:        c.SizeInBytes,
 	}
 }
 
@@ -114,19 +119,29 @@ func (h *Handler) DeleteQueue(name string) error {
 // stable across calls while no queue is created or deleted. A Skip past
 // the end gives an empty page.
 func (h *Handler) ListQueues(o ListOptions) QueuePage {
-	top := o.Top
-	if top <= 0 {
-		top = DefaultPageSize
-	}
-	top = min(top, MaxPageSize)
-	all := h.broker.ListQueues()
-	skip := min(max(o.Skip, 0), len(all))
-	end := min(skip+top, len(all))
-	page := QueuePage{Queues: make([]Queue, 0, end-skip), More: end < len(all)}
-	for _, info := range all[skip:end] {
+	infos, more := pageOf(h.broker.ListQueues(), o)
+	page := QueuePage{Queues: make([]Queue, 0, len(infos)), More: more}
+	for _, info := range infos {
 		page.Queues = append(page.Queues, queueOf(info))
 	}
 	return page
+}
+
+// pageSize is o's page size: Top, DefaultPageSize when unset, at most
+// MaxPageSize.
+func (o ListOptions) pageSize() int {
+	if o.Top <= 0 {
+		return DefaultPageSize
+	}
+	return min(o.Top, MaxPageSize)
+}
+
+// pageOf cuts the page o selects out of all, and reports whether entries
+// remain after it.
+func pageOf[T any](all []T, o ListOptions) (page []T, more bool) {
+	skip := min(max(o.Skip, 0), len(all))
+	end := min(skip+o.pageSize(), len(all))
+	return all[skip:end], end < len(all)
 }
 
 // queueEntry writes q as an entry inside a feed, or a top-level one.
@@ -141,14 +156,35 @@ func queueReply(status int, q Queue, s *site) *reply {
 	return &reply{status: status, contentType: contentTypeEntry, body: w.bytes()}
 }
 
-// getEntity serves GET /{entity}: the queue with its runtime counts, or
-// 404 (which Go's GetQueue turns into nil, nil, §1.5).
+// getEntity serves GET /{entity}: the queue or topic with its runtime
+// counts, or 404 (which Go's GetQueue and GetTopic turn into nil, nil,
+// §1.5).
 func getEntity(h *Handler, rq *request) (*reply, error) {
 	q, err := h.GetQueue(rq.res.entity)
-	if err != nil {
+	if err == nil {
+		return queueReply(http.StatusOK, q, rq.site), nil
+	}
+	if broker.KindOf(err) != broker.KindNotFound {
 		return nil, err
 	}
-	return queueReply(http.StatusOK, q, rq.site), nil
+	t, terr := h.GetTopic(rq.res.entity)
+	if terr != nil {
+		return nil, notTopic(err, terr)
+	}
+	return topicReply(http.StatusOK, t, rq.site), nil
+}
+
+// notTopic is the error of a request on /{entity} that found no queue
+// (qerr, not found) and then no topic (terr): qerr, unless the topic
+// lookup failed for another reason than the name (a closed broker, a
+// store failure). A sub-queue path such as q/$DeadLetterQueue, not a
+// valid topic name, keeps the queue's answer.
+func notTopic(qerr, terr error) error {
+	switch broker.KindOf(terr) {
+	case broker.KindNotFound, broker.KindInvalidArgument:
+		return qerr
+	}
+	return terr
 }
 
 // putEntity serves PUT /{entity}: create (201), or update when If-Match
@@ -167,9 +203,9 @@ func putEntity(h *Handler, rq *request) (*reply, error) {
 	case desc.is(nsServiceBus, "QueueDescription"):
 		return putQueue(h, rq, desc)
 	case desc.is(nsServiceBus, "TopicDescription"):
-		return nil, errTopicsNotSupported
+		return putTopic(h, rq, desc)
 	}
-	return nil, badRequest("The body describes a <%s>; a PUT on an entity path takes a QueueDescription.", desc.name.Local)
+	return nil, badRequest("The body describes a <%s>; a PUT on an entity path takes a QueueDescription or a TopicDescription.", desc.name.Local)
 }
 
 func putQueue(h *Handler, rq *request, desc *element) (*reply, error) {
@@ -185,6 +221,11 @@ func putQueue(h *Handler, rq *request, desc *element) (*reply, error) {
 	}
 	if rq.r.Header.Get("If-Match") != "" {
 		q, err := h.UpdateQueue(rq.res.entity, p)
+		if broker.KindOf(err) == broker.KindNotFound {
+			if _, terr := h.broker.GetTopic(rq.res.entity); terr == nil {
+				return nil, errorf(http.StatusConflict, "'%s' is a topic: a QueueDescription cannot update it; send a TopicDescription.", rq.res.entity)
+			}
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -197,9 +238,18 @@ func putQueue(h *Handler, rq *request, desc *element) (*reply, error) {
 	return queueReply(http.StatusCreated, q, rq.site), nil
 }
 
-// deleteEntity serves DELETE /{entity}: 200 with an empty body, or 404.
+// deleteEntity serves DELETE /{entity}: the queue or topic (with its
+// subscriptions), 200 with an empty body, or 404.
 func deleteEntity(h *Handler, rq *request) (*reply, error) {
-	if err := h.DeleteQueue(rq.res.entity); err != nil {
+	err := h.DeleteQueue(rq.res.entity)
+	if broker.KindOf(err) == broker.KindNotFound {
+		if terr := h.DeleteTopic(rq.res.entity); terr == nil {
+			err = nil
+		} else {
+			err = notTopic(err, terr)
+		}
+	}
+	if err != nil {
 		return nil, err
 	}
 	return &reply{status: http.StatusOK}, nil
@@ -213,18 +263,24 @@ func listQueues(h *Handler, rq *request) (*reply, error) {
 		return nil, err
 	}
 	page := h.ListQueues(o)
-	const path = "$Resources/Queues"
-	m := feedMeta{title: "Queues", self: rq.site.url(path, pageQuery(o, o.Skip)), updated: rq.site.now}
-	if page.More {
-		m.next = rq.site.url(path, pageQuery(o, o.Skip+len(page.Queues)))
-	}
-	var w xmlWriter
-	writeFeed(&w, m, func(w *xmlWriter) {
+	return feedReply(rq.site, "Queues", "$Resources/Queues", o, len(page.Queues), page.More, func(w *xmlWriter) {
 		for _, q := range page.Queues {
 			queueEntry(w, false, q, rq.site)
 		}
-	})
-	return &reply{status: http.StatusOK, contentType: contentTypeFeed, body: w.bytes()}, nil
+	}), nil
+}
+
+// feedReply is a 200 feed of one page: n entries written by entries,
+// whose self link is path with o's paging, and which has a next link when
+// more entries remain.
+func feedReply(s *site, title, path string, o ListOptions, n int, more bool, entries func(*xmlWriter)) *reply {
+	m := feedMeta{title: title, self: s.url(path, pageQuery(o, o.Skip)), updated: s.now}
+	if more {
+		m.next = s.url(path, pageQuery(o, o.Skip+n))
+	}
+	var w xmlWriter
+	writeFeed(&w, m, entries)
+	return &reply{status: http.StatusOK, contentType: contentTypeFeed, body: w.bytes()}
 }
 
 // listOptions reads $skip and $top (the URL parser has decoded %24skip).

@@ -13,7 +13,7 @@ const (
 	resNamespaceInfo resourceKind = iota // $namespaceinfo
 	resQueues                            // $Resources/Queues
 	resTopics                            // $Resources/Topics
-	resEntity                            // {entity}: a queue (or, later, a topic)
+	resEntity                            // {entity}: a queue or a topic
 	resSubscriptions                     // {topic}/Subscriptions
 	resSubscription                      // {topic}/Subscriptions/{sub}
 	resRules                             // {topic}/Subscriptions/{sub}/Rules
@@ -38,7 +38,7 @@ type resource struct {
 // the end.)
 func parseResource(path string) (resource, error) {
 	if path == "" {
-		return resource{}, badRequest("The request names no resource: use /$namespaceinfo, /$Resources/Queues or /{queue}.")
+		return resource{}, badRequest("The request names no resource: use /$namespaceinfo, /$Resources/Queues, /$Resources/Topics or /{queue or topic}.")
 	}
 	segs := strings.Split(path, "/")
 	n := len(segs)
@@ -54,7 +54,7 @@ func parseResource(path string) (resource, error) {
 		case word(1, "Topics"):
 			return resource{kind: resTopics}, nil
 		}
-		return resource{}, badRequest("'%s' is not a resource collection: use $Resources/Queues.", path)
+		return resource{}, badRequest("'%s' is not a resource collection: use $Resources/Queues or $Resources/Topics.", path)
 	case n >= 5 && word(n-4, "Subscriptions") && word(n-2, "Rules"):
 		return resource{kind: resRule, entity: join(n - 4), subscription: segs[n-3], rule: segs[n-1]}, nil
 	case n >= 4 && word(n-3, "Subscriptions") && word(n-1, "Rules"):
@@ -70,21 +70,17 @@ func parseResource(path string) (resource, error) {
 // endpoint serves one method on one kind of resource.
 type endpoint func(h *Handler, rq *request) (*reply, error)
 
-// routes maps each kind of resource and method to its endpoint. Topic,
-// subscription and rule paths are recognised and answered with
-// errTopicsNotSupported until the broker has topics.
+// routes maps each kind of resource and method to its endpoint.
 var routes = map[resourceKind]map[string]endpoint{
 	resNamespaceInfo: {http.MethodGet: getNamespaceInfo},
 	resQueues:        {http.MethodGet: listQueues},
+	resTopics:        {http.MethodGet: listTopics},
 	resEntity:        {http.MethodGet: getEntity, http.MethodPut: putEntity, http.MethodDelete: deleteEntity},
-	resTopics:        {http.MethodGet: notSupported},
-	resSubscriptions: {http.MethodGet: notSupported},
-	resSubscription:  {http.MethodGet: notSupported, http.MethodPut: notSupported, http.MethodDelete: notSupported},
-	resRules:         {http.MethodGet: notSupported},
-	resRule:          {http.MethodGet: notSupported, http.MethodPut: notSupported, http.MethodDelete: notSupported},
+	resSubscriptions: {http.MethodGet: listSubscriptions},
+	resSubscription:  {http.MethodGet: getSubscription, http.MethodPut: putSubscription, http.MethodDelete: deleteSubscription},
+	resRules:         {http.MethodGet: listRules, http.MethodPut: putRule},
+	resRule:          {http.MethodGet: getRule, http.MethodPut: putRule, http.MethodDelete: deleteRule},
 }
-
-func notSupported(*Handler, *request) (*reply, error) { return nil, errTopicsNotSupported }
 
 // methodNotAllowed is the 405 for a method a resource does not serve.
 func methodNotAllowed(method, path string, methods map[string]endpoint) *Error {

@@ -515,27 +515,3 @@ func TestSDKNamespaceProperties(t *testing.T) {
 	want := sbadmin.NamespaceProperties{CreatedTime: t0, ModifiedTime: t0, SKU: "Standard", Name: "testns"}
 	same(t, "namespace", got.NamespaceProperties, want)
 }
-
-// TestSDKTopicsNotSupported: topic, subscription and rule operations get a
-// clear 501, never made-up data.
-func TestSDKTopicsNotSupported(t *testing.T) {
-	e := newEnv(t)
-	c := e.client(auth.DefaultKey)
-	_, err := c.CreateTopic(ctx, "t", nil)
-	wantStatus(t, err, http.StatusNotImplemented, "Topics are not supported yet")
-	_, err = c.GetSubscription(ctx, "t", "s", nil)
-	wantStatus(t, err, http.StatusNotImplemented, "Topics are not supported yet")
-	_, err = c.CreateSubscription(ctx, "t", "s", nil)
-	wantStatus(t, err, http.StatusNotImplemented)
-	_, err = c.CreateRule(ctx, "t", "s", &sbadmin.CreateRuleOptions{Name: to.Ptr("r"), Filter: &sbadmin.SQLFilter{Expression: "color = 'red'"}})
-	wantStatus(t, err, http.StatusNotImplemented)
-	_, err = c.NewListTopicsPager(nil).NextPage(ctx)
-	wantStatus(t, err, http.StatusNotImplemented)
-	_, err = c.NewListSubscriptionsPager("t", nil).NextPage(ctx)
-	wantStatus(t, err, http.StatusNotImplemented)
-	_, err = c.NewListRulesPager("t", "s", nil).NextPage(ctx)
-	wantStatus(t, err, http.StatusNotImplemented)
-	if _, err := e.b.GetQueue("t"); err == nil {
-		t.Error("CreateTopic created a queue")
-	}
-}

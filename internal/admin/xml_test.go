@@ -394,7 +394,6 @@ func TestHTTPStatus(t *testing.T) {
 		{&broker.Error{Kind: broker.KindClosed, Msg: "x"}, 503, 0},
 		{&broker.Error{Kind: broker.KindInternal, Msg: "x"}, 500, 0},
 		{errors.New("boom"), 500, 0},
-		{errTopicsNotSupported, 501, 0},
 		{badRequest("x"), 400, 40000},
 	} {
 		status, sub, _ := httpStatus(tc.err)

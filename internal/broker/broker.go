@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -24,11 +23,15 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Broker is the queue engine. All methods are safe for concurrent use.
+// Broker is the queue and topic engine. All methods are safe for
+// concurrent use.
 //
 // Lock order (never acquire leftwards while holding a lock to the right):
 //
-//	Broker.admin → Broker.mu → queue.mu → Broker.timers
+//	Broker.admin → Broker.mu → topic.fanout → entity.mu → topic.mu → Broker.timers
+//
+// (entity is a queue or a subscription; a subscription's operations reach
+// its topic's mutex from under their own, never the other way round.)
 type Broker struct {
 	store store.Store
 	clock clock.Clock
@@ -44,7 +47,8 @@ type Broker struct {
 	mu struct {
 		sync.RWMutex
 		closed bool
-		queues map[string]*queue // by entityKey(name)
+		queues map[string]*entity // by entityKey(name)
+		topics map[string]*topic  // by entityKey(name); names shared with queues
 	}
 
 	// timers is the broker-wide heap of entity deadlines that the Run
@@ -53,7 +57,7 @@ type Broker struct {
 	timers struct {
 		sync.Mutex
 		heap expiry.Heap // At = deadline (Unix ns), ID = entity id
-		byID map[uint64]*queue
+		byID map[uint64]timerOwner
 	}
 
 	wake  chan struct{} // capacity 1: an earlier deadline was armed
@@ -78,8 +82,9 @@ func newBroker(opts Options) *Broker {
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}
-	b.mu.queues = make(map[string]*queue)
-	b.timers.byID = make(map[uint64]*queue)
+	b.mu.queues = make(map[string]*entity)
+	b.mu.topics = make(map[string]*topic)
+	b.timers.byID = make(map[uint64]timerOwner)
 	return b
 }
 
@@ -93,15 +98,32 @@ func (b *Broker) Close() error {
 		return nil
 	}
 	b.mu.closed = true
-	qs := make([]*queue, 0, len(b.mu.queues))
+	qs := make([]*entity, 0, len(b.mu.queues))
 	for _, q := range b.mu.queues {
 		qs = append(qs, q)
+	}
+	ts := make([]*topic, 0, len(b.mu.topics))
+	for _, t := range b.mu.topics {
+		ts = append(ts, t)
+		qs = append(qs, t.subs.Load().list...)
 	}
 	b.mu.Unlock()
 	close(b.done)
 	b.runWG.Wait()
 
 	var batch store.Batch
+	for _, t := range ts {
+		t.lock()
+		if t.mu.gone == nil {
+			t.mu.gone = errClosed()
+			if acc := t.accessed.Load(); acc != t.mu.accessedSaved {
+				batch.Add(store.Op{Kind: store.OpPutValue, EntityID: t.id, Key: valueAccessed, Data: be64(acc)})
+			}
+			batch.Ops = t.appendGarbageOps(batch.Ops, t.takeGarbageLocked())
+		}
+		t.mu.Unlock()
+		t.inflight.Wait()
+	}
 	for _, q := range qs {
 		q.lock()
 		if q.mu.gone == nil {
@@ -122,18 +144,31 @@ func (b *Broker) Close() error {
 	return nil
 }
 
-// lookup resolves an entity path to its queue.
-func (b *Broker) lookup(path string) (*queue, Path, error) {
+// lookup resolves a receiving entity path (a queue's or a
+// subscription's, with their sub-queues) to its entity.
+func (b *Broker) lookup(path string) (*entity, Path, error) {
 	p, err := ParsePath(path)
 	if err != nil {
 		return nil, p, err
 	}
 	b.mu.RLock()
 	closed := b.mu.closed
-	q := b.mu.queues[entityKey(p.Entity)]
+	var q *entity
+	var t *topic
+	if p.Subscription == "" {
+		q = b.mu.queues[entityKey(p.Entity)]
+		if q == nil {
+			t = b.mu.topics[entityKey(p.Entity)]
+		}
+	} else if tt := b.mu.topics[entityKey(p.Entity)]; tt != nil {
+		q = tt.subs.Load().byKey[entityKey(p.Subscription)]
+	}
 	b.mu.RUnlock()
 	if closed {
 		return nil, p, errClosed()
+	}
+	if t != nil && p.SubQueue == SubQueueMain {
+		return nil, p, errorf(KindNotAllowed, "'%s' is a topic; messages are received from its subscriptions ('%s')", path, SubscriptionPath(t.name, "<name>"))
 	}
 	if q == nil {
 		return nil, p, errEntityNotFound(path)
@@ -175,9 +210,7 @@ func (b *Broker) CreateQueue(name string, p QueueProperties) (QueueInfo, error) 
 	p.AuthorizationRules = slices.Clone(p.AuthorizationRules)
 	b.admin.Lock()
 	defer b.admin.Unlock()
-	b.mu.RLock()
-	closed, exists := b.mu.closed, b.mu.queues[entityKey(name)] != nil
-	b.mu.RUnlock()
+	closed, exists := b.nameTakenLocked(name)
 	if closed {
 		return QueueInfo{}, errClosed()
 	}
@@ -190,7 +223,7 @@ func (b *Broker) CreateQueue(name string, p QueueProperties) (QueueInfo, error) 
 	var batch store.Batch
 	id := b.allocIDLocked(&batch)
 	now := b.clock.Now().UTC()
-	q := newQueue(b, id, name, p, now)
+	q := newEntity(b, id, name, p, now)
 	batch.Add(store.Op{Kind: store.OpPutEntity, EntityID: id, Name: name, Data: encodeSpec(q.specLocked())})
 	if err := b.store.Commit(&batch, true); err != nil {
 		return QueueInfo{}, internal(err, "creating queue %q", name)
@@ -205,6 +238,16 @@ func (b *Broker) CreateQueue(name string, p QueueProperties) (QueueInfo, error) 
 	defer q.mu.Unlock()
 	q.rearmLocked()
 	return q.infoLocked(), nil
+}
+
+// lookupQueue resolves the name of a queue (with a sub-queue suffix) for
+// the queue management operations: a topic or subscription is not found.
+func (b *Broker) lookupQueue(name string) (*entity, Path, error) {
+	q, p, err := b.lookup(name)
+	if err == nil && q.topic != nil || KindOf(err) == KindNotAllowed {
+		return nil, p, errEntityNotFound(name)
+	}
+	return q, p, err
 }
 
 // allocIDLocked returns a fresh entity id and adds to batch the ops that
@@ -223,27 +266,10 @@ func (b *Broker) allocIDLocked(batch *store.Batch) uint64 {
 	return id
 }
 
-// checkForwardLocked validates ForwardTo targets: an existing entity that
-// is not the queue itself.
+// checkForwardLocked validates ForwardTo targets: an existing queue or
+// topic that is not the queue itself.
 func (b *Broker) checkForwardLocked(name string, p QueueProperties) error {
-	for _, f := range []struct{ prop, target string }{
-		{"ForwardTo", p.ForwardTo},
-		{"ForwardDeadLetteredMessagesTo", p.ForwardDeadLetteredMessagesTo},
-	} {
-		if f.target == "" {
-			continue
-		}
-		if strings.EqualFold(f.target, name) {
-			return invalidProp(f.prop, "a queue cannot forward to itself")
-		}
-		b.mu.RLock()
-		ok := b.mu.queues[entityKey(f.target)] != nil
-		b.mu.RUnlock()
-		if !ok {
-			return invalidProp(f.prop, "the target entity '%s' does not exist", f.target)
-		}
-	}
-	return nil
+	return b.checkForwardTargetsLocked(name, p.ForwardTo, p.ForwardDeadLetteredMessagesTo)
 }
 
 // UpdateQueue replaces a queue's properties (a full replace, as the
@@ -258,7 +284,7 @@ func (b *Broker) UpdateQueue(name string, p QueueProperties) (QueueInfo, error) 
 	p.AuthorizationRules = slices.Clone(p.AuthorizationRules)
 	b.admin.Lock()
 	defer b.admin.Unlock()
-	q, path, err := b.lookup(name)
+	q, path, err := b.lookupQueue(name)
 	if err != nil {
 		return QueueInfo{}, err
 	}
@@ -298,7 +324,7 @@ func (b *Broker) UpdateQueue(name string, p QueueProperties) (QueueInfo, error) 
 
 // GetQueue returns a queue's description and runtime counts.
 func (b *Broker) GetQueue(name string) (QueueInfo, error) {
-	q, p, err := b.lookup(name)
+	q, p, err := b.lookupQueue(name)
 	if err != nil {
 		return QueueInfo{}, err
 	}
@@ -321,7 +347,7 @@ func (b *Broker) ListQueues() []QueueInfo {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	qs := make([]*queue, len(keys))
+	qs := make([]*entity, len(keys))
 	for i, k := range keys {
 		qs[i] = b.mu.queues[k]
 	}
@@ -343,7 +369,7 @@ func (b *Broker) ListQueues() []QueueInfo {
 func (b *Broker) DeleteQueue(name string) error {
 	b.admin.Lock()
 	defer b.admin.Unlock()
-	q, p, err := b.lookup(name)
+	q, p, err := b.lookupQueue(name)
 	if err != nil {
 		return err
 	}
@@ -355,7 +381,7 @@ func (b *Broker) DeleteQueue(name string) error {
 
 // deleteLocked removes q from memory, waits for its in-flight commits and
 // deletes it from the store. b.admin is held.
-func (b *Broker) deleteLocked(q *queue) error {
+func (b *Broker) deleteLocked(q *entity) error {
 	b.mu.Lock()
 	if b.mu.queues[entityKey(q.name)] == q {
 		delete(b.mu.queues, entityKey(q.name))
@@ -452,7 +478,7 @@ func (b *Broker) NextDeadline() time.Time {
 		if !ok {
 			return time.Time{}
 		}
-		if q := b.timers.byID[uint64(e.ID)]; q != nil && q.armedAt == e.At {
+		if o := b.timers.byID[uint64(e.ID)]; o != nil && *o.armedSlot() == e.At {
 			return time.Unix(0, e.At)
 		}
 		b.timers.heap.Pop() // stale
@@ -465,61 +491,106 @@ func (b *Broker) NextDeadline() time.Time {
 // NextDeadline reports a deadline that has already passed.
 func (b *Broker) Tick() {
 	now := b.now()
-	var due []*queue
+	var due []timerOwner
 	b.timers.Lock()
 	b.timers.heap.PopDue(now, 0, func(e expiry.Entry) {
-		if q := b.timers.byID[uint64(e.ID)]; q != nil && q.armedAt == e.At {
-			q.armedAt = 0
-			due = append(due, q)
+		if o := b.timers.byID[uint64(e.ID)]; o != nil && *o.armedSlot() == e.At {
+			*o.armedSlot() = 0
+			due = append(due, o)
 		}
 	})
 	b.timers.Unlock()
-	for _, q := range due {
-		if q.tick(now) {
-			b.autoDelete(q, now)
+	for _, o := range due {
+		if o.tick(now) {
+			b.autoDelete(o, now)
 		}
 	}
 }
 
-// armQueue registers q's next deadline (Unix ns; 0 = none) with the Run
-// shell. Called with q.mu held.
-func (b *Broker) armQueue(q *queue, at int64) {
+// timerOwner is what Broker.timers holds an entry for: a receiving entity
+// (queue or subscription) or a topic.
+type timerOwner interface {
+	// armedSlot is the owner's deadline registered with Broker.timers
+	// (0: none); guarded by Broker.timers.
+	armedSlot() *int64
+	// tick runs the timer work due at now, re-arms, and reports whether
+	// the owner is idle and should be auto-deleted.
+	tick(now int64) (idle bool)
+}
+
+// arm registers o's next deadline (Unix ns; 0 = none) with the Run
+// shell. Called with o's mutex held.
+func (b *Broker) arm(o timerOwner, id uint64, at int64) {
 	if at == 0 {
 		return
 	}
 	b.timers.Lock()
-	if b.timers.byID[q.id] != q || (q.armedAt != 0 && q.armedAt <= at) {
+	slot := o.armedSlot()
+	if b.timers.byID[id] != o || (*slot != 0 && *slot <= at) {
 		b.timers.Unlock()
 		return
 	}
-	q.armedAt = at
+	*slot = at
 	head, ok := b.timers.heap.Next()
-	b.timers.heap.Push(expiry.Entry{At: at, ID: int64(q.id)})
+	b.timers.heap.Push(expiry.Entry{At: at, ID: int64(id)})
 	b.timers.Unlock()
 	if !ok || at < head {
 		b.Wake()
 	}
 }
 
-// autoDelete deletes q if it is still idle (AutoDeleteOnIdle).
-func (b *Broker) autoDelete(q *queue, now int64) {
+// autoDelete deletes o (a queue, subscription or topic) if it is still
+// idle (AutoDeleteOnIdle).
+func (b *Broker) autoDelete(o timerOwner, now int64) {
 	b.admin.Lock()
 	defer b.admin.Unlock()
 	b.mu.RLock()
-	current := b.mu.queues[entityKey(q.name)] == q && !b.mu.closed
+	closed := b.mu.closed
+	var current bool
+	switch o := o.(type) {
+	case *entity:
+		if o.topic != nil {
+			current = b.mu.topics[entityKey(o.topic.name)] == o.topic && o.topic.subs.Load().byKey[entityKey(o.subName)] == o
+		} else {
+			current = b.mu.queues[entityKey(o.name)] == o
+		}
+	case *topic:
+		current = b.mu.topics[entityKey(o.name)] == o
+	}
 	b.mu.RUnlock()
-	if !current {
+	if !current || closed {
 		return
 	}
-	q.lock()
-	idle := q.mu.gone == nil && q.idleLocked(now)
-	q.mu.Unlock()
-	if !idle {
-		return
+	switch o := o.(type) {
+	case *entity:
+		o.lock()
+		idle := o.mu.gone == nil && o.idleLocked(now)
+		o.mu.Unlock()
+		if !idle {
+			return
+		}
+		var err error
+		if o.topic != nil {
+			err = b.deleteSubscriptionLocked(o.topic, o)
+		} else {
+			err = b.deleteLocked(o)
+		}
+		if err != nil {
+			b.log.Error("auto-deleting idle entity", "entity", o.name, "err", err)
+			return
+		}
+		b.log.Info("deleted idle entity", "entity", o.name)
+	case *topic:
+		o.lock()
+		idle := o.mu.gone == nil && o.idleLocked(now)
+		o.mu.Unlock()
+		if !idle || !o.idle(now) {
+			return
+		}
+		if err := b.deleteTopicLocked(o); err != nil {
+			b.log.Error("auto-deleting idle topic", "topic", o.name, "err", err)
+			return
+		}
+		b.log.Info("deleted idle topic", "topic", o.name)
 	}
-	if err := b.deleteLocked(q); err != nil {
-		b.log.Error("auto-deleting idle queue", "queue", q.name, "err", err)
-		return
-	}
-	b.log.Info("deleted idle queue", "queue", q.name)
 }

@@ -83,18 +83,16 @@ func (d *dedupHistory) forget(key string, w *sendWait) {
 	}
 }
 
-// purgeDedupLocked drops history entries older than the window and
-// appends the store deletions to ops.
-func (q *queue) purgeDedupLocked(now int64, ops []store.Op) []store.Op {
-	d := &q.mu.dedup
-	window := int64(q.mu.props.DuplicateDetectionHistoryTimeWindow)
+// purge drops history entries older than window at now and appends the
+// store deletions (values of entity id) to ops.
+func (d *dedupHistory) purge(id uint64, window, now int64, ops []store.Op) []store.Op {
 	for d.head < len(d.fifo) && d.fifo[d.head].at+window <= now {
 		it := d.fifo[d.head]
 		d.fifo[d.head] = dedupItem{}
 		d.head++
 		if e, ok := d.seen[it.key]; ok && e.at == it.at {
 			delete(d.seen, it.key)
-			ops = append(ops, store.Op{Kind: store.OpDeleteValue, EntityID: q.id, Key: valueDedupPrefix + it.key})
+			ops = append(ops, store.Op{Kind: store.OpDeleteValue, EntityID: id, Key: valueDedupPrefix + it.key})
 		}
 	}
 	if d.head > 1024 && d.head*2 > len(d.fifo) {
@@ -107,11 +105,46 @@ func (q *queue) purgeDedupLocked(now int64, ops []store.Op) []store.Op {
 	return ops
 }
 
-// dedupDeadlineLocked is when the oldest history entry leaves the window.
-func (q *queue) dedupDeadlineLocked() int64 {
-	d := &q.mu.dedup
+// deadline is when the oldest history entry leaves the window (0: none).
+func (d *dedupHistory) deadline(window int64) int64 {
 	if d.head >= len(d.fifo) {
 		return 0
 	}
-	return d.fifo[d.head].at + int64(q.mu.props.DuplicateDetectionHistoryTimeWindow)
+	return d.fifo[d.head].at + window
+}
+
+// check runs duplicate detection for a send's messages at now: a message
+// whose key was seen within window is marked drop (and the sends that
+// added those keys, if still in flight, are returned to wait for);
+// the others are added to the history under w, with their store values
+// appended to ops (entity id).
+func (d *dedupHistory) check(id uint64, pend []pendingMsg, now, window int64, w *sendWait, ops []store.Op) ([]*sendWait, []store.Op) {
+	var waits []*sendWait
+	for i := range pend {
+		pm := &pend[i]
+		if !pm.hasKey {
+			continue
+		}
+		if e, ok := d.lookup(pm.dedupKey, now, window); ok {
+			pm.drop = true
+			if e.send != w && e.send != nil {
+				waits = append(waits, e.send)
+			}
+			continue
+		}
+		d.add(pm.dedupKey, now, w)
+		ops = append(ops, store.Op{Kind: store.OpPutValue, EntityID: id, Key: valueDedupPrefix + pm.dedupKey, Data: be64(now)})
+	}
+	return waits, ops
+}
+
+// purgeDedupLocked drops the queue's history entries older than the
+// window and appends the store deletions to ops.
+func (q *entity) purgeDedupLocked(now int64, ops []store.Op) []store.Op {
+	return q.mu.dedup.purge(q.id, int64(q.mu.props.DuplicateDetectionHistoryTimeWindow), now, ops)
+}
+
+// dedupDeadlineLocked is when the oldest history entry leaves the window.
+func (q *entity) dedupDeadlineLocked() int64 {
+	return q.mu.dedup.deadline(int64(q.mu.props.DuplicateDetectionHistoryTimeWindow))
 }

@@ -100,18 +100,25 @@ func TestParsePath(t *testing.T) {
 		want Path
 		ok   bool
 	}{
-		{"q", Path{"q", SubQueueMain}, true},
-		{"a/b.c-d_e", Path{"a/b.c-d_e", SubQueueMain}, true},
-		{"q/$DeadLetterQueue", Path{"q", SubQueueDeadLetter}, true},
-		{"q/$deadletterqueue", Path{"q", SubQueueDeadLetter}, true},
-		{"q/$Transfer/$DeadLetterQueue", Path{"q", SubQueueTransferDeadLetter}, true},
-		{"Q/$TRANSFER/$DEADLETTERQUEUE", Path{"Q", SubQueueTransferDeadLetter}, true},
+		{"q", Path{Entity: "q", SubQueue: SubQueueMain}, true},
+		{"a/b.c-d_e", Path{Entity: "a/b.c-d_e", SubQueue: SubQueueMain}, true},
+		{"q/$DeadLetterQueue", Path{Entity: "q", SubQueue: SubQueueDeadLetter}, true},
+		{"q/$deadletterqueue", Path{Entity: "q", SubQueue: SubQueueDeadLetter}, true},
+		{"q/$Transfer/$DeadLetterQueue", Path{Entity: "q", SubQueue: SubQueueTransferDeadLetter}, true},
+		{"Q/$TRANSFER/$DEADLETTERQUEUE", Path{Entity: "Q", SubQueue: SubQueueTransferDeadLetter}, true},
 		{"$DeadLetterQueue", Path{}, false},
 		{"/q", Path{}, false},
 		{"q/", Path{}, false},
 		{"a//b", Path{}, false},
 		{"q/$Other", Path{}, false},
 		{"", Path{}, false},
+		{"t/Subscriptions/s", Path{Entity: "t", Subscription: "s"}, true},
+		{"T/subscriptions/S/$deadletterqueue", Path{Entity: "T", Subscription: "S", SubQueue: SubQueueDeadLetter}, true},
+		{"a/b/Subscriptions/s/$Transfer/$DeadLetterQueue", Path{Entity: "a/b", Subscription: "s", SubQueue: SubQueueTransferDeadLetter}, true},
+		{"t/Subscriptions/s/x", Path{}, false},
+		{"t/Subscriptions/", Path{}, false},
+		{"t/Subscriptions", Path{}, false},
+		{"t/Subscriptions/$Default", Path{}, false},
 	} {
 		got, err := ParsePath(tc.in)
 		if tc.ok != (err == nil) || got != tc.want {

@@ -1,9 +1,11 @@
-// Package broker is Busbar's deterministic core for Service Bus queues:
-// entities and their properties, sending, peek-lock and receive-and-delete,
-// settlement, lock renewal and expiry, time-to-live, scheduled messages,
-// deferral, dead-letter queues, duplicate detection, auto-delete on idle,
-// runtime counts and recovery after a restart. It speaks no protocol: the
-// AMQP endpoint and the admin API call the methods of Broker.
+// Package broker is Busbar's deterministic core for Service Bus queues,
+// topics, subscriptions and rules: entities and their properties,
+// sending, fan-out through subscription rules, peek-lock and
+// receive-and-delete, settlement, lock renewal and expiry, time-to-live,
+// scheduled messages, deferral, dead-letter queues, duplicate detection,
+// auto-delete on idle, runtime counts and recovery after a restart. It
+// speaks no protocol: the AMQP endpoint and the admin API call the methods
+// of Broker.
 //
 // # Determinism
 //
@@ -16,21 +18,98 @@
 // timer, woken when a new earlier deadline is armed.
 //
 // Each entity has ONE timer structure (package expiry, a min-heap) holding
-// its lock expiries, message expiries and scheduled enqueues; the broker
-// keeps one more heap with each entity's earliest deadline for Run.
+// its lock expiries, message expiries and scheduled enqueues (a topic's:
+// its scheduled fan-outs); the broker keeps one more heap with each
+// entity's earliest deadline for Run.
 //
 // # Entities and paths
 //
-// A queue has three sub-queues, addressed (case-insensitively) as
+// Queues and topics share one namespace (case-insensitively). A queue and
+// a subscription are both a receiving entity (type entity: ONE
+// implementation of receive, settlement, locks, delivery counts,
+// deferral, dead-lettering, TTL, peek, idle deletion and counts), each
+// with three sub-queues. Paths (matched case-insensitively):
 //
-//	queue                               the queue itself
-//	queue/$DeadLetterQueue              dead-lettered messages (always exists)
-//	queue/$Transfer/$DeadLetterQueue    transfer dead letters (empty until
-//	                                    auto-forwarding exists)
+//	queue                                   a queue
+//	queue/$DeadLetterQueue                  its dead-lettered messages (always exists)
+//	queue/$Transfer/$DeadLetterQueue        its transfer dead letters (empty until
+//	                                        auto-forwarding exists)
+//	topic                                   a topic: send, schedule, cancel only
+//	topic/Subscriptions/sub                 a subscription: receive, settle, peek, …
+//	topic/Subscriptions/sub/$DeadLetterQueue
+//	topic/Subscriptions/sub/$Transfer/$DeadLetterQueue
+//
+// Receiver, settlement, peek, ReceiveDeferred and DeleteMessages take a
+// subscription's paths exactly like a queue's. "Subscriptions" is
+// therefore reserved as a segment of queue and topic names.
 //
 // A message keeps its sequence number for life, also when it moves to the
-// dead-letter queue. Sequence numbers are per queue, strictly increasing
-// and never reused, also across restarts (the store's lastSeq).
+// dead-letter queue. Sequence numbers are per queue or topic, strictly
+// increasing and never reused, also across restarts (the store's lastSeq).
+//
+// Topics. The sequence number a topic sender sees (Schedule returns it,
+// CancelScheduled takes it) is the topic's, and every subscription copy of
+// the message keeps it, as Service Bus does: the same message has the same
+// number in every subscription. One exception: when one subscription gets
+// several copies of one message (a rule without an action matched and
+// one with, or several rules with actions), the first keeps the topic's
+// number and each further copy gets a fresh number from the topic's
+// sequence, so every message of a subscription has its own number (which
+// settlement by sequence number needs); Service Bus does not document what
+// it does there.
+//
+// # Topics, rules and fan-out
+//
+// A subscription has rules (RuleDescription: a filter, TrueFilter,
+// FalseFilter, SQL or correlation, compiled once when the rule is created,
+// and an optional SQL action). A new subscription gets $Default
+// (TrueFilter) unless created with a default rule of its own. A message
+// sent to a topic is routed when it is enqueued (a scheduled one when its
+// time comes) through every subscription whose Status takes new messages:
+//
+//	rules matching without an action ──► one unchanged copy (shared data)
+//	each matching rule with an action ─► its own copy: the action applied,
+//	                                     application property RuleName = rule
+//	a filter or action fails ──────────► DeadLetteringOnFilterEvaluationExceptions
+//	                                     (default true): the unchanged message
+//	                                     in the subscription's DLQ only, reason
+//	                                     = the EvalError's Type, description =
+//	                                     its Message; otherwise that rule just
+//	                                     does not match
+//
+// Filters see the message's properties and system properties (sequence
+// number, enqueued time, size, TTL, …; filter.SystemProps). A copy's TTL
+// is the message's, capped by the topic's DefaultMessageTimeToLive and the
+// subscription's (the lower wins). A message nobody takes is dropped.
+//
+// # Shared data and reference counts
+//
+// A message is stored ONCE however many subscriptions receive it
+// unchanged; each subscription's copy is logical: its own index record
+// (lock, delivery count, state, DLQ) and a Meta-only store message.
+//
+//	store entity "t" (topic)           store entity "t/Subscriptions/a"
+//	  seq 7: Meta{active} + Data ◄────┬── seq 7: Meta{shared}       (no Data)
+//	  seq 9: Meta{scheduled} + Data   │   seq 8: Meta + Data         (own: an action's copy)
+//	                                  │ store entity "t/Subscriptions/b"
+//	topic index rec 7: dc = 2 ◄───────┴── seq 7: Meta{shared}, DLQ  (no Data)
+//
+// The reference count of shared data is the dc field of the topic's index
+// record: the number of subscription copies flagged shared. It is never
+// written to the store: recovery counts it again from the copies (the
+// topic's messages are visited first, its subscriptions' entity ids being
+// higher). A copy releases its reference when it is removed (complete,
+// receive-and-delete, expiry, batch delete) or gets data of its own (a
+// settlement that changes properties, a dead-lettering that adds the
+// reason), once that change is durable (phase 3). Data whose count reaches
+// zero is removed with the next commit of the topic or of any of its
+// subscriptions (or Close); a crash before that leaves data no copy refers
+// to, which recovery removes. Deleting a subscription releases every
+// reference its copies held, removing the freed data in the same batch.
+//
+// A send to a topic with N subscriptions is ONE synced store batch: the
+// data once, N Meta-only appends (or own-data appends for action copies
+// and dead-lettered ones), duplicate-detection values.
 //
 // # Message states
 //
@@ -57,6 +136,10 @@
 //
 //	EXPIRE = DeadLetteringOnMessageExpiration ? DLQ (TTLExpiredException) : gone
 //
+// A subscription runs the same machine, except that its copies are never
+// SCHEDULED (its topic holds a scheduled message until its fan-out) and a
+// copy whose rule evaluation failed arrives in its DLQ directly.
+//
 // In a dead-letter queue the same machine runs without TTL and without
 // dead-lettering; the delivery count is frozen there (Service Bus does not
 // raise it in a DLQ). A settlement whose property changes would push the
@@ -76,14 +159,17 @@
 // enqueued time, TTL, lock expiry, size, delivery count, state, flags) in
 // an ordered block index per sub-queue, plus a 24-byte timer entry when
 // the message has a TTL or is scheduled. Bodies and properties stay in
-// the store and are read with ReadData on delivery and peek.
+// the store and are read with ReadData on delivery and peek. A topic adds
+// one 48-byte record per message whose data subscriptions share (holding
+// the reference count), and each subscription one record per copy.
 //
 // # Store encoding
 //
-// One store entity per queue: Name is the queue name, Spec is JSON
-// (entitySpec: kind, QueueProperties, created, updated). Each message is
-// (EntityID, Seq) → Meta + Data, where Data is message.Marshal's encoding
-// and Meta is, version 1:
+// One store entity per queue, topic and subscription: Name is the queue or
+// topic name or the subscription's path, Spec is JSON (entitySpec: kind,
+// properties, for a subscription its topic's entity id and name, created,
+// updated). Each message is (EntityID, Seq) → Meta + Data, where Data is
+// message.Marshal's encoding and Meta is, version 1:
 //
 //	+---------+--------+----------+-----------+---------+---------+
 //	| version | bits   | delivery | enqueued  | ttl     | opt     |
@@ -93,6 +179,8 @@
 //	bits:     0-1 sub-queue (0 main, 1 $DeadLetterQueue, 2 $Transfer/$DeadLetterQueue)
 //	          2-3 state     (0 active, 1 deferred, 2 scheduled)
 //	          4   was scheduled
+//	          5   shared: a subscription copy whose Data is its topic's
+//	              message of the same seq (its own Data is empty)
 //	delivery: persisted delivery count
 //	enqueued: Unix ns; for a scheduled message its scheduled enqueue time
 //	          (a scheduled message whose time has passed is active: the
@@ -102,11 +190,17 @@
 //	opt:      bitset of optional trailing fields (none yet; reserved for
 //	          session id, dead-letter source, hop count)
 //
-// Store values per queue: "accessed" (last use, 8 bytes big-endian Unix
-// ns, saved with the next commit once a minute old, and on Close) and
-// "dup/<MessageId key>" (duplicate-detection history: first-seen time).
-// A bookkeeping entity "$namespace" holds "next-entity-id" so entity ids
-// are never reused.
+// A topic's messages are shared data (state active) and scheduled
+// messages not yet fanned out (state scheduled).
+//
+// Store values per queue, topic and subscription: "accessed" (last use, 8
+// bytes big-endian Unix ns, saved with the next commit once a minute old,
+// and on Close); per queue and topic "dup/<MessageId key>"
+// (duplicate-detection history: first-seen time); per topic "last-seq"
+// (written when a subscription is deleted, so the numbers its copies had
+// are never reused); per subscription "rule/<lower-case name>" (the rule,
+// JSON, parameters with their types). A bookkeeping entity "$namespace"
+// holds "next-entity-id" so entity ids are never reused.
 //
 // # Concurrency
 //
@@ -119,7 +213,20 @@
 // the commit pushes the batch on a lock-free list that the next holder of
 // the mutex publishes, taking the mutex itself only when a receiver is
 // waiting to be woken or the batch arms a timer. Lock order:
-// Broker.admin → Broker.mu → queue.mu → Broker.timers.
+//
+//	Broker.admin → Broker.mu → topic.fanout → entity.mu → topic.mu → Broker.timers
+//
+// A topic send takes topic.mu once in phase 1 (checks, duplicate
+// detection, sequence numbers), routes and commits without locks, and
+// publishes lock-free: the shared data's records on the topic's pub
+// stack, each subscription's copies on that subscription's (a sender
+// publishes a stack itself once it is 64 batches deep, so a subscription
+// nobody receives from does not pile them up). topic.fanout, a RWMutex,
+// is held shared by every fan-out from before it reads the subscription
+// set until its copies are published, and exclusively by the removal of a
+// subscription or topic: a removal thus sees every copy routed to it.
+// A subscription's operations reach its topic's mutex from under their
+// own (releasing references), never the other way round.
 //
 // Receivers waiting on Ready are woken one per message that becomes
 // available, not all at once (see Receiver).
@@ -133,4 +240,16 @@
 // the broker's indexes together (BenchmarkRestart1M). A queue whose
 // AutoDeleteOnIdle ran out while the broker was down is deleted by the
 // first Tick (idleness counts from the last use saved in the store).
+// Topics come back with their scheduled messages and shared data,
+// subscriptions with their copies and rules (compiled again; a stored rule
+// that no longer compiles is logged and matches nothing), reference counts
+// are counted again, and a topic's next sequence number is above every
+// number its messages, its subscriptions' copies (the store's lastSeq)
+// and its "last-seq" value reached.
+//
+// A topic is idle (AutoDeleteOnIdle, seed 001) without sends, updates,
+// scheduled messages and operations on its subscriptions (receives,
+// peeks, settlements, rule changes, open receivers); a subscription
+// without receives, peeks, updates and new rules: sends to its topic do
+// not keep it alive.
 package broker

@@ -98,9 +98,32 @@ func (x *index) insert(r rec) {
 		return
 	}
 	if len(b.recs) >= blockCap {
-		if b.live < len(b.recs) {
+		switch {
+		case b.live < len(b.recs):
 			b.compact()
-		} else {
+		case bi == len(x.blocks)-1 && i > blockCap/2:
+			// Slightly out of order at the tail (concurrent sends to a
+			// topic publish their copies so): move only the records above
+			// r to a new tail block, so that this one stays full.
+			x.splitAt(bi, i)
+		case bi < len(x.blocks)-1 && i > blockCap/2 && len(x.blocks[bi+1].recs) < blockCap:
+			// Likewise just behind the tail: spill the last record into
+			// the next block, which has room.
+			// (If r itself goes after this block's last record, it is r
+			// that goes there.)
+			nb := x.blocks[bi+1]
+			if i == len(b.recs) {
+				nb.recs = slices.Insert(nb.recs, 0, r)
+				nb.live++
+				x.n++
+				return
+			}
+			last := b.recs[len(b.recs)-1]
+			b.recs = b.recs[:len(b.recs)-1]
+			b.live--
+			nb.recs = slices.Insert(nb.recs, 0, last)
+			nb.live++
+		default:
 			x.split(bi)
 			if r.seq >= x.blocks[bi+1].recs[0].seq {
 				bi++
@@ -129,9 +152,12 @@ func (x *index) appendTail(r rec) {
 }
 
 // split moves the upper half of full block bi into a new block after it.
-func (x *index) split(bi int) {
+func (x *index) split(bi int) { x.splitAt(bi, len(x.blocks[bi].recs)/2) }
+
+// splitAt moves the records of block bi from position h on into a new
+// block after it.
+func (x *index) splitAt(bi, h int) {
 	b := x.blocks[bi]
-	h := len(b.recs) / 2
 	nb := &block{recs: make([]rec, 0, blockCap)}
 	nb.recs = append(nb.recs, b.recs[h:]...)
 	for i := range nb.recs {

@@ -41,6 +41,12 @@ func TestIndexModel(t *testing.T) {
 				x.insert(rec{seq: s, size: int32(s)})
 				model = slices.Insert(model, i, s)
 			}
+		case op < 7 && next > 1: // insert just behind the tail (fan-out copies)
+			s := next - 1 - r.Int64N(min(next-1, 600))
+			if i, found := slices.BinarySearch(model, s); !found {
+				x.insert(rec{seq: s, size: int32(s)})
+				model = slices.Insert(model, i, s)
+			}
 		case len(model) > 0: // remove, biased to the head
 			var i int
 			if r.IntN(2) == 0 {
@@ -150,5 +156,32 @@ func TestMetaRoundTrip(t *testing.T) {
 		if _, err := decodeMeta(bad, &r); err == nil {
 			t.Fatalf("bad meta %x decoded", bad)
 		}
+	}
+}
+
+// TestIndexOutOfOrderTailStaysDense: records arriving slightly out of
+// order at the tail (concurrent fan-outs publishing a subscription's
+// copies) keep blocks full instead of splitting them in halves.
+func TestIndexOutOfOrderTailStaysDense(t *testing.T) {
+	var x index
+	const n = 256 * 100
+	r := rand.New(rand.NewPCG(2, 2))
+	for base := int64(1); base <= n; base += 8 {
+		group := []int64{base, base + 1, base + 2, base + 3, base + 4, base + 5, base + 6, base + 7}
+		r.Shuffle(len(group), func(i, j int) { group[i], group[j] = group[j], group[i] })
+		for _, s := range group {
+			x.insert(rec{seq: s})
+		}
+	}
+	var prev int64
+	x.ascend(0, func(r *rec) bool {
+		if r.seq != prev+1 {
+			t.Fatalf("seq %d after %d", r.seq, prev)
+		}
+		prev = r.seq
+		return true
+	})
+	if x.Len() != n || len(x.blocks) > n/blockCap*11/10+1 {
+		t.Fatalf("%d records in %d blocks (full blocks would be %d)", x.Len(), len(x.blocks), n/blockCap)
 	}
 }

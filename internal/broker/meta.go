@@ -45,6 +45,10 @@ const (
 	// concurrent sends append) but is invisible to everything until its
 	// commit succeeds.
 	flagPending
+	// flagShared: a subscription's copy whose data is its topic's,
+	// stored once for every subscription that received it unchanged (see
+	// topic); the copy's own store message holds Meta only.
+	flagShared
 )
 
 // rec is the in-memory index entry of one message: 48 bytes, no pointers,
@@ -98,6 +102,8 @@ func (r *rec) expired(now int64) bool {
 //	bits: 0-1 sub-queue (0 main, 1 $DeadLetterQueue, 2 $Transfer/$DeadLetterQueue)
 //	      2-3 state     (0 active, 1 deferred, 2 scheduled)
 //	      4   was scheduled
+//	      5   shared data: a subscription's copy whose Data is the topic's
+//	          message of the same sequence number (its own Data is empty)
 //	delivery: the persisted delivery count (deliveries whose lock ended by
 //	          abandon or expiry); a receiver sees it + 1.
 //	enqueued: Unix ns; for a scheduled message its scheduled enqueue time.
@@ -114,6 +120,9 @@ func appendMeta(b []byte, sub SubQueue, r *rec) []byte {
 	if r.flags&flagWasScheduled != 0 {
 		bits |= 1 << 4
 	}
+	if r.flags&flagShared != 0 {
+		bits |= 1 << 5
+	}
 	b = append(b, metaVersion, bits)
 	b = binary.AppendUvarint(b, uint64(r.dc))
 	b = binary.AppendVarint(b, r.enq)
@@ -128,7 +137,7 @@ func decodeMeta(b []byte, r *rec) (SubQueue, error) {
 	bits := b[1]
 	sub := SubQueue(bits & 3)
 	state := MessageState(bits >> 2 & 3)
-	if sub >= numSubQueues || state > StateScheduled || bits>>5 != 0 {
+	if sub >= numSubQueues || state > StateScheduled || bits>>6 != 0 {
 		return 0, fmt.Errorf("bad meta bits %#x", bits)
 	}
 	b = b[2:]
@@ -160,6 +169,9 @@ func decodeMeta(b []byte, r *rec) (SubQueue, error) {
 	if bits&(1<<4) != 0 {
 		r.flags |= flagWasScheduled
 	}
+	if bits&(1<<5) != 0 {
+		r.flags |= flagShared
+	}
 	return sub, nil
 }
 
@@ -167,22 +179,36 @@ func decodeMeta(b []byte, r *rec) (SubQueue, error) {
 //
 //	{"v":1,"kind":"queue","properties":{…QueueProperties…},
 //	 "created":"…","updated":"…"}
+//	{"v":1,"kind":"topic","topic":{…TopicProperties…},"created":…}
+//	{"v":1,"kind":"subscription","subscription":{…SubscriptionProperties…},
+//	 "topicId":7,"name":"sub","created":…}
+//
+// A subscription's store entity is named by its path
+// ("topic/Subscriptions/sub"); its topic's entity id is always lower
+// (created first), so recovery meets the topic first.
 //
 // Durations are integers in nanoseconds. The broker's own bookkeeping
 // entity ("$namespace", never a valid queue name) has kind "namespace" and
 // holds the value "next-entity-id" so entity ids are never reused.
 type entitySpec struct {
-	V          int              `json:"v"`
-	Kind       string           `json:"kind"`
-	Properties *QueueProperties `json:"properties,omitempty"`
-	Created    time.Time        `json:"created,omitzero"`
-	Updated    time.Time        `json:"updated,omitzero"`
+	V            int                     `json:"v"`
+	Kind         string                  `json:"kind"`
+	Properties   *QueueProperties        `json:"properties,omitempty"`
+	Topic        *TopicProperties        `json:"topic,omitempty"`
+	Subscription *SubscriptionProperties `json:"subscription,omitempty"`
+	// TopicID and Name: a subscription's topic entity and its name.
+	TopicID uint64    `json:"topicId,omitempty"`
+	Name    string    `json:"name,omitempty"`
+	Created time.Time `json:"created,omitzero"`
+	Updated time.Time `json:"updated,omitzero"`
 }
 
 const (
-	specKindQueue     = "queue"
-	specKindNamespace = "namespace"
-	namespaceEntity   = "$namespace"
+	specKindQueue        = "queue"
+	specKindTopic        = "topic"
+	specKindSubscription = "subscription"
+	specKindNamespace    = "namespace"
+	namespaceEntity      = "$namespace"
 )
 
 // Store value keys.

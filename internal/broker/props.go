@@ -222,6 +222,9 @@ func ValidateEntityName(name string) error {
 	if strings.Contains(name, "//") {
 		return errorf(KindInvalidArgument, "entity name %q must not contain an empty segment ('//')", name)
 	}
+	if hasReservedSegment(name) {
+		return errorf(KindInvalidArgument, "entity name %q must not contain the segment %q: it is reserved for subscription paths", name, subscriptionsSegment)
+	}
 	return nil
 }
 
@@ -256,26 +259,40 @@ func (s SubQueue) String() string {
 	return "SubQueue(?)"
 }
 
-// Path is a parsed entity path: an entity name and a sub-queue.
+// Path is a parsed entity path: an entity name, for a subscription its
+// name, and a sub-queue.
+//
+//	queue[/$DeadLetterQueue | /$Transfer/$DeadLetterQueue]
+//	topic
+//	topic/Subscriptions/sub[/$DeadLetterQueue | /$Transfer/$DeadLetterQueue]
 type Path struct {
-	Entity   string
-	SubQueue SubQueue
+	// Entity is the queue or topic name.
+	Entity string
+	// Subscription is the subscription name; empty for a queue or topic.
+	Subscription string
+	SubQueue     SubQueue
 }
 
 // String formats p back into its canonical path form.
 func (p Path) String() string {
+	s := p.Entity
+	if p.Subscription != "" {
+		s += "/" + subscriptionsSegment + "/" + p.Subscription
+	}
 	switch p.SubQueue {
 	case SubQueueDeadLetter:
-		return p.Entity + dlqSuffix
+		return s + dlqSuffix
 	case SubQueueTransferDeadLetter:
-		return p.Entity + tdlqSuffix
+		return s + tdlqSuffix
 	}
-	return p.Entity
+	return s
 }
 
-// ParsePath splits "queue", "queue/$DeadLetterQueue" or
-// "queue/$Transfer/$DeadLetterQueue" (suffixes matched case-insensitively)
-// and validates the entity name.
+// ParsePath splits "queue", "queue/$DeadLetterQueue",
+// "queue/$Transfer/$DeadLetterQueue", "topic", "topic/Subscriptions/sub"
+// and the sub-queue paths of a subscription (the "Subscriptions" segment
+// and the suffixes are matched case-insensitively) and validates the
+// names. Whether the entity is a queue or a topic is not known here.
 func ParsePath(s string) (Path, error) {
 	p := Path{Entity: s}
 	switch {
@@ -284,10 +301,29 @@ func ParsePath(s string) (Path, error) {
 	case hasSuffixFold(s, dlqSuffix):
 		p = Path{Entity: s[:len(s)-len(dlqSuffix)], SubQueue: SubQueueDeadLetter}
 	}
+	if i := indexSubscriptions(p.Entity); i >= 0 {
+		p.Subscription = p.Entity[i+len(subscriptionsSegment)+2:]
+		p.Entity = p.Entity[:i]
+		if err := ValidateSubscriptionName(p.Subscription); err != nil {
+			return Path{}, err
+		}
+	}
 	if err := ValidateEntityName(p.Entity); err != nil {
 		return Path{}, err
 	}
 	return p, nil
+}
+
+// indexSubscriptions returns the index of the first "/Subscriptions/"
+// (case-insensitively) in s, or -1.
+func indexSubscriptions(s string) int {
+	const seg = "/" + subscriptionsSegment + "/"
+	for i := 0; i+len(seg) <= len(s); i++ {
+		if s[i] == '/' && strings.EqualFold(s[i:i+len(seg)], seg) {
+			return i
+		}
+	}
+	return -1
 }
 
 func hasSuffixFold(s, suffix string) bool {

@@ -16,8 +16,15 @@ import (
 	"github.com/busbarmq/busbar/internal/store"
 )
 
-// queue is one queue entity: its main queue and sub-queues, locks, timers
-// and duplicate-detection history.
+// entity is a receiving entity: a queue or a topic's subscription, with
+// its main queue and sub-queues, locks, timers and (queues only)
+// duplicate-detection history. Queues and subscriptions share all of it:
+// receive, settlement, locks, delivery counts, deferral, dead-lettering,
+// TTL, peek, idle deletion and counts are this one implementation. What
+// differs is how messages arrive (a queue's own Send; a subscription's
+// copies from its topic's fan-out, see topic) and where a copy's data may
+// live (flagShared: in the topic's store entity, shared by every
+// subscription that received the message unchanged).
 //
 // Every state change follows three phases so that no entity lock is held
 // across a store commit:
@@ -29,10 +36,19 @@ import (
 //
 // A busy record is invisible to receives and settlements, so nothing else
 // can act on a message between its decision and its durable outcome.
-type queue struct {
+type entity struct {
 	b    *Broker
 	id   uint64
-	name string // as created
+	name string // as created; for a subscription its path "topic/Subscriptions/sub"
+
+	// topic is a subscription's topic (nil for a queue); subName its
+	// name within the topic.
+	topic   *topic
+	subName string
+	// route is what a fan-out needs to know about a subscription (its
+	// compiled rules and the properties routing reads), replaced whole
+	// under Broker.admin when a rule or property changes, read lock-free.
+	route atomic.Pointer[routing]
 
 	// inflight counts operations between phase 1 and phase 3; delete and
 	// Close wait for it so their store ops come after.
@@ -57,8 +73,11 @@ type queue struct {
 
 	mu struct {
 		sync.Mutex
-		gone     error // non-nil once deleted (not found) or closed
-		props    QueueProperties
+		gone  error // non-nil once deleted (not found) or closed
+		props QueueProperties
+		// sprops are a subscription's own properties (props holds their
+		// receiving view, SubscriptionProperties.receiving).
+		sprops   SubscriptionProperties
 		created  time.Time
 		updated  time.Time
 		accessed int64 // Unix ns of the last use; 0 = never
@@ -135,8 +154,8 @@ const (
 	PropDeadLetterErrorDescription = "DeadLetterErrorDescription"
 )
 
-func newQueue(b *Broker, id uint64, name string, p QueueProperties, created time.Time) *queue {
-	q := &queue{b: b, id: id, name: name}
+func newEntity(b *Broker, id uint64, name string, p QueueProperties, created time.Time) *entity {
+	q := &entity{b: b, id: id, name: name}
 	q.mu.props = p
 	q.mu.created = created
 	q.mu.updated = created
@@ -151,12 +170,17 @@ func newQueue(b *Broker, id uint64, name string, p QueueProperties, created time
 	return q
 }
 
-func (q *queue) specLocked() entitySpec {
+func (q *entity) specLocked() entitySpec {
+	if q.topic != nil {
+		p := q.mu.sprops
+		return entitySpec{Kind: specKindSubscription, Subscription: &p, TopicID: q.topic.id, Name: q.subName,
+			Created: q.mu.created, Updated: q.mu.updated}
+	}
 	p := q.mu.props
 	return entitySpec{Kind: specKindQueue, Properties: &p, Created: q.mu.created, Updated: q.mu.updated}
 }
 
-func (q *queue) infoLocked() QueueInfo {
+func (q *entity) infoLocked() QueueInfo {
 	s := &q.mu.subs
 	c := Counts{
 		Active:      s[SubQueueMain].count[StateActive],
@@ -181,39 +205,56 @@ func (q *queue) infoLocked() QueueInfo {
 	return info
 }
 
-// pubBatch is one committed send on the pub stack.
+// pubBatch is one committed send on the pub stack: a queue's send (its
+// placeholders are published) or a fan-out's copies for a subscription
+// (insert: the records are added; sub may be the dead-letter queue for
+// copies whose rule evaluation failed).
 type pubBatch struct {
-	recs  []rec
-	added int64 // bytes, moved from mu.pending to mu.size when published
-	next  *pubBatch
+	recs   []rec
+	added  int64 // bytes, moved from mu.pending to mu.size when published
+	sub    SubQueue
+	insert bool
+	depth  int32 // batches below this one on the stack
+	next   *pubBatch
 }
 
 // lock locks q.mu and publishes the committed sends waiting on pub. Every
 // acquisition of q.mu goes through it.
-func (q *queue) lock() {
+func (q *entity) lock() {
 	q.mu.Lock()
 	q.drainLocked()
 }
 
-func (q *queue) drainLocked() {
+func (q *entity) drainLocked() {
 	if q.pub.Load() == nil {
 		return
 	}
-	for b := q.pub.Swap(nil); b != nil; b = b.next {
+	// Oldest first: a subscription's copies are inserted rather than
+	// found as placeholders, and in ascending order they append.
+	var prev *pubBatch
+	for b := q.pub.Swap(nil); b != nil; {
+		next := b.next
+		b.next, prev, b = prev, b, next
+	}
+	for b := prev; b != nil; b = b.next {
 		q.mu.pending -= b.added
 		if q.mu.gone == nil {
-			q.publishLocked(b.recs, true)
+			q.publishLocked(b.sub, b.recs, true, b.insert)
 		}
 	}
 }
 
-// pushPublished puts a committed send on the pub stack.
-func (q *queue) pushPublished(b *pubBatch) {
+// pushPublished puts a committed send on the pub stack and returns how
+// many batches were already there.
+func (q *entity) pushPublished(b *pubBatch) int32 {
 	for {
 		old := q.pub.Load()
-		b.next = old
+		b.next, b.depth = old, 0
+		if old != nil {
+			b.depth = old.depth + 1
+		}
 		if q.pub.CompareAndSwap(old, b) {
-			return
+			return b.depth
 		}
 	}
 }
@@ -221,7 +262,14 @@ func (q *queue) pushPublished(b *pubBatch) {
 // lockAt locks q.mu after running the timer work due at now, so every
 // operation sees the state the core would have at now even when the Run
 // shell is late or absent (the "lazy check on access").
-func (q *queue) lockAt(now int64) {
+//
+// For a subscription it first does the same for its topic, so a
+// scheduled message whose time has come is fanned out before the
+// subscription is looked at.
+func (q *entity) lockAt(now int64) {
+	if q.topic != nil {
+		q.topic.catchUp(now)
+	}
 	q.lock()
 	if next, ok := q.mu.timers.Next(); ok && next <= now && q.mu.gone == nil {
 		q.mu.Unlock()
@@ -232,15 +280,39 @@ func (q *queue) lockAt(now int64) {
 
 // touchLocked records a use of the queue (sends, receives, peeks,
 // settlements, updates) for AccessedAt and AutoDeleteOnIdle.
-func (q *queue) touchLocked(now int64) {
+func (q *entity) touchLocked(now int64) {
 	if now > q.mu.accessed {
 		q.mu.accessed = now
 	}
+	if q.topic != nil {
+		q.topic.touch(now) // any operation on a subscription uses its topic
+	}
+}
+
+// armedSlot implements timerOwner.
+func (q *entity) armedSlot() *int64 { return &q.armedAt }
+
+// addSizeLocked changes the stored size of the entity, and of its topic
+// for a subscription (the topic's quota counts every copy).
+func (q *entity) addSizeLocked(d int64) {
+	q.mu.size += d
+	if q.topic != nil {
+		q.topic.size.Add(d)
+	}
+}
+
+// readData reads the data of r: the subscription's own, or the topic's
+// shared data (flagShared).
+func (q *entity) readData(r *rec) ([]byte, error) {
+	if r.flags&flagShared != 0 {
+		return q.b.store.ReadData(q.topic.id, uint64(r.seq))
+	}
+	return q.b.store.ReadData(q.id, uint64(r.seq))
 }
 
 // saveAccessedLocked adds the last-access time to a batch about to be
 // committed anyway, when it has moved enough since last saved.
-func (q *queue) saveAccessedLocked(ops []store.Op) []store.Op {
+func (q *entity) saveAccessedLocked(ops []store.Op) []store.Op {
 	if q.mu.accessed-q.mu.accessedSaved < accessedSaveInterval {
 		return ops
 	}
@@ -248,9 +320,9 @@ func (q *queue) saveAccessedLocked(ops []store.Op) []store.Op {
 	return append(ops, store.Op{Kind: store.OpPutValue, EntityID: q.id, Key: valueAccessed, Data: be64(q.mu.accessed)})
 }
 
-func (q *queue) path(sub SubQueue) string { return Path{Entity: q.name, SubQueue: sub}.String() }
+func (q *entity) path(sub SubQueue) string { return Path{Entity: q.name, SubQueue: sub}.String() }
 
-func (q *queue) sendCheckLocked() error {
+func (q *entity) sendCheckLocked() error {
 	if q.mu.gone != nil {
 		return q.mu.gone
 	}
@@ -260,19 +332,22 @@ func (q *queue) sendCheckLocked() error {
 	return nil
 }
 
-func (q *queue) receiveCheckLocked(sub SubQueue) error {
+func (q *entity) receiveCheckLocked(sub SubQueue) error {
 	if q.mu.gone != nil {
 		return q.mu.gone
 	}
 	if !q.mu.props.Status.canReceive() {
 		return errorf(KindEntityDisabled, "The messaging entity '%s' is %s: receiving is not allowed.", q.path(sub), q.mu.props.Status)
 	}
+	if q.topic != nil && q.topic.disabled.Load() {
+		return errorf(KindEntityDisabled, "The messaging entity '%s' is Disabled: receiving from its subscriptions is not allowed.", q.topic.name)
+	}
 	return nil
 }
 
 // newTokenLocked returns a random (version 4) lock token from the queue's
 // ChaCha8 stream, which is seeded from crypto/rand and cheap to draw from.
-func (q *queue) newTokenLocked() uuid.UUID {
+func (q *entity) newTokenLocked() uuid.UUID {
 	var u uuid.UUID
 	binary.LittleEndian.PutUint64(u[:8], q.mu.rng.Uint64())
 	binary.LittleEndian.PutUint64(u[8:], q.mu.rng.Uint64())
@@ -286,7 +361,7 @@ func (q *queue) newTokenLocked() uuid.UUID {
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // wakeOneLocked wakes the longest-waiting receiver of sub, if any.
-func (q *queue) wakeOneLocked(sub SubQueue) {
+func (q *entity) wakeOneLocked(sub SubQueue) {
 	sq := &q.mu.subs[sub]
 	for len(sq.waiters) > 0 {
 		r := sq.waiters[0]
@@ -301,7 +376,7 @@ func (q *queue) wakeOneLocked(sub SubQueue) {
 }
 
 // unwaitLocked closes r's wait channel (r is or was queued as a waiter).
-func (q *queue) unwaitLocked(r *Receiver) {
+func (q *entity) unwaitLocked(r *Receiver) {
 	close(r.waitCh)
 	r.waitCh = nil
 	q.waiting.Add(-1)
@@ -309,7 +384,7 @@ func (q *queue) unwaitLocked(r *Receiver) {
 
 // wakeAllLocked wakes every waiting receiver (the entity was deleted or
 // closed, or its status changed).
-func (q *queue) wakeAllLocked() {
+func (q *entity) wakeAllLocked() {
 	for i := range q.mu.subs {
 		sq := &q.mu.subs[i]
 		for _, r := range sq.waiters {
@@ -324,14 +399,14 @@ func (q *queue) wakeAllLocked() {
 // passOnLocked wakes another waiter if messages are still available, so
 // that a receiver woken for messages it did not take (it took fewer, or
 // closed) does not leave them stranded while others sleep.
-func (q *queue) passOnLocked(sub SubQueue) {
+func (q *entity) passOnLocked(sub SubQueue) {
 	if len(q.mu.subs[sub].waiters) > 0 && q.peekAvailableLocked(sub) != nil {
 		q.wakeOneLocked(sub)
 	}
 }
 
 // releaseLocked drops all state of a deleted queue.
-func (q *queue) releaseLocked() {
+func (q *entity) releaseLocked() {
 	for i := range q.mu.subs {
 		q.mu.subs[i] = subState{}
 	}
@@ -343,12 +418,12 @@ func (q *queue) releaseLocked() {
 
 // ---- records ----
 
-func (q *queue) countLocked(sub SubQueue, s MessageState, d int64) {
+func (q *entity) countLocked(sub SubQueue, s MessageState, d int64) {
 	q.mu.subs[sub].count[s] += d
 }
 
 // makeAvailableLocked publishes r (which must be available) to receivers.
-func (q *queue) makeAvailableLocked(sub SubQueue, r *rec) {
+func (q *entity) makeAvailableLocked(sub SubQueue, r *rec) {
 	sq := &q.mu.subs[sub]
 	if r.seq < sq.cursor {
 		sq.ready.push(r.seq)
@@ -360,7 +435,7 @@ func (q *queue) makeAvailableLocked(sub SubQueue, r *rec) {
 // sequence order without taking it; it drops stale ready entries and moves
 // the cursor over unavailable records on the way. Taking the record (lock
 // or busy mark) makes it unavailable, so the next call moves past it.
-func (q *queue) peekAvailableLocked(sub SubQueue) *rec {
+func (q *entity) peekAvailableLocked(sub SubQueue) *rec {
 	sq := &q.mu.subs[sub]
 	for len(sq.ready) > 0 {
 		if r := sq.idx.get(sq.ready.min()); r != nil && r.available() {
@@ -381,10 +456,10 @@ func (q *queue) peekAvailableLocked(sub SubQueue) *rec {
 }
 
 // insertRecLocked adds a record to sub (a send, a dead-letter move).
-func (q *queue) insertRecLocked(sub SubQueue, r rec) {
+func (q *entity) insertRecLocked(sub SubQueue, r rec) {
 	q.mu.subs[sub].idx.insert(r)
 	q.countLocked(sub, r.state, 1)
-	q.mu.size += int64(r.size)
+	q.addSizeLocked(int64(r.size))
 	p := q.mu.subs[sub].idx.get(r.seq)
 	q.armRecLocked(sub, p, 0)
 	if p.available() {
@@ -393,18 +468,18 @@ func (q *queue) insertRecLocked(sub SubQueue, r rec) {
 }
 
 // dropRecLocked removes r from sub.
-func (q *queue) dropRecLocked(sub SubQueue, r *rec) {
+func (q *entity) dropRecLocked(sub SubQueue, r *rec) {
 	if r.locked() {
 		q.unlockRecLocked(sub, r)
 	}
 	q.countLocked(sub, r.state, -1)
-	q.mu.size -= int64(r.size)
+	q.addSizeLocked(-int64(r.size))
 	q.mu.subs[sub].idx.remove(r.seq)
 }
 
 // armRecLocked pushes the timer r needs in its current state, not earlier
 // than notBefore.
-func (q *queue) armRecLocked(sub SubQueue, r *rec, notBefore int64) {
+func (q *entity) armRecLocked(sub SubQueue, r *rec, notBefore int64) {
 	var e expiry.Entry
 	switch {
 	case r.busy():
@@ -425,7 +500,7 @@ func (q *queue) armRecLocked(sub SubQueue, r *rec, notBefore int64) {
 }
 
 // lockRecLocked locks r for LockDuration from now and returns the token.
-func (q *queue) lockRecLocked(sub SubQueue, r *rec, now int64) uuid.UUID {
+func (q *entity) lockRecLocked(sub SubQueue, r *rec, now int64) uuid.UUID {
 	tok := q.newTokenLocked()
 	r.until = now + int64(q.mu.props.LockDuration)
 	q.mu.locks[tok] = lockRef{seq: r.seq, sub: sub}
@@ -434,7 +509,7 @@ func (q *queue) lockRecLocked(sub SubQueue, r *rec, now int64) uuid.UUID {
 	return tok
 }
 
-func (q *queue) unlockRecLocked(sub SubQueue, r *rec) {
+func (q *entity) unlockRecLocked(sub SubQueue, r *rec) {
 	sq := &q.mu.subs[sub]
 	if tok, ok := sq.locked[r.seq]; ok {
 		delete(sq.locked, r.seq)
@@ -445,7 +520,7 @@ func (q *queue) unlockRecLocked(sub SubQueue, r *rec) {
 
 // lockedRecLocked resolves a lock token of sub to its record, or reports
 // the lock lost (unknown, used, expired, or of another sub-queue).
-func (q *queue) lockedRecLocked(sub SubQueue, tok uuid.UUID, now int64) (*rec, error) {
+func (q *entity) lockedRecLocked(sub SubQueue, tok uuid.UUID, now int64) (*rec, error) {
 	ref, ok := q.mu.locks[tok]
 	if !ok || ref.sub != sub {
 		return nil, errLockLost()
@@ -460,7 +535,7 @@ func (q *queue) lockedRecLocked(sub SubQueue, tok uuid.UUID, now int64) (*rec, e
 // ---- timers ----
 
 // nextDeadlineLocked is the earliest instant the queue has timer work.
-func (q *queue) nextDeadlineLocked() int64 {
+func (q *entity) nextDeadlineLocked() int64 {
 	at, _ := q.mu.timers.Next()
 	pick := func(t int64) {
 		if t != 0 && (at == 0 || t < at) {
@@ -472,7 +547,7 @@ func (q *queue) nextDeadlineLocked() int64 {
 	return at
 }
 
-func (q *queue) rearmLocked() {
+func (q *entity) rearmLocked() {
 	if q.mu.gone != nil {
 		return
 	}
@@ -482,13 +557,13 @@ func (q *queue) rearmLocked() {
 		return
 	}
 	q.mu.armedHint = at
-	q.b.armQueue(q, at)
+	q.b.arm(q, q.id, at)
 }
 
 // compactTimersLocked drops stale timer entries when they dominate: every
 // message has at most one live ttl/scheduled entry and each lock one live
 // entry, so a heap much larger than that is mostly garbage.
-func (q *queue) compactTimersLocked() {
+func (q *entity) compactTimersLocked() {
 	h := &q.mu.timers
 	live := q.mu.subs[SubQueueMain].idx.Len() + len(q.mu.locks)
 	if h.Len() < 4096 || h.Len() < 2*live {
@@ -509,7 +584,7 @@ func (q *queue) compactTimersLocked() {
 	})
 }
 
-func (q *queue) idleDeadlineLocked() int64 {
+func (q *entity) idleDeadlineLocked() int64 {
 	idle := q.mu.props.AutoDeleteOnIdle
 	if idle >= Infinite {
 		return 0
@@ -527,7 +602,7 @@ func (q *queue) idleDeadlineLocked() int64 {
 // idleLocked reports whether the queue has been idle for AutoDeleteOnIdle.
 // Open receivers and pending scheduled messages keep it alive: then the
 // idle clock restarts at now.
-func (q *queue) idleLocked(now int64) bool {
+func (q *entity) idleLocked(now int64) bool {
 	d := q.idleDeadlineLocked()
 	if d == 0 || d > now {
 		return false
@@ -541,7 +616,7 @@ func (q *queue) idleLocked(now int64) bool {
 
 // tick runs the timer work due at now and re-arms the queue. It reports
 // whether the queue is idle and should be auto-deleted.
-func (q *queue) tick(now int64) (idle bool) {
+func (q *entity) tick(now int64) (idle bool) {
 	q.lock()
 	if q.mu.gone != nil {
 		q.mu.Unlock()
@@ -651,7 +726,7 @@ func deadLetterTransitionLocked(r *rec, reason, desc string, props map[string]an
 // expireLocked handles an expired message of the main queue (unlocked):
 // dead-lettered with TTLExpiredException if the queue says so, else
 // dropped. props are a settlement's property changes, kept if it moves.
-func (q *queue) expireLocked(r *rec, props map[string]any) transition {
+func (q *entity) expireLocked(r *rec, props map[string]any) transition {
 	if q.mu.props.DeadLetteringOnMessageExpiration {
 		return deadLetterTransitionLocked(r, ReasonTTLExpired, DescriptionTTLExpired, props)
 	}
@@ -670,7 +745,7 @@ func (q *queue) expireLocked(r *rec, props map[string]any) transition {
 //
 // It returns the transition to persist, or false when the change is
 // in-memory only (a plain release).
-func (q *queue) lockEndLocked(sub SubQueue, r *rec, now int64, props map[string]any, count bool) (transition, bool) {
+func (q *entity) lockEndLocked(sub SubQueue, r *rec, now int64, props map[string]any, count bool) (transition, bool) {
 	q.unlockRecLocked(sub, r)
 	next := *r
 	if count && sub == SubQueueMain {
@@ -699,7 +774,7 @@ func (q *queue) lockEndLocked(sub SubQueue, r *rec, now int64, props map[string]
 
 // persist is phase 2: rewrite data where needed and commit the
 // transitions with ops appended. No lock is held.
-func (q *queue) persist(ts []transition, ops []store.Op, sync bool) error {
+func (q *entity) persist(ts []transition, ops []store.Op, sync bool) error {
 	batch := store.Batch{Ops: make([]store.Op, 0, len(ts)+len(ops))}
 	for i := range ts {
 		t := &ts[i]
@@ -711,6 +786,7 @@ func (q *queue) persist(ts []transition, ops []store.Op, sync bool) error {
 			data, err := q.rewrite(t)
 			if err == nil {
 				t.newSize = int32(len(data))
+				t.next.flags &^= flagShared // the copy has its own data now
 				batch.Add(store.Op{Kind: store.OpRewrite, EntityID: q.id, Seq: uint64(t.seq),
 					Meta: appendMeta(nil, t.to, &t.next), Data: data})
 				continue
@@ -722,10 +798,19 @@ func (q *queue) persist(ts []transition, ops []store.Op, sync bool) error {
 		batch.Add(store.Op{Kind: store.OpSetMeta, EntityID: q.id, Seq: uint64(t.seq), Meta: appendMeta(nil, t.to, &t.next)})
 	}
 	batch.Ops = append(batch.Ops, ops...)
+	var garbage []int64
+	if q.topic != nil {
+		// Shared data that lost its last reference rides along.
+		garbage = q.topic.takeGarbage()
+		batch.Ops = q.topic.appendGarbageOps(batch.Ops, garbage)
+	}
 	if batch.Len() == 0 {
 		return nil
 	}
 	if err := q.b.store.Commit(&batch, sync); err != nil {
+		if garbage != nil {
+			q.topic.returnGarbage(garbage)
+		}
 		return internal(err, "store commit for %s", q.name)
 	}
 	return nil
@@ -735,8 +820,10 @@ func (q *queue) persist(ts []transition, ops []store.Op, sync bool) error {
 // properties, and returns the new data. If the changes push the header
 // over MaxHeaderSize they are dropped and the message is dead-lettered
 // with HeaderSizeExceeded instead (t is updated to match).
-func (q *queue) rewrite(t *transition) ([]byte, error) {
-	data, err := q.b.store.ReadData(q.id, uint64(t.seq))
+func (q *entity) rewrite(t *transition) ([]byte, error) {
+	src := t.next
+	src.seq = t.seq
+	data, err := q.readData(&src)
 	if err != nil {
 		return nil, err
 	}
@@ -798,7 +885,7 @@ func setDeadLetterProps(m *message.Message, reason, desc string) {
 // failure (err != nil) return the messages to where they were (a lock
 // that was being settled is gone: the message is available again, its
 // delivery count unchanged).
-func (q *queue) applyLocked(ts []transition, err error, now int64) {
+func (q *entity) applyLocked(ts []transition, err error, now int64) {
 	if q.mu.gone != nil {
 		return
 	}
@@ -806,6 +893,12 @@ func (q *queue) applyLocked(ts []transition, err error, now int64) {
 	if err != nil {
 		notBefore = now + retryDelay
 	}
+	var unref []int64 // copies that no longer use their topic's shared data
+	defer func() {
+		if len(unref) > 0 {
+			q.topic.dropRefs(unref)
+		}
+	}()
 	for i := range ts {
 		t := &ts[i]
 		r := q.mu.subs[t.from].idx.get(t.seq)
@@ -813,6 +906,9 @@ func (q *queue) applyLocked(ts []transition, err error, now int64) {
 			continue
 		}
 		r.flags &^= flagBusy
+		if err == nil && r.flags&flagShared != 0 && (t.remove || t.next.flags&flagShared == 0) {
+			unref = append(unref, t.seq)
+		}
 		if err != nil {
 			q.armRecLocked(t.from, r, notBefore)
 			if r.available() {
@@ -831,7 +927,7 @@ func (q *queue) applyLocked(ts []transition, err error, now int64) {
 		}
 		if t.to == t.from {
 			q.countLocked(t.from, r.state, -1)
-			q.mu.size += int64(next.size) - int64(r.size)
+			q.addSizeLocked(int64(next.size) - int64(r.size))
 			*r = next
 			q.countLocked(t.from, r.state, 1)
 			q.armRecLocked(t.from, r, 0)

@@ -64,7 +64,7 @@ type Delivery struct {
 // even 0), Ready or Close soon after: until it does, the message it was
 // woken for may wait for it rather than wake another receiver.
 type Receiver struct {
-	q    *queue
+	q    *entity
 	sub  SubQueue
 	mode ReceiveMode
 	path string
@@ -74,8 +74,11 @@ type Receiver struct {
 	waitCh chan struct{} // non-nil while queued in the sub-queue's waiters
 }
 
-// OpenReceiver opens a receiver on path ("queue", "queue/$DeadLetterQueue"
-// or "queue/$Transfer/$DeadLetterQueue").
+// OpenReceiver opens a receiver on path: a queue ("queue",
+// "queue/$DeadLetterQueue", "queue/$Transfer/$DeadLetterQueue") or a
+// subscription ("topic/Subscriptions/sub" and its sub-queues, alike). A
+// topic path is KindNotAllowed: messages are received from its
+// subscriptions.
 func (b *Broker) OpenReceiver(path string, mode ReceiveMode) (*Receiver, error) {
 	if mode != PeekLock && mode != ReceiveAndDelete {
 		return nil, errorf(KindInvalidArgument, "unknown receive mode %d", mode)
@@ -209,7 +212,7 @@ func (r *Receiver) TryReceive(max int) ([]*Delivery, error) {
 }
 
 // takeLocked locks rc (PeekLock) or marks it for removal (ReceiveAndDelete).
-func (q *queue) takeLocked(sub SubQueue, rc *rec, mode ReceiveMode, now int64, ts *[]transition) taken {
+func (q *entity) takeLocked(sub SubQueue, rc *rec, mode ReceiveMode, now int64, ts *[]transition) taken {
 	if mode == PeekLock {
 		tok := q.lockRecLocked(sub, rc, now)
 		return taken{r: *rc, tok: tok}
@@ -220,7 +223,7 @@ func (q *queue) takeLocked(sub SubQueue, rc *rec, mode ReceiveMode, now int64, t
 
 // deliverLocked finishes a receive: called with q.mu held, it unlocks it, reads
 // the messages, commits removals and expiries, and builds the deliveries.
-func (q *queue) deliverLocked(sub SubQueue, mode ReceiveMode, out []taken, ts []transition, now int64) ([]*Delivery, error) {
+func (q *entity) deliverLocked(sub SubQueue, mode ReceiveMode, out []taken, ts []transition, now int64) ([]*Delivery, error) {
 	if len(out) == 0 && len(ts) == 0 {
 		q.mu.Unlock()
 		return nil, nil
@@ -297,8 +300,8 @@ func (q *queue) deliverLocked(sub SubQueue, mode ReceiveMode, out []taken, ts []
 }
 
 // readDelivery reads and decodes one message for delivery or peek.
-func (q *queue) readDelivery(sub SubQueue, r *rec, tok uuid.UUID) (*Delivery, error) {
-	data, err := q.b.store.ReadData(q.id, uint64(r.seq))
+func (q *entity) readDelivery(sub SubQueue, r *rec, tok uuid.UUID) (*Delivery, error) {
+	data, err := q.readData(r)
 	if err != nil {
 		return nil, err
 	}

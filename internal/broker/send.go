@@ -8,12 +8,19 @@ import (
 	"github.com/busbarmq/busbar/internal/store"
 )
 
-// Send enqueues msgs on the queue at path, atomically: on success every
-// message is durable (the store commit is synced) and visible; on error
-// none is. A message whose x-opt-scheduled-enqueue-time annotation
-// (time.Time) is in the future is scheduled instead. With duplicate
-// detection, a message whose MessageId was seen within the window is
-// acknowledged and dropped.
+// Send enqueues msgs on the queue or topic at path, atomically: on
+// success every message is durable (the store commit is synced) and
+// visible; on error none is. A message whose x-opt-scheduled-enqueue-time
+// annotation (time.Time) is in the future is scheduled instead. With
+// duplicate detection, a message whose MessageId was seen within the
+// window is acknowledged and dropped.
+//
+// On a topic, each message is routed through every subscription's rules
+// when it is enqueued (for a scheduled message: when its time comes) and
+// its copies are committed with it, in the same batch: the copies are
+// durable and visible when Send returns. A message no subscription takes
+// is accepted and dropped. Sending to a subscription path is
+// KindNotAllowed.
 func (b *Broker) Send(ctx context.Context, path string, msgs []*message.Message) error {
 	_, err := b.enqueue(ctx, path, msgs, time.Time{}, false)
 	return err
@@ -24,26 +31,32 @@ func (b *Broker) Send(ctx context.Context, path string, msgs []*message.Message)
 // x-opt-scheduled-enqueue-time annotation. A time not in the future
 // enqueues at once. The messages' TTL counts from the scheduled time. A
 // duplicate (duplicate detection) gets a sequence number that names no
-// message, as in Service Bus.
+// message, as in Service Bus. On a topic the message is fanned out to the
+// subscriptions (that exist and match) when its time comes; until then it
+// counts in the topic's Scheduled count.
 func (b *Broker) Schedule(ctx context.Context, path string, msgs []*message.Message, at time.Time) ([]int64, error) {
 	return b.enqueue(ctx, path, msgs, at, true)
 }
 
-// CancelScheduled removes scheduled messages that have not been enqueued
-// yet. Sequence numbers of messages that are not (or no longer) scheduled
-// are ignored.
+// CancelScheduled removes scheduled messages of a queue or topic that have
+// not been enqueued (on a topic: fanned out) yet, by the sequence numbers
+// Schedule returned. Sequence numbers of messages that are not (or no
+// longer) scheduled are ignored.
 func (b *Broker) CancelScheduled(ctx context.Context, path string, seqs []int64) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	q, p, err := b.lookup(path)
+	q, t, _, err := b.lookupSend(path)
 	if err != nil {
+		if KindOf(err) == KindNotAllowed {
+			return errorf(KindNotAllowed, "'%s' is not a queue or topic; scheduled messages live in the queue or topic itself", path)
+		}
 		return err
 	}
-	if p.SubQueue != SubQueueMain {
-		return errorf(KindNotAllowed, "'%s' is a sub-queue; scheduled messages live in the queue itself", path)
-	}
 	now := b.now()
+	if t != nil {
+		return t.cancelScheduled(seqs, now)
+	}
 	q.lockAt(now)
 	if err := q.sendCheckLocked(); err != nil {
 		q.mu.Unlock()
@@ -76,6 +89,7 @@ func (b *Broker) CancelScheduled(ctx context.Context, path string, seqs []int64)
 
 // pendingMsg is one message of a send between encoding and publishing.
 type pendingMsg struct {
+	m        *message.Message // as sent (read-only)
 	data     []byte
 	sched    int64 // scheduled enqueue time (Unix ns), 0 = now
 	ttl      int64 // requested TTL, 0 = none
@@ -90,37 +104,72 @@ func (b *Broker) enqueue(ctx context.Context, path string, msgs []*message.Messa
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	q, p, err := b.lookup(path)
+	q, t, _, err := b.lookupSend(path)
 	if err != nil {
 		return nil, err
-	}
-	if p.SubQueue != SubQueueMain {
-		return nil, errorf(KindNotAllowed, "'%s' is a sub-queue; messages can only reach it by dead-lettering", path)
 	}
 	if len(msgs) == 0 {
 		return nil, nil
 	}
 	nowT := b.clock.Now()
-	now := nowT.UnixNano()
+	pend, total, err := encodeSends(msgs, at, schedule, nowT)
+	if err != nil {
+		return nil, err
+	}
+	if t != nil {
+		return t.enqueue(ctx, pend, total, nowT.UnixNano())
+	}
+	return q.enqueue(ctx, pend, total, nowT.UnixNano())
+}
 
-	// Encode outside the lock.
+// lookupSend resolves the target of a send: a queue or a topic.
+func (b *Broker) lookupSend(path string) (*entity, *topic, Path, error) {
+	p, err := ParsePath(path)
+	if err != nil {
+		return nil, nil, p, err
+	}
+	if p.Subscription != "" {
+		return nil, nil, p, errorf(KindNotAllowed, "'%s' is a subscription; messages reach it through its topic '%s'", path, p.Entity)
+	}
+	b.mu.RLock()
+	closed := b.mu.closed
+	q := b.mu.queues[entityKey(p.Entity)]
+	t := b.mu.topics[entityKey(p.Entity)]
+	b.mu.RUnlock()
+	switch {
+	case closed:
+		return nil, nil, p, errClosed()
+	case q == nil && t == nil:
+		return nil, nil, p, errEntityNotFound(path)
+	case p.SubQueue != SubQueueMain && t != nil:
+		return nil, nil, p, errEntityNotFound(path) // a topic has no sub-queues
+	case p.SubQueue != SubQueueMain:
+		return nil, nil, p, errorf(KindNotAllowed, "'%s' is a sub-queue; messages can only reach it by dead-lettering", path)
+	}
+	return q, t, p, nil
+}
+
+// encodeSends encodes a send's messages (outside any lock) and checks
+// what can be checked without the entity.
+func encodeSends(msgs []*message.Message, at time.Time, schedule bool, nowT time.Time) ([]pendingMsg, int64, error) {
 	pend := make([]pendingMsg, len(msgs))
 	var total int64
 	for i, m := range msgs {
 		pm := &pend[i]
 		if m == nil {
-			return nil, errorf(KindInvalidArgument, "message %d is nil", i)
+			return nil, 0, errorf(KindInvalidArgument, "message %d is nil", i)
 		}
 		if err := checkIDs(m); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		data, hs, err := message.AppendWithHeaderSize(nil, m)
 		if err != nil {
-			return nil, &Error{Kind: KindInvalidArgument, Msg: "cannot store message", Err: err}
+			return nil, 0, &Error{Kind: KindInvalidArgument, Msg: "cannot store message", Err: err}
 		}
 		if hs > MaxHeaderSize {
-			return nil, errorf(KindMessageTooLarge, "the message header and properties take %d bytes, over the %d-byte (64 KB) limit", hs, MaxHeaderSize)
+			return nil, 0, errorf(KindMessageTooLarge, "the message header and properties take %d bytes, over the %d-byte (64 KB) limit", hs, MaxHeaderSize)
 		}
+		pm.m = m
 		pm.data = data
 		total += int64(len(data))
 		pm.ttl = int64(m.TTL)
@@ -131,13 +180,19 @@ func (b *Broker) enqueue(ctx context.Context, path string, msgs []*message.Messa
 			st, _ = m.Annotations[ScheduledEnqueueTimeAnnotation].(time.Time)
 		}
 		if schedule && st.IsZero() {
-			return nil, errorf(KindInvalidArgument, "message %d has no scheduled enqueue time", i)
+			return nil, 0, errorf(KindInvalidArgument, "message %d has no scheduled enqueue time", i)
 		}
 		if st.After(nowT) {
 			pm.sched = st.UnixNano()
 		}
 	}
+	return pend, total, nil
+}
 
+// enqueue is a queue's send: phase 1 under mu, the durable commit, the
+// (mostly lock-free) publication.
+func (q *entity) enqueue(ctx context.Context, pend []pendingMsg, total, now int64) ([]int64, error) {
+	b := q.b
 	// Phase 1: checks, duplicate detection, sequence numbers.
 	q.lock()
 	if err := q.sendCheckLocked(); err != nil {
@@ -169,21 +224,7 @@ func (b *Broker) enqueue(ctx context.Context, path string, msgs []*message.Messa
 	if props.RequiresDuplicateDetection {
 		window := int64(props.DuplicateDetectionHistoryTimeWindow)
 		w = &sendWait{done: make(chan struct{})}
-		for i := range pend {
-			pm := &pend[i]
-			if !pm.hasKey {
-				continue
-			}
-			if e, ok := q.mu.dedup.lookup(pm.dedupKey, now, window); ok {
-				pm.drop = true
-				if e.send != w && e.send != nil {
-					waits = append(waits, e.send)
-				}
-				continue
-			}
-			q.mu.dedup.add(pm.dedupKey, now, w)
-			ops = append(ops, store.Op{Kind: store.OpPutValue, EntityID: q.id, Key: valueDedupPrefix + pm.dedupKey, Data: be64(now)})
-		}
+		waits, ops = q.mu.dedup.check(q.id, pend, now, window, w, ops)
 	}
 	defTTL := int64(props.DefaultMessageTimeToLive)
 	if props.DefaultMessageTimeToLive >= Infinite {
@@ -248,7 +289,7 @@ func (b *Broker) enqueue(ctx context.Context, path string, msgs []*message.Messa
 		q.mu.pending -= added
 		gone = q.mu.gone
 		if gone == nil {
-			q.publishLocked(recs, cerr == nil)
+			q.publishLocked(SubQueueMain, recs, cerr == nil, false)
 		}
 		if cerr != nil {
 			for i := range pend {
@@ -285,25 +326,30 @@ func (b *Broker) enqueue(ctx context.Context, path string, msgs []*message.Messa
 	return seqs, nil
 }
 
-// publishLocked makes sent records visible (ok) or drops their
-// placeholders (the commit failed).
-func (q *queue) publishLocked(recs []rec, ok bool) {
-	idx := &q.mu.subs[SubQueueMain].idx
+// publishLocked makes sent records of sub visible (ok) or drops their
+// placeholders (the commit failed). With insert (a fan-out's copies for a
+// subscription) the records are added rather than found as placeholders;
+// their size is already counted in the topic's.
+func (q *entity) publishLocked(sub SubQueue, recs []rec, ok, insert bool) {
+	idx := &q.mu.subs[sub].idx
 	for i := range recs {
 		if !ok {
 			idx.remove(recs[i].seq)
 			continue
+		}
+		if insert {
+			idx.insert(recs[i])
 		}
 		r := idx.get(recs[i].seq)
 		if r == nil {
 			continue
 		}
 		r.flags &^= flagPending
-		q.countLocked(SubQueueMain, r.state, 1)
+		q.countLocked(sub, r.state, 1)
 		q.mu.size += int64(r.size)
-		q.armRecLocked(SubQueueMain, r, 0)
+		q.armRecLocked(sub, r, 0)
 		if r.available() {
-			q.makeAvailableLocked(SubQueueMain, r)
+			q.makeAvailableLocked(sub, r)
 		}
 	}
 	if ok {

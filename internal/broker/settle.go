@@ -7,7 +7,8 @@ import (
 	"github.com/google/uuid"
 )
 
-// Settlement by lock token. A token resolves across the whole entity path
+// Settlement by lock token, on a queue's or a subscription's paths alike.
+// A token resolves across the whole entity path
 // it was issued for (any receiver, or none: receivers may be closed), as
 // Service Bus's management-link settlement needs. An unknown, expired or
 // already used token is KindLockLost and changes nothing. Every
@@ -46,7 +47,7 @@ func (b *Broker) Release(ctx context.Context, path string, token uuid.UUID) erro
 	return b.settle(ctx, path, token, settleRelease, nil, "", "")
 }
 
-// DeadLetter moves the locked message to the queue's dead-letter queue
+// DeadLetter moves the locked message to its entity's dead-letter queue
 // with the DeadLetterReason and DeadLetterErrorDescription application
 // properties (each set when non-empty) and props. A message that is
 // already in a dead-letter queue cannot be dead-lettered (KindNotAllowed).

@@ -47,6 +47,16 @@ func encodeDelivery(d *broker.Delivery, opts deliveryOpts) ([]byte, error) {
 	m.Properties.AbsoluteExpiryTime = d.ExpiresAt // zero (absent) if it never expires
 	if d.TimeToLive > 0 && !d.ExpiresAt.IsZero() {
 		m.Header.TTL = ttlMillis(d.TimeToLive)
+		// The JS, .NET and Java SDKs read the time to live as
+		// absolute-expiry-time - creation-time when both are present (so
+		// that TTLs beyond the header's uint32 milliseconds survive), and
+		// the JS SDK's expiresAtUtc is enqueued time + that. The sender's
+		// creation-time is kept, so absolute-expiry-time is creation-time
+		// + the effective TTL: the sender's own value when its TTL is in
+		// force. Against the enqueued time it would add the send latency.
+		if ct := m.Properties.CreationTime; !ct.IsZero() {
+			m.Properties.AbsoluteExpiryTime = ct.Add(d.TimeToLive)
+		}
 	}
 
 	ma := m.MessageAnnotations

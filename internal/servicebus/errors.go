@@ -75,6 +75,17 @@ func entityNotFoundText(entity string) string {
 // Go SDK treats an unknown link condition as a connection fault and
 // retries, so client mistakes map to amqp:not-allowed, which it treats as
 // final.
+//
+// Rule operations (only the JS and .NET rule managers send them) use the
+// same mapping; amqp-wire §11.7 leaves the cloud's exact conditions open,
+// and these are our choices: a rule name already taken is
+// com.microsoft:entity-already-exists / 409 (JS: MessagingEntityAlreadyExists),
+// an unknown rule or subscription amqp:not-found / 404 with the "could not
+// be found" text (JS: MessagingEntityNotFound), an invalid filter or action
+// amqp:not-allowed / 400 whose description names the rule and the position
+// ("invalid SQL filter of rule 'r': filter: 1:9: …"; the JS SDK 7.9.5
+// reports GeneralError with that text), and too many filters on the topic
+// amqp:resource-limit-exceeded / 403.
 func classify(err error) (frames.Symbol, int32) {
 	var ae *auth.Error
 	var ue *errUnauthorized
@@ -141,7 +152,7 @@ func describe(log *slog.Logger, now time.Time, namespace, op, entity string, err
 	}
 	tracker := namespace
 	if entity != "" {
-		tracker += ":Queue:" + entity
+		tracker += ":" + trackerEntity(entity)
 	}
 	f.desc = fmt.Sprintf("%s TrackingId:%s, SystemTracker:%s, Timestamp:%s",
 		text, f.trackingID, tracker, now.UTC().Format("2006-01-02T15:04:05"))

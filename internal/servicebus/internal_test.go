@@ -166,7 +166,7 @@ func TestMessageConversionRoundTrip(t *testing.T) {
 		ma["x-opt-sequence-number"] != int64(42) || ma["x-opt-enqueue-sequence-number"] != int64(42) ||
 		ma["x-opt-enqueued-time"] != d.EnqueuedTime || ma["x-opt-locked-until"] != d.LockedUntil || ma["x-opt-message-state"] != int32(1) ||
 		ma["x-opt-partition-key"] != "pk" || got.DeliveryAnnotations["x-opt-lock-token"] != encoding.UUID(d.LockToken) ||
-		!got.Properties.AbsoluteExpiryTime.Equal(d.ExpiresAt) || got.Properties.MessageID != (encoding.UUID{1, 2}) ||
+		!got.Properties.AbsoluteExpiryTime.Equal(m.CreationTime.Add(d.TimeToLive)) || got.Properties.MessageID != (encoding.UUID{1, 2}) ||
 		got.ApplicationProperties["u"] != (encoding.UUID{9}) || !bytes.Equal(got.RawBody, body) {
 		t.Fatalf("delivered %+v %+v %+v %v", got.Header, got.Properties, ma, got.DeliveryAnnotations)
 	}

@@ -39,6 +39,10 @@ var mgmtOps = map[string]mgmtOp{
 	opSchedule:          {auth.Send, (*conn).schedule},
 	opCancelScheduled:   {auth.Send, (*conn).cancelScheduled},
 	opBatchDelete:       {auth.Listen, (*conn).batchDelete},
+	// Rules (rules.go): subscriptions only.
+	opAddRule:        {auth.Manage, (*conn).addRule},
+	opRemoveRule:     {auth.Manage, (*conn).removeRule},
+	opEnumerateRules: {auth.Manage, (*conn).enumerateRules},
 	// Busbar has no sessions yet: listing them finds none (204), which
 	// both SDKs read as an empty list.
 	opGetSessions: {auth.Listen, func(*conn, context.Context, string, body) (*response, error) {

@@ -1,8 +1,11 @@
 package servicebus
 
 import (
+	"encoding/hex"
 	"fmt"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/busbarmq/busbar/internal/amqp/encoding"
 	"github.com/busbarmq/busbar/internal/amqp/frames"
@@ -67,13 +70,32 @@ func fromAMQP(m *frames.Message) (*message.Message, error) {
 	return out, nil
 }
 
-// decodeMessage decodes one encoded AMQP message into a message.Message.
+// decodeMessage decodes one encoded AMQP message a client sends into a
+// message.Message. A message without a message-id gets one (a GUID in "N"
+// format), as Service Bus gives it one, also for duplicate detection
+// ("ServiceBus sets an ID as default, only if the application doesn't set
+// its own ID", Azure/azure-service-bus-java#69): the JS SDK keys its lock
+// renewal by message id and fails to settle a received message that has
+// none ("Failed to stop auto lock renewal - no message ID").
 func decodeMessage(data []byte) (*message.Message, error) {
 	var m frames.Message
 	if err := m.UnmarshalBinary(data); err != nil {
 		return nil, err
 	}
-	return fromAMQP(&m)
+	out, err := fromAMQP(&m)
+	if err != nil {
+		return nil, err
+	}
+	if out.MessageID == nil {
+		out.MessageID = newMessageID()
+	}
+	return out, nil
+}
+
+// newMessageID is a message id the broker assigns: 32 hex digits.
+func newMessageID() string {
+	u := uuid.New()
+	return hex.EncodeToString(u[:])
 }
 
 // toAMQP converts msg's bare message into AMQP sections: header (with

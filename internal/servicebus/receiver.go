@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -16,17 +15,6 @@ import (
 
 // maxReceiveBatch bounds one TryReceive of a receiver link.
 const maxReceiveBatch = 100
-
-// endpointPumpBudget works around internal/amqp: Session.pump writes at
-// most 32 deliveries of a link per wake-up of the session goroutine and
-// does not wake itself for the rest, so without another frame or
-// operation on the session the remainder stays queued (seen as the Go
-// SDK receiving 32 of 200 messages and then nothing). Until that is
-// fixed, the pump owes the session one extra wake-up per 32 deliveries
-// it queued and pays them, a millisecond apart, while it is idle. The
-// wake-up is CompleteAttach on the attached link, which the endpoint
-// documents as doing nothing else. Harmless once the endpoint is fixed.
-const endpointPumpBudget = 32
 
 // receiverLink is a client receiver link on an entity: one goroutine moves
 // messages from a broker.Receiver to the link while it has credit.
@@ -96,10 +84,6 @@ func (rl *receiverLink) onFlow(credit uint32, drain bool) {
 // drains once nothing more is available.
 func (rl *receiverLink) pump() {
 	defer rl.r.Close()
-	owed := 0 // wake-ups owed to the session (see endpointPumpBudget)
-	nudge := time.NewTimer(time.Hour)
-	nudge.Stop()
-	defer nudge.Stop()
 	for {
 		select {
 		case <-rl.done:
@@ -120,7 +104,6 @@ func (rl *receiverLink) pump() {
 				if !rl.send(ds) {
 					return
 				}
-				owed += (len(ds)+endpointPumpBudget-1)/endpointPumpBudget + 1
 				continue
 			}
 		}
@@ -131,11 +114,6 @@ func (rl *receiverLink) pump() {
 		if credit > 0 {
 			ready = rl.r.Ready()
 		}
-		var tick <-chan time.Time
-		if owed > 0 {
-			nudge.Reset(time.Millisecond)
-			tick = nudge.C
-		}
 		select {
 		case <-rl.done:
 			return
@@ -143,11 +121,7 @@ func (rl *receiverLink) pump() {
 			return
 		case <-rl.wake:
 		case <-ready:
-		case <-tick:
-			owed--
-			rl.l.CompleteAttach(nil)
 		}
-		nudge.Stop()
 	}
 }
 

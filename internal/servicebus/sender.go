@@ -47,14 +47,18 @@ func (c *conn) attachSender(l *amqp.IncomingLink, a address) error {
 	if err := c.authorize(a.path(), auth.Send); err != nil {
 		return c.refuse("attach", a.path(), err)
 	}
-	qi, err := c.checkEntity(a)
+	ref, err := c.checkEntity(a)
 	if err != nil {
 		return c.refuse("attach", a.path(), err)
 	}
-	s := &senderLink{c: c, l: l, path: qi.Name, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	name, maxSize, err := c.sendTarget(a, ref) // a queue or a topic
+	if err != nil {
+		return c.refuse("attach", a.path(), err)
+	}
+	s := &senderLink{c: c, l: l, path: name, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	// §0.2, §3.4: a non-zero max-message-size, the entity's limit; the
 	// endpoint rejects larger transfers with message-size-exceeded.
-	l.Reply.MaxMessageSize = uint64(qi.Properties.MaxMessageSizeInKilobytes) * 1024
+	l.Reply.MaxMessageSize = maxSize
 	l.MaxUnsettled = senderMaxUnsettled
 	l.OnDelivery = s.onDelivery
 	l.OnDetach = func(error) { s.detach.Do(func() { close(s.done) }) }

@@ -8,16 +8,22 @@
 //     package auth and records the audience, rights and expiry for the
 //     connection; later attaches and management operations are checked
 //     against those grants (Send, Listen, Manage).
-//   - sender links to a queue: each transfer (single message or the
-//     0x80013700 batch format) is decoded into message.Message and sent to
-//     the broker; the client gets accepted, or rejected with a condition.
-//   - receiver links on a queue or its dead-letter sub-queues, in peek-lock
-//     or receive-and-delete mode, with credit, drain, lock tokens as
-//     delivery tags and the client's outcomes mapped to Complete, Abandon,
-//     Defer, DeadLetter and Release.
+//   - sender links to a queue or a topic: each transfer (single message or
+//     the 0x80013700 batch format) is decoded into message.Message and
+//     sent to the broker, which fans a topic's messages out to its
+//     subscriptions by their rules; the client gets accepted, or rejected
+//     with a condition.
+//   - receiver links on a queue, a subscription (topic/Subscriptions/name)
+//     or their dead-letter sub-queues, in peek-lock or receive-and-delete
+//     mode, with credit, drain, lock tokens as delivery tags and the
+//     client's outcomes mapped to Complete, Abandon, Defer, DeadLetter and
+//     Release.
 //   - <entity>/$management: the request/response operations the SDKs use
 //     (renew-lock, peek, receive-by-sequence-number, schedule, cancel,
-//     update-disposition, batch delete).
+//     update-disposition, batch delete) and, on a subscription, the rule
+//     manager's add-rule, remove-rule and enumerate-rules (rules.go).
+//
+// entities.go says which address may name what.
 //
 // The wire contract it follows is the team's amqp-wire.md (Azure Service
 // Bus AMQP wire contract); section numbers in comments (§0.5 and so on)
@@ -238,17 +244,6 @@ func (c *conn) fail(op, entity string, err error) failure {
 // link.
 func (c *conn) refuse(op, entity string, err error) error {
 	return c.fail(op, entity, err).amqpError()
-}
-
-// checkEntity returns the queue an address names, or a not-found error
-// with the cloud's wording naming the whole address (with sub-queue and
-// $management, as the client asked).
-func (c *conn) checkEntity(a address) (broker.QueueInfo, error) {
-	qi, err := c.h.broker.GetQueue(a.entity)
-	if broker.KindOf(err) == broker.KindNotFound {
-		return qi, notFound(c.entityURI(a.String()))
-	}
-	return qi, err
 }
 
 // AttachIncoming handles a client sender link: to $cbs, to a management

@@ -69,7 +69,9 @@ type Header struct {
 	FirstAcquirer bool
 
 	// DeliveryCount is the number of prior unsuccessful delivery
-	// attempts.
+	// attempts. It is always written, 0 too: rhea (the JS SDK's AMQP
+	// stack) does not apply field defaults, so an absent delivery-count
+	// would reach JS applications as undefined instead of 0.
 	DeliveryCount uint32
 }
 
@@ -143,7 +145,7 @@ func (h *Header) AppendAMQP(dst []byte) ([]byte, error) {
 	}
 	f.uintOmitZero(h.TTL)
 	f.boolOmitFalse(h.FirstAcquirer)
-	f.uintOmitZero(h.DeliveryCount)
+	f.uint(h.DeliveryCount)
 	f.end()
 	return b.Bytes(), nil
 }

@@ -37,6 +37,13 @@ type Options struct {
 	// broker.DefaultQueueProperties unless QueueProps names them.
 	Queues     []string
 	QueueProps map[string]broker.QueueProperties
+	// Topics are created after the queues, with
+	// broker.DefaultTopicProperties unless TopicProps names them.
+	Topics     []string
+	TopicProps map[string]broker.TopicProperties
+	// Subscriptions are created after the topics, in order, each with
+	// its rules.
+	Subscriptions []Subscription
 	// AMQP adjusts the endpoint configuration (limits, timeouts).
 	AMQP amqp.Config
 	// Logger receives broker, endpoint and handler logs; nil discards
@@ -144,7 +151,68 @@ func Start(t testing.TB, opts *Options) *Server {
 		}
 		s.CreateQueue(t, q, p)
 	}
+	for _, name := range opts.Topics {
+		p, ok := opts.TopicProps[name]
+		if !ok {
+			p = broker.DefaultTopicProperties()
+		}
+		s.CreateTopic(t, name, p)
+	}
+	for _, sub := range opts.Subscriptions {
+		s.CreateSubscription(t, sub)
+	}
 	return s
+}
+
+// Subscription describes a subscription for Options.Subscriptions and
+// Server.CreateSubscription.
+type Subscription struct {
+	Topic, Name string
+	// Properties are broker.DefaultSubscriptionProperties when nil.
+	Properties *broker.SubscriptionProperties
+	// DefaultRule replaces $Default (TrueFilter) when set (Service Bus's
+	// DefaultRuleDescription).
+	DefaultRule *broker.RuleDescription
+	// Rules are added after the subscription is created, in order.
+	Rules []broker.RuleDescription
+}
+
+// CreateTopic creates a topic or fails the test.
+func (s *Server) CreateTopic(t testing.TB, name string, p broker.TopicProperties) broker.TopicInfo {
+	t.Helper()
+	ti, err := s.Broker.CreateTopic(name, p)
+	if err != nil {
+		t.Fatalf("servicebustest: CreateTopic(%q): %v", name, err)
+	}
+	return ti
+}
+
+// CreateSubscription creates a subscription with its rules or fails the
+// test.
+func (s *Server) CreateSubscription(t testing.TB, sub Subscription) broker.SubscriptionInfo {
+	t.Helper()
+	p := broker.DefaultSubscriptionProperties()
+	if sub.Properties != nil {
+		p = *sub.Properties
+	}
+	si, err := s.Broker.CreateSubscription(sub.Topic, sub.Name, p, sub.DefaultRule)
+	if err != nil {
+		t.Fatalf("servicebustest: CreateSubscription(%q, %q): %v", sub.Topic, sub.Name, err)
+	}
+	for _, r := range sub.Rules {
+		s.CreateRule(t, sub.Topic, sub.Name, r)
+	}
+	return si
+}
+
+// CreateRule adds a rule to a subscription or fails the test.
+func (s *Server) CreateRule(t testing.TB, topic, sub string, r broker.RuleDescription) broker.RuleDescription {
+	t.Helper()
+	rd, err := s.Broker.CreateRule(topic, sub, r)
+	if err != nil {
+		t.Fatalf("servicebustest: CreateRule(%q, %q, %q): %v", topic, sub, r.Name, err)
+	}
+	return rd
 }
 
 // CreateQueue creates a queue or fails the test.

@@ -1,0 +1,563 @@
+package broker
+
+import (
+	"context"
+	"maps"
+	"time"
+
+	"github.com/busbarmq/busbar/internal/broker/expiry"
+	"github.com/busbarmq/busbar/internal/filter"
+	"github.com/busbarmq/busbar/internal/message"
+	"github.com/busbarmq/busbar/internal/store"
+)
+
+// fanOut collects the copies one send (or one batch of scheduled
+// materialisations) delivers to a topic's subscriptions, so that they are
+// committed in ONE store batch with the topic's own ops.
+type fanOut struct {
+	t    *topic
+	subs *subscriptionSet
+	// planned copies, in routing order; seq 0 = needs an extra sequence
+	// number (a second copy of one message in one subscription).
+	copies []plannedCopy
+	extra  int
+	ev     evaluation
+	env    filter.Env
+}
+
+type plannedCopy struct {
+	sub  int // index into subs.list
+	dlq  bool
+	r    rec
+	data []byte // own data; nil: the topic's shared data (r has flagShared)
+}
+
+// route evaluates every subscription's rules against one message (m,
+// encoded as data, topic sequence number seq, enqueued at enq) and plans
+// its copies. It returns how many copies share the topic's data.
+func (f *fanOut) route(m *message.Message, data []byte, seq, enq int64, scheduled bool, topicTTL int64) (refs int) {
+	enqT := time.Unix(0, enq).UTC()
+	sys := filter.SystemProps{SequenceNumber: seq, EnqueuedSequenceNumber: seq, EnqueuedTime: enqT,
+		Size: int64(len(data)), State: filter.StateActive}
+	base := rec{enq: enq, state: StateActive}
+	if scheduled {
+		sys.ScheduledEnqueueTime = enqT
+		base.flags |= flagWasScheduled
+	}
+	f.env.Msg = m
+	for i, q := range f.subs.list {
+		rt := q.route.Load()
+		if !rt.accept || len(rt.rules) == 0 {
+			continue
+		}
+		ttl := effectiveTTL(effectiveTTL(int64(m.TTL), topicTTL), rt.defTTL)
+		f.env.Sys = sys
+		f.env.Sys.TimeToLive = time.Duration(ttl)
+		if e := (&rec{enq: enq, ttl: ttl}).expiresAt(); e != 0 {
+			f.env.Sys.ExpiresAt = time.Unix(0, e).UTC()
+		}
+		ev := &f.ev
+		rt.evaluate(&f.env, ev)
+		if ev.failed != nil {
+			f.planDeadLetter(i, base, seq, ttl, m, ev.failed.Type, ev.failed.Message)
+			continue
+		}
+		n := 0
+		if ev.plain {
+			r := base
+			r.seq, r.ttl, r.size = seq, ttl, int32(len(data))
+			r.flags |= flagShared
+			f.copies = append(f.copies, plannedCopy{sub: i, r: r})
+			refs++
+			n++
+		}
+		for _, a := range ev.actions {
+			own, hs, err := message.AppendWithHeaderSize(nil, a.msg)
+			if err != nil || hs > MaxHeaderSize {
+				// The action made the message unstorable: dead-letter the
+				// original instead of losing it.
+				f.planDeadLetter(i, base, seqOrExtra(seq, n), ttl, m, ReasonHeaderSizeExceeded, DescriptionHeaderSizeExceeded)
+				f.countExtra(n)
+				n++
+				continue
+			}
+			r := base
+			r.seq = seqOrExtra(seq, n)
+			r.ttl = effectiveTTL(effectiveTTL(int64(a.msg.TTL), topicTTL), rt.defTTL)
+			r.size = int32(len(own))
+			f.copies = append(f.copies, plannedCopy{sub: i, r: r, data: own})
+			f.countExtra(n)
+			n++
+		}
+	}
+	f.env.Msg = nil
+	return refs
+}
+
+func seqOrExtra(seq int64, n int) int64 {
+	if n == 0 {
+		return seq
+	}
+	return 0
+}
+
+func (f *fanOut) countExtra(n int) {
+	if n > 0 {
+		f.extra++
+	}
+}
+
+// planDeadLetter plans the copy of m that goes to subscription i's
+// dead-letter queue with reason and description (a rule evaluation
+// failure): data of its own, the reason and description set as the
+// dead-letter application properties.
+func (f *fanOut) planDeadLetter(i int, base rec, seq, ttl int64, m *message.Message, reason, desc string) {
+	c := *m
+	c.ApplicationProperties = maps.Clone(m.ApplicationProperties)
+	setDeadLetterProps(&c, reason, desc)
+	own, err := message.Marshal(&c)
+	if err != nil {
+		f.t.b.log.Error("cannot dead-letter a copy", "topic", f.t.name, "seq", seq, "err", err)
+		return
+	}
+	r := base
+	r.seq, r.ttl, r.size = seq, ttl, int32(len(own))
+	f.copies = append(f.copies, plannedCopy{sub: i, dlq: true, r: r, data: own})
+}
+
+// finish gives the extra copies their sequence numbers (allocated from
+// the topic's, so every message in a subscription has its own number and
+// none is ever reused), appends the copies' store ops to ops, and returns
+// the records to publish per subscription and the bytes they add.
+func (f *fanOut) finish(ops []store.Op) ([]store.Op, []subCopies, int64) {
+	if f.extra > 0 {
+		t := f.t
+		t.lock()
+		next := t.mu.nextSeq
+		t.mu.nextSeq += int64(f.extra)
+		t.mu.Unlock()
+		for i := range f.copies {
+			if f.copies[i].r.seq == 0 {
+				f.copies[i].r.seq = next
+				next++
+			}
+		}
+	}
+	if len(f.copies) == 0 {
+		return ops, nil, 0
+	}
+	per := make([]subCopies, len(f.subs.list))
+	// Carve every subscription's records out of one array.
+	for i := range f.copies {
+		if c := &f.copies[i]; c.dlq {
+			per[c.sub].ndlq++
+		} else {
+			per[c.sub].nmain++
+		}
+	}
+	recs := make([]rec, 0, len(f.copies))
+	for i := range per {
+		pc := &per[i]
+		pc.main = recs[len(recs) : len(recs) : len(recs)+pc.nmain]
+		recs = recs[:len(recs)+pc.nmain]
+		pc.dlq = recs[len(recs) : len(recs) : len(recs)+pc.ndlq]
+		recs = recs[:len(recs)+pc.ndlq]
+	}
+	var bytes int64
+	// One buffer for every copy's Meta (the store keeps none of it).
+	metas := make([]byte, 0, len(f.copies)*maxMetaLen)
+	for i := range f.copies {
+		c := &f.copies[i]
+		q := f.subs.list[c.sub]
+		sq := SubQueueMain
+		if c.dlq {
+			sq = SubQueueDeadLetter
+		}
+		at := len(metas)
+		metas = appendMeta(metas, sq, &c.r)
+		ops = append(ops, store.Op{Kind: store.OpAppend, EntityID: q.id, Seq: uint64(c.r.seq),
+			Meta: metas[at:len(metas):len(metas)], Data: c.data})
+		bytes += int64(c.r.size)
+		pc := &per[c.sub]
+		pc.q = q
+		if c.dlq {
+			pc.dlq = append(pc.dlq, c.r)
+		} else {
+			pc.main = append(pc.main, c.r)
+		}
+	}
+	return ops, per, bytes
+}
+
+// maxPubDepth bounds a subscription's pub stack (see publishCopies).
+const maxPubDepth = 64
+
+// maxMetaLen is an upper bound of appendMeta's output.
+const maxMetaLen = 2 + 5 + 10 + 10 + 1
+
+// subCopies are the records one fan-out adds to one subscription.
+type subCopies struct {
+	q           *entity
+	main, dlq   []rec
+	nmain, ndlq int
+	pub         pubBatch
+}
+
+// publishCopies makes committed copies visible in their subscriptions:
+// like a queue's send, lock-free on the common path (no timer to arm, no
+// dead-letter copy).
+func publishCopies(per []subCopies) {
+	for i := range per {
+		pc := &per[i]
+		q := pc.q
+		if q == nil {
+			continue
+		}
+		if len(pc.dlq) == 0 && !needsTimer(pc.main) {
+			// A subscription nobody receives from would pile up batches:
+			// past maxPubDepth the sender publishes them itself.
+			pc.pub = pubBatch{recs: pc.main, insert: true}
+			if depth := q.pushPublished(&pc.pub); q.waiting.Load() > 0 || depth >= maxPubDepth {
+				q.lock()
+				q.mu.Unlock()
+			}
+			continue
+		}
+		q.lock()
+		if q.mu.gone == nil {
+			if len(pc.main) > 0 {
+				q.publishLocked(SubQueueMain, pc.main, true, true)
+			}
+			if len(pc.dlq) > 0 {
+				q.publishLocked(SubQueueDeadLetter, pc.dlq, true, true)
+			}
+		}
+		q.mu.Unlock()
+	}
+}
+
+// enqueue is a topic's send:
+//
+//  1. under t.mu: status, sizes, quota, duplicate detection, sequence
+//     numbers, placeholders for scheduled messages;
+//  2. without locks: route every message through every subscription's
+//     rules, then commit the topic's ops (the shared data, once, and
+//     scheduled messages) and every copy in one synced batch;
+//  3. publish: the shared data's references under t.mu, the copies in
+//     their subscriptions.
+//
+// The whole send holds t.fanout shared, so a subscription removed
+// meanwhile sees all of its copies.
+func (t *topic) enqueue(ctx context.Context, pend []pendingMsg, total, now int64) ([]int64, error) {
+	b := t.b
+	t.catchUp(now)
+	t.fanout.RLock()
+	unlocked := false
+	defer func() {
+		if !unlocked {
+			t.fanout.RUnlock()
+		}
+	}()
+
+	// The subscriptions to route to: those that exist now (one created
+	// meanwhile may or may not get these messages; one being removed waits
+	// for this send, see fanout).
+	f := fanOut{t: t, subs: t.subs.Load()}
+
+	// Phase 1.
+	t.lock()
+	if err := t.sendCheckLocked(); err != nil {
+		t.mu.Unlock()
+		return nil, err
+	}
+	props := &t.mu.props
+	maxMsg := props.MaxMessageSizeInKilobytes * 1024
+	for i := range pend {
+		if n := int64(len(pend[i].data)); n > maxMsg {
+			t.mu.Unlock()
+			return nil, errorf(KindMessageTooLarge, "the message is %d bytes, over the topic's MaxMessageSizeInKilobytes limit of %d KB", n, props.MaxMessageSizeInKilobytes)
+		}
+	}
+	if quota := props.MaxSizeInMegabytes << 20; t.size.Load()+t.mu.pending+total > quota {
+		t.mu.Unlock()
+		return nil, errorf(KindQuotaExceeded, "The messaging entity '%s' has reached its MaxSizeInMegabytes quota of %d MB (%d bytes stored); the message was not accepted.", t.name, props.MaxSizeInMegabytes, t.size.Load())
+	}
+	t.touch(now)
+	ops := t.mu.dedup.purge(t.id, int64(props.DuplicateDetectionHistoryTimeWindow), now,
+		make([]store.Op, 0, len(pend)*(len(f.subs.list)+2)+2))
+	var (
+		w     *sendWait
+		waits []*sendWait
+	)
+	if props.RequiresDuplicateDetection {
+		w = &sendWait{done: make(chan struct{})}
+		waits, ops = t.mu.dedup.check(t.id, pend, now, int64(props.DuplicateDetectionHistoryTimeWindow), w, ops)
+	}
+	topicTTL := int64(props.DefaultMessageTimeToLive)
+	if props.DefaultMessageTimeToLive >= Infinite {
+		topicTTL = 0
+	}
+	seqs := make([]int64, len(pend))
+	var sched []rec
+	for i := range pend {
+		pm := &pend[i]
+		pm.seq = t.mu.nextSeq
+		t.mu.nextSeq++
+		seqs[i] = pm.seq
+		if pm.drop || pm.sched == 0 {
+			continue
+		}
+		r := rec{seq: pm.seq, enq: pm.sched, size: int32(len(pm.data)), state: StateScheduled, flags: flagWasScheduled}
+		sched = append(sched, r)
+		r.flags |= flagPending
+		t.mu.idx.insert(r)
+	}
+	garbage := t.takeGarbageLocked()
+	ops = t.appendGarbageOps(ops, garbage)
+	ops = t.saveAccessedLocked(ops)
+	t.mu.pending += total
+	t.inflight.Add(1)
+	t.mu.Unlock()
+	defer t.inflight.Done()
+
+	// Phase 2: route, then one durable commit.
+	f.copies = make([]plannedCopy, 0, len(pend)*len(f.subs.list))
+	var shared []rec
+	for i := range pend {
+		pm := &pend[i]
+		if pm.drop {
+			continue
+		}
+		if pm.sched != 0 {
+			ops = append(ops, store.Op{Kind: store.OpAppend, EntityID: t.id, Seq: uint64(pm.seq),
+				Meta: appendMeta(nil, SubQueueMain, &rec{enq: pm.sched, state: StateScheduled, flags: flagWasScheduled}), Data: pm.data})
+			continue
+		}
+		refs := f.route(pm.m, pm.data, pm.seq, now, false, topicTTL)
+		if refs == 0 {
+			continue // nobody shares it: the topic keeps no copy
+		}
+		r := rec{seq: pm.seq, enq: now, size: int32(len(pm.data)), dc: uint32(refs), state: StateActive}
+		shared = append(shared, r)
+		ops = append(ops, store.Op{Kind: store.OpAppend, EntityID: t.id, Seq: uint64(pm.seq),
+			Meta: appendMeta(nil, SubQueueMain, &rec{enq: now, state: StateActive}), Data: pm.data})
+	}
+	ops, per, copyBytes := f.finish(ops)
+	cerr := b.store.Commit(&store.Batch{Ops: ops}, true)
+
+	// Phase 3. A send that scheduled nothing applies its shared data
+	// records through the lock-free pub stack.
+	var gone error
+	if cerr == nil && len(sched) == 0 {
+		t.pushPub(&topicPub{shared: shared, added: total})
+		t.size.Add(copyBytes)
+		if t.deleted.Load() {
+			gone = errEntityNotFound(t.name)
+		} else {
+			publishCopies(per)
+		}
+	} else {
+		t.lock()
+		t.mu.pending -= total
+		gone = t.mu.gone
+		if cerr == nil && gone == nil {
+			for i := range shared {
+				t.mu.idx.insert(shared[i])
+			}
+			for i := range sched {
+				if r := t.mu.idx.get(sched[i].seq); r != nil {
+					r.flags &^= flagPending
+					t.mu.scheduled++
+					t.size.Add(int64(r.size))
+					t.mu.timers.Push(expiry.Entry{At: r.enq, ID: r.seq, Kind: timerFanout})
+				}
+			}
+			t.size.Add(copyBytes)
+			t.rearmLocked()
+		} else if gone == nil {
+			for i := range sched {
+				t.mu.idx.remove(sched[i].seq)
+			}
+			for i := range pend {
+				if pend[i].hasKey && !pend[i].drop {
+					t.mu.dedup.forget(pend[i].dedupKey, w)
+				}
+			}
+			t.mu.garbage = append(t.mu.garbage, garbage...)
+			t.garbageN.Store(int32(len(t.mu.garbage)))
+		}
+		t.mu.Unlock()
+		if cerr == nil && gone == nil {
+			publishCopies(per)
+		}
+	}
+	t.fanout.RUnlock()
+	unlocked = true
+	if w != nil {
+		w.err = cerr
+		close(w.done)
+	}
+	if cerr != nil {
+		return nil, internal(cerr, "storing messages for %s", t.name)
+	}
+	if gone != nil && KindOf(gone) == KindNotFound {
+		return nil, gone
+	}
+	for _, dw := range waits {
+		select {
+		case <-dw.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if dw.err != nil {
+			return nil, internal(dw.err, "the original of a duplicate message failed to store")
+		}
+	}
+	return seqs, nil
+}
+
+// fanOutScheduled materialises scheduled messages whose time has come
+// (marked busy by tick): routes each to the subscriptions that exist now,
+// turns its topic message into shared data (or removes it when no copy
+// shares it) and commits that with the copies in one batch. The batch is
+// not synced: it becomes durable with the next synced commit, which every
+// settlement of a copy is; a crash before that leaves the message
+// scheduled with its time passed, and it is fanned out again on the first
+// tick after recovery. ops and garbage ride along.
+func (t *topic) fanOutScheduled(due []rec, ops []store.Op, garbage []int64, now int64) {
+	t.fanout.RLock()
+	defer t.fanout.RUnlock()
+	if t.deleted.Load() {
+		return // the topic is going away with its scheduled messages
+	}
+	t.lock()
+	topicTTL := int64(t.mu.props.DefaultMessageTimeToLive)
+	if t.mu.props.DefaultMessageTimeToLive >= Infinite {
+		topicTTL = 0
+	}
+	t.mu.Unlock()
+	f := fanOut{t: t, subs: t.subs.Load()}
+	refs := make([]int, len(due))
+	failed := make([]bool, len(due))
+	for i := range due {
+		r := &due[i]
+		data, err := t.b.store.ReadData(t.id, uint64(r.seq))
+		var m *message.Message
+		if err == nil {
+			m, err = message.Unmarshal(data)
+		}
+		if err != nil {
+			t.b.log.Error("cannot read a scheduled message; retrying", "topic", t.name, "seq", r.seq, "err", err)
+			failed[i] = true
+			continue
+		}
+		refs[i] = f.route(m, data, r.seq, r.enq, true, topicTTL)
+		if refs[i] == 0 {
+			ops = append(ops, store.Op{Kind: store.OpRemove, EntityID: t.id, Seq: uint64(r.seq)})
+			continue
+		}
+		ops = append(ops, store.Op{Kind: store.OpSetMeta, EntityID: t.id, Seq: uint64(r.seq),
+			Meta: appendMeta(nil, SubQueueMain, &rec{enq: r.enq, state: StateActive, flags: flagWasScheduled})})
+	}
+	ops, per, copyBytes := f.finish(ops)
+	cerr := t.b.store.Commit(&store.Batch{Ops: ops}, false)
+	if cerr != nil {
+		t.b.log.Error("fanning out scheduled messages failed; retrying", "topic", t.name, "err", cerr)
+	}
+
+	t.lock()
+	if t.mu.gone != nil {
+		t.mu.Unlock()
+		return
+	}
+	for i := range due {
+		r := t.mu.idx.get(due[i].seq)
+		if r == nil {
+			continue
+		}
+		r.flags &^= flagBusy
+		if cerr != nil || failed[i] {
+			t.mu.timers.Push(expiry.Entry{At: now + retryDelay, ID: r.seq, Kind: timerFanout})
+			continue
+		}
+		t.mu.scheduled--
+		t.size.Add(-int64(r.size))
+		if refs[i] == 0 {
+			t.mu.idx.remove(r.seq)
+			continue
+		}
+		r.state, r.dc = StateActive, uint32(refs[i])
+	}
+	if cerr == nil {
+		t.size.Add(copyBytes)
+	} else {
+		t.mu.garbage = append(t.mu.garbage, garbage...)
+		t.garbageN.Store(int32(len(t.mu.garbage)))
+	}
+	t.rearmLocked()
+	t.mu.Unlock()
+	if cerr == nil {
+		publishCopies(per)
+	}
+}
+
+// cancelScheduled removes scheduled messages of the topic that have not
+// been fanned out yet; other sequence numbers are ignored.
+func (t *topic) cancelScheduled(seqs []int64, now int64) error {
+	t.catchUp(now)
+	t.lock()
+	if err := t.sendCheckLocked(); err != nil {
+		t.mu.Unlock()
+		return err
+	}
+	t.touch(now)
+	var ops []store.Op
+	var cancel []int64
+	for _, seq := range seqs {
+		r := t.mu.idx.get(seq)
+		if r == nil || r.busy() || r.state != StateScheduled {
+			continue
+		}
+		markBusyLocked(r)
+		cancel = append(cancel, seq)
+		ops = append(ops, store.Op{Kind: store.OpRemove, EntityID: t.id, Seq: uint64(seq)})
+	}
+	if len(cancel) == 0 {
+		t.mu.Unlock()
+		return nil
+	}
+	garbage := t.takeGarbageLocked()
+	ops = t.appendGarbageOps(ops, garbage)
+	ops = t.saveAccessedLocked(ops)
+	t.inflight.Add(1)
+	t.mu.Unlock()
+	defer t.inflight.Done()
+
+	err := t.b.store.Commit(&store.Batch{Ops: ops}, true)
+	t.lock()
+	defer t.mu.Unlock()
+	if t.mu.gone != nil {
+		return err
+	}
+	for _, seq := range cancel {
+		r := t.mu.idx.get(seq)
+		if r == nil {
+			continue
+		}
+		r.flags &^= flagBusy
+		if err != nil {
+			t.mu.timers.Push(expiry.Entry{At: r.enq, ID: r.seq, Kind: timerFanout})
+			continue
+		}
+		t.mu.scheduled--
+		t.size.Add(-int64(r.size))
+		t.mu.idx.remove(seq)
+	}
+	t.rearmLocked()
+	if err != nil {
+		t.mu.garbage = append(t.mu.garbage, garbage...)
+		t.garbageN.Store(int32(len(t.mu.garbage)))
+		return internal(err, "cancelling scheduled messages of %s", t.name)
+	}
+	return nil
+}

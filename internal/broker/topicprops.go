@@ -1,0 +1,377 @@
+package broker
+
+import (
+	"strings"
+	"time"
+
+	"github.com/busbarmq/busbar/internal/filter"
+)
+
+// Topic, subscription and rule limits (management-and-rules.md §4).
+const (
+	MaxSubscriptionsPerTopic      = 2000
+	MaxSQLFiltersPerTopic         = 2000 // SQL, true and false filters
+	MaxCorrelationFiltersPerTopic = 100000
+	// MaxSubscriptionNameLength and MaxRuleNameLength: 50 characters.
+	MaxSubscriptionNameLength = 50
+	MaxRuleNameLength         = 50
+	// DefaultRuleName is the rule a subscription gets when created without
+	// a default rule of its own.
+	DefaultRuleName = "$Default"
+	// PropRuleName is the application property that marks the copy a
+	// matching rule with an action delivered: its value is the rule name.
+	PropRuleName = "RuleName"
+	// ReasonSessionIDNull is the dead-letter reason of a session-less
+	// message routed to a session-enabled subscription (reserved: sessions
+	// are not supported yet).
+	ReasonSessionIDNull = "Session id is null."
+)
+
+// TopicProperties are a topic's settable properties (the TopicDescription
+// of the management API). Zero values are not defaults: start from
+// DefaultTopicProperties. Ranges are those of QueueProperties.
+type TopicProperties struct {
+	// MaxSizeInMegabytes caps the topic's size: every subscription's
+	// messages (each copy counted, as Service Bus counts them) plus the
+	// scheduled messages not yet fanned out. 1 … 81920, default 1024.
+	MaxSizeInMegabytes int64 `json:"maxSizeInMegabytes"`
+	// RequiresDuplicateDetection turns duplicate detection on. Immutable.
+	RequiresDuplicateDetection bool `json:"requiresDuplicateDetection"`
+	// DefaultMessageTimeToLive is the TTL of messages that set none, and
+	// the ceiling of those that do; a subscription's own default applies
+	// on top (the lower wins). ≥ 1 s, default Infinite.
+	DefaultMessageTimeToLive time.Duration `json:"defaultMessageTimeToLive"`
+	// DuplicateDetectionHistoryTimeWindow: 20 s … 7 days, default 10 min.
+	DuplicateDetectionHistoryTimeWindow time.Duration `json:"duplicateDetectionHistoryTimeWindow"`
+	// EnableBatchedOperations is echoed only. Default true.
+	EnableBatchedOperations bool `json:"enableBatchedOperations"`
+	// AutoDeleteOnIdle deletes the topic (with its subscriptions) after
+	// that long without sends, updates, scheduled messages or operations
+	// on any of its subscriptions: ≥ 5 min, default Infinite (never).
+	AutoDeleteOnIdle time.Duration `json:"autoDeleteOnIdle"`
+	// Status: Active (default), Disabled, SendDisabled. (ReceiveDisabled
+	// is accepted and, a topic having no receivers, acts like Active.)
+	// Disabled also stops receives from its subscriptions.
+	Status EntityStatus `json:"status"`
+	// UserMetadata: at most 1024 characters.
+	UserMetadata string `json:"userMetadata,omitempty"`
+	// EnablePartitioning is echoed only. Immutable.
+	EnablePartitioning bool `json:"enablePartitioning"`
+	// SupportOrdering is echoed only. Default true.
+	SupportOrdering bool `json:"supportOrdering"`
+	// MaxMessageSizeInKilobytes caps one message: 1 … 102400, default 256.
+	MaxMessageSizeInKilobytes int64 `json:"maxMessageSizeInKilobytes"`
+	// Legacy flags, echoed only.
+	EnableExpress                     bool `json:"enableExpress"`
+	IsAnonymousAccessible             bool `json:"isAnonymousAccessible"`
+	FilteringMessagesBeforePublishing bool `json:"filteringMessagesBeforePublishing"`
+	EnableSubscriptionPartitioning    bool `json:"enableSubscriptionPartitioning"`
+	// AuthorizationRules: at most 12.
+	AuthorizationRules []AuthorizationRule `json:"authorizationRules,omitempty"`
+}
+
+// DefaultTopicProperties returns the service defaults.
+func DefaultTopicProperties() TopicProperties {
+	return TopicProperties{
+		MaxSizeInMegabytes:                  DefaultMaxSizeInMegabytes,
+		DefaultMessageTimeToLive:            Infinite,
+		DuplicateDetectionHistoryTimeWindow: DefaultDuplicateWindow,
+		EnableBatchedOperations:             true,
+		AutoDeleteOnIdle:                    Infinite,
+		Status:                              StatusActive,
+		SupportOrdering:                     true,
+		MaxMessageSizeInKilobytes:           DefaultMaxMessageSizeInKB,
+	}
+}
+
+// Validate checks every property against its Service Bus range. The error
+// (KindInvalidArgument) names the property and the allowed range.
+func (p TopicProperties) Validate() error {
+	if p.MaxSizeInMegabytes < 1 || p.MaxSizeInMegabytes > MaxMaxSizeInMegabytes {
+		return invalidProp("MaxSizeInMegabytes", "%d is outside the allowed range 1 … %d", p.MaxSizeInMegabytes, MaxMaxSizeInMegabytes)
+	}
+	if p.DuplicateDetectionHistoryTimeWindow < MinDuplicateWindow || p.DuplicateDetectionHistoryTimeWindow > MaxDuplicateWindow {
+		return invalidProp("DuplicateDetectionHistoryTimeWindow", "%v is outside the allowed range %v … %v (7 days)",
+			p.DuplicateDetectionHistoryTimeWindow, MinDuplicateWindow, MaxDuplicateWindow)
+	}
+	if p.DefaultMessageTimeToLive < MinMessageTimeToLive {
+		return invalidProp("DefaultMessageTimeToLive", "%v is below the minimum %v", p.DefaultMessageTimeToLive, MinMessageTimeToLive)
+	}
+	if p.AutoDeleteOnIdle < MinAutoDeleteOnIdle {
+		return invalidProp("AutoDeleteOnIdle", "%v is below the minimum %v", p.AutoDeleteOnIdle, MinAutoDeleteOnIdle)
+	}
+	if err := validateStatus(p.Status); err != nil {
+		return err
+	}
+	if n := len([]rune(p.UserMetadata)); n > MaxUserMetadataLength {
+		return invalidProp("UserMetadata", "%d characters exceed the maximum %d", n, MaxUserMetadataLength)
+	}
+	if p.MaxMessageSizeInKilobytes < 1 || p.MaxMessageSizeInKilobytes > MaxMaxMessageSizeInKB {
+		return invalidProp("MaxMessageSizeInKilobytes", "%d is outside the allowed range 1 … %d", p.MaxMessageSizeInKilobytes, MaxMaxMessageSizeInKB)
+	}
+	if len(p.AuthorizationRules) > MaxAuthorizationRules {
+		return invalidProp("AuthorizationRules", "%d rules exceed the maximum %d", len(p.AuthorizationRules), MaxAuthorizationRules)
+	}
+	return nil
+}
+
+func validateStatus(s EntityStatus) error {
+	switch s {
+	case StatusActive, StatusDisabled, StatusSendDisabled, StatusReceiveDisabled:
+		return nil
+	}
+	return invalidProp("Status", "%q is not one of Active, Disabled, SendDisabled, ReceiveDisabled", s)
+}
+
+// checkTopicImmutable refuses changes to the properties that cannot change
+// after creation.
+func checkTopicImmutable(old, p TopicProperties) error {
+	if old.RequiresDuplicateDetection != p.RequiresDuplicateDetection {
+		return errorf(KindNotAllowed, "RequiresDuplicateDetection cannot be changed after the topic is created")
+	}
+	if old.EnablePartitioning != p.EnablePartitioning {
+		return errorf(KindNotAllowed, "EnablePartitioning cannot be changed after the topic is created")
+	}
+	return nil
+}
+
+// SubscriptionProperties are a subscription's settable properties (the
+// SubscriptionDescription of the management API). Zero values are not
+// defaults: start from DefaultSubscriptionProperties.
+type SubscriptionProperties struct {
+	// LockDuration: 5 s … 5 min, default 1 min.
+	LockDuration time.Duration `json:"lockDuration"`
+	// RequiresSession makes the subscription session-enabled. Immutable.
+	// Sessions are not supported yet: true is refused.
+	RequiresSession bool `json:"requiresSession"`
+	// DefaultMessageTimeToLive is the subscription's TTL default and
+	// ceiling; the topic's applies too (the lower wins). ≥ 1 s, default
+	// Infinite.
+	DefaultMessageTimeToLive time.Duration `json:"defaultMessageTimeToLive"`
+	// DeadLetteringOnMessageExpiration moves expired messages to the
+	// subscription's DLQ instead of dropping them. Default false.
+	DeadLetteringOnMessageExpiration bool `json:"deadLetteringOnMessageExpiration"`
+	// DeadLetteringOnFilterEvaluationExceptions: a message whose rule
+	// evaluation fails goes to the subscription's DLQ (reason: the
+	// exception type, description: its message) instead of the rule
+	// counting as not matching. Default true.
+	DeadLetteringOnFilterEvaluationExceptions bool `json:"deadLetteringOnFilterEvaluationExceptions"`
+	// MaxDeliveryCount: ≥ 1, default 10.
+	MaxDeliveryCount int32 `json:"maxDeliveryCount"`
+	// EnableBatchedOperations is echoed only. Default true.
+	EnableBatchedOperations bool `json:"enableBatchedOperations"`
+	// AutoDeleteOnIdle deletes the subscription after that long without
+	// receives, peeks, updates or new rules: ≥ 5 min, default Infinite.
+	AutoDeleteOnIdle time.Duration `json:"autoDeleteOnIdle"`
+	// Status: Active (default), Disabled, SendDisabled (no new messages
+	// are routed to it), ReceiveDisabled.
+	Status EntityStatus `json:"status"`
+	// ForwardTo and ForwardDeadLetteredMessagesTo name an existing queue or
+	// topic (an entity path). Stored and validated; forwarding is not
+	// implemented yet.
+	ForwardTo                     string `json:"forwardTo,omitempty"`
+	ForwardDeadLetteredMessagesTo string `json:"forwardDeadLetteredMessagesTo,omitempty"`
+	// UserMetadata: at most 1024 characters.
+	UserMetadata string `json:"userMetadata,omitempty"`
+}
+
+// DefaultSubscriptionProperties returns the service defaults.
+func DefaultSubscriptionProperties() SubscriptionProperties {
+	return SubscriptionProperties{
+		LockDuration:                              DefaultLockDuration,
+		DefaultMessageTimeToLive:                  Infinite,
+		DeadLetteringOnFilterEvaluationExceptions: true,
+		MaxDeliveryCount:                          DefaultMaxDeliveryCount,
+		EnableBatchedOperations:                   true,
+		AutoDeleteOnIdle:                          Infinite,
+		Status:                                    StatusActive,
+	}
+}
+
+// Validate checks every property against its Service Bus range. The error
+// (KindInvalidArgument) names the property and the allowed range.
+func (p SubscriptionProperties) Validate() error {
+	if p.LockDuration < MinLockDuration || p.LockDuration > MaxLockDuration {
+		return invalidProp("LockDuration", "%v is outside the allowed range %v … %v", p.LockDuration, MinLockDuration, MaxLockDuration)
+	}
+	if p.DefaultMessageTimeToLive < MinMessageTimeToLive {
+		return invalidProp("DefaultMessageTimeToLive", "%v is below the minimum %v", p.DefaultMessageTimeToLive, MinMessageTimeToLive)
+	}
+	if p.MaxDeliveryCount < 1 {
+		return invalidProp("MaxDeliveryCount", "%d is below the minimum 1", p.MaxDeliveryCount)
+	}
+	if p.AutoDeleteOnIdle < MinAutoDeleteOnIdle {
+		return invalidProp("AutoDeleteOnIdle", "%v is below the minimum %v", p.AutoDeleteOnIdle, MinAutoDeleteOnIdle)
+	}
+	if err := validateStatus(p.Status); err != nil {
+		return err
+	}
+	if n := len([]rune(p.UserMetadata)); n > MaxUserMetadataLength {
+		return invalidProp("UserMetadata", "%d characters exceed the maximum %d", n, MaxUserMetadataLength)
+	}
+	for _, f := range []struct{ name, v string }{{"ForwardTo", p.ForwardTo}, {"ForwardDeadLetteredMessagesTo", p.ForwardDeadLetteredMessagesTo}} {
+		if f.v == "" {
+			continue
+		}
+		if err := ValidateEntityName(f.v); err != nil {
+			return invalidProp(f.name, "%s", err.(*Error).Msg)
+		}
+	}
+	return nil
+}
+
+// receiving maps a subscription's properties onto the QueueProperties
+// fields the shared receiving-entity code reads (lock duration, delivery
+// count, TTL, expiry dead-lettering, idle deletion, status). A
+// subscription has no quota or message-size limit of its own (its topic's
+// apply) and no duplicate detection (its topic's applies).
+func (p SubscriptionProperties) receiving() QueueProperties {
+	q := DefaultQueueProperties()
+	q.LockDuration = p.LockDuration
+	q.RequiresSession = p.RequiresSession
+	q.DefaultMessageTimeToLive = p.DefaultMessageTimeToLive
+	q.DeadLetteringOnMessageExpiration = p.DeadLetteringOnMessageExpiration
+	q.MaxDeliveryCount = p.MaxDeliveryCount
+	q.EnableBatchedOperations = p.EnableBatchedOperations
+	q.AutoDeleteOnIdle = p.AutoDeleteOnIdle
+	q.Status = p.Status
+	q.ForwardTo = p.ForwardTo
+	q.ForwardDeadLetteredMessagesTo = p.ForwardDeadLetteredMessagesTo
+	q.UserMetadata = p.UserMetadata
+	q.MaxSizeInMegabytes = MaxMaxSizeInMegabytes
+	q.MaxMessageSizeInKilobytes = MaxMaxMessageSizeInKB
+	return q
+}
+
+// ValidateSubscriptionName checks a subscription name as Service Bus
+// does: 1–50 characters, none of them '/', '\', '?', '#', '@', '*' or a
+// control character (management-and-rules.md §1.13). It may not start
+// with '$' either, which would make its sub-queue paths ambiguous.
+func ValidateSubscriptionName(name string) error {
+	return validateShortName("subscription", name, MaxSubscriptionNameLength, false)
+}
+
+// ValidateRuleName checks a rule name: like a subscription name, except
+// that it may start with '$' ($Default).
+func ValidateRuleName(name string) error {
+	return validateShortName("rule", name, MaxRuleNameLength, true)
+}
+
+func validateShortName(what, name string, maxLen int, dollar bool) error {
+	if name == "" {
+		return errorf(KindInvalidArgument, "%s name is empty", what)
+	}
+	if n := len([]rune(name)); n > maxLen {
+		return errorf(KindInvalidArgument, "%s name %q is %d characters long; the maximum is %d", what, name, n, maxLen)
+	}
+	if name[0] == '$' && !dollar {
+		return errorf(KindInvalidArgument, "%s name %q must not start with '$'", what, name)
+	}
+	for _, c := range name {
+		if c < 0x20 || c == 0x7f || strings.ContainsRune(`/\?#@*`, c) {
+			return errorf(KindInvalidArgument, "%s name %q contains %q; '/', '\\', '?', '#', '@', '*' and control characters are not allowed", what, name, c)
+		}
+	}
+	return nil
+}
+
+// FilterKind is the kind of a rule's filter.
+type FilterKind uint8
+
+// Filter kinds.
+const (
+	// FilterTrue matches every message (the service writes it as "1=1").
+	FilterTrue FilterKind = iota + 1
+	// FilterFalse matches none ("1=0").
+	FilterFalse
+	// FilterSQL is a SQL filter expression with optional parameters.
+	FilterSQL
+	// FilterCorrelation matches by equality on system and user properties.
+	FilterCorrelation
+)
+
+func (k FilterKind) String() string {
+	switch k {
+	case FilterTrue:
+		return "TrueFilter"
+	case FilterFalse:
+		return "FalseFilter"
+	case FilterSQL:
+		return "SqlFilter"
+	case FilterCorrelation:
+		return "CorrelationFilter"
+	}
+	return "FilterKind(?)"
+}
+
+// CorrelationFilter is the filter package's correlation filter: the
+// system-property fields and the user Properties to match.
+type CorrelationFilter = filter.CorrelationFilter
+
+// RuleFilter is a rule's filter.
+type RuleFilter struct {
+	Kind FilterKind
+	// Expression is the SQL text of a FilterSQL; the broker reports
+	// "1=1" and "1=0" for FilterTrue and FilterFalse.
+	Expression string
+	// Parameters bind a FilterSQL's @parameters (keys with the '@').
+	// Values: string, the integer types, float32/64, bool, time.Time,
+	// time.Duration.
+	Parameters map[string]any
+	// Correlation is the FilterCorrelation's fields.
+	Correlation *CorrelationFilter
+}
+
+// TrueRuleFilter matches every message.
+func TrueRuleFilter() RuleFilter { return RuleFilter{Kind: FilterTrue, Expression: "1=1"} }
+
+// FalseRuleFilter matches no message.
+func FalseRuleFilter() RuleFilter { return RuleFilter{Kind: FilterFalse, Expression: "1=0"} }
+
+// SQLRuleFilter is a SQL filter.
+func SQLRuleFilter(expr string, params map[string]any) RuleFilter {
+	return RuleFilter{Kind: FilterSQL, Expression: expr, Parameters: params}
+}
+
+// CorrelationRuleFilter is a correlation filter.
+func CorrelationRuleFilter(c CorrelationFilter) RuleFilter {
+	return RuleFilter{Kind: FilterCorrelation, Correlation: &c}
+}
+
+// SQLAction is a rule's SQL action (SET and REMOVE statements), applied
+// to the copy of the message the rule delivers.
+type SQLAction struct {
+	Expression string
+	Parameters map[string]any
+}
+
+// RuleDescription is a subscription rule: a filter and an optional action.
+type RuleDescription struct {
+	// Name: 1–50 characters (see ValidateRuleName); unique within the
+	// subscription, case-insensitively.
+	Name   string
+	Filter RuleFilter
+	// Action is nil for none (the EmptyRuleAction).
+	Action *SQLAction
+	// CreatedAt is set by the broker.
+	CreatedAt time.Time
+}
+
+// SubscriptionPath returns the entity path of a subscription,
+// "topic/Subscriptions/name".
+func SubscriptionPath(topic, name string) string {
+	return Path{Entity: topic, Subscription: name}.String()
+}
+
+// hasReservedSegment reports whether an entity name has a segment that
+// would make its paths ambiguous with subscription paths.
+func hasReservedSegment(name string) bool {
+	for seg := range strings.SplitSeq(name, "/") {
+		if strings.EqualFold(seg, subscriptionsSegment) {
+			return true
+		}
+	}
+	return false
+}
+
+const subscriptionsSegment = "Subscriptions"

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The whole test suite: the Go tests, the JavaScript SDK conformance suite
+# (tests/js, which installs its npm packages itself) and the benchmark
+# harness's smoke run (bench/, its own Go module). Needs go, node 20+ and npm.
+# Extra arguments go to `go test` (for example -race or -count=1).
+set -euo pipefail
+cd "$(dirname "$0")"
+
+echo "== go test ./..."
+go test "$@" ./...
+
+echo "== tests/js (official @azure/service-bus against busbar)"
+tests/js/run.sh
+
+if [ -f bench/go.mod ]; then
+	echo "== bench smoke (busbar only, seconds)"
+	(cd bench && go test "$@" ./...)
+fi
