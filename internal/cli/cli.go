@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"bytes"
 	"context"
+	"encoding/xml"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -41,6 +44,9 @@ func Commands(env func(string) (string, bool)) []*cobra.Command {
 	a := &app{env: env}
 	cmds := []*cobra.Command{
 		newQueueCmd(a),
+		newTopicCmd(a),
+		newSubscriptionCmd(a),
+		newRuleCmd(a),
 		newSendCmd(a),
 		newPeekCmd(a),
 		newReceiveCmd(a),
@@ -181,12 +187,7 @@ func (a *app) admin() (*adminClient, error) {
 	opts := &sbadmin.ClientOptions{ClientOptions: azcore.ClientOptions{
 		Retry: policy.RetryOptions{MaxRetries: 2, RetryDelay: 200 * time.Millisecond, MaxRetryDelay: time.Second},
 	}}
-	hc := &http.Client{Transport: tr}
-	if addr != "" {
-		opts.Transport = &adminTransport{scheme: scheme, host: addr, client: hc}
-	} else {
-		opts.Transport = hc
-	}
+	opts.Transport = &adminTransport{scheme: scheme, host: addr, client: &http.Client{Transport: tr}}
 	c, err := sbadmin.NewClientFromConnectionString(s, opts)
 	if err != nil {
 		return nil, usageErrorf("connection string: %v", err)
@@ -206,19 +207,74 @@ func (a *app) withAdmin(f func(*adminClient) error) error {
 
 // adminTransport sends the admin client's requests to the management API's
 // real address: the Go admin client always builds https://<endpoint host>/…
-// URLs, which reach neither busbar nor the emulator.
+// URLs, which reach neither busbar nor the emulator. It also adds the
+// Status the Go admin client leaves out of subscription descriptions (see
+// withSubscriptionStatus).
 type adminTransport struct {
 	scheme string // "http" or "https"
-	host   string // host:port
+	host   string // host:port; "" leaves the URLs alone (Azure)
 	client *http.Client
 }
 
 func (t *adminTransport) Do(req *http.Request) (*http.Response, error) {
 	r := req.Clone(req.Context())
-	r.URL.Scheme = t.scheme
-	r.URL.Host = t.host
-	r.Host = t.host
+	if t.host != "" {
+		r.URL.Scheme = t.scheme
+		r.URL.Host = t.host
+		r.Host = t.host
+	}
+	if st, ok := r.Context().Value(subscriptionStatusKey{}).(sbadmin.EntityStatus); ok && r.Method == http.MethodPut && r.Body != nil {
+		if err := addSubscriptionStatus(r, st); err != nil {
+			return nil, err
+		}
+	}
 	return t.client.Do(r)
+}
+
+type subscriptionStatusKey struct{}
+
+// withSubscriptionStatus makes the subscription PUT made with ctx carry
+// status. The Go admin client (v1.11.0) does not write a subscription's
+// Status into the SubscriptionDescription it sends, so without this a
+// created subscription is always Active, and an update, being a full
+// replace, would make a disabled subscription Active again.
+func withSubscriptionStatus(ctx context.Context, status *sbadmin.EntityStatus) context.Context {
+	if status == nil || *status == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, subscriptionStatusKey{}, *status)
+}
+
+// addSubscriptionStatus inserts <Status> into r's SubscriptionDescription,
+// where the schema puts it: after EnableBatchedOperations, before
+// ForwardTo and the elements that follow it.
+func addSubscriptionStatus(r *http.Request, status sbadmin.EntityStatus) error {
+	body, err := io.ReadAll(r.Body)
+	_ = r.Body.Close()
+	if err != nil {
+		return err
+	}
+	text := string(body)
+	end := strings.Index(text, "</SubscriptionDescription>")
+	if end >= 0 && !strings.Contains(text, "<Status>") {
+		at := end
+		for _, next := range []string{"<ForwardTo>", "<UserMetadata>", "<ForwardDeadLetteredMessagesTo>", "<AutoDeleteOnIdle>"} {
+			if i := strings.Index(text, next); i >= 0 && i < at {
+				at = i
+			}
+		}
+		var b strings.Builder
+		b.WriteString(text[:at])
+		b.WriteString("<Status>")
+		_ = xml.EscapeText(&b, []byte(status))
+		b.WriteString("</Status>")
+		b.WriteString(text[at:])
+		body = []byte(b.String())
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	return nil
 }
 
 // closeQuietly closes an SDK client, link or receiver, giving it a few

@@ -123,3 +123,17 @@ func decode[T any](t *testing.T, out string) T {
 	}
 	return v
 }
+
+// adminClient is the commands' management client for b, closed when the
+// test ends.
+func (b *testBroker) adminClient() *adminClient {
+	b.t.Helper()
+	env := map[string]string{EnvConnectionString: b.cs, EnvAdmin: b.admin}
+	a := &app{env: func(k string) (string, bool) { v, ok := env[k]; return v, ok }}
+	c, err := a.admin()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Cleanup(c.close)
+	return c
+}

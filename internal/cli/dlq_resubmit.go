@@ -14,33 +14,41 @@ import (
 )
 
 type resubmitFlags struct {
-	reason      string
-	filter      string
-	to          string
-	count       int
-	wait        time.Duration
-	noDupCheck  bool
-	asJSON      bool
-	sqlFilter   *filter.Filter
-	dupWindow   time.Duration // the target's duplicate detection window, 0 if off
-	targetQueue string
-	sourceQueue string
-	sourceDLQ   string
-	now         func() time.Time
+	subscr     subscriptionFlag
+	reason     string
+	filter     string
+	to         string
+	count      int
+	wait       time.Duration
+	noDupCheck bool
+	asJSON     bool
+	sqlFilter  *filter.Filter
+	dupWindow  time.Duration // the target's duplicate detection window, 0 if off
+	target     string        // the queue or topic the copies are sent to
+	source     entityRef
+	sourceDLQ  string
+	now        func() time.Time
 }
 
 func newDLQResubmitCmd(a *app) *cobra.Command {
 	f := &resubmitFlags{now: time.Now}
 	cmd := &cobra.Command{
-		Use:   "resubmit QUEUE",
-		Short: "Move dead-lettered messages back to their queue",
+		Use:   "resubmit (QUEUE | TOPIC --subscription SUB --to TARGET)",
+		Short: "Move dead-lettered messages back to their queue, or on to another entity",
 		Long: `Move messages from QUEUE's dead-letter queue back to QUEUE (or to --to), keeping
 their body, application properties and message properties exactly as sent. Only
 the DeadLetterReason and DeadLetterErrorDescription properties, and what the
 broker itself stamped on the message (sequence number, enqueued time, delivery
 count, dead-letter source, schedule), are dropped.
 
-Each dead-lettered message is locked, copied to the queue, and removed from the
+A subscription's dead letters (TOPIC --subscription SUB, or the path
+TOPIC/Subscriptions/SUB) need --to: a subscription cannot be sent to, and
+sending the messages to the topic would deliver them again to every
+subscription whose rules match, not only to SUB. Give --to TOPIC to accept that
+(what Service Bus Explorer does), or --to a queue or another topic, e.g. a retry
+queue that a consumer of SUB also reads.
+
+Each dead-lettered message is locked, copied to the target, and removed from the
 dead-letter queue only once the copy has been accepted: if anything fails, the
 message stays where it was. Messages not selected are unlocked again at the end.
 
@@ -48,25 +56,33 @@ Select messages with --reason (their DeadLetterReason, exactly) and/or --filter,
 a Service Bus SQL filter evaluated against each message, e.g.
   --filter "DeadLetterReason = 'MaxDeliveryCountExceeded' AND sys.DeliveryCount < 20"
 
-If the target queue has duplicate detection on, a message enqueued less than the
-detection window ago would be dropped by the broker as a duplicate of itself, and
-be lost: such messages are left in the dead-letter queue and counted as held
-back. --no-duplicate-check skips this (and the management API call it needs).`,
+If the target queue or topic has duplicate detection on, a message enqueued less
+than the detection window ago would be dropped by the broker as a duplicate of
+itself, and be lost: such messages are left in the dead-letter queue and counted
+as held back. --no-duplicate-check skips this (and the management API call it
+needs).`,
 		Example: `  busbar dlq resubmit orders
   busbar dlq resubmit orders --reason MaxDeliveryCountExceeded --count 100
-  busbar dlq resubmit orders --filter "region = 'eu'" --to orders-retry`,
-		Args: exactArgs(1, "a queue name"),
+  busbar dlq resubmit orders --filter "region = 'eu'" --to orders-retry
+  busbar dlq resubmit events --subscription audit --to audit-retry
+  busbar dlq resubmit events/Subscriptions/audit --to events   # every matching subscription gets them again`,
+		Args: exactArgs(1, "a queue name, or a topic name with --subscription"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.resubmit(cmd, args[0], f)
+			e, err := f.subscr.entity(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			return a.resubmit(cmd, e, f)
 		},
 	}
 	fs := cmd.Flags()
+	f.subscr.register(cmd)
 	fs.StringVar(&f.reason, "reason", "", "resubmit only messages with this DeadLetterReason")
 	fs.StringVar(&f.filter, "filter", "", "resubmit only messages matching this SQL filter")
-	fs.StringVar(&f.to, "to", "", "send the messages to this queue instead of QUEUE")
+	fs.StringVar(&f.to, "to", "", "send the messages to this queue or topic instead of QUEUE (required for a subscription)")
 	fs.IntVarP(&f.count, "count", "n", 0, "resubmit at most this many messages (default all)")
 	fs.DurationVar(&f.wait, "wait", time.Second, "stop after no message has arrived for this long")
-	fs.BoolVar(&f.noDupCheck, "no-duplicate-check", false, "do not check the target queue's duplicate detection")
+	fs.BoolVar(&f.noDupCheck, "no-duplicate-check", false, "do not check the target's duplicate detection")
 	addJSONFlag(cmd, &f.asJSON)
 	return cmd
 }
@@ -80,7 +96,7 @@ type resubmitResult struct {
 	HeldBack    int    `json:"heldBack"` // inside the duplicate detection window
 }
 
-func (a *app) resubmit(cmd *cobra.Command, queue string, f *resubmitFlags) error {
+func (a *app) resubmit(cmd *cobra.Command, source entityRef, f *resubmitFlags) error {
 	if f.count < 0 {
 		return usageErrorf("--count must not be negative")
 	}
@@ -93,26 +109,32 @@ func (a *app) resubmit(cmd *cobra.Command, queue string, f *resubmitFlags) error
 			return usageErrorf("--filter: %v", err)
 		}
 	}
-	f.sourceQueue, f.targetQueue = queue, queue
-	if f.to != "" {
-		f.targetQueue = f.to
+	f.source, f.target = source, source.name
+	if cmd.Flags().Changed("to") {
+		if f.to == "" {
+			return usageErrorf("--to: empty name")
+		}
+		if t, err := parseEntityPath(f.to); err == nil && t.isSubscription() {
+			return usageErrorf("--to %s: a subscription cannot be sent to; give a queue or a topic", f.to)
+		}
+		f.target = f.to
+	} else if source.isSubscription() {
+		return usageErrorf("resubmitting %s's dead letters needs --to: sending them to topic %q would deliver them again to every subscription whose rules match, not only to %q.\nGive --to %s to do that anyway, or --to a queue (or topic) of your choice.",
+			subscriptionName(source.name, source.sub), source.name, source.sub, source.name)
 	}
-	f.sourceDLQ = queue + "/$DeadLetterQueue"
-	res := resubmitResult{From: f.sourceDLQ, To: f.targetQueue}
+	f.sourceDLQ = source.path() + "/$DeadLetterQueue"
+	res := resubmitResult{From: f.sourceDLQ, To: f.target}
 
 	if !f.noDupCheck {
 		err := a.withAdmin(func(c *adminClient) error {
-			q, err := c.GetQueue(cmd.Context(), f.targetQueue, nil)
-			if err == nil && q == nil {
-				err = errNotFound
-			}
+			dup, window, err := f.duplicateDetection(cmd.Context(), c)
 			if err != nil {
-				return entityError(err, queueName(f.targetQueue))
+				return err
 			}
-			if q.RequiresDuplicateDetection != nil && *q.RequiresDuplicateDetection {
+			if dup {
 				f.dupWindow = 10 * time.Minute
-				if w := q.DuplicateDetectionHistoryTimeWindow; w != nil {
-					if d, err := config.ParseISO8601(*w); err == nil {
+				if window != nil {
+					if d, err := config.ParseISO8601(*window); err == nil {
 						f.dupWindow = d
 					}
 				}
@@ -120,7 +142,7 @@ func (a *app) resubmit(cmd *cobra.Command, queue string, f *resubmitFlags) error
 			return nil
 		})
 		if err != nil && ExitCode(err) == ExitFailure {
-			return fmt.Errorf("checking the target queue's duplicate detection (skip with --no-duplicate-check): %w", err)
+			return fmt.Errorf("checking the target's duplicate detection (skip with --no-duplicate-check): %w", err)
 		}
 		if err != nil {
 			return err
@@ -151,18 +173,46 @@ func (a *app) resubmit(cmd *cobra.Command, queue string, f *resubmitFlags) error
 	return nil
 }
 
+// duplicateDetection reads whether the target has duplicate detection on,
+// and its window. The target is the source queue itself, or what --to
+// names: a queue or a topic.
+func (f *resubmitFlags) duplicateDetection(ctx context.Context, c *adminClient) (bool, *string, error) {
+	if f.target == f.source.name && !f.source.isSubscription() {
+		q, err := getQueue(ctx, c, f.target)
+		if err != nil {
+			return false, nil, err
+		}
+		return q.RequiresDuplicateDetection != nil && *q.RequiresDuplicateDetection, q.DuplicateDetectionHistoryTimeWindow, nil
+	}
+	q, err := c.GetQueue(ctx, f.target, nil)
+	if err != nil {
+		return false, nil, entityError(err, sendTarget(f.target))
+	}
+	if q != nil && isQueue(&q.QueueProperties) {
+		return q.RequiresDuplicateDetection != nil && *q.RequiresDuplicateDetection, q.DuplicateDetectionHistoryTimeWindow, nil
+	}
+	t, err := c.GetTopic(ctx, f.target, nil)
+	if err == nil && (t == nil || !isTopic(&t.TopicProperties)) {
+		err = errNotFound
+	}
+	if err != nil {
+		return false, nil, entityError(err, sendTarget(f.target))
+	}
+	return t.RequiresDuplicateDetection != nil && *t.RequiresDuplicateDetection, t.DuplicateDetectionHistoryTimeWindow, nil
+}
+
 // run moves the messages. Every message it receives ends either completed
 // (after its copy was sent) or in held, which is abandoned on the way out.
 func (f *resubmitFlags) run(cmd *cobra.Command, c *azservicebus.Client, res *resubmitResult) (err error) {
 	ctx := cmd.Context()
-	r, err := c.NewReceiverForQueue(f.sourceQueue, &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter})
+	r, err := f.source.newReceiver(c, &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter})
 	if err != nil {
-		return entityError(err, queueName(f.sourceQueue))
+		return f.source.err(err)
 	}
 	defer closeQuietly(ctx, r.Close)
-	s, err := c.NewSender(f.targetQueue, nil)
+	s, err := c.NewSender(f.target, nil)
 	if err != nil {
-		return entityError(err, queueName(f.targetQueue))
+		return entityError(err, sendTarget(f.target))
 	}
 	defer closeQuietly(ctx, s.Close)
 
@@ -170,7 +220,7 @@ func (f *resubmitFlags) run(cmd *cobra.Command, c *azservicebus.Client, res *res
 	seen := map[int64]bool{} // held sequence numbers, which come back if their lock expires
 	defer func() {
 		// An error here leaves the lock to expire: the message is safe.
-		_ = abandonAfterClose(ctx, c, r, f.sourceQueue, azservicebus.SubQueueDeadLetter, held)
+		_ = abandonAfterClose(ctx, c, r, f.source, azservicebus.SubQueueDeadLetter, held)
 	}()
 	prog := newProgress(cmd.ErrOrStderr(), "resubmitted", 0)
 	defer prog.done()
@@ -184,7 +234,7 @@ func (f *resubmitFlags) run(cmd *cobra.Command, c *azservicebus.Client, res *res
 		msgs, err := r.ReceiveMessages(wctx, want, nil)
 		cancel()
 		if err != nil && !isIdle(ctx, err) {
-			return entityError(err, queueName(f.sourceDLQ))
+			return f.source.err(err)
 		}
 		if len(msgs) == 0 {
 			return nil
@@ -205,11 +255,11 @@ func (f *resubmitFlags) run(cmd *cobra.Command, c *azservicebus.Client, res *res
 			default:
 				if err := s.SendAMQPAnnotatedMessage(ctx, resubmitCopy(m), nil); err != nil {
 					held = append(held, msgs[i:]...)
-					return fmt.Errorf("message %d stays dead-lettered: sending its copy failed: %w", seq, entityError(err, queueName(f.targetQueue)))
+					return fmt.Errorf("message %d stays dead-lettered: sending its copy failed: %w", seq, entityError(err, sendTarget(f.target)))
 				}
 				if err := r.CompleteMessage(ctx, m, nil); err != nil {
 					held = append(held, msgs[i+1:]...)
-					return fmt.Errorf("message %d was resubmitted but could not be removed from the dead-letter queue, so it is now in both: %w", seq, entityError(err, queueName(f.sourceDLQ)))
+					return fmt.Errorf("message %d was resubmitted but could not be removed from the dead-letter queue, so it is now in both: %w", seq, f.source.err(err))
 				}
 				res.Resubmitted++
 				prog.update(res.Resubmitted)

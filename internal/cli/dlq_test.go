@@ -166,21 +166,32 @@ func TestDLQResubmitSelection(t *testing.T) {
 func TestDLQResubmitDuplicateDetection(t *testing.T) {
 	b := startBroker(t, nil)
 	b.run("queue", "create", "q", "--duplicate-detection", "--duplicate-window", "1h").ok(t)
+	b.run("queue", "create", "plain").ok(t)
 	b.run("send", "q", "with id", "--message-id", "m1").ok(t)
+	// The broker gives a message sent without a MessageId one, as Service
+	// Bus does, and detects duplicates of it too.
 	b.run("send", "q", "without id").ok(t)
 	b.run("receive", "q", "--count", "2", "--settle", "deadletter").ok(t)
 
-	// The copy of m1 would be dropped as a duplicate of m1: it stays.
+	// The copies would be dropped as duplicates of the originals: they stay.
 	res := decode[resubmitResult](t, b.run("dlq", "resubmit", "q", "--json").ok(t))
-	if res.Resubmitted != 1 || res.HeldBack != 1 {
+	if res.Resubmitted != 0 || res.HeldBack != 2 {
 		t.Errorf("result %+v", res)
 	}
-	if c := b.counts("q"); c.DeadLetterMessageCount != 1 || c.ActiveMessageCount != 1 {
+	if c := b.counts("q"); c.DeadLetterMessageCount != 2 || c.ActiveMessageCount != 0 {
 		t.Errorf("counts %+v", c)
 	}
 	dlq := decode[[]jsonMessage](t, b.run("peek", "q", "--dlq", "--json").ok(t))
-	if len(dlq) != 1 || *dlq[0].MessageID != "m1" {
+	if len(dlq) != 2 || *dlq[0].MessageID != "m1" || dlq[1].MessageID == nil {
 		t.Errorf("left in the DLQ: %+v", dlq)
+	}
+	// A target without duplicate detection takes them.
+	res = decode[resubmitResult](t, b.run("dlq", "resubmit", "q", "--to", "plain", "--json").ok(t))
+	if res.Resubmitted != 2 || res.HeldBack != 0 {
+		t.Errorf("--to plain: %+v", res)
+	}
+	if c := b.counts("plain"); c.ActiveMessageCount != 2 {
+		t.Errorf("plain counts %+v", c)
 	}
 }
 

@@ -11,8 +11,19 @@ import (
 func TestWrongKey(t *testing.T) {
 	b := startBroker(t, nil)
 	b.run("queue", "create", "q").ok(t)
+	b.run("topic", "create", "t").ok(t)
+	b.run("subscription", "create", "t", "s").ok(t)
 	env := map[string]string{EnvConnectionString: connString(b.srv.AMQPAddr().String(), "not-the-key"), EnvAdmin: b.admin}
 	for _, args := range [][]string{
+		{"send", "t", "x"},
+		{"peek", "t", "-s", "s"},
+		{"topic", "list"},
+		{"topic", "show", "t"},
+		{"subscription", "create", "t", "other"},
+		{"subscription", "show", "t", "s"},
+		{"rule", "list", "t", "s"},
+		{"rule", "create", "t", "s", "r", "--true"},
+		{"dlq", "resubmit", "t", "-s", "s", "--to", "q"},
 		{"send", "q", "x"},
 		{"peek", "q"},
 		{"receive", "q", "--wait", "1s"},

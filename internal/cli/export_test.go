@@ -2,11 +2,15 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	sbadmin "github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
 	"github.com/busbarmq/busbar/internal/config"
 )
@@ -54,17 +58,39 @@ func TestExportLoadsBackToTheSameTopology(t *testing.T) {
 	}
 }
 
-// topology is queue list --json without the runtime counts.
+// topology is the broker's entities as the list commands print them with
+// --json, without the runtime counts: queues, topics, and each topic's
+// subscriptions with their rules.
 func topology(t *testing.T, b *testBroker) string {
 	t.Helper()
-	views := decode[[]queueView](t, b.run("queue", "list", "--json").ok(t))
-	for i := range views {
-		views[i].Runtime = nil
+	return topologyOf(t, b, nil)
+}
+
+// topologyOf is topology with the rules passed through edit first.
+func topologyOf(t *testing.T, b *testBroker, edit func([]ruleView) []ruleView) string {
+	t.Helper()
+	queues := decode[[]queueView](t, b.run("queue", "list", "--json").ok(t))
+	for i := range queues {
+		queues[i].Runtime = nil
+	}
+	topics := decode[[]topicView](t, b.run("topic", "list", "--json").ok(t))
+	subs := map[string][]subscriptionView{}
+	for i, tp := range topics {
+		topics[i].Runtime = nil
+		list := decode[[]subscriptionView](t, b.run("subscription", "list", tp.Name, "--json").ok(t))
+		for j, s := range list {
+			list[j].Runtime = nil
+			list[j].Rules = decode[[]ruleView](t, b.run("rule", "list", tp.Name, s.Name, "--json").ok(t))
+			if edit != nil {
+				list[j].Rules = edit(list[j].Rules)
+			}
+		}
+		subs[tp.Name] = list
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", " ")
-	if err := enc.Encode(views); err != nil {
+	if err := enc.Encode(map[string]any{"queues": queues, "topics": topics, "subscriptions": subs}); err != nil {
 		t.Fatal(err)
 	}
 	return buf.String()
@@ -79,5 +105,178 @@ func TestExportEmpty(t *testing.T) {
 	}
 	if len(cfg.Namespaces) != 1 || cfg.Namespaces[0].Name != "sbemulatorns" || len(cfg.Namespaces[0].Queues) != 0 {
 		t.Errorf("%+v", cfg)
+	}
+}
+
+func TestExportTopicsLoadBackToTheSameTopology(t *testing.T) {
+	b := startBroker(t, nil)
+	b.run("queue", "create", "errors", "--default-ttl", "14d").ok(t)
+	b.run("topic", "create", "events", "--default-ttl", "7d", "--duplicate-detection", "--duplicate-window", "1m",
+		"--max-size-mb", "2048", "--max-message-size-kb", "512", "--auto-delete-on-idle", "12h", "--user-metadata", `team "orders" & <ops>`).ok(t)
+	b.run("topic", "create", "audit", "--status", "SendDisabled").ok(t)
+	b.run("topic", "create", "quiet").ok(t)                           // no subscriptions
+	b.run("queue", "create", "inbox", "--forward-to", "events").ok(t) // forwards to a topic, which the file declares after it
+
+	// all: just $Default, which Config.json leaves out.
+	b.run("subscription", "create", "events", "all").ok(t)
+	// eu: a SQL default rule and every property.
+	b.run("subscription", "create", "events", "eu", "--sql", "region = 'eu' AND sys.Label LIKE 'order-%'", "--lock-duration", "30s",
+		"--max-delivery-count", "3", "--default-ttl", "1h", "--dead-letter-on-expiration", "--dead-letter-on-filter-exceptions=false",
+		"--auto-delete-on-idle", "2h", "--forward-dlq-to", "errors", "--status", "ReceiveDisabled", "--user-metadata", "europe").ok(t)
+	// placed: a correlation rule with an action, and a second rule.
+	b.run("subscription", "create", "events", "placed", "--rule-name", "placed", "--action", "SET seen = TRUE; REMOVE tmp",
+		"--correlation", "subject=order-placed,correlationId=c1,contentType=application/json,region=eu,vip=true,weight:double=1.5").ok(t)
+	b.run("rule", "create", "events", "placed", "big", "--sql", "total > 100", "--action", "SET big = TRUE").ok(t)
+	// mixed: $Default next to another rule; paused: only a FalseFilter.
+	b.run("subscription", "create", "events", "mixed").ok(t)
+	b.run("rule", "create", "events", "mixed", "ids", "--message-id", "m1", "--to", "t", "--reply-to", "r", "--session-id", "s",
+		"--reply-to-session-id", "rs").ok(t)
+	b.run("subscription", "create", "events", "paused").ok(t)
+	b.run("rule", "create", "events", "paused", "none", "--false").ok(t)
+	b.run("rule", "delete", "events", "paused", "$Default").ok(t)
+	// fwd: forwards to another topic.
+	b.run("subscription", "create", "events", "fwd", "--forward-to", "audit", "--sql", "1=1").ok(t)
+	b.run("subscription", "create", "audit", "x", "--correlation", "to=auditor").ok(t)
+	b.run("send", "events", "messages are not exported", "-p", "region=eu").ok(t)
+
+	exported := b.run("export").ok(t)
+	cfg, err := config.LoadEmulatorConfig(strings.NewReader(exported))
+	if err != nil {
+		t.Fatalf("export does not load: %v\n%s", err, exported)
+	}
+	if len(cfg.Warnings) > 0 {
+		t.Errorf("warnings %v", cfg.Warnings)
+	}
+	ns := cfg.Namespaces[0]
+	if len(ns.Queues) != 2 || len(ns.Topics) != 3 || ns.Topics[1].Name != "events" || len(ns.Topics[1].Subscriptions) != 6 {
+		t.Fatalf("exported %+v", ns)
+	}
+	subs := map[string]config.Subscription{}
+	for _, s := range ns.Topics[1].Subscriptions {
+		subs[s.Name] = s
+	}
+	if subs["all"].Rules != nil || subs["all"].Props != (config.SubscriptionProps{}) {
+		t.Errorf("all: %+v", subs["all"])
+	}
+	if r := subs["placed"].Rules; len(r) != 2 || r[0].Name != "big" || r[1].Name != "placed" || r[1].Action != "SET seen = TRUE; REMOVE tmp" ||
+		r[1].Filter.Type != config.FilterCorrelation || *r[1].Filter.Correlation.Label != "order-placed" || r[1].Filter.Correlation.Properties["weight"] != 1.5 {
+		t.Errorf("placed: %+v", r)
+	}
+	if r := subs["paused"].Rules; len(r) != 1 || r[0].Filter.SQL != "1=0" {
+		t.Errorf("paused: %+v", r)
+	}
+	if r := subs["mixed"].Rules; len(r) != 2 || r[0].Name != "$Default" || r[0].Filter.SQL != "1=1" {
+		t.Errorf("mixed: %+v", r)
+	}
+	for _, want := range []string{`"ForwardTo": "audit"`, `"ForwardTo": "events"`, `"Status": "ReceiveDisabled"`, `"DeadLetteringOnFilterEvaluationExceptions": false`,
+		`"SqlExpression": "region = 'eu' AND sys.Label LIKE 'order-%'"`, `"vip": true`, `"weight": 1.5`} {
+		if !strings.Contains(exported, want) {
+			t.Errorf("export lacks %s:\n%s", want, exported)
+		}
+	}
+
+	b2 := startBroker(t, cfg)
+	// Config.json has SQL and correlation filters only: a TrueFilter or
+	// FalseFilter comes back as the SQL filter 1=1 or 1=0 (except the lone
+	// $Default, which is left out and recreated as it was).
+	asLoaded := func(rules []ruleView) []ruleView {
+		if len(rules) == 1 && rules[0].Name == "$Default" && rules[0].Filter.Type == "TrueFilter" {
+			return rules
+		}
+		for i, r := range rules {
+			switch r.Filter.Type {
+			case "TrueFilter":
+				rules[i].Filter = filterView{Type: "SqlFilter", SQLExpression: to.Ptr("1=1")}
+			case "FalseFilter":
+				rules[i].Filter = filterView{Type: "SqlFilter", SQLExpression: to.Ptr("1=0")}
+			}
+		}
+		return rules
+	}
+	if got, want := topology(t, b2), topologyOf(t, b, asLoaded); got != want {
+		t.Errorf("topology differs after a round trip:\ngot  %s\nwant %s", got, want)
+	}
+	if again := b2.run("export").ok(t); again != exported {
+		t.Errorf("second export differs:\n%s\nfirst:\n%s", again, exported)
+	}
+
+	// The loaded rules route as the originals did.
+	b2.run("send", "events", "e1", "--subject", "order-placed", "--correlation-id", "c1", "--content-type", "application/json",
+		"-p", "region=eu", "-p", "vip=true", "-p", "weight:double=1.5", "-p", "tmp=1", "-p", "total=500").ok(t)
+	placed := decode[[]jsonMessage](t, b2.run("peek", "events", "-s", "placed", "--json").ok(t))
+	if len(placed) != 2 || placed[0].Properties["seen"] == placed[1].Properties["seen"] {
+		t.Errorf("placed got %+v", placed)
+	}
+	for _, sub := range []string{"all", "eu", "fwd"} {
+		if c := b2.subCounts("events", sub); c.TotalMessageCount != 1 {
+			t.Errorf("%s holds %d messages, want 1", sub, c.TotalMessageCount)
+		}
+	}
+	for _, sub := range []string{"mixed", "paused"} {
+		if c := b2.subCounts("events", sub); c.TotalMessageCount != map[string]int64{"mixed": 1, "paused": 0}[sub] {
+			t.Errorf("%s holds %d messages", sub, c.TotalMessageCount)
+		}
+	}
+}
+
+func TestExportRefusesWhatConfigCannotHold(t *testing.T) {
+	b := startBroker(t, nil)
+	b.run("topic", "create", "t").ok(t)
+	b.run("subscription", "create", "t", "empty").ok(t)
+	b.run("rule", "delete", "t", "empty", "$Default").ok(t)
+	b.run("subscription", "create", "t", "timed", "--correlation", "at:time=2026-01-02T03:04:05Z").ok(t)
+	b.run("subscription", "create", "t", "params").ok(t)
+	c := b.adminClient()
+	ctx := context.Background()
+	if _, err := c.CreateRule(ctx, "t", "params", &sbadmin.CreateRuleOptions{
+		Name:   to.Ptr("p"),
+		Filter: &sbadmin.SQLFilter{Expression: "n > @min", Parameters: map[string]any{"@min": 5}},
+		Action: &sbadmin.SQLAction{Expression: "SET x = @x", Parameters: map[string]any{"@x": "y"}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	r := b.run("export")
+	r.fails(t, ExitFailure, "cannot export",
+		`subscription "t/Subscriptions/empty": it has no rules`, "none --false",
+		`subscription "t/Subscriptions/params": rule "p": its SQL filter has parameters (@min)`,
+		`subscription "t/Subscriptions/params": rule "p": its action has parameters (@x)`,
+		`subscription "t/Subscriptions/timed": rule "$Default": its correlation filter property "at" is a time.Time`)
+	if r.stdout != "" {
+		t.Errorf("export wrote %q", r.stdout)
+	}
+	// The remedy the message gives works.
+	b.run("rule", "create", "t", "empty", "none", "--false").ok(t)
+	b.run("subscription", "delete", "t", "timed", "params").ok(t)
+	b.run("export").ok(t)
+}
+
+// TestExportIntegerCorrelationProperty: an integer correlation filter
+// property goes through Config.json and back.
+func TestExportIntegerCorrelationProperty(t *testing.T) {
+	b := startBroker(t, nil)
+	b.run("topic", "create", "t").ok(t)
+	b.run("subscription", "create", "t", "s", "--correlation", "n=5").ok(t)
+	exported := b.run("export").ok(t)
+	if !strings.Contains(exported, `"n": 5`) {
+		t.Fatalf("export:\n%s", exported)
+	}
+	cfg, err := config.LoadEmulatorConfig(strings.NewReader(exported))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2 := startBroker(t, cfg)
+	r := b2.run("rule", "list", "t", "s", "--json")
+	if r.code != 0 && strings.Contains(r.stderr, "type long") {
+		// The broker stores the file's integers as 64-bit (xsd:long), which
+		// the Go admin client v1.11.0 cannot read back. Reported; this test
+		// runs in full once the broker keeps small integers 32-bit.
+		t.Skipf("broker/SDK interop: %s", strings.TrimSpace(r.stderr))
+	}
+	if got, want := topology(t, b2), topology(t, b); got != want {
+		t.Errorf("topology differs after a round trip:\ngot  %s\nwant %s", got, want)
+	}
+	if again := b2.run("export").ok(t); again != exported {
+		t.Errorf("second export differs:\n%s\nfirst:\n%s", again, exported)
 	}
 }

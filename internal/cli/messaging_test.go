@@ -85,7 +85,7 @@ func TestSendFromEverySource(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := decode[sendResult](t, b.run("send", "q", "--jsonl", jsonl, "--subject", "dflt", "-p", "k=0", "-p", "common=1", "--json").ok(t))
-	if res.Sent != 3 || res.Queue != "q" {
+	if res.Sent != 3 || res.Entity != "q" {
 		t.Errorf("jsonl result %+v", res)
 	}
 
@@ -224,8 +224,9 @@ func TestSendErrors(t *testing.T) {
 	b.run("send", "q", "body", "--ttl", "soon").fails(t, ExitUsage, "--ttl")
 	b.run("send", "q", "body", "--schedule", "tomorrowish").fails(t, ExitUsage, "--schedule")
 	b.run("send", "q", "--file", filepath.Join(dir, "missing")).fails(t, ExitUsage, "--file")
-	b.run("send").fails(t, ExitUsage, "queue name")
-	b.run("send", "nope", "x").fails(t, ExitNotFound, `queue "nope" not found`)
+	b.run("send").fails(t, ExitUsage, "queue or topic name")
+	b.run("send", "nope", "x").fails(t, ExitNotFound, `queue or topic "nope" not found`)
+	b.run("send", "t/Subscriptions/s", "x").fails(t, ExitUsage, "cannot send to subscription", `send to its topic "t"`)
 	if c := b.counts("q"); c.ActiveMessageCount != 0 {
 		t.Errorf("a failed send sent %d messages", c.ActiveMessageCount)
 	}
@@ -344,7 +345,7 @@ func TestPurge(t *testing.T) {
 		t.Errorf("purge: %q", out)
 	}
 	res := decode[map[string]any](t, b.run("purge", "q", "--dlq", "--json").ok(t))
-	if res["purged"] != 3.0 || res["queue"] != "q/$DeadLetterQueue" {
+	if res["purged"] != 3.0 || res["entity"] != "q/$DeadLetterQueue" {
 		t.Errorf("purge --dlq: %v", res)
 	}
 	if out := b.run("purge", "q").ok(t); out != "purged 0 messages from q\n" {

@@ -11,23 +11,33 @@ const peekBatch = 100
 func newPeekCmd(a *app) *cobra.Command {
 	var (
 		sub    subQueueFlags
+		subscr subscriptionFlag
 		from   int64
 		count  int
 		asJSON bool
 	)
 	cmd := &cobra.Command{
-		Use:   "peek QUEUE",
+		Use:   "peek (QUEUE | TOPIC --subscription SUB)",
 		Short: "Show messages without locking or removing them",
-		Long: `Show up to --count messages, in sequence-number order, without locking them:
-active, deferred and scheduled messages alike. Nothing changes on the broker.
+		Long: `Show up to --count messages of a queue, or of a topic's subscription, in
+sequence-number order, without locking them: active, deferred and scheduled
+messages alike. Nothing changes on the broker.
 
-Exits with 3 if the queue does not exist.`,
+A subscription is named by its topic and --subscription (-s), or by its path
+TOPIC/Subscriptions/SUB. A topic itself holds no messages to peek.
+
+Exits with 3 if the queue or subscription does not exist.`,
 		Example: `  busbar peek orders
   busbar peek orders --dlq --count 50
-  busbar peek orders --from 1200 --json | jq -r '.[].body'`,
-		Args: exactArgs(1, "a queue name"),
+  busbar peek orders --from 1200 --json | jq -r '.[].body'
+  busbar peek events --subscription audit
+  busbar peek events/Subscriptions/audit --dlq`,
+		Args: exactArgs(1, "a queue name, or a topic name with --subscription"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			queue := args[0]
+			e, err := subscr.entity(cmd, args[0])
+			if err != nil {
+				return err
+			}
 			if err := sub.check(); err != nil {
 				return err
 			}
@@ -35,11 +45,11 @@ Exits with 3 if the queue does not exist.`,
 				return err
 			}
 			var out []jsonMessage
-			err := a.withMessaging(cmd.Context(), func(c *azservicebus.Client) error {
+			err = a.withMessaging(cmd.Context(), func(c *azservicebus.Client) error {
 				ctx := cmd.Context()
-				r, err := c.NewReceiverForQueue(queue, &azservicebus.ReceiverOptions{SubQueue: sub.subQueue()})
+				r, err := e.newReceiver(c, &azservicebus.ReceiverOptions{SubQueue: sub.subQueue()})
 				if err != nil {
-					return entityError(err, queueName(queue))
+					return e.err(err)
 				}
 				defer closeQuietly(ctx, r.Close)
 				var opts *azservicebus.PeekMessagesOptions
@@ -49,7 +59,7 @@ Exits with 3 if the queue does not exist.`,
 				for len(out) < count {
 					msgs, err := r.PeekMessages(ctx, min(count-len(out), peekBatch), opts)
 					if err != nil {
-						return entityError(err, queueName(queue))
+						return e.err(err)
 					}
 					if len(msgs) == 0 {
 						break
@@ -67,6 +77,7 @@ Exits with 3 if the queue does not exist.`,
 			return printMessages(cmd, out, asJSON, sub.any())
 		},
 	}
+	subscr.register(cmd)
 	sub.register(cmd, true)
 	cmd.Flags().Int64Var(&from, "from", 0, "start at this sequence number (default: the first message)")
 	cmd.Flags().IntVarP(&count, "count", "n", 10, "how many messages to show at most")

@@ -12,23 +12,33 @@ import (
 func newPurgeCmd(a *app) *cobra.Command {
 	var (
 		sub    subQueueFlags
+		subscr subscriptionFlag
 		wait   time.Duration
 		asJSON bool
 	)
 	cmd := &cobra.Command{
-		Use:   "purge QUEUE",
-		Short: "Delete every available message of a queue",
-		Long: `Receive and delete messages until none has arrived for --wait, then print how
-many were deleted. Scheduled messages (not yet enqueued), deferred messages and
-messages locked by other receivers are left alone.
+		Use:   "purge (QUEUE | TOPIC --subscription SUB)",
+		Short: "Delete every available message of a queue or subscription",
+		Long: `Receive and delete messages from a queue, or from a topic's subscription, until
+none has arrived for --wait, then print how many were deleted. Scheduled
+messages (not yet enqueued), deferred messages and messages locked by other
+receivers are left alone.
 
-Exits with 3 if the queue does not exist.`,
+A subscription is named by its topic and --subscription (-s), or by its path
+TOPIC/Subscriptions/SUB. Purging one subscription leaves the topic's other
+subscriptions alone.
+
+Exits with 3 if the queue or subscription does not exist.`,
 		Example: `  busbar purge orders
   busbar purge orders --dlq
-  busbar purge orders --json   # {"queue": "orders", "purged": 42}`,
-		Args: exactArgs(1, "a queue name"),
+  busbar purge orders --json   # {"entity": "orders", "purged": 42}
+  busbar purge events --subscription audit --dlq`,
+		Args: exactArgs(1, "a queue name, or a topic name with --subscription"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			queue := args[0]
+			e, err := subscr.entity(cmd, args[0])
+			if err != nil {
+				return err
+			}
 			if err := sub.check(); err != nil {
 				return err
 			}
@@ -36,14 +46,14 @@ Exits with 3 if the queue does not exist.`,
 				return usageErrorf("--wait must be positive")
 			}
 			n := 0
-			err := a.withMessaging(cmd.Context(), func(c *azservicebus.Client) error {
+			err = a.withMessaging(cmd.Context(), func(c *azservicebus.Client) error {
 				ctx := cmd.Context()
-				r, err := c.NewReceiverForQueue(queue, &azservicebus.ReceiverOptions{
+				r, err := e.newReceiver(c, &azservicebus.ReceiverOptions{
 					ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete,
 					SubQueue:    sub.subQueue(),
 				})
 				if err != nil {
-					return entityError(err, queueName(queue))
+					return e.err(err)
 				}
 				defer closeQuietly(ctx, r.Close)
 				prog := newProgress(cmd.ErrOrStderr(), "purged", 0)
@@ -56,7 +66,7 @@ Exits with 3 if the queue does not exist.`,
 					n += len(msgs)
 					prog.update(n)
 					if err != nil && !isIdle(ctx, err) {
-						return entityError(err, queueName(queue))
+						return e.err(err)
 					}
 					if len(msgs) == 0 {
 						break
@@ -68,20 +78,21 @@ Exits with 3 if the queue does not exist.`,
 			})
 			if err != nil {
 				if n > 0 {
-					return fmt.Errorf("purged %s from %s, then: %w", plural(n, "message"), sub.path(queue), err)
+					return fmt.Errorf("purged %s from %s, then: %w", plural(n, "message"), sub.path(e.path()), err)
 				}
 				return err
 			}
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), struct {
-					Queue  string `json:"queue"`
+					Entity string `json:"entity"`
 					Purged int    `json:"purged"`
-				}{sub.path(queue), n})
+				}{sub.path(e.path()), n})
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "purged %s from %s\n", plural(n, "message"), sub.path(queue))
+			fmt.Fprintf(cmd.OutOrStdout(), "purged %s from %s\n", plural(n, "message"), sub.path(e.path()))
 			return nil
 		},
 	}
+	subscr.register(cmd)
 	sub.register(cmd, true)
 	cmd.Flags().DurationVar(&wait, "wait", time.Second, "stop after no message has arrived for this long")
 	addJSONFlag(cmd, &asJSON)

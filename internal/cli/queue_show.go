@@ -20,12 +20,9 @@ Exits with 3 if the queue does not exist.`,
 			name := args[0]
 			return a.withAdmin(func(c *adminClient) error {
 				ctx := cmd.Context()
-				q, err := c.GetQueue(ctx, name, nil)
-				if err == nil && q == nil {
-					err = errNotFound
-				}
+				q, err := getQueue(ctx, c, name)
 				if err != nil {
-					return entityError(err, queueName(name))
+					return err
 				}
 				rt, err := c.GetQueueRuntimeProperties(ctx, name, nil)
 				if err == nil && rt == nil {

@@ -34,12 +34,9 @@ Exits with 3 if the queue does not exist.`,
 			}
 			return a.withAdmin(func(c *adminClient) error {
 				ctx := cmd.Context()
-				q, err := c.GetQueue(ctx, name, nil)
-				if err == nil && q == nil {
-					err = errNotFound
-				}
+				q, err := getQueue(ctx, c, name)
 				if err != nil {
-					return entityError(err, queueName(name))
+					return err
 				}
 				props := q.QueueProperties
 				if err := f.apply(cmd.Flags(), &props); err != nil {

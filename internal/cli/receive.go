@@ -15,6 +15,7 @@ import (
 const receiveBatch = 100
 
 type receiveFlags struct {
+	subscr      subscriptionFlag
 	sub         subQueueFlags
 	mode        string
 	count       int
@@ -29,10 +30,14 @@ type receiveFlags struct {
 func newReceiveCmd(a *app) *cobra.Command {
 	var f receiveFlags
 	cmd := &cobra.Command{
-		Use:   "receive QUEUE",
+		Use:   "receive (QUEUE | TOPIC --subscription SUB)",
 		Short: "Receive messages and settle them",
-		Long: `Receive up to --count messages and print them. Receiving stops after --count
-messages, or once no message has arrived for --wait.
+		Long: `Receive up to --count messages from a queue, or from a topic's subscription, and
+print them. Receiving stops after --count messages, or once no message has
+arrived for --wait.
+
+A subscription is named by its topic and --subscription (-s), or by its path
+TOPIC/Subscriptions/SUB.
 
 In peeklock mode (the default) each message is locked, printed and then settled
 with --settle:
@@ -42,19 +47,27 @@ with --settle:
   defer        set it aside; receive it later by sequence number with --deferred
 In receiveanddelete mode messages are removed as they are delivered.
 
-Exits with 0 when no message arrived, 3 if the queue does not exist.`,
+Exits with 0 when no message arrived, 3 if the queue or subscription does not
+exist.`,
 		Example: `  busbar receive orders
   busbar receive orders --count 10 --wait 2s --json
   busbar receive orders --settle deadletter --reason Poison --description 'bad schema'
   busbar receive orders --settle defer          # prints the sequence number
   busbar receive orders --deferred 42 --settle complete
-  busbar receive orders --dlq --mode receiveanddelete --count 100`,
-		Args: exactArgs(1, "a queue name"),
+  busbar receive orders --dlq --mode receiveanddelete --count 100
+  busbar receive events --subscription audit --count 10
+  busbar receive events/Subscriptions/audit --dlq --settle complete`,
+		Args: exactArgs(1, "a queue name, or a topic name with --subscription"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return a.receive(cmd, args[0], &f)
+			e, err := f.subscr.entity(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			return a.receive(cmd, e, &f)
 		},
 	}
 	fs := cmd.Flags()
+	f.subscr.register(cmd)
 	f.sub.register(cmd, true)
 	fs.StringVar(&f.mode, "mode", "peeklock", "peeklock or receiveanddelete")
 	fs.IntVarP(&f.count, "count", "n", 1, "how many messages to receive at most")
@@ -103,7 +116,7 @@ func (f *receiveFlags) settlement() (settlement, error) {
 	return settlement{}, usageErrorf("--settle: %q is not one of complete, abandon, deadletter, defer", f.settle)
 }
 
-func (a *app) receive(cmd *cobra.Command, queue string, f *receiveFlags) error {
+func (a *app) receive(cmd *cobra.Command, e entityRef, f *receiveFlags) error {
 	fs := cmd.Flags()
 	if err := f.sub.check(); err != nil {
 		return err
@@ -140,9 +153,9 @@ func (a *app) receive(cmd *cobra.Command, queue string, f *receiveFlags) error {
 	var out []jsonMessage
 	err = a.withMessaging(cmd.Context(), func(c *azservicebus.Client) (err error) {
 		ctx := cmd.Context()
-		r, err := c.NewReceiverForQueue(queue, &azservicebus.ReceiverOptions{ReceiveMode: mode, SubQueue: f.sub.subQueue()})
+		r, err := e.newReceiver(c, &azservicebus.ReceiverOptions{ReceiveMode: mode, SubQueue: f.sub.subQueue()})
 		if err != nil {
-			return entityError(err, queueName(queue))
+			return e.err(err)
 		}
 		defer closeQuietly(ctx, r.Close)
 		// Abandoned messages are unlocked once the receiver is closed (see
@@ -150,8 +163,8 @@ func (a *app) receive(cmd *cobra.Command, queue string, f *receiveFlags) error {
 		var abandon []*azservicebus.ReceivedMessage
 		abandoning := mode == azservicebus.ReceiveModePeekLock && settle.verb == "abandon"
 		defer func() {
-			if aerr := abandonAfterClose(ctx, c, r, queue, f.sub.subQueue(), abandon); aerr != nil && err == nil {
-				err = fmt.Errorf("abandon failed (the messages unlock when their lock expires): %w", entityError(aerr, queueName(queue)))
+			if aerr := abandonAfterClose(ctx, c, r, e, f.sub.subQueue(), abandon); aerr != nil && err == nil {
+				err = fmt.Errorf("abandon failed (the messages unlock when their lock expires): %w", e.err(aerr))
 			}
 		}()
 		take := func(msgs []*azservicebus.ReceivedMessage) error {
@@ -163,7 +176,7 @@ func (a *app) receive(cmd *cobra.Command, queue string, f *receiveFlags) error {
 				} else if mode == azservicebus.ReceiveModePeekLock {
 					if err := settle.do(ctx, r, m); err != nil {
 						out = append(out, j)
-						return fmt.Errorf("message %d: %s failed: %w", *m.SequenceNumber, settle.verb, entityError(err, queueName(queue)))
+						return fmt.Errorf("message %d: %s failed: %w", *m.SequenceNumber, settle.verb, e.err(err))
 					}
 					j.Settled = settle.name
 				} else {
@@ -176,10 +189,10 @@ func (a *app) receive(cmd *cobra.Command, queue string, f *receiveFlags) error {
 		if len(f.deferred) > 0 {
 			msgs, err := r.ReceiveDeferredMessages(ctx, f.deferred, nil)
 			if err != nil && isNotFound(err) && !isEntityNotFound(err) {
-				return &exitError{code: ExitNotFound, err: fmt.Errorf("%s: no deferred message with sequence number %s (it does not exist, is not deferred, or is locked)", queueName(queue), joinInts(f.deferred))}
+				return &exitError{code: ExitNotFound, err: fmt.Errorf("%s: no deferred message with sequence number %s (it does not exist, is not deferred, or is locked)", e, joinInts(f.deferred))}
 			}
 			if err != nil {
-				return entityError(err, queueName(queue))
+				return e.err(err)
 			}
 			return take(msgs)
 		}
@@ -188,7 +201,7 @@ func (a *app) receive(cmd *cobra.Command, queue string, f *receiveFlags) error {
 			msgs, err := r.ReceiveMessages(wctx, min(f.count-len(out), receiveBatch), nil)
 			cancel()
 			if err != nil && !isIdle(ctx, err) {
-				return entityError(err, queueName(queue))
+				return e.err(err)
 			}
 			if len(msgs) == 0 {
 				break

@@ -34,10 +34,12 @@ type sendFlags struct {
 func newSendCmd(a *app) *cobra.Command {
 	var f sendFlags
 	cmd := &cobra.Command{
-		Use:   "send QUEUE [BODY]",
-		Short: "Send a message, or many from a JSON Lines file",
-		Long: `Send one message to a queue. The body is the BODY argument, the contents of
---file, or standard input, byte for byte.
+		Use:   "send (QUEUE | TOPIC) [BODY]",
+		Short: "Send a message, or many from a JSON Lines file, to a queue or topic",
+		Long: `Send one message to a queue or a topic. The body is the BODY argument, the
+contents of --file, or standard input, byte for byte. A message sent to a topic
+goes to every subscription whose rules it matches (one copy per matching rule
+with an action); a subscription cannot be sent to directly.
 
 --property key=value sets an application property (repeatable). An integer value
 is sent as a long, true and false as booleans, anything else as a string; force a
@@ -61,8 +63,9 @@ print messages in this form, so their output can be sent again.`,
   echo -n 'hi' | busbar send orders --session-id s1 --ttl 10m
   busbar send orders 'later' --schedule 30m
   busbar send orders --jsonl messages.jsonl
-  busbar peek orders --json | jq -c '.[]' | busbar send orders-copy --jsonl -`,
-		Args: rangeArgs(1, 2, "a queue name and an optional body"),
+  busbar peek orders --json | jq -c '.[]' | busbar send orders-copy --jsonl -
+  busbar send events '{"total": 12}' --subject order-placed -p region=eu   # a topic`,
+		Args: rangeArgs(1, 2, "a queue or topic name and an optional body"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.send(cmd, args, &f)
 		},
@@ -132,13 +135,19 @@ func (f *sendFlags) template(fs interface{ Changed(string) bool }, now time.Time
 
 // sendResult is what send prints with --json.
 type sendResult struct {
-	Queue           string  `json:"queue"`
+	Entity          string  `json:"entity"` // the queue or topic`
 	Sent            int     `json:"sent"`
 	SequenceNumbers []int64 `json:"sequenceNumbers,omitempty"` // of a scheduled message
 }
 
+// sendTarget names a queue or topic in messages.
+func sendTarget(name string) string { return fmt.Sprintf("queue or topic %q", name) }
+
 func (a *app) send(cmd *cobra.Command, args []string, f *sendFlags) error {
 	queue := args[0]
+	if e, err := parseEntityPath(queue); err == nil && e.isSubscription() {
+		return usageErrorf("cannot send to subscription %q: send to its topic %q, whose rules route the message to its subscriptions", queue, e.name)
+	}
 	fs := cmd.Flags()
 	sources := 0
 	for _, given := range []bool{len(args) == 2, fs.Changed("file"), fs.Changed("jsonl")} {
@@ -179,11 +188,11 @@ func (a *app) send(cmd *cobra.Command, args []string, f *sendFlags) error {
 		msgs = []*azservicebus.Message{m}
 	}
 
-	res := sendResult{Queue: queue}
+	res := sendResult{Entity: queue}
 	err = a.withMessaging(cmd.Context(), func(c *azservicebus.Client) error {
 		sender, err := c.NewSender(queue, nil)
 		if err != nil {
-			return entityError(err, queueName(queue))
+			return entityError(err, sendTarget(queue))
 		}
 		defer closeQuietly(cmd.Context(), sender.Close)
 		if len(msgs) == 1 && msgs[0].ScheduledEnqueueTime != nil {
@@ -192,14 +201,14 @@ func (a *app) send(cmd *cobra.Command, args []string, f *sendFlags) error {
 			m.ScheduledEnqueueTime = nil
 			seqs, err := sender.ScheduleMessages(cmd.Context(), []*azservicebus.Message{m}, at, nil)
 			if err != nil {
-				return entityError(err, queueName(queue))
+				return entityError(err, sendTarget(queue))
 			}
 			res.Sent, res.SequenceNumbers = 1, seqs
 			return nil
 		}
 		if len(msgs) == 1 {
 			if err := sender.SendMessage(cmd.Context(), msgs[0], nil); err != nil {
-				return entityError(err, queueName(queue))
+				return entityError(err, sendTarget(queue))
 			}
 			res.Sent = 1
 			return nil
@@ -235,7 +244,7 @@ func sendBatches(cmd *cobra.Command, sender *azservicebus.Sender, queue string, 
 			return nil
 		}
 		if err := sender.SendMessageBatch(ctx, batch, nil); err != nil {
-			return entityError(err, queueName(queue))
+			return entityError(err, sendTarget(queue))
 		}
 		*sent += int(batch.NumMessages())
 		prog.update(*sent)
@@ -247,7 +256,7 @@ func sendBatches(cmd *cobra.Command, sender *azservicebus.Sender, queue string, 
 			if batch == nil {
 				var err error
 				if batch, err = sender.NewMessageBatch(ctx, nil); err != nil {
-					return entityError(err, queueName(queue))
+					return entityError(err, sendTarget(queue))
 				}
 			}
 			err := batch.AddMessage(m, nil)
@@ -258,7 +267,7 @@ func sendBatches(cmd *cobra.Command, sender *azservicebus.Sender, queue string, 
 				return fmt.Errorf("message %d: %w", i+1, err)
 			}
 			if batch.NumMessages() == 0 {
-				return fmt.Errorf("message %d is larger than the largest message the queue accepts", i+1)
+				return fmt.Errorf("message %d is larger than the largest message the queue or topic accepts", i+1)
 			}
 			if err := flush(); err != nil {
 				return err

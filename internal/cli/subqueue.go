@@ -10,17 +10,17 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// subQueueFlags select a queue's dead-letter or transfer dead-letter
-// sub-queue.
+// subQueueFlags select a queue's or subscription's dead-letter or transfer
+// dead-letter sub-queue.
 type subQueueFlags struct {
 	dlq         bool
 	transferDLQ bool
 }
 
 func (s *subQueueFlags) register(cmd *cobra.Command, transfer bool) {
-	cmd.Flags().BoolVar(&s.dlq, "dlq", false, "use the queue's dead-letter queue")
+	cmd.Flags().BoolVar(&s.dlq, "dlq", false, "use the queue's (or subscription's) dead-letter queue")
 	if transfer {
-		cmd.Flags().BoolVar(&s.transferDLQ, "transfer-dlq", false, "use the queue's transfer dead-letter queue")
+		cmd.Flags().BoolVar(&s.transferDLQ, "transfer-dlq", false, "use the queue's (or subscription's) transfer dead-letter queue")
 	}
 }
 
@@ -35,15 +35,16 @@ func (s *subQueueFlags) subQueue() azservicebus.SubQueue {
 	return 0
 }
 
-// path names the entity for messages: orders, orders/$DeadLetterQueue.
-func (s *subQueueFlags) path(queue string) string {
+// path names the sub-queue of the entity at path for messages: orders,
+// orders/$DeadLetterQueue, events/Subscriptions/audit/$DeadLetterQueue.
+func (s *subQueueFlags) path(path string) string {
 	switch {
 	case s.dlq:
-		return queue + "/$DeadLetterQueue"
+		return path + "/$DeadLetterQueue"
 	case s.transferDLQ:
-		return queue + "/$Transfer/$DeadLetterQueue"
+		return path + "/$Transfer/$DeadLetterQueue"
 	}
-	return queue
+	return path
 }
 
 func (s *subQueueFlags) any() bool { return s.dlq || s.transferDLQ }
@@ -69,14 +70,14 @@ func positive(flag string, n int) error {
 // r itself would hand them straight back to r if it still has credit
 // (after a receive that timed out, say), where they would stay locked
 // until it closed and then until their lock expired.
-func abandonAfterClose(ctx context.Context, c *azservicebus.Client, r *azservicebus.Receiver, queue string, sub azservicebus.SubQueue, msgs []*azservicebus.ReceivedMessage) error {
+func abandonAfterClose(ctx context.Context, c *azservicebus.Client, r *azservicebus.Receiver, e entityRef, sub azservicebus.SubQueue, msgs []*azservicebus.ReceivedMessage) error {
 	closeQuietly(ctx, r.Close)
 	if len(msgs) == 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	r2, err := c.NewReceiverForQueue(queue, &azservicebus.ReceiverOptions{SubQueue: sub})
+	r2, err := e.newReceiver(c, &azservicebus.ReceiverOptions{SubQueue: sub})
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/busbarmq/busbar/internal/broker"
 	"github.com/busbarmq/busbar/internal/config"
@@ -222,7 +223,7 @@ func ruleDescription(r config.Rule) broker.RuleDescription {
 	switch r.Filter.Type {
 	case config.FilterCorrelation:
 		c := r.Filter.Correlation
-		cf := broker.CorrelationFilter{Properties: c.Properties}
+		cf := broker.CorrelationFilter{Properties: correlationProperties(c.Properties)}
 		setString(&cf.ContentType, c.ContentType)
 		setString(&cf.CorrelationID, c.CorrelationID)
 		setString(&cf.Label, c.Label)
@@ -245,4 +246,21 @@ func setString(dst *string, src *string) {
 	if src != nil {
 		*dst = *src
 	}
+}
+
+// correlationProperties types a Config.json correlation filter's values as
+// Service Bus would: a JSON whole number that fits in 32 bits is an int
+// (what the SDKs send and can read back), a larger one a long.
+func correlationProperties(in map[string]any) map[string]any {
+	if in == nil {
+		return nil
+	}
+	out := make(map[string]any, len(in))
+	for k, v := range in {
+		if n, ok := v.(int64); ok && n >= math.MinInt32 && n <= math.MaxInt32 {
+			v = int32(n)
+		}
+		out[k] = v
+	}
+	return out
 }
