@@ -146,9 +146,9 @@ func TestSDKCreateQueueAllProperties(t *testing.T) {
 		Status:                              to.Ptr(sbadmin.EntityStatusSendDisabled),
 		AutoDeleteOnIdle:                    to.Ptr("PT1H"),
 		EnablePartitioning:                  to.Ptr(true),
-		ForwardTo:                           to.Ptr("sb://" + e.host + "/target"),
-		ForwardDeadLetteredMessagesTo:       to.Ptr("sb://" + e.host + "/dlq-target"),
-		UserMetadata:                        to.Ptr(`price < 5 & "cheap" 'ok'`),
+		// (No ForwardTo: a session-enabled queue cannot auto-forward.)
+		ForwardDeadLetteredMessagesTo: to.Ptr("sb://" + e.host + "/dlq-target"),
+		UserMetadata:                  to.Ptr(`price < 5 & "cheap" 'ok'`),
 		AuthorizationRules: []sbadmin.AuthorizationRule{{
 			AccessRights: []sbadmin.AccessRight{sbadmin.AccessRightListen, sbadmin.AccessRightSend},
 			KeyName:      to.Ptr("app"),
@@ -176,11 +176,27 @@ func TestSDKCreateQueueAllProperties(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := info.Properties
-	if p.LockDuration != 30*time.Second || p.MaxDeliveryCount != 5 || p.ForwardTo != "target" ||
+	if p.LockDuration != 30*time.Second || p.MaxDeliveryCount != 5 || p.ForwardTo != "" ||
 		p.ForwardDeadLetteredMessagesTo != "dlq-target" || p.Status != broker.StatusSendDisabled ||
 		!p.RequiresSession || p.DefaultMessageTimeToLive != 14*24*time.Hour {
 		t.Errorf("broker properties = %+v", p)
 	}
+	// ForwardTo round-trips on a queue without sessions; with sessions it
+	// is refused.
+	fprops := sbadmin.QueueProperties{ForwardTo: to.Ptr("sb://" + e.host + "/target")}
+	fresp, err := c.CreateQueue(ctx, "forwarder", &sbadmin.CreateQueueOptions{Properties: &fprops})
+	if err != nil || fresp.ForwardTo == nil || *fresp.ForwardTo != "sb://"+e.host+"/target" {
+		t.Fatalf("CreateQueue(ForwardTo) = %+v, %v", fresp, err)
+	}
+	if info, err := e.b.GetQueue("forwarder"); err != nil || info.Properties.ForwardTo != "target" {
+		t.Fatalf("forwarder %+v %v", info.Properties, err)
+	}
+	fprops.RequiresSession = to.Ptr(true)
+	_, err = c.CreateQueue(ctx, "session-forwarder", &sbadmin.CreateQueueOptions{Properties: &fprops})
+	wantStatus(t, err, http.StatusBadRequest, "ForwardTo", "session")
+	// A loop is refused, and the error names it.
+	_, err = c.UpdateQueue(ctx, "target", sbadmin.QueueProperties{ForwardTo: to.Ptr("forwarder")}, nil)
+	wantStatus(t, err, http.StatusBadRequest, "ForwardTo", "loop", "target → forwarder → target")
 }
 
 // TestSDKAuthorizationRuleDefaults: a rule sent without keys or times

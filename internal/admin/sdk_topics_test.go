@@ -465,10 +465,18 @@ func TestSDKSubscriptionLifecycle(t *testing.T) {
 		{sbadmin.SubscriptionProperties{UserMetadata: to.Ptr(strings.Repeat("m", 1025))}, []string{"UserMetadata", "1024"}},
 		{sbadmin.SubscriptionProperties{ForwardTo: to.Ptr("nowhere")}, []string{"ForwardTo", "does not exist"}},
 		{sbadmin.SubscriptionProperties{ForwardDeadLetteredMessagesTo: to.Ptr("orders/Subscriptions/bad")}, []string{"ForwardDeadLetteredMessagesTo"}},
-		{sbadmin.SubscriptionProperties{RequiresSession: to.Ptr(true)}, []string{"RequiresSession"}},
 	} {
 		_, err := c.CreateSubscription(ctx, "orders", "bad", &sbadmin.CreateSubscriptionOptions{Properties: &tc.props})
 		wantStatus(t, err, http.StatusBadRequest, tc.texts...)
+	}
+	// RequiresSession is allowed at creation (and immutable, above).
+	sess, err := c.CreateSubscription(ctx, "orders", "sessions", &sbadmin.CreateSubscriptionOptions{
+		Properties: &sbadmin.SubscriptionProperties{RequiresSession: to.Ptr(true)}})
+	if err != nil || sess.RequiresSession == nil || !*sess.RequiresSession {
+		t.Fatalf("CreateSubscription(RequiresSession) = %+v, %v", sess, err)
+	}
+	if got, err := c.GetSubscription(ctx, "orders", "sessions", nil); err != nil || got == nil || !*got.RequiresSession {
+		t.Fatalf("GetSubscription(sessions) = %+v, %v", got, err)
 	}
 	_, err = c.CreateSubscription(ctx, "orders", "bad/name", nil)
 	wantStatus(t, err, http.StatusBadRequest)

@@ -198,10 +198,13 @@ func (b *Broker) UpdateTopic(name string, p TopicProperties) (TopicInfo, error) 
 	t.rearmLocked()
 	info := t.infoLocked()
 	t.mu.Unlock()
-	// A status change may wake or fail the subscriptions' receivers.
+	// A status change may wake or fail the subscriptions' receivers, and
+	// stop or restart their forwarding.
 	for _, q := range t.subs.Load().list {
 		q.lock()
 		q.wakeAllLocked()
+		q.propsChangedForwardLocked()
+		q.rearmLocked()
 		q.mu.Unlock()
 	}
 	return info, nil
@@ -324,16 +327,12 @@ func (b *Broker) ListTopics() []TopicInfo {
 // DefaultRuleDescription); an empty one means $Default. Names are unique
 // within the topic, case-insensitively (KindAlreadyExists). A topic holds
 // at most MaxSubscriptionsPerTopic subscriptions (KindQuotaExceeded).
-// RequiresSession is refused: sessions are not supported yet.
 func (b *Broker) CreateSubscription(topicName, name string, p SubscriptionProperties, defaultRule *RuleDescription) (SubscriptionInfo, error) {
 	if err := ValidateSubscriptionName(name); err != nil {
 		return SubscriptionInfo{}, err
 	}
 	if err := p.Validate(); err != nil {
 		return SubscriptionInfo{}, err
-	}
-	if p.RequiresSession {
-		return SubscriptionInfo{}, errorf(KindNotAllowed, "RequiresSession: sessions are not supported yet; create the subscription without RequiresSession")
 	}
 	rd := RuleDescription{Name: DefaultRuleName, Filter: TrueRuleFilter()}
 	if defaultRule != nil {
@@ -363,7 +362,7 @@ func (b *Broker) CreateSubscription(topicName, name string, p SubscriptionProper
 	if err := checkFilterLimits(t, addSQL, addCorr); err != nil {
 		return SubscriptionInfo{}, err
 	}
-	if err := b.checkForwardTargetsLocked(SubscriptionPath(t.name, name), p.ForwardTo, p.ForwardDeadLetteredMessagesTo); err != nil {
+	if err := b.checkForwardingLocked(SubscriptionPath(t.name, name), p.RequiresSession, p.ForwardTo, p.ForwardDeadLetteredMessagesTo); err != nil {
 		return SubscriptionInfo{}, err
 	}
 	var batch store.Batch
@@ -397,24 +396,6 @@ func newSubscription(b *Broker, id uint64, t *topic, name string, p Subscription
 	return q
 }
 
-// checkForwardTargetsLocked validates ForwardTo targets: an existing queue
-// or topic, not the entity itself.
-func (b *Broker) checkForwardTargetsLocked(self string, targets ...string) error {
-	props := []string{"ForwardTo", "ForwardDeadLetteredMessagesTo"}
-	for i, target := range targets {
-		if target == "" {
-			continue
-		}
-		if entityKey(target) == entityKey(self) {
-			return invalidProp(props[i], "an entity cannot forward to itself")
-		}
-		if _, taken := b.nameTakenLocked(target); !taken {
-			return invalidProp(props[i], "the target entity '%s' does not exist", target)
-		}
-	}
-	return nil
-}
-
 // UpdateSubscription replaces a subscription's properties (a full
 // replace). RequiresSession cannot change. Locks held are kept; new
 // values apply to new locks and new messages.
@@ -435,7 +416,7 @@ func (b *Broker) UpdateSubscription(topicName, name string, p SubscriptionProper
 	if old.RequiresSession != p.RequiresSession {
 		return SubscriptionInfo{}, errorf(KindNotAllowed, "RequiresSession cannot be changed after the subscription is created")
 	}
-	if err := b.checkForwardTargetsLocked(q.name, p.ForwardTo, p.ForwardDeadLetteredMessagesTo); err != nil {
+	if err := b.checkForwardingLocked(q.name, p.RequiresSession, p.ForwardTo, p.ForwardDeadLetteredMessagesTo); err != nil {
 		return SubscriptionInfo{}, err
 	}
 	now := b.clock.Now().UTC()
@@ -457,6 +438,7 @@ func (b *Broker) UpdateSubscription(topicName, name string, p SubscriptionProper
 	q.mu.updated = now
 	q.touchLocked(now.UnixNano())
 	q.wakeAllLocked()
+	q.propsChangedForwardLocked()
 	q.rearmLocked()
 	return q.subscriptionInfoLocked(), nil
 }

@@ -193,7 +193,7 @@ type Counts struct {
 	Deferred           int64 // main queue, deferred
 	Scheduled          int64 // main queue, not yet enqueued
 	DeadLetter         int64 // $DeadLetterQueue, all states
-	Transfer           int64 // forwarding backlog (always 0: no forwarding yet)
+	Transfer           int64 // forwarding backlog: waiting to be auto-forwarded (not in Active / DeadLetter)
 	TransferDeadLetter int64 // $Transfer/$DeadLetterQueue
 	Total              int64 // MessageCount: the sum of all of the above
 	SizeInBytes        int64 // stored size of every message of every sub-queue
@@ -266,10 +266,10 @@ func (b *Broker) allocIDLocked(batch *store.Batch) uint64 {
 	return id
 }
 
-// checkForwardLocked validates ForwardTo targets: an existing queue or
-// topic that is not the queue itself.
+// checkForwardLocked validates the queue's forwarding (see
+// checkForwardingLocked).
 func (b *Broker) checkForwardLocked(name string, p QueueProperties) error {
-	return b.checkForwardTargetsLocked(name, p.ForwardTo, p.ForwardDeadLetteredMessagesTo)
+	return b.checkForwardingLocked(name, p.RequiresSession, p.ForwardTo, p.ForwardDeadLetteredMessagesTo)
 }
 
 // UpdateQueue replaces a queue's properties (a full replace, as the
@@ -318,6 +318,7 @@ func (b *Broker) UpdateQueue(name string, p QueueProperties) (QueueInfo, error) 
 	q.mu.updated = now
 	q.touchLocked(now.UnixNano())
 	q.wakeAllLocked() // status may have changed either way
+	q.propsChangedForwardLocked()
 	q.rearmLocked()
 	return q.infoLocked(), nil
 }

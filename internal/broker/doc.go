@@ -32,8 +32,8 @@
 //
 //	queue                                   a queue
 //	queue/$DeadLetterQueue                  its dead-lettered messages (always exists)
-//	queue/$Transfer/$DeadLetterQueue        its transfer dead letters (empty until
-//	                                        auto-forwarding exists)
+//	queue/$Transfer/$DeadLetterQueue        its transfer dead letters: what
+//	                                        auto-forwarding could not deliver
 //	topic                                   a topic: send, schedule, cancel only
 //	topic/Subscriptions/sub                 a subscription: receive, settle, peek, …
 //	topic/Subscriptions/sub/$DeadLetterQueue
@@ -81,6 +81,15 @@
 // number, enqueued time, size, TTL, …; filter.SystemProps). A copy's TTL
 // is the message's, capped by the topic's DefaultMessageTimeToLive and the
 // subscription's (the lower wins). A message nobody takes is dropped.
+//
+// # Sessions
+//
+// A queue or subscription with RequiresSession groups its messages by
+// SessionId into sessions, each received in order by one session receiver
+// at a time (AcceptSession, AcceptNextSession) under a session lock that
+// also locks the messages it hands out; its sub-queues are ordinary. A
+// session has durable state. See session.go for the rules (lock expiry
+// versus release, settlement, deferral, state, listing).
 //
 // # Shared data and reference counts
 //
@@ -187,8 +196,10 @@
 //	          state is derived on recovery, nothing is written when it
 //	          materialises)
 //	ttl:      effective time to live in ns, 0 = never
-//	opt:      bitset of optional trailing fields (none yet; reserved for
-//	          session id, dead-letter source, hop count)
+//	opt:      bitset of optional trailing fields, in bit order: bit 0 the
+//	          session id (uvarint length + bytes; main queue of a
+//	          session-enabled entity); bit 1 the hop count of an
+//	          auto-forwarded message (uvarint; see meta.go)
 //
 // A topic's messages are shared data (state active) and scheduled
 // messages not yet fanned out (state scheduled).
@@ -199,7 +210,9 @@
 // (duplicate-detection history: first-seen time); per topic "last-seq"
 // (written when a subscription is deleted, so the numbers its copies had
 // are never reused); per subscription "rule/<lower-case name>" (the rule,
-// JSON, parameters with their types). A bookkeeping entity "$namespace"
+// JSON, parameters with their types); per session-enabled queue or
+// subscription "session/<id>" (session state: 8 bytes big-endian Unix ns
+// of its last change + the state). A bookkeeping entity "$namespace"
 // holds "next-entity-id" so entity ids are never reused.
 //
 // # Concurrency
@@ -215,6 +228,11 @@
 // waiting to be woken or the batch arms a timer. Lock order:
 //
 //	Broker.admin → Broker.mu → topic.fanout → entity.mu → topic.mu → Broker.timers
+//
+// (A session's stateMu, held across the commit of a session-state write,
+// comes before all of them; a session-enabled entity's table of session
+// numbers has a lock of its own, taken under entity.mu or alone by phase
+// 2.)
 //
 // A topic send takes topic.mu once in phase 1 (checks, duplicate
 // detection, sequence numbers), routes and commits without locks, and
@@ -251,5 +269,28 @@
 // scheduled messages and operations on its subscriptions (receives,
 // peeks, settlements, rule changes, open receivers); a subscription
 // without receives, peeks, updates and new rules: sends to its topic do
-// not keep it alive.
+// not keep it alive. An entity with ForwardTo is never idle (auto-forwarding
+// counts as an open receiver); a topic with such a subscription neither.
+//
+// # Auto-forwarding
+//
+// A queue or subscription with ForwardTo moves each message that becomes
+// available in its main queue (sent, fanned out, materialised, abandoned,
+// released, its lock expired) to the target queue or topic; with
+// ForwardDeadLetteredMessagesTo, each message that becomes available in
+// its dead-letter queue. Each move is ONE synced store batch: the removal
+// from the source and the destination's own enqueue (its sequence number,
+// enqueued time, TTL defaults, for a topic the fan-out), so a crash leaves
+// the message in exactly one of the two. It runs in Tick (armed at once
+// when a message becomes available) or in the lazy check of any operation
+// on the source. A message forwarded MaxTransferHops (3) times already, or
+// refused by its destination (deleted, Disabled or SendDisabled, over its
+// quota or message size), goes to the source's transfer dead-letter queue
+// with a DeadLetterReason naming the cause. The hop count travels in Meta
+// (and rec.hops); a message forwarded out of a dead-letter queue carries
+// x-opt-deadletter-source. Creating or updating an entity refuses a
+// missing target, the entity itself, ForwardTo on a session-enabled entity
+// and a ForwardTo loop (through topics' subscriptions too). On restart,
+// what waited to be forwarded is forwarded by the first Tick. Details in
+// forward.go.
 package broker

@@ -84,7 +84,7 @@ func TestUpdateQueue(t *testing.T) {
 	p.LockDuration = 30 * time.Second
 	p.MaxDeliveryCount = 5
 	p.UserMetadata = "hello"
-	p.ForwardTo = "target"
+	p.ForwardDeadLetteredMessagesTo = "target" // (ForwardTo would take q's messages away)
 	info, err := e.b.UpdateQueue("q", p)
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +127,7 @@ func TestUpdateQueue(t *testing.T) {
 	// And survive a restart.
 	e.restart()
 	info, _ = e.b.GetQueue("q")
-	if info.Properties.MaxDeliveryCount != 5 || info.Properties.ForwardTo != "target" || !info.UpdatedAt.Equal(t0.Add(time.Minute)) {
+	if info.Properties.MaxDeliveryCount != 5 || info.Properties.ForwardDeadLetteredMessagesTo != "target" || !info.UpdatedAt.Equal(t0.Add(time.Minute)) {
 		t.Fatalf("after restart %+v", info)
 	}
 }

@@ -35,6 +35,12 @@ const (
 	KindNotAllowed
 	// KindClosed: the broker is closed.
 	KindClosed
+	// KindSessionLockLost: the session lock the operation needs is not
+	// held (expired, released, or never taken).
+	KindSessionLockLost
+	// KindSessionCannotBeLocked: the session is locked by another
+	// receiver.
+	KindSessionCannotBeLocked
 )
 
 var kindNames = [...]string{
@@ -49,6 +55,9 @@ var kindNames = [...]string{
 	KindInvalidArgument: "InvalidArgument",
 	KindNotAllowed:      "NotAllowed",
 	KindClosed:          "Closed",
+
+	KindSessionLockLost:       "SessionLockLost",
+	KindSessionCannotBeLocked: "SessionCannotBeLocked",
 }
 
 func (k Kind) String() string {
@@ -97,6 +106,9 @@ var (
 	ErrInvalidArgument = &Error{Kind: KindInvalidArgument, Msg: "broker: invalid argument"}
 	ErrNotAllowed      = &Error{Kind: KindNotAllowed, Msg: "broker: not allowed"}
 	ErrClosed          = &Error{Kind: KindClosed, Msg: "broker: closed"}
+
+	ErrSessionLockLost       = &Error{Kind: KindSessionLockLost, Msg: "broker: session lock lost"}
+	ErrSessionCannotBeLocked = &Error{Kind: KindSessionCannotBeLocked, Msg: "broker: session cannot be locked"}
 )
 
 var sentinels = [...]*Error{
@@ -111,6 +123,9 @@ var sentinels = [...]*Error{
 	KindInvalidArgument: ErrInvalidArgument,
 	KindNotAllowed:      ErrNotAllowed,
 	KindClosed:          ErrClosed,
+
+	KindSessionLockLost:       ErrSessionLockLost,
+	KindSessionCannotBeLocked: ErrSessionCannotBeLocked,
 }
 
 // KindOf returns the Kind of err: the Kind of the first *Error in its

@@ -30,6 +30,7 @@ type plannedCopy struct {
 	dlq  bool
 	r    rec
 	data []byte // own data; nil: the topic's shared data (r has flagShared)
+	sid  string // session id (session-enabled subscriptions only)
 }
 
 // route evaluates every subscription's rules against one message (m,
@@ -63,15 +64,29 @@ func (f *fanOut) route(m *message.Message, data []byte, seq, enq int64, schedule
 			continue
 		}
 		n := 0
-		if ev.plain {
+		if ev.plain && rt.sessions && m.SessionID == "" {
+			// A session-enabled subscription takes no session-less message.
+			f.planDeadLetter(i, base, seq, ttl, m, ReasonSessionIDNull, DescriptionSessionIDNull)
+			n++
+		} else if ev.plain {
 			r := base
 			r.seq, r.ttl, r.size = seq, ttl, int32(len(data))
 			r.flags |= flagShared
-			f.copies = append(f.copies, plannedCopy{sub: i, r: r})
+			c := plannedCopy{sub: i, r: r}
+			if rt.sessions {
+				c.sid = m.SessionID
+			}
+			f.copies = append(f.copies, c)
 			refs++
 			n++
 		}
 		for _, a := range ev.actions {
+			if rt.sessions && a.msg.SessionID == "" {
+				f.planDeadLetter(i, base, seqOrExtra(seq, n), ttl, a.msg, ReasonSessionIDNull, DescriptionSessionIDNull)
+				f.countExtra(n)
+				n++
+				continue
+			}
 			own, hs, err := message.AppendWithHeaderSize(nil, a.msg)
 			if err != nil || hs > MaxHeaderSize {
 				// The action made the message unstorable: dead-letter the
@@ -85,7 +100,11 @@ func (f *fanOut) route(m *message.Message, data []byte, seq, enq int64, schedule
 			r.seq = seqOrExtra(seq, n)
 			r.ttl = effectiveTTL(effectiveTTL(int64(a.msg.TTL), topicTTL), rt.defTTL)
 			r.size = int32(len(own))
-			f.copies = append(f.copies, plannedCopy{sub: i, r: r, data: own})
+			c := plannedCopy{sub: i, r: r, data: own}
+			if rt.sessions {
+				c.sid = a.msg.SessionID
+			}
+			f.copies = append(f.copies, c)
 			f.countExtra(n)
 			n++
 		}
@@ -174,7 +193,7 @@ func (f *fanOut) finish(ops []store.Op) ([]store.Op, []subCopies, int64) {
 			sq = SubQueueDeadLetter
 		}
 		at := len(metas)
-		metas = appendMeta(metas, sq, &c.r)
+		metas = appendMetaOpt(metas, sq, &c.r, metaOpt{sessionID: c.sid})
 		ops = append(ops, store.Op{Kind: store.OpAppend, EntityID: q.id, Seq: uint64(c.r.seq),
 			Meta: metas[at:len(metas):len(metas)], Data: c.data})
 		bytes += int64(c.r.size)
@@ -184,6 +203,9 @@ func (f *fanOut) finish(ops []store.Op) ([]store.Op, []subCopies, int64) {
 			pc.dlq = append(pc.dlq, c.r)
 		} else {
 			pc.main = append(pc.main, c.r)
+			if c.sid != "" {
+				pc.sids = append(pc.sids, c.sid) // every main copy has one
+			}
 		}
 	}
 	return ops, per, bytes
@@ -193,7 +215,7 @@ func (f *fanOut) finish(ops []store.Op) ([]store.Op, []subCopies, int64) {
 const maxPubDepth = 64
 
 // maxMetaLen is an upper bound of appendMeta's output.
-const maxMetaLen = 2 + 5 + 10 + 10 + 1
+const maxMetaLen = 2 + 5 + 10 + 10 + 1 + 2 // + a hop count (a session id exceeds it)
 
 // subCopies are the records one fan-out adds to one subscription.
 type subCopies struct {
@@ -201,6 +223,9 @@ type subCopies struct {
 	main, dlq   []rec
 	nmain, ndlq int
 	pub         pubBatch
+	// sids are the session ids of main's copies, in order (a
+	// session-enabled subscription), else nil.
+	sids []string
 }
 
 // publishCopies makes committed copies visible in their subscriptions:
@@ -213,11 +238,11 @@ func publishCopies(per []subCopies) {
 		if q == nil {
 			continue
 		}
-		if len(pc.dlq) == 0 && !needsTimer(pc.main) {
+		if len(pc.dlq) == 0 && !needsTimer(pc.main) && pc.sids == nil {
 			// A subscription nobody receives from would pile up batches:
 			// past maxPubDepth the sender publishes them itself.
 			pc.pub = pubBatch{recs: pc.main, insert: true}
-			if depth := q.pushPublished(&pc.pub); q.waiting.Load() > 0 || depth >= maxPubDepth {
+			if depth := q.pushPublished(&pc.pub); q.waiting.Load() > 0 || depth >= maxPubDepth || q.forwarding.Load() {
 				q.lock()
 				q.mu.Unlock()
 			}
@@ -225,6 +250,9 @@ func publishCopies(per []subCopies) {
 		}
 		q.lock()
 		if q.mu.gone == nil {
+			if pc.sids != nil {
+				q.assignSessionsLocked(pc.main, pc.sids)
+			}
 			if len(pc.main) > 0 {
 				q.publishLocked(SubQueueMain, pc.main, true, true)
 			}
@@ -247,8 +275,9 @@ func publishCopies(per []subCopies) {
 //     their subscriptions.
 //
 // The whole send holds t.fanout shared, so a subscription removed
-// meanwhile sees all of its copies.
-func (t *topic) enqueue(ctx context.Context, pend []pendingMsg, total, now int64) ([]int64, error) {
+// meanwhile sees all of its copies. fw, when not nil, is an auto-forward's
+// source side: its ops join the batch (forward.go).
+func (t *topic) enqueue(ctx context.Context, pend []pendingMsg, total, now int64, fw *forwardBatch) ([]int64, error) {
 	b := t.b
 	t.catchUp(now)
 	t.fanout.RLock()
@@ -333,7 +362,11 @@ func (t *topic) enqueue(ctx context.Context, pend []pendingMsg, total, now int64
 				Meta: appendMeta(nil, SubQueueMain, &rec{enq: pm.sched, state: StateScheduled, flags: flagWasScheduled}), Data: pm.data})
 			continue
 		}
+		first := len(f.copies)
 		refs := f.route(pm.m, pm.data, pm.seq, now, false, topicTTL)
+		for j := first; j < len(f.copies); j++ {
+			f.copies[j].r.hops = pm.hops
+		}
 		if refs == 0 {
 			continue // nobody shares it: the topic keeps no copy
 		}
@@ -343,7 +376,13 @@ func (t *topic) enqueue(ctx context.Context, pend []pendingMsg, total, now int64
 			Meta: appendMeta(nil, SubQueueMain, &rec{enq: now, state: StateActive}), Data: pm.data})
 	}
 	ops, per, copyBytes := f.finish(ops)
+	if fw != nil {
+		ops = append(ops, fw.ops...)
+	}
 	cerr := b.store.Commit(&store.Batch{Ops: ops}, true)
+	if fw != nil {
+		fw.committed = cerr == nil
+	}
 
 	// Phase 3. A send that scheduled nothing applies its shared data
 	// records through the lock-free pub stack.

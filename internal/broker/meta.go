@@ -62,6 +62,13 @@ type rec struct {
 	dc    uint32
 	state MessageState
 	flags uint8
+	// hops is how many times the message was auto-forwarded to get here
+	// (see forward.go); in what would otherwise be padding, like sess.
+	hops uint8
+	// sess is the message's session in a session-enabled entity's main
+	// queue (an entity-local number, see sessionSet); 0 = none. It lives
+	// in what would otherwise be padding: rec stays 48 bytes.
+	sess uint32
 }
 
 func (r *rec) locked() bool { return r.until != 0 }
@@ -96,7 +103,7 @@ func (r *rec) expired(now int64) bool {
 //
 //	+---------+--------+----------+-----------+---------+---------+--------------+
 //	| version | bits   | delivery | enqueued  | ttl     | opt     | opt fields   |
-//	| 1 byte  | 1 byte | uvarint  | varint ns | uvarint | uvarint | (none in v1) |
+//	| 1 byte  | 1 byte | uvarint  | varint ns | uvarint | uvarint | in bit order |
 //	+---------+--------+----------+-----------+---------+---------+--------------+
 //
 //	bits: 0-1 sub-queue (0 main, 1 $DeadLetterQueue, 2 $Transfer/$DeadLetterQueue)
@@ -108,14 +115,38 @@ func (r *rec) expired(now int64) bool {
 //	          abandon or expiry); a receiver sees it + 1.
 //	enqueued: Unix ns; for a scheduled message its scheduled enqueue time.
 //	ttl:      effective time to live in ns, 0 = never expires.
-//	opt:      bitset of optional trailing fields, reserved for session id,
-//	          dead-letter source and hop count; a decoder skips none it does
-//	          not know (unknown bits are corruption).
+//	opt:      bitset of optional trailing fields, which follow in bit
+//	          order; a decoder skips none it does not know (unknown bits
+//	          are corruption):
+//	            bit 0  session id: uvarint length + UTF-8 bytes (the main
+//	                   queue of a session-enabled entity only)
+//	            bit 1  hop count: uvarint 1…255, the times the message was
+//	                   auto-forwarded (absent: 0). The dead-letter source
+//	                   of a message forwarded out of a dead-letter queue is
+//	                   not in Meta: it is the x-opt-deadletter-source
+//	                   annotation in the Data (see forward.go).
 //
 // Locks are not in Meta: they are volatile by design.
 const metaVersion = 1
 
+// metaOpt are Meta's optional trailing fields (the opt bitset).
+type metaOpt struct {
+	sessionID string // bit 0; "" = absent
+}
+
+// Bits of Meta's opt field.
+const (
+	metaOptSessionID = 1 << 0
+	metaOptHops      = 1 << 1 // from rec.hops, not metaOpt
+	metaOptKnown     = metaOptSessionID | metaOptHops
+)
+
 func appendMeta(b []byte, sub SubQueue, r *rec) []byte {
+	return appendMetaOpt(b, sub, r, metaOpt{})
+}
+
+// appendMetaOpt is appendMeta with optional fields.
+func appendMetaOpt(b []byte, sub SubQueue, r *rec, o metaOpt) []byte {
 	bits := byte(sub) | byte(r.state)<<2
 	if r.flags&flagWasScheduled != 0 {
 		bits |= 1 << 4
@@ -127,10 +158,31 @@ func appendMeta(b []byte, sub SubQueue, r *rec) []byte {
 	b = binary.AppendUvarint(b, uint64(r.dc))
 	b = binary.AppendVarint(b, r.enq)
 	b = binary.AppendUvarint(b, uint64(r.ttl))
-	return binary.AppendUvarint(b, 0)
+	var opt uint64
+	if o.sessionID != "" {
+		opt |= metaOptSessionID
+	}
+	if r.hops != 0 {
+		opt |= metaOptHops
+	}
+	b = binary.AppendUvarint(b, opt)
+	if o.sessionID != "" {
+		b = binary.AppendUvarint(b, uint64(len(o.sessionID)))
+		b = append(b, o.sessionID...)
+	}
+	if r.hops != 0 {
+		b = binary.AppendUvarint(b, uint64(r.hops))
+	}
+	return b
 }
 
 func decodeMeta(b []byte, r *rec) (SubQueue, error) {
+	return decodeMetaOpt(b, r, nil)
+}
+
+// decodeMetaOpt is decodeMeta that also returns the optional fields in o
+// (when not nil).
+func decodeMetaOpt(b []byte, r *rec, o *metaOpt) (SubQueue, error) {
 	if len(b) < 2 || b[0] != metaVersion {
 		return 0, fmt.Errorf("bad meta header %x", b[:min(len(b), 2)])
 	}
@@ -157,8 +209,32 @@ func decodeMeta(b []byte, r *rec) (SubQueue, error) {
 	}
 	b = b[n:]
 	opt, n := binary.Uvarint(b)
-	if n <= 0 || opt != 0 || len(b) != n {
+	if n <= 0 || opt&^metaOptKnown != 0 {
 		return 0, fmt.Errorf("bad meta optional fields")
+	}
+	b = b[n:]
+	var sid string
+	if opt&metaOptSessionID != 0 {
+		l, n := binary.Uvarint(b)
+		if n <= 0 || l == 0 || l > uint64(len(b)-n) {
+			return 0, fmt.Errorf("bad meta session id")
+		}
+		sid = string(b[n : n+int(l)])
+		b = b[n+int(l):]
+	}
+	var hops uint64
+	if opt&metaOptHops != 0 {
+		hops, n = binary.Uvarint(b)
+		if n <= 0 || hops == 0 || hops > 255 {
+			return 0, fmt.Errorf("bad meta hop count")
+		}
+		b = b[n:]
+	}
+	if len(b) != 0 {
+		return 0, fmt.Errorf("bad meta optional fields")
+	}
+	if o != nil {
+		o.sessionID = sid
 	}
 	r.dc = uint32(dc)
 	r.enq = enq
@@ -166,6 +242,7 @@ func decodeMeta(b []byte, r *rec) (SubQueue, error) {
 	r.state = state
 	r.until = 0
 	r.flags = 0
+	r.hops = uint8(hops)
 	if bits&(1<<4) != 0 {
 		r.flags |= flagWasScheduled
 	}

@@ -93,9 +93,11 @@ type QueueProperties struct {
 	AutoDeleteOnIdle time.Duration `json:"autoDeleteOnIdle"`
 	// Status: Active (default), Disabled, SendDisabled, ReceiveDisabled.
 	Status EntityStatus `json:"status"`
-	// ForwardTo and ForwardDeadLetteredMessagesTo name an existing entity
-	// (an entity path, not a URI; the admin layer resolves URIs), never the
-	// queue itself. Stored and validated; forwarding is not implemented yet.
+	// ForwardTo and ForwardDeadLetteredMessagesTo name an existing queue or
+	// topic (an entity path, not a URI; the admin layer resolves URIs),
+	// never the queue itself, and ForwardTo must not close a loop nor be set
+	// on a session-enabled queue. The queue's messages (its dead-lettered
+	// messages) are auto-forwarded there: see forward.go.
 	ForwardTo                     string `json:"forwardTo,omitempty"`
 	ForwardDeadLetteredMessagesTo string `json:"forwardDeadLetteredMessagesTo,omitempty"`
 	// UserMetadata: at most 1024 characters.

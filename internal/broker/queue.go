@@ -70,6 +70,14 @@ type entity struct {
 	// deleted is set (before gone) when the queue is deleted, for senders
 	// on the lock-free path.
 	deleted atomic.Bool
+	// forwarding mirrors "ForwardTo or ForwardDeadLetteredMessagesTo is
+	// set" for senders on the lock-free path: they take mu after pushing,
+	// so the forwarder is armed (see forward.go).
+	forwarding atomic.Bool
+
+	// ss holds the sessions of a session-enabled entity (RequiresSession,
+	// which never changes); nil otherwise. See session.go.
+	ss *sessionSet
 
 	mu struct {
 		sync.Mutex
@@ -97,6 +105,10 @@ type entity struct {
 		// lock: if the broker has meanwhile popped that deadline, its Tick
 		// is about to run q.tick, which re-arms from scratch.
 		armedHint int64
+		// fwdDue is, per sub-queue, when its messages are next to be
+		// auto-forwarded (0: nothing to do; forwardNow: at once); see
+		// forward.go.
+		fwdDue [numSubQueues]int64
 	}
 }
 
@@ -167,6 +179,10 @@ func newEntity(b *Broker, id uint64, name string, p QueueProperties, created tim
 	var seed [32]byte
 	_, _ = crand.Read(seed[:]) // never fails on supported platforms
 	q.mu.rng = rand.NewChaCha8(seed)
+	q.forwarding.Store(p.ForwardTo != "" || p.ForwardDeadLetteredMessagesTo != "")
+	if p.RequiresSession {
+		q.ss = newSessionSet()
+	}
 	return q
 }
 
@@ -190,6 +206,7 @@ func (q *entity) infoLocked() QueueInfo {
 		SizeInBytes: q.mu.size,
 	}
 	c.TransferDeadLetter = int64(s[SubQueueTransferDeadLetter].idx.Len())
+	q.transferCountsLocked(&c)
 	c.Total = c.Active + c.Deferred + c.Scheduled + c.DeadLetter + c.Transfer + c.TransferDeadLetter
 	info := QueueInfo{
 		Name:       q.name,
@@ -271,7 +288,7 @@ func (q *entity) lockAt(now int64) {
 		q.topic.catchUp(now)
 	}
 	q.lock()
-	if next, ok := q.mu.timers.Next(); ok && next <= now && q.mu.gone == nil {
+	if next, ok := q.mu.timers.Next(); (ok && next <= now || q.forwardDueLocked(now)) && q.mu.gone == nil {
 		q.mu.Unlock()
 		q.tick(now)
 		q.lock()
@@ -394,6 +411,7 @@ func (q *entity) wakeAllLocked() {
 		}
 		sq.waiters = nil
 	}
+	q.wakeSessionsLocked()
 }
 
 // passOnLocked wakes another waiter if messages are still available, so
@@ -414,6 +432,7 @@ func (q *entity) releaseLocked() {
 	q.mu.timers.Reset()
 	q.mu.dedup = dedupHistory{}
 	q.mu.size = 0
+	q.releaseSessionsLocked()
 }
 
 // ---- records ----
@@ -424,10 +443,17 @@ func (q *entity) countLocked(sub SubQueue, s MessageState, d int64) {
 
 // makeAvailableLocked publishes r (which must be available) to receivers.
 func (q *entity) makeAvailableLocked(sub SubQueue, r *rec) {
+	if r.sess != 0 && sub == SubQueueMain {
+		// For its session's receiver. (The main queue's own ready list,
+		// cursor and waiters serve only a forwarder there: its cursor
+		// stays 0 and nobody waits unless the entity auto-forwards.)
+		q.sessionAvailableLocked(r)
+	}
 	sq := &q.mu.subs[sub]
 	if r.seq < sq.cursor {
 		sq.ready.push(r.seq)
 	}
+	q.noteForwardLocked(sub)
 	q.wakeOneLocked(sub)
 }
 
@@ -457,6 +483,9 @@ func (q *entity) peekAvailableLocked(sub SubQueue) *rec {
 
 // insertRecLocked adds a record to sub (a send, a dead-letter move).
 func (q *entity) insertRecLocked(sub SubQueue, r rec) {
+	if sub != SubQueueMain {
+		r.sess = 0 // sub-queues are not session-enabled
+	}
 	q.mu.subs[sub].idx.insert(r)
 	q.countLocked(sub, r.state, 1)
 	q.addSizeLocked(int64(r.size))
@@ -474,6 +503,9 @@ func (q *entity) dropRecLocked(sub SubQueue, r *rec) {
 	}
 	q.countLocked(sub, r.state, -1)
 	q.addSizeLocked(-int64(r.size))
+	if r.sess != 0 && sub == SubQueueMain {
+		q.sessionMsgGoneLocked(r)
+	}
 	q.mu.subs[sub].idx.remove(r.seq)
 }
 
@@ -516,6 +548,9 @@ func (q *entity) unlockRecLocked(sub SubQueue, r *rec) {
 		delete(q.mu.locks, tok)
 	}
 	r.until = 0
+	if r.sess != 0 && sub == SubQueueMain {
+		q.sessionUnlockedLocked(r)
+	}
 }
 
 // lockedRecLocked resolves a lock token of sub to its record, or reports
@@ -523,11 +558,14 @@ func (q *entity) unlockRecLocked(sub SubQueue, r *rec) {
 func (q *entity) lockedRecLocked(sub SubQueue, tok uuid.UUID, now int64) (*rec, error) {
 	ref, ok := q.mu.locks[tok]
 	if !ok || ref.sub != sub {
-		return nil, errLockLost()
+		return nil, q.lockLostLocked(tok)
 	}
 	r := q.mu.subs[sub].idx.get(ref.seq)
 	if r == nil || !r.locked() || r.busy() || r.until <= now {
-		return nil, errLockLost()
+		return nil, q.lockLostLocked(tok)
+	}
+	if r.sess != 0 && sub == SubQueueMain && !q.sessionHeldLocked(r.sess, now) {
+		return nil, errSessionLockLost("")
 	}
 	return r, nil
 }
@@ -544,6 +582,7 @@ func (q *entity) nextDeadlineLocked() int64 {
 	}
 	pick(q.idleDeadlineLocked())
 	pick(q.dedupDeadlineLocked())
+	pick(q.forwardDeadlineLocked())
 	return at
 }
 
@@ -571,6 +610,8 @@ func (q *entity) compactTimersLocked() {
 	}
 	h.Filter(func(e expiry.Entry) bool {
 		switch {
+		case e.Kind == timerSession:
+			return q.sessionTimerLiveLocked(e)
 		case e.Kind >= timerLock:
 			r := q.mu.subs[e.Kind-timerLock].idx.get(e.ID)
 			return r != nil && r.locked() && e.At >= r.until // earlier ones: renewed
@@ -600,23 +641,25 @@ func (q *entity) idleDeadlineLocked() int64 {
 }
 
 // idleLocked reports whether the queue has been idle for AutoDeleteOnIdle.
-// Open receivers and pending scheduled messages keep it alive: then the
-// idle clock restarts at now.
+// Open receivers, pending scheduled messages and auto-forwarding (ForwardTo,
+// "equivalent to having a receiver", seed 001) keep it alive: then the idle
+// clock restarts at now.
 func (q *entity) idleLocked(now int64) bool {
 	d := q.idleDeadlineLocked()
 	if d == 0 || d > now {
 		return false
 	}
-	if q.mu.receivers > 0 || q.mu.subs[SubQueueMain].count[StateScheduled] > 0 {
+	if q.mu.receivers > 0 || q.mu.subs[SubQueueMain].count[StateScheduled] > 0 || q.mu.props.ForwardTo != "" {
 		q.touchLocked(now)
 		return false
 	}
 	return true
 }
 
-// tick runs the timer work due at now and re-arms the queue. It reports
-// whether the queue is idle and should be auto-deleted.
-func (q *entity) tick(now int64) (idle bool) {
+// tickTimers runs the timer work due at now and re-arms the queue. It
+// reports whether the queue is idle and should be auto-deleted. (tick,
+// in forward.go, runs the forwarding due first.)
+func (q *entity) tickTimers(now int64) (idle bool) {
 	q.lock()
 	if q.mu.gone != nil {
 		q.mu.Unlock()
@@ -626,11 +669,16 @@ func (q *entity) tick(now int64) (idle bool) {
 	var ts []transition
 	q.mu.timers.PopDue(now, tickBatch, func(e expiry.Entry) {
 		switch {
+		case e.Kind == timerSession:
+			ts = q.sessionTimerLocked(e, now, ts)
 		case e.Kind >= timerLock:
 			sub := SubQueue(e.Kind - timerLock)
 			r := q.mu.subs[sub].idx.get(e.ID)
 			if r == nil || !r.locked() || r.busy() || r.until > now {
 				return // stale: settled, renewed or in flight
+			}
+			if r.sess != 0 && sub == SubQueueMain {
+				return // a session's message: its session's lock ends it
 			}
 			if t, ok := q.lockEndLocked(sub, r, now, nil, true); ok {
 				ts = append(ts, t)
@@ -775,28 +823,7 @@ func (q *entity) lockEndLocked(sub SubQueue, r *rec, now int64, props map[string
 // persist is phase 2: rewrite data where needed and commit the
 // transitions with ops appended. No lock is held.
 func (q *entity) persist(ts []transition, ops []store.Op, sync bool) error {
-	batch := store.Batch{Ops: make([]store.Op, 0, len(ts)+len(ops))}
-	for i := range ts {
-		t := &ts[i]
-		if t.remove {
-			batch.Add(store.Op{Kind: store.OpRemove, EntityID: q.id, Seq: uint64(t.seq)})
-			continue
-		}
-		if t.needsData() {
-			data, err := q.rewrite(t)
-			if err == nil {
-				t.newSize = int32(len(data))
-				t.next.flags &^= flagShared // the copy has its own data now
-				batch.Add(store.Op{Kind: store.OpRewrite, EntityID: q.id, Seq: uint64(t.seq),
-					Meta: appendMeta(nil, t.to, &t.next), Data: data})
-				continue
-			}
-			// Unreadable data: keep the state change, lose the property
-			// changes rather than wedge the message.
-			q.b.log.Error("cannot rewrite message properties", "queue", q.name, "seq", t.seq, "err", err)
-		}
-		batch.Add(store.Op{Kind: store.OpSetMeta, EntityID: q.id, Seq: uint64(t.seq), Meta: appendMeta(nil, t.to, &t.next)})
-	}
+	batch := store.Batch{Ops: q.transitionOps(make([]store.Op, 0, len(ts)+len(ops)), ts)}
 	batch.Ops = append(batch.Ops, ops...)
 	var garbage []int64
 	if q.topic != nil {
@@ -814,6 +841,34 @@ func (q *entity) persist(ts []transition, ops []store.Op, sync bool) error {
 		return internal(err, "store commit for %s", q.name)
 	}
 	return nil
+}
+
+// transitionOps appends to ops the store ops of ts, rewriting data where
+// needed (phase 2, no lock held).
+func (q *entity) transitionOps(ops []store.Op, ts []transition) []store.Op {
+	batch := store.Batch{Ops: ops}
+	for i := range ts {
+		t := &ts[i]
+		if t.remove {
+			batch.Add(store.Op{Kind: store.OpRemove, EntityID: q.id, Seq: uint64(t.seq)})
+			continue
+		}
+		if t.needsData() {
+			data, err := q.rewrite(t)
+			if err == nil {
+				t.newSize = int32(len(data))
+				t.next.flags &^= flagShared // the copy has its own data now
+				batch.Add(store.Op{Kind: store.OpRewrite, EntityID: q.id, Seq: uint64(t.seq),
+					Meta: q.appendRecMeta(nil, t.to, &t.next), Data: data})
+				continue
+			}
+			// Unreadable data: keep the state change, lose the property
+			// changes rather than wedge the message.
+			q.b.log.Error("cannot rewrite message properties", "queue", q.name, "seq", t.seq, "err", err)
+		}
+		batch.Add(store.Op{Kind: store.OpSetMeta, EntityID: q.id, Seq: uint64(t.seq), Meta: q.appendRecMeta(nil, t.to, &t.next)})
+	}
+	return batch.Ops
 }
 
 // rewrite reads t's message, applies its property changes and dead-letter

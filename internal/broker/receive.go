@@ -47,8 +47,10 @@ type Delivery struct {
 	State         MessageState
 	// ScheduledEnqueueTime is set for messages that were scheduled.
 	ScheduledEnqueueTime time.Time
-	// DeadLetterSource is the entity a dead-lettered message was
-	// forwarded from; empty until auto-forwarding exists.
+	// DeadLetterSource is set on a message that was auto-forwarded out of
+	// a dead-letter queue (ForwardDeadLetteredMessagesTo): the entity it
+	// was dead-lettered in (a queue name or a subscription path). The AMQP
+	// layer sends it as the x-opt-deadletter-source annotation.
 	DeadLetterSource string
 	// Size is the stored size of the message in bytes.
 	Size int
@@ -56,7 +58,9 @@ type Delivery struct {
 
 // Receiver takes messages from one entity path. It is safe for concurrent
 // use. Closing it releases nothing: locks outlive the receiver (they can
-// be settled by token from anywhere) and expire on their own.
+// be settled by token from anywhere) and expire on their own. A session
+// receiver (AcceptSession, AcceptNextSession; session.go) is the
+// exception: closing it releases its session and the messages it locked.
 //
 // Waiting: when TryReceive returns fewer messages than wanted, wait on
 // Ready. Receivers are woken one per message that becomes available, so
@@ -69,16 +73,22 @@ type Receiver struct {
 	mode ReceiveMode
 	path string
 
+	// sess is the session a session receiver holds (AcceptSession,
+	// AcceptNextSession); nil for other receivers. See session.go.
+	sess *session
+
 	// Guarded by q.mu.
 	closed bool
 	waitCh chan struct{} // non-nil while queued in the sub-queue's waiters
+	lostCh chan struct{} // session receivers: closed when the session lock is lost
 }
 
 // OpenReceiver opens a receiver on path: a queue ("queue",
 // "queue/$DeadLetterQueue", "queue/$Transfer/$DeadLetterQueue") or a
 // subscription ("topic/Subscriptions/sub" and its sub-queues, alike). A
 // topic path is KindNotAllowed: messages are received from its
-// subscriptions.
+// subscriptions; so is the main queue of an entity with ForwardTo (its
+// messages are auto-forwarded).
 func (b *Broker) OpenReceiver(path string, mode ReceiveMode) (*Receiver, error) {
 	if mode != PeekLock && mode != ReceiveAndDelete {
 		return nil, errorf(KindInvalidArgument, "unknown receive mode %d", mode)
@@ -95,6 +105,9 @@ func (b *Broker) OpenReceiver(path string, mode ReceiveMode) (*Receiver, error) 
 	if p.SubQueue == SubQueueMain && q.mu.props.RequiresSession {
 		return nil, errorf(KindNotAllowed, "It is not possible for an entity that requires sessions to create a non-sessionful message receiver.")
 	}
+	if err := q.forwardReceiveCheckLocked(p.SubQueue); err != nil {
+		return nil, err
+	}
 	q.mu.receivers++
 	q.touchLocked(b.now())
 	return &Receiver{q: q, sub: p.SubQueue, mode: mode, path: q.path(p.SubQueue)}, nil
@@ -108,6 +121,9 @@ func (r *Receiver) Mode() ReceiveMode { return r.mode }
 
 // Close closes the receiver. Messages it handed out stay as they are.
 func (r *Receiver) Close() error {
+	if r.sess != nil {
+		return r.closeSession()
+	}
 	q := r.q
 	q.lock()
 	defer q.mu.Unlock()
@@ -134,6 +150,9 @@ func (r *Receiver) Close() error {
 // disabled). It is already closed if TryReceive would return a message or
 // an error now. See Receiver for the waking contract.
 func (r *Receiver) Ready() <-chan struct{} {
+	if r.sess != nil {
+		return r.readySession()
+	}
 	q := r.q
 	q.lockAt(q.b.now())
 	defer q.mu.Unlock()
@@ -171,6 +190,9 @@ const maxExpirePerReceive = 256
 // mode each is durably removed before TryReceive returns. Expired messages
 // met on the way are dead-lettered or dropped, never returned.
 func (r *Receiver) TryReceive(max int) ([]*Delivery, error) {
+	if r.sess != nil {
+		return r.tryReceiveSession(max)
+	}
 	q := r.q
 	now := q.b.now()
 	q.lockAt(now)
@@ -328,6 +350,7 @@ func (q *entity) readDelivery(sub SubQueue, r *rec, tok uuid.UUID) (*Delivery, e
 	if r.flags&flagWasScheduled != 0 {
 		d.ScheduledEnqueueTime = d.EnqueuedTime
 	}
+	d.DeadLetterSource = deadLetterSource(r, m)
 	return d, nil
 }
 
@@ -350,6 +373,10 @@ func (b *Broker) ReceiveDeferred(ctx context.Context, path string, seqs []int64,
 	if err := q.receiveCheckLocked(p.SubQueue); err != nil {
 		q.mu.Unlock()
 		return nil, err
+	}
+	if q.ss != nil && p.SubQueue == SubQueueMain {
+		q.mu.Unlock()
+		return nil, errorf(KindNotAllowed, "'%s' requires sessions: deferred messages are received within their session (ReceiveDeferredInSession, or a session receiver).", q.path(p.SubQueue))
 	}
 	sq := &q.mu.subs[p.SubQueue]
 	seen := make(map[int64]bool, len(seqs))

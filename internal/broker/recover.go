@@ -53,6 +53,8 @@ func Open(opts Options) (*Broker, error) {
 	}
 	for _, r := range rc.order {
 		r.q.lock()
+		r.q.finishSessionsLocked()
+		r.q.propsChangedForwardLocked() // what waited to be forwarded
 		r.q.rearmLocked()
 		r.q.mu.Unlock()
 	}
@@ -159,7 +161,8 @@ func (rc *recovery) message(m store.Message) error {
 	}
 	q := cur.q
 	var r rec
-	sub, err := decodeMeta(m.Meta, &r)
+	var mo metaOpt
+	sub, err := decodeMetaOpt(m.Meta, &r, &mo)
 	if err != nil {
 		return fmt.Errorf("message %d of %q: %w", m.Seq, q.name, err)
 	}
@@ -179,6 +182,9 @@ func (rc *recovery) message(m store.Message) error {
 		}
 		shared.dc++
 		r.size = shared.size
+	}
+	if sub == SubQueueMain && q.ss != nil {
+		q.recoverSessionMsg(&r, mo.sessionID)
 	}
 	q.mu.subs[sub].idx.insert(r)
 	q.mu.subs[sub].count[r.state]++
@@ -219,6 +225,9 @@ func (rc *recovery) value(v store.Value) error {
 	q := r.q
 	if strings.HasPrefix(v.Key, valueRulePrefix) {
 		return rc.rule(r, v)
+	}
+	if strings.HasPrefix(v.Key, valueSessionPrefix) {
+		return q.recoverSessionState(v, &rc.drop)
 	}
 	switch {
 	case v.Key == valueAccessed:

@@ -37,11 +37,14 @@ type routing struct {
 	// dlqOnEvalError is DeadLetteringOnFilterEvaluationExceptions.
 	dlqOnEvalError bool
 	defTTL         int64 // the subscription's DefaultMessageTimeToLive, 0 = infinite
+	// sessions is RequiresSession: every copy needs a session id, and a
+	// copy without one goes to the dead-letter queue (ReasonSessionIDNull).
+	sessions bool
 }
 
 func newRouting(rules []*compiledRule, p SubscriptionProperties) *routing {
 	rt := &routing{rules: rules, accept: p.Status == StatusActive || p.Status == StatusReceiveDisabled,
-		dlqOnEvalError: p.DeadLetteringOnFilterEvaluationExceptions}
+		dlqOnEvalError: p.DeadLetteringOnFilterEvaluationExceptions, sessions: p.RequiresSession}
 	if p.DefaultMessageTimeToLive < Infinite {
 		rt.defTTL = int64(p.DefaultMessageTimeToLive)
 	}

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"time"
+	"unicode/utf8"
 
 	"github.com/busbarmq/busbar/internal/message"
 	"github.com/busbarmq/busbar/internal/store"
@@ -98,6 +99,7 @@ type pendingMsg struct {
 	hasKey   bool
 	drop     bool // duplicate
 	seq      int64
+	hops     uint8 // times auto-forwarded (forward.go); 0 for a send
 }
 
 func (b *Broker) enqueue(ctx context.Context, path string, msgs []*message.Message, at time.Time, schedule bool) ([]int64, error) {
@@ -117,9 +119,9 @@ func (b *Broker) enqueue(ctx context.Context, path string, msgs []*message.Messa
 		return nil, err
 	}
 	if t != nil {
-		return t.enqueue(ctx, pend, total, nowT.UnixNano())
+		return t.enqueue(ctx, pend, total, nowT.UnixNano(), nil)
 	}
-	return q.enqueue(ctx, pend, total, nowT.UnixNano())
+	return q.enqueue(ctx, pend, total, nowT.UnixNano(), nil)
 }
 
 // lookupSend resolves the target of a send: a queue or a topic.
@@ -190,8 +192,9 @@ func encodeSends(msgs []*message.Message, at time.Time, schedule bool, nowT time
 }
 
 // enqueue is a queue's send: phase 1 under mu, the durable commit, the
-// (mostly lock-free) publication.
-func (q *entity) enqueue(ctx context.Context, pend []pendingMsg, total, now int64) ([]int64, error) {
+// (mostly lock-free) publication. fw, when not nil, is an auto-forward's
+// source side: its ops join the batch (forward.go).
+func (q *entity) enqueue(ctx context.Context, pend []pendingMsg, total, now int64, fw *forwardBatch) ([]int64, error) {
 	b := q.b
 	// Phase 1: checks, duplicate detection, sequence numbers.
 	q.lock()
@@ -242,10 +245,13 @@ func (q *entity) enqueue(ctx context.Context, pend []pendingMsg, total, now int6
 		if pm.drop {
 			continue
 		}
-		r := rec{seq: pm.seq, enq: now, size: int32(len(pm.data)), state: StateActive}
+		r := rec{seq: pm.seq, enq: now, size: int32(len(pm.data)), state: StateActive, hops: pm.hops}
 		r.ttl = effectiveTTL(pm.ttl, defTTL)
 		if pm.sched != 0 {
 			r.enq, r.state, r.flags = pm.sched, StateScheduled, flagWasScheduled
+		}
+		if q.ss != nil {
+			r.sess = q.sessionAddMsgLocked(pm.m.SessionID)
 		}
 		recs = append(recs, r)
 		added += int64(r.size)
@@ -264,12 +270,22 @@ func (q *entity) enqueue(ctx context.Context, pend []pendingMsg, total, now int6
 		if pend[i].drop {
 			continue
 		}
+		var mo metaOpt
+		if q.ss != nil {
+			mo.sessionID = pend[i].m.SessionID
+		}
 		ops = append(ops, store.Op{Kind: store.OpAppend, EntityID: q.id, Seq: uint64(pend[i].seq),
-			Meta: appendMeta(nil, SubQueueMain, &recs[j]), Data: pend[i].data})
+			Meta: appendMetaOpt(nil, SubQueueMain, &recs[j], mo), Data: pend[i].data})
 		j++
+	}
+	if fw != nil {
+		ops = append(ops, fw.ops...)
 	}
 	batch := store.Batch{Ops: ops}
 	cerr := b.store.Commit(&batch, true)
+	if fw != nil {
+		fw.committed = cerr == nil
+	}
 
 	// Phase 3: publish. Sends that arm no timer go on the lock-free pub
 	// stack, taking mu only if a receiver waits to be woken; the next
@@ -277,7 +293,7 @@ func (q *entity) enqueue(ctx context.Context, pend []pendingMsg, total, now int6
 	var gone error
 	if cerr == nil && !needsTimer(recs) {
 		q.pushPublished(&pubBatch{recs: recs, added: added})
-		if q.waiting.Load() > 0 {
+		if q.waiting.Load() > 0 || q.forwarding.Load() {
 			q.lock()
 			q.mu.Unlock()
 		}
@@ -334,6 +350,9 @@ func (q *entity) publishLocked(sub SubQueue, recs []rec, ok, insert bool) {
 	idx := &q.mu.subs[sub].idx
 	for i := range recs {
 		if !ok {
+			if recs[i].sess != 0 && sub == SubQueueMain {
+				q.sessionMsgGoneLocked(&recs[i])
+			}
 			idx.remove(recs[i].seq)
 			continue
 		}
@@ -393,8 +412,8 @@ func checkIDs(m *message.Message) error {
 	if n > MaxMessageIDLength {
 		return errorf(KindInvalidArgument, "the MessageId is %d characters long; the maximum is %d", n, MaxMessageIDLength)
 	}
-	if len(m.SessionID) > MaxSessionIDLength {
-		return errorf(KindInvalidArgument, "the SessionId is %d characters long; the maximum is %d", len(m.SessionID), MaxSessionIDLength)
+	if n := utf8.RuneCountInString(m.SessionID); n > MaxSessionIDLength {
+		return errorf(KindInvalidArgument, "the SessionId is %d characters long; the maximum is %d", n, MaxSessionIDLength)
 	}
 	return nil
 }

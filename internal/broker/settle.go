@@ -143,8 +143,12 @@ func (b *Broker) RenewLock(ctx context.Context, path string, tokens []uuid.UUID)
 		return nil, q.mu.gone
 	}
 	for _, tok := range tokens {
-		if _, err := q.lockedRecLocked(p.SubQueue, tok, now); err != nil {
+		r, err := q.lockedRecLocked(p.SubQueue, tok, now)
+		if err != nil {
 			return nil, err
+		}
+		if r.sess != 0 {
+			return nil, errorf(KindNotAllowed, "The lock of a message of a session cannot be renewed on its own: renew the session lock (renew-session-lock) instead.")
 		}
 	}
 	q.touchLocked(now)

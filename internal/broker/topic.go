@@ -358,11 +358,12 @@ func (t *topic) idleLocked(now int64) bool {
 }
 
 // idle completes idleLocked without the topic's mutex: a subscription
-// with an open receiver is in use.
+// with an open receiver, or one that auto-forwards (ForwardTo: "equivalent
+// to having a receiver", seed 001), is in use.
 func (t *topic) idle(now int64) bool {
 	for _, q := range t.subs.Load().list {
 		q.lock()
-		busy := q.mu.receivers > 0
+		busy := q.mu.receivers > 0 || q.mu.props.ForwardTo != ""
 		q.mu.Unlock()
 		if busy {
 			t.touch(now)

@@ -467,19 +467,21 @@ func TestTopicAndSubscriptionProperties(t *testing.T) {
 	}
 	p := DefaultSubscriptionProperties()
 	p.RequiresSession = true
-	_, err := e.b.CreateSubscription("t", "s", p, nil)
-	if err == nil || !strings.Contains(err.Error(), "sessions are not supported yet") {
-		t.Fatalf("RequiresSession: %v", err)
+	if si, err := e.b.CreateSubscription("t", "sessions", p, nil); err != nil || !si.Properties.RequiresSession {
+		t.Fatalf("RequiresSession: %+v %v", si, err)
+	}
+	if err := e.b.DeleteSubscription("t", "sessions"); err != nil {
+		t.Fatal(err)
 	}
 	for _, bad := range []string{"", "a/b", strings.Repeat("x", 51), "$x"} {
 		_, err := e.b.CreateSubscription("t", bad, DefaultSubscriptionProperties(), nil)
 		wantKind(t, err, ErrInvalidArgument)
 	}
 	// Defaults, times, update.
-	e.sub("t", "s", func(p *SubscriptionProperties) { p.ForwardTo = "fwd" })
+	e.sub("t", "s", func(p *SubscriptionProperties) { p.ForwardDeadLetteredMessagesTo = "fwd" }) // (ForwardTo would take its messages away)
 	info, err := e.b.GetSubscription("t", "S")
 	if err != nil || info.Name != "s" || info.TopicName != "t" || !info.CreatedAt.Equal(t0) || !info.Properties.DeadLetteringOnFilterEvaluationExceptions ||
-		info.Properties.ForwardTo != "fwd" || info.Properties.MaxDeliveryCount != DefaultMaxDeliveryCount {
+		info.Properties.ForwardDeadLetteredMessagesTo != "fwd" || info.Properties.MaxDeliveryCount != DefaultMaxDeliveryCount {
 		t.Fatalf("info %+v %v", info, err)
 	}
 	e.advance(time.Minute)

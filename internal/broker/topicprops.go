@@ -21,10 +21,12 @@ const (
 	// PropRuleName is the application property that marks the copy a
 	// matching rule with an action delivered: its value is the rule name.
 	PropRuleName = "RuleName"
-	// ReasonSessionIDNull is the dead-letter reason of a session-less
-	// message routed to a session-enabled subscription (reserved: sessions
-	// are not supported yet).
-	ReasonSessionIDNull = "Session id is null."
+	// ReasonSessionIDNull and DescriptionSessionIDNull are the dead-letter
+	// reason and description of a session-less message routed to a
+	// session-enabled subscription (the dead-letter table of the Service
+	// Bus documentation).
+	ReasonSessionIDNull      = "Session id is null."
+	DescriptionSessionIDNull = "Session enabled entity doesn't allow a message whose session identifier is null."
 )
 
 // TopicProperties are a topic's settable properties (the TopicDescription
@@ -142,7 +144,6 @@ type SubscriptionProperties struct {
 	// LockDuration: 5 s … 5 min, default 1 min.
 	LockDuration time.Duration `json:"lockDuration"`
 	// RequiresSession makes the subscription session-enabled. Immutable.
-	// Sessions are not supported yet: true is refused.
 	RequiresSession bool `json:"requiresSession"`
 	// DefaultMessageTimeToLive is the subscription's TTL default and
 	// ceiling; the topic's applies too (the lower wins). ≥ 1 s, default
@@ -167,8 +168,10 @@ type SubscriptionProperties struct {
 	// are routed to it), ReceiveDisabled.
 	Status EntityStatus `json:"status"`
 	// ForwardTo and ForwardDeadLetteredMessagesTo name an existing queue or
-	// topic (an entity path). Stored and validated; forwarding is not
-	// implemented yet.
+	// topic (an entity path), never the subscription's own topic through a
+	// loop, and ForwardTo is not set on a session-enabled subscription; its
+	// messages (its dead-lettered messages) are auto-forwarded there: see
+	// forward.go.
 	ForwardTo                     string `json:"forwardTo,omitempty"`
 	ForwardDeadLetteredMessagesTo string `json:"forwardDeadLetteredMessagesTo,omitempty"`
 	// UserMetadata: at most 1024 characters.

@@ -18,11 +18,12 @@ import (
 func TestExportLoadsBackToTheSameTopology(t *testing.T) {
 	b := startBroker(t, nil)
 	b.run("queue", "create", "plain").ok(t)
-	b.run("queue", "create", "errors", "--default-ttl", "14d", "--user-metadata", `say "hi" & <bye>`).ok(t)
+	b.run("queue", "create", "errors", "--default-ttl", "14d", "--user-metadata", `say "hi" & <bye>`, "--forward-to", "plain").ok(t)
 	b.run("queue", "create", "orders", "--lock-duration", "30s", "--max-delivery-count", "5", "--default-ttl", "1h",
 		"--dead-letter-on-expiration", "--duplicate-detection", "--duplicate-window", "20s", "--max-size-mb", "2048",
 		"--auto-delete-on-idle", "2h", "--forward-dlq-to", "errors").ok(t)
-	b.run("queue", "create", "sessions", "--requires-session", "--status", "ReceiveDisabled", "--forward-to", "plain").ok(t)
+	// (A session-enabled queue cannot auto-forward; its dead letters can.)
+	b.run("queue", "create", "sessions", "--requires-session", "--status", "ReceiveDisabled", "--forward-dlq-to", "plain").ok(t)
 	b.run("send", "orders", "messages are not exported").ok(t)
 
 	exported := b.run("export").ok(t)

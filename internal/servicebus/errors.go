@@ -23,6 +23,9 @@ const (
 	condMessageMissing frames.Symbol = "com.microsoft:message-not-found"
 	condEntityExists   frames.Symbol = "com.microsoft:entity-already-exists"
 	condDeadLetter     frames.Symbol = "com.microsoft:dead-letter"
+
+	condSessionLockLost       frames.Symbol = "com.microsoft:session-lock-lost"
+	condSessionCannotBeLocked frames.Symbol = "com.microsoft:session-cannot-be-locked"
 )
 
 // HTTP-style status codes of management and CBS responses.
@@ -104,6 +107,11 @@ func classify(err error) (frames.Symbol, int32) {
 		return condEntityExists, statusConflict
 	case broker.KindLockLost:
 		return condLockLost, statusGone
+	case broker.KindSessionLockLost:
+		return condSessionLockLost, statusGone
+	case broker.KindSessionCannotBeLocked:
+		// Only ever a link refusal; the status is for completeness.
+		return condSessionCannotBeLocked, statusConflict
 	case broker.KindMessageTooLarge:
 		return frames.ErrCondMessageSizeExceeded, statusTooLarge
 	case broker.KindQuotaExceeded:

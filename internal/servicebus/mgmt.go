@@ -23,6 +23,7 @@ const (
 	opCancelScheduled   = "com.microsoft:cancel-scheduled-message"
 	opBatchDelete       = "com.microsoft:batch-delete-messages"
 	opGetSessions       = "com.microsoft:get-message-sessions"
+	// The session operations' names are in session.go.
 )
 
 // mgmtOp is a management operation: the right it needs and its body.
@@ -43,11 +44,11 @@ var mgmtOps = map[string]mgmtOp{
 	opAddRule:        {auth.Manage, (*conn).addRule},
 	opRemoveRule:     {auth.Manage, (*conn).removeRule},
 	opEnumerateRules: {auth.Manage, (*conn).enumerateRules},
-	// Busbar has no sessions yet: listing them finds none (204), which
-	// both SDKs read as an empty list.
-	opGetSessions: {auth.Listen, func(*conn, context.Context, string, body) (*response, error) {
-		return noContent(), nil
-	}},
+	// Sessions (session.go).
+	opGetSessions:      {auth.Listen, (*conn).getMessageSessions},
+	opRenewSessionLock: {auth.Listen, (*conn).renewSessionLock},
+	opGetSessionState:  {auth.Listen, (*conn).getSessionState},
+	opSetSessionState:  {auth.Listen, (*conn).setSessionState},
 }
 
 // managementRequest serves one request to node (an <entity>/$management
@@ -68,7 +69,7 @@ func (c *conn) managementRequest(req *frames.Message, node address) *response {
 	if err != nil {
 		return failed(c.fail(opName, path, err))
 	}
-	ctx := c.ctx
+	ctx := withAssociatedLink(c.ctx, appProp(req, "associated-link-name"))
 	if d := serverTimeout(req); d > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, d)
@@ -130,7 +131,17 @@ func (c *conn) peek(ctx context.Context, path string, b body) (*response, error)
 	if count <= 0 {
 		return noContent(), nil
 	}
-	ds, err := c.h.broker.Peek(ctx, path, from, int(min(count, 1<<20)))
+	// A session receiver peeks its session (session.go).
+	_, sid, err := c.sessionOf(ctx, path, b)
+	if err != nil {
+		return nil, err
+	}
+	var ds []*broker.Delivery
+	if sid != "" {
+		ds, err = c.h.broker.PeekSession(ctx, path, sid, from, int(min(count, 1<<20)))
+	} else {
+		ds, err = c.h.broker.Peek(ctx, path, from, int(min(count, 1<<20)))
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +175,20 @@ func (c *conn) receiveBySequence(ctx context.Context, path string, b body) (*res
 	} else if given && n == 0 {
 		mode = broker.ReceiveAndDelete
 	}
-	ds, err := c.h.broker.ReceiveDeferred(ctx, path, seqs, mode)
+	// Within a session for a session receiver (session.go).
+	holder, sid, err := c.sessionOf(ctx, path, b)
+	if err != nil {
+		return nil, err
+	}
+	var ds []*broker.Delivery
+	switch {
+	case holder != nil:
+		ds, err = holder.ReceiveDeferred(ctx, seqs, mode)
+	case sid != "":
+		ds, err = c.h.broker.ReceiveDeferredInSession(ctx, path, sid, seqs, mode)
+	default:
+		ds, err = c.h.broker.ReceiveDeferred(ctx, path, seqs, mode)
+	}
 	if err != nil {
 		return nil, err
 	}

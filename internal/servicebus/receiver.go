@@ -42,6 +42,11 @@ func (c *conn) attachReceiver(l *amqp.OutgoingLink, a address) error {
 	if l.SenderSettleMode() == frames.SenderSettleModeSettled {
 		mode = broker.ReceiveAndDelete
 	}
+	if f, isSession, err := sessionFilterOf(l); err != nil {
+		return c.refuse("attach", a.path(), err)
+	} else if isSession {
+		return c.attachSessionReceiver(l, a, f, mode) // session.go
+	}
 	r, err := c.h.broker.OpenReceiver(a.path(), mode)
 	if err != nil {
 		if broker.KindOf(err) == broker.KindNotFound {
@@ -84,6 +89,7 @@ func (rl *receiverLink) onFlow(credit uint32, drain bool) {
 // drains once nothing more is available.
 func (rl *receiverLink) pump() {
 	defer rl.r.Close()
+	lost := rl.r.SessionLost() // nil unless a session receiver
 	for {
 		select {
 		case <-rl.done:
@@ -121,6 +127,13 @@ func (rl *receiverLink) pump() {
 			return
 		case <-rl.wake:
 		case <-ready:
+		case <-lost:
+			// The session lock expired: detach with session-lock-lost.
+			if _, err := rl.r.TryReceive(0); err != nil {
+				rl.fail(err)
+				return
+			}
+			lost = nil
 		}
 	}
 }
@@ -159,7 +172,7 @@ func (rl *receiverLink) unsent(ds []*broker.Delivery) {
 				"entity", rl.path, "seq", d.SequenceNumber)
 			continue
 		}
-		if err := rl.c.h.broker.Release(rl.c.ctx, rl.path, d.LockToken); err != nil && broker.KindOf(err) != broker.KindLockLost {
+		if err := rl.c.h.broker.Release(rl.c.ctx, rl.path, d.LockToken); err != nil && broker.KindOf(err) != broker.KindLockLost && broker.KindOf(err) != broker.KindSessionLockLost {
 			rl.c.log.Info("releasing unsent message", "entity", rl.path, "seq", d.SequenceNumber, "err", err)
 		}
 	}

@@ -18,10 +18,17 @@
 //     mode, with credit, drain, lock tokens as delivery tags and the
 //     client's outcomes mapped to Complete, Abandon, Defer, DeadLetter and
 //     Release.
+//   - session receivers (a source filter com.microsoft:session-filter) on
+//     session-enabled queues and subscriptions: a named session or the
+//     next available one (a deferred attach, a long poll), the filter
+//     echoed in the client's encoding, the session lock's expiry as
+//     com.microsoft:locked-until-utc (session.go).
 //   - <entity>/$management: the request/response operations the SDKs use
 //     (renew-lock, peek, receive-by-sequence-number, schedule, cancel,
-//     update-disposition, batch delete) and, on a subscription, the rule
-//     manager's add-rule, remove-rule and enumerate-rules (rules.go).
+//     update-disposition, batch delete; renew-session-lock,
+//     get-session-state, set-session-state, get-message-sessions) and, on
+//     a subscription, the rule manager's add-rule, remove-rule and
+//     enumerate-rules (rules.go).
 //
 // entities.go says which address may name what.
 //
@@ -35,7 +42,9 @@
 // delivered and the client has not settled stay locked until they are
 // settled by lock token (the SDKs fall back to $management for that) or
 // their lock expires, as in Service Bus. Deliveries that were queued but
-// never reached the client are released at once.
+// never reached the client are released at once. A session receiver's
+// link is different: closing it releases its session and the messages it
+// holds (their delivery counts unchanged).
 package servicebus
 
 import (
@@ -152,6 +161,11 @@ type conn struct {
 	closed  bool
 	grants  []auth.Grant
 	replies map[*amqp.OutgoingLink]*replyLink // $cbs and $management reply links
+
+	// sessionLinks are the session receivers by link name (string →
+	// *broker.Receiver), for management requests' associated-link-name
+	// (session.go).
+	sessionLinks sync.Map
 }
 
 // spawn runs f on a new goroutine of the connection, unless it is gone.

@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/busbarmq/busbar/internal/broker"
 	"github.com/busbarmq/busbar/internal/clock"
 	"github.com/busbarmq/busbar/internal/servicebus"
+	"github.com/busbarmq/busbar/internal/store"
 	"github.com/busbarmq/busbar/internal/store/memstore"
 )
 
@@ -49,6 +51,11 @@ type Options struct {
 	// Logger receives broker, endpoint and handler logs; nil discards
 	// them.
 	Logger *slog.Logger
+	// Store persists the broker; nil is a fresh memstore. A given store
+	// belongs to the caller, who closes it after the server stopped
+	// (Close, or the test's end); with it a test can start a second
+	// server on the same data (a restart).
+	Store store.Store
 }
 
 // Server is a running endpoint.
@@ -65,6 +72,8 @@ type Server struct {
 	AMQP             *amqp.Server
 
 	clock clock.Clock
+	stop  func()
+	once  sync.Once
 }
 
 // Start starts a server and registers its shutdown with t.Cleanup.
@@ -81,7 +90,11 @@ func Start(t testing.TB, opts *Options) *Server {
 	if clk == nil {
 		clk = clock.Real{}
 	}
-	st := memstore.New()
+	var st store.Store = memstore.New()
+	ownStore := true
+	if opts.Store != nil {
+		st, ownStore = opts.Store, false
+	}
 	b, err := broker.Open(broker.Options{Store: st, Clock: clk, Logger: log})
 	if err != nil {
 		t.Fatalf("servicebustest: broker.Open: %v", err)
@@ -126,7 +139,7 @@ func Start(t testing.TB, opts *Options) *Server {
 		AMQP:    srv,
 		clock:   clk,
 	}
-	t.Cleanup(func() {
+	s.stop = func() {
 		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer scancel()
 		if err := srv.Shutdown(sctx); err != nil {
@@ -140,10 +153,14 @@ func Start(t testing.TB, opts *Options) *Server {
 		if err := b.Close(); err != nil {
 			t.Errorf("servicebustest: broker close: %v", err)
 		}
+		if !ownStore {
+			return
+		}
 		if err := st.Close(); err != nil {
 			t.Errorf("servicebustest: store close: %v", err)
 		}
-	})
+	}
+	t.Cleanup(s.Close)
 	for _, q := range opts.Queues {
 		p, ok := opts.QueueProps[q]
 		if !ok {
@@ -224,6 +241,11 @@ func (s *Server) CreateQueue(t testing.TB, name string, p broker.QueueProperties
 	}
 	return qi
 }
+
+// Close stops the server (as the test's end would): the listener, every
+// connection, the broker and (unless given in Options.Store) its store.
+// Calling it again does nothing.
+func (s *Server) Close() { s.once.Do(s.stop) }
 
 // Advance moves a fake clock forward and lets the broker act on it. It
 // fails the test if the server runs on another clock.
