@@ -769,48 +769,19 @@ func (r *Reader) readMap(c byte) (any, error) {
 // filter-set). String keys are accepted and converted, since some peers
 // send them; any other key type is an error. Null reads as a nil map.
 func (r *Reader) ReadSymbolMap() (map[Symbol]any, error) {
-	if r.ReadNull() {
-		return nil, nil
-	}
-	n, end, err := r.ReadMapHeader()
-	if err != nil {
-		return nil, err
-	}
-	if err := r.enter(); err != nil {
-		return nil, err
-	}
-	defer func() { r.depth-- }()
-	m := make(map[Symbol]any, n)
-	for range n {
-		c, err := r.PeekCode()
-		if err != nil {
-			return nil, err
-		}
-		var k Symbol
-		switch c {
-		case TypeCodeSym8, TypeCodeSym32:
-			k, err = r.ReadSymbol()
-		case TypeCodeStr8, TypeCodeStr32:
-			var s string
-			s, err = r.ReadString()
-			k = Symbol(s)
-		default:
-			return nil, &TypeError{Code: c, Want: "symbol map key"}
-		}
-		if err != nil {
-			return nil, err
-		}
-		if m[k], err = r.ReadAny(); err != nil {
-			return nil, err
-		}
-	}
-	return m, r.EndCompound(end)
+	return readTextKeyMap[Symbol](r, "symbol map key")
 }
 
 // ReadStringMap reads a map whose keys are strings
 // (application-properties). Symbol keys are accepted and converted; any
 // other key type is an error. Null reads as a nil map.
 func (r *Reader) ReadStringMap() (map[string]any, error) {
+	return readTextKeyMap[string](r, "string map key")
+}
+
+// readTextKeyMap reads a map whose keys are text, symbols or strings
+// alike, into a map keyed by K. want names the expected key in errors.
+func readTextKeyMap[K ~string](r *Reader, want string) (map[K]any, error) {
 	if r.ReadNull() {
 		return nil, nil
 	}
@@ -822,7 +793,7 @@ func (r *Reader) ReadStringMap() (map[string]any, error) {
 		return nil, err
 	}
 	defer func() { r.depth-- }()
-	m := make(map[string]any, n)
+	m := make(map[K]any, n)
 	for range n {
 		c, err := r.PeekCode()
 		if err != nil {
@@ -837,12 +808,12 @@ func (r *Reader) ReadStringMap() (map[string]any, error) {
 			s, err = r.ReadSymbol()
 			k = string(s)
 		default:
-			return nil, &TypeError{Code: c, Want: "string map key"}
+			return nil, &TypeError{Code: c, Want: want}
 		}
 		if err != nil {
 			return nil, err
 		}
-		if m[k], err = r.ReadAny(); err != nil {
+		if m[K(k)], err = r.ReadAny(); err != nil {
 			return nil, err
 		}
 	}
