@@ -1,0 +1,276 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// ExportHead copies the committed tree rev (e.g. HEAD) of the checkout
+// at repo into dir with git archive, so that a benchmark measures a commit even
+// while the work tree is being edited. It returns the short commit id.
+func ExportHead(repo, rev, dir string) (string, error) {
+	os.RemoveAll(dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	id, err := exec.Command("git", "-C", repo, "rev-parse", "--short", rev+"^{commit}").Output()
+	if err != nil {
+		return "", fmt.Errorf("git rev-parse %s: %w", rev, err)
+	}
+	cmd := exec.Command("sh", "-c", `git -C "$1" archive "$3" | tar -x -C "$2"`, "sh", repo, dir, rev)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("git archive: %v\n%s", err, b)
+	}
+	return strings.TrimSpace(string(id)), nil
+}
+
+// BuildBusbar builds the broker from the source tree at src into out,
+// with the main module's own go.mod (so the binary is the one that ships).
+func BuildBusbar(src, out string) error {
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/busbar")
+	cmd.Dir = src
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build ./cmd/busbar: %v\n%s", err, b)
+	}
+	return nil
+}
+
+// busbarProc is one `busbar serve` process.
+type busbarProc struct {
+	bin, dir, cfg      string
+	amqpPort, httpPort int
+	extra              []string
+
+	mu  sync.Mutex
+	cmd *exec.Cmd
+	log *os.File
+}
+
+func (p *busbarProc) PID() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+func (p *busbarProc) DataDir() string { return p.dir }
+
+// writeBusbarConfig writes an emulator Config.json declaring queues and
+// topics (name → subscriptions), with sizes large enough for the backlog
+// test and a 5-minute lock.
+func writeBusbarConfig(path string, queues []string, topics map[string][]string) error {
+	props := map[string]any{"LockDuration": "PT5M", "MaxDeliveryCount": 10, "MaxSizeInMegabytes": 81920}
+	var qs []any
+	for _, q := range queues {
+		qs = append(qs, map[string]any{"Name": q, "Properties": props})
+	}
+	var ts []any
+	for t, subs := range topics {
+		var ss []any
+		for _, s := range subs {
+			ss = append(ss, map[string]any{"Name": s, "Properties": map[string]any{"LockDuration": "PT5M", "MaxDeliveryCount": 10}, "Rules": []any{}})
+		}
+		ts = append(ts, map[string]any{"Name": t, "Properties": map[string]any{"MaxSizeInMegabytes": 81920}, "Subscriptions": ss})
+	}
+	if qs == nil {
+		qs = []any{}
+	}
+	if ts == nil {
+		ts = []any{}
+	}
+	cfg := map[string]any{"UserConfig": map[string]any{
+		"Namespaces": []any{map[string]any{"Name": "sbemulatorns", "Queues": qs, "Topics": ts}},
+		"Logging":    map[string]any{"Type": "Console"},
+	}}
+	b, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}
+
+// start runs the process on p.dir and waits until GET /health is 200.
+func (p *busbarProc) start(ctx context.Context) error {
+	if err := p.startNoWait(); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	cmd := p.cmd
+	p.mu.Unlock()
+	return p.waitHealthy(ctx, cmd)
+}
+
+func (p *busbarProc) waitHealthy(ctx context.Context, cmd *exec.Cmd) error {
+	url := fmt.Sprintf("http://127.0.0.1:%d/health", p.httpPort)
+	deadline := time.Now().Add(120 * time.Second)
+	for time.Now().Before(deadline) {
+		if !alive(cmd.Process.Pid) {
+			return fmt.Errorf("busbar exited during start-up; see %s", p.log.Name())
+		}
+		req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("busbar not healthy after 120 s; see %s", p.log.Name())
+}
+
+// stop sends SIGTERM and waits for the process to end (SIGKILL after 20 s).
+func (p *busbarProc) stop() {
+	p.mu.Lock()
+	cmd, logf := p.cmd, p.log
+	p.cmd = nil
+	p.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	for i := 0; i < 400 && alive(cmd.Process.Pid); i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if alive(cmd.Process.Pid) {
+		_ = cmd.Process.Kill()
+	}
+	logf.Close()
+}
+
+// kill9 kills the process with SIGKILL and waits until it is gone.
+func (p *busbarProc) kill9() {
+	p.mu.Lock()
+	cmd, logf := p.cmd, p.log
+	p.cmd = nil
+	p.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Kill()
+	for i := 0; i < 200 && alive(cmd.Process.Pid); i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	logf.Close()
+}
+
+// BusbarOptions say where and how the harness runs Busbar.
+type BusbarOptions struct {
+	Bin      string // built binary
+	WorkDir  string // data directories go under it
+	AMQPPort int
+	HTTPPort int
+	Extra    []string // more serve flags
+	Label    string   // e.g. "Busbar"
+	Src      string   // the source tree the binary was built from, for the topics check
+}
+
+// NewBusbarTargets returns the go-amqp target and the azservicebus SDK
+// target sharing one process manager, and a stop function.
+func NewBusbarTargets(o BusbarOptions) (goamqp, sdk *Target, stop func()) {
+	p := &busbarProc{bin: o.Bin, amqpPort: o.AMQPPort, httpPort: o.HTTPPort, extra: o.Extra}
+	label := o.Label
+	if label == "" {
+		label = "Busbar"
+	}
+	url := fmt.Sprintf("amqp://127.0.0.1:%d", o.AMQPPort)
+	run := 0
+	fresh := func(ctx context.Context, queues []string, topics map[string][]string) error {
+		p.stop()
+		if p.dir != "" {
+			os.RemoveAll(p.dir)
+		}
+		run++
+		p.dir = filepath.Join(o.WorkDir, fmt.Sprintf("busbar-data-%d", run))
+		os.RemoveAll(p.dir)
+		p.cfg = filepath.Join(o.WorkDir, fmt.Sprintf("busbar-config-%d.json", run))
+		if err := writeBusbarConfig(p.cfg, queues, topics); err != nil {
+			return err
+		}
+		return p.start(ctx)
+	}
+	kill := func(ctx context.Context) error {
+		p.kill9()
+		// Same data directory and Config.json (its entities already exist).
+		return p.startNoWait()
+	}
+	proc := func() Process { return p }
+	topicNA := topicsAvailable(o.Src)
+	c := &amqp10Client{name: label + " (AMQP 1.0, go-amqp)", tier: "A", url: url, cbs: true, settleSecond: true,
+		topic: func(ctx context.Context, t string, subs []string) (string, []string, error) {
+			var recv []string
+			for _, s := range subs {
+				recv = append(recv, t+"/Subscriptions/"+s)
+			}
+			return t, recv, nil
+		}}
+	goamqp = &Target{Client: c, Proc: proc, Fresh: fresh, Kill9Restart: kill, TopicsNA: topicNA,
+		Note: "CBS put-token with RootManageSharedAccessKey; complete = rcv-settle-mode second, waits for the broker's settlement"}
+	sc := &sdkClient{name: label + " (azservicebus SDK)", cs: fmt.Sprintf("Endpoint=sb://127.0.0.1:%d;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;", o.AMQPPort)}
+	sdk = &Target{Client: sc, Proc: proc, Fresh: fresh, TopicsNA: "not run with the SDK",
+		Note: "azservicebus v1.11.0: SendMessage per message; ReceiveMessages + CompleteMessage (peek-lock, settle mode second)"}
+	return goamqp, sdk, func() {
+		p.stop()
+		if p.dir != "" {
+			os.RemoveAll(p.dir)
+		}
+	}
+}
+
+// startNoWait starts the process on the existing data directory without
+// waiting for it to become healthy (the caller times first delivery).
+func (p *busbarProc) startNoWait() error {
+	args := []string{"serve", "--data", p.dir, "--amqp", fmt.Sprintf("127.0.0.1:%d", p.amqpPort),
+		"--http", fmt.Sprintf("127.0.0.1:%d", p.httpPort), "--log-level", "warn"}
+	if p.cfg != "" {
+		args = append(args, "--config", p.cfg)
+	}
+	args = append(args, p.extra...)
+	logf, err := os.OpenFile(filepath.Join(filepath.Dir(p.dir), filepath.Base(p.dir)+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(p.bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return err
+	}
+	go func() { _ = cmd.Wait() }()
+	p.mu.Lock()
+	p.cmd, p.log = cmd, logf
+	p.mu.Unlock()
+	return nil
+}
+
+// topicsAvailable returns "" when the checkout's broker has topics
+// (broker.CreateTopic exists), else the reason to print instead of a
+// figure. Whether topic addresses work over AMQP is found out when W5
+// runs: a failure there is printed, never a number.
+func topicsAvailable(src string) string {
+	if src == "" {
+		return "n/a (topics not checked: unknown source tree)"
+	}
+	cmd := exec.Command("go", "doc", "./internal/broker", "CreateTopic")
+	cmd.Dir = src
+	if err := cmd.Run(); err != nil {
+		return "n/a (topics not yet available)"
+	}
+	return ""
+}

@@ -1,0 +1,334 @@
+package bench
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Main is busbar-bench: it runs the workloads against Busbar and, when
+// their binaries are given, RabbitMQ and NATS JetStream, one broker at a
+// time, and writes the results table.
+func Main(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("busbar-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	repo := fs.String("repo", "..", "the Busbar checkout to build cmd/busbar from")
+	work := fs.String("work", filepath.Join(os.TempDir(), "busbar-bench"), "scratch directory for binaries and data directories (removed data at the end)")
+	out := fs.String("out", "", "directory to write results.md and results.csv into (default: stdout only)")
+	targets := fs.String("targets", "busbar,sdk,rabbitmq-amqp10,rabbitmq-amqp091,nats-always,nats-default", "targets to run, comma-separated")
+	workloads := fs.String("workloads", "W1,W2,W3,W4,W5", "workloads to run, comma-separated")
+	plan := fs.String("plan", "full", "full or smoke")
+	rmqSbin := fs.String("rabbitmq-sbin", "", "directory with RabbitMQ's rabbitmq-server and rabbitmqctl scripts (e.g. /usr/lib/rabbitmq/lib/rabbitmq_server-3.10.8/sbin); empty skips RabbitMQ")
+	natsBin := fs.String("nats-server", "", "nats-server binary (2.15.2 from the Go module proxy); empty skips NATS")
+	busbarBin := fs.String("busbar-bin", "", "use this busbar binary instead of building one from --repo")
+	source := fs.String("source", "head", "what to build: head (a commit of --repo, see --rev, exported with git archive) or worktree (--repo as it is on disk)")
+	rev := fs.String("rev", "HEAD", "the commit to build with --source head")
+	w4msgs := fs.Int64("w4-msgs", 0, "override the W4 backlog size")
+	w4settle := fs.Duration("w4-settle", 0, "override the wait before measuring disk after the W4 drain")
+	w1msgs := fs.Int64("w1-msgs", 0, "override the W1 message count per cell")
+	w2msgs := fs.Int64("w2-msgs", 0, "override the W2 pre-filled message count per cell")
+	w1dur := fs.Duration("w1-dur", 0, "override the W1 cell duration")
+	w3dur := fs.Duration("w3-dur", 0, "override the W3 duration per rate")
+	w4targets := fs.String("w4-targets", "busbar,rabbitmq-amqp10,nats-default", "targets that run the 1M backlog test (W4); the others print why not")
+	w1cells := fs.String("w1-cells", "", `override the W1 cells, e.g. "1x1,4x64" (connections x window)`)
+	w2cells := fs.String("w2-cells", "", `override the W2 cells, e.g. "1x200,4x200" (receivers x credit)`)
+	w3rates := fs.String("w3-rates", "", `override the W3 rates, e.g. "1000,5000"`)
+	sizes := fs.String("sizes", "", `override the extra W1 payload sizes, e.g. "128,65536" ("none" for none)`)
+	w5subs := fs.String("w5-subs", "", `override the W5 subscription counts, e.g. "1,5,20"`)
+	limits := fs.Duration("limits", 2*time.Second, "duration of each physical-limit probe (0 skips them)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	p := DefaultPlan()
+	if *plan == "smoke" {
+		p = SmokePlan()
+	}
+	if *w4msgs > 0 {
+		p.W4Msgs = *w4msgs
+	}
+	if *w4settle > 0 {
+		p.W4Settle = *w4settle
+	}
+	if *w1msgs > 0 {
+		p.W1Msgs = *w1msgs
+	}
+	if *w2msgs > 0 {
+		p.W2Msgs = *w2msgs
+	}
+	if *w1dur > 0 {
+		p.W1Dur = *w1dur
+	}
+	if *w3dur > 0 {
+		p.W3Dur = *w3dur
+	}
+	var perr error
+	if *w1cells != "" {
+		p.W1Windows, perr = pairs(*w1cells)
+	}
+	if *w2cells != "" && perr == nil {
+		p.W2Cells, perr = pairs(*w2cells)
+	}
+	if *w3rates != "" && perr == nil {
+		p.W3Rates, perr = ints(*w3rates)
+	}
+	if *sizes != "" && perr == nil {
+		p.W1Sizes = nil
+		if *sizes != "none" {
+			p.W1Sizes, perr = ints(*sizes)
+		}
+	}
+	if *w5subs != "" && perr == nil {
+		p.W5Subs, perr = ints(*w5subs)
+	}
+	if perr != nil {
+		fmt.Fprintln(stderr, perr)
+		return 2
+	}
+	want := map[string]bool{}
+	for _, s := range strings.Split(*targets, ",") {
+		want[strings.TrimSpace(s)] = true
+	}
+	wl := map[string]bool{}
+	for _, s := range strings.Split(*workloads, ",") {
+		wl[strings.ToUpper(strings.TrimSpace(s))] = true
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := os.MkdirAll(*work, 0o755); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	absRepo, _ := filepath.Abs(*repo)
+	prog := newProgress(stderr, false)
+	defer prog.close()
+	cmdline := "busbar-bench " + strings.Join(args, " ")
+	started := time.Now()
+	header := machineHeader(cmdline, started)
+	prog.log("%s", header)
+
+	var lim Limits
+	lim.Err = fmt.Errorf("skipped (-limits 0)")
+	if *limits > 0 {
+		prog.set("physical limits", 0)
+		lim = MeasureLimits(filepath.Join(*work, "probe"), *limits)
+		prog.log("Physical limits: %s", lim)
+	}
+
+	r := &Runner{Plan: p, Prog: prog, OnResult: func(res Result) {
+		if res.NA != "" {
+			prog.log("%s %-44s %-26s %-10s %s %s", res.Workload, res.Target, res.Params, res.Metric, res.NA, res.Note)
+			return
+		}
+		prog.log("%s %-44s %-26s %-22s %8s msg/s  p50 %s p99 %s p99.9 %s max %s ms  broker cpu %s µs/msg (sys %s%%)  client cpu %s µs/msg  load %.2f",
+			res.Workload, res.Target, res.Params+" "+sizeName(res.Size), res.Metric, human(res.Rate), ms(res.Lat.P50), ms(res.Lat.P99), ms(res.Lat.P999), ms(res.Lat.Max), fnum(res.CPUus, 1), fnum(res.SysPct, 0), fnum(res.ClientUs, 1), res.Load)
+	}}
+	w4on := map[string]bool{}
+	for _, s := range strings.Split(*w4targets, ",") {
+		w4on[strings.TrimSpace(s)] = true
+	}
+	skipW4 := func(t *Target, key string) {
+		if !w4on[key] {
+			t.SkipW4 = "not run (time budget; add it to -w4-targets)"
+		}
+	}
+	runAll := func(t *Target, only ...string) {
+		allowed := func(w string) bool {
+			if !wl[w] {
+				return false
+			}
+			if len(only) == 0 {
+				return true
+			}
+			for _, o := range only {
+				if o == w {
+					return true
+				}
+			}
+			return false
+		}
+		for _, w := range []string{"W1", "W2", "W3", "W4", "W5"} {
+			if !allowed(w) || ctx.Err() != nil {
+				continue
+			}
+			switch w {
+			case "W1":
+				r.W1(ctx, t)
+			case "W2":
+				r.W2(ctx, t)
+			case "W3":
+				r.W3(ctx, t)
+			case "W4":
+				r.W4(ctx, t)
+			case "W5":
+				r.W5(ctx, t)
+			}
+		}
+	}
+
+	// Busbar, built from the checkout.
+	built := ""
+	if want["busbar"] || want["sdk"] {
+		bin := *busbarBin
+		src := absRepo
+		if bin == "" {
+			if *source == "head" {
+				src = filepath.Join(*work, "src")
+				id, err := ExportHead(absRepo, *rev, src)
+				if err != nil {
+					fmt.Fprintln(stderr, err)
+					return 1
+				}
+				built = fmt.Sprintf("Busbar built from commit %s (git archive %s of %s).", id, *rev, absRepo)
+			} else {
+				built = fmt.Sprintf("Busbar built from the work tree %s.", absRepo)
+			}
+			prog.log("%s", built)
+			bin = filepath.Join(*work, "busbar")
+			prog.set("building busbar", 0)
+			if err := BuildBusbar(src, bin); err != nil {
+				fmt.Fprintln(stderr, err)
+				return 1
+			}
+		}
+		ga, sdk, stopB := NewBusbarTargets(BusbarOptions{Bin: bin, WorkDir: *work, AMQPPort: 25800, HTTPPort: 25801, Src: src})
+		skipW4(ga, "busbar")
+		if want["busbar"] {
+			runAll(ga)
+		}
+		if want["sdk"] {
+			runAll(sdk, "W1", "W2")
+		}
+		stopB()
+	}
+	if *rmqSbin != "" && (want["rabbitmq-amqp10"] || want["rabbitmq-amqp091"]) && ctx.Err() == nil {
+		prog.set("starting RabbitMQ", 0)
+		ts, stopR, err := NewRabbitTargets(ctx, RabbitOptions{SbinDir: *rmqSbin, WorkDir: *work, Port: 25673, DistPort: 25674, EPMDPort: 24369})
+		if err != nil {
+			prog.log("RabbitMQ: %v", err)
+		} else {
+			skipW4(ts[0], "rabbitmq-amqp10")
+			skipW4(ts[1], "rabbitmq-amqp091")
+			if want["rabbitmq-amqp10"] {
+				runAll(ts[0])
+			}
+			if want["rabbitmq-amqp091"] {
+				runAll(ts[1])
+			}
+			prog.set("stopping RabbitMQ", 0)
+			stopR()
+		}
+	}
+	if *natsBin != "" && ctx.Err() == nil {
+		for _, always := range []bool{true, false} {
+			name := "nats-default"
+			port := 14222
+			if always {
+				name, port = "nats-always", 14223
+			}
+			if !want[name] || ctx.Err() != nil {
+				continue
+			}
+			prog.set("starting "+name, 0)
+			t, stopN, err := NewNATSTarget(ctx, NATSOptions{Bin: *natsBin, WorkDir: *work, Port: port, Always: always}, false)
+			if err != nil {
+				prog.log("%s: %v", name, err)
+				continue
+			}
+			skipW4(t, name)
+			runAll(t)
+			// The server-confirmed variant of the receive workload.
+			t.Client.(*natsClient).doubleAck = true
+			t.Note = "work-queue stream; DoubleAck (server-confirmed)"
+			runAll(t, "W2")
+			stopN()
+		}
+	}
+	prog.set("", 0)
+
+	var md strings.Builder
+	fmt.Fprintf(&md, "%s\n%s\n\nPhysical limits: %s\n\n", header, built, lim)
+	WriteMarkdown(&md, r.Results)
+	fmt.Fprintf(&md, "\nFinished %s (%.0f min).\n", time.Now().Format(time.RFC3339), time.Since(started).Minutes())
+	fmt.Fprint(stdout, md.String())
+	if *out != "" {
+		if err := os.MkdirAll(*out, 0o755); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		if err := os.WriteFile(filepath.Join(*out, "results.md"), []byte(md.String()), 0o644); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		f, err := os.Create(filepath.Join(*out, "results.csv"))
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		_ = WriteCSV(f, r.Results)
+		f.Close()
+	}
+	if ctx.Err() != nil {
+		return 130
+	}
+	return 0
+}
+
+// machineHeader describes the run: date, machine, command.
+func machineHeader(cmdline string, at time.Time) string {
+	cpu := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "model name") {
+				cpu = strings.TrimSpace(l[strings.IndexByte(l, ':')+1:])
+				break
+			}
+		}
+	}
+	mem := ""
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		f := strings.Fields(strings.SplitN(string(b), "\n", 2)[0])
+		if len(f) >= 2 {
+			var kb int64
+			fmt.Sscan(f[1], &kb)
+			mem = fmt.Sprintf(", %.0f GiB RAM", float64(kb)/(1<<20))
+		}
+	}
+	kernel, _ := exec.Command("uname", "-r").Output()
+	return fmt.Sprintf("Run %s on %d × %s%s, Linux %s, %s; load average at start %.2f\nCommand: %s",
+		at.Format("2006-01-02 15:04 MST"), runtime.NumCPU(), cpu, mem, strings.TrimSpace(string(kernel)), runtime.Version(),
+		loadAvg(), cmdline)
+}
+
+func ints(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		var v int
+		if _, err := fmt.Sscan(strings.TrimSpace(f), &v); err != nil || v <= 0 {
+			return nil, fmt.Errorf("bad number %q in %q", f, s)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func pairs(s string) ([][2]int, error) {
+	var out [][2]int
+	for _, f := range strings.Split(s, ",") {
+		var a, b int
+		if _, err := fmt.Sscanf(strings.TrimSpace(f), "%dx%d", &a, &b); err != nil || a <= 0 || b <= 0 {
+			return nil, fmt.Errorf("bad cell %q in %q (want AxB)", f, s)
+		}
+		out = append(out, [2]int{a, b})
+	}
+	return out, nil
+}

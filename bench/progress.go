@@ -1,0 +1,110 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// progress is the live status line on stderr, rewritten in place with
+// \r on a terminal and printed every 10 s otherwise.
+type progress struct {
+	w     io.Writer
+	tty   bool
+	mu    sync.Mutex
+	label string
+	start time.Time
+	n     atomic.Int64
+	total int64
+	stop  chan struct{}
+	done  chan struct{}
+	quiet bool
+}
+
+func newProgress(w io.Writer, quiet bool) *progress {
+	tty := false
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			tty = true
+		}
+	}
+	p := &progress{w: w, tty: tty, stop: make(chan struct{}), done: make(chan struct{}), quiet: quiet}
+	go p.loop()
+	return p
+}
+
+// set starts a new phase with an expected total (0 = unknown).
+func (p *progress) set(label string, total int64) {
+	p.mu.Lock()
+	p.label, p.start, p.total = label, time.Now(), total
+	p.mu.Unlock()
+	p.n.Store(0)
+}
+
+func (p *progress) add(n int64) { p.n.Add(n) }
+
+func (p *progress) line() string {
+	p.mu.Lock()
+	label, start, total := p.label, p.start, p.total
+	p.mu.Unlock()
+	if label == "" {
+		return ""
+	}
+	el := time.Since(start).Seconds()
+	n := p.n.Load()
+	rate := 0.0
+	if el > 0 {
+		rate = float64(n) / el
+	}
+	tot := ""
+	if total > 0 {
+		tot = fmt.Sprintf("/%d", total)
+	}
+	return fmt.Sprintf("%s: %d%s msgs, %s msg/s, %.0f s, load %.2f", label, n, tot, human(rate), el, loadAvg())
+}
+
+func (p *progress) loop() {
+	defer close(p.done)
+	every := 250 * time.Millisecond
+	if !p.tty {
+		every = 10 * time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			if p.tty && !p.quiet {
+				fmt.Fprint(p.w, "\r\033[K")
+			}
+			return
+		case <-t.C:
+			if p.quiet {
+				continue
+			}
+			if l := p.line(); l != "" {
+				if p.tty {
+					fmt.Fprint(p.w, "\r\033[K"+l)
+				} else {
+					fmt.Fprintln(p.w, "  … "+l)
+				}
+			}
+		}
+	}
+}
+
+// log prints a finished line above the status line.
+func (p *progress) log(format string, args ...any) {
+	if p.tty {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+	fmt.Fprintf(p.w, format+"\n", args...)
+}
+
+func (p *progress) close() {
+	close(p.stop)
+	<-p.done
+}

@@ -1,0 +1,101 @@
+package bench
+
+import (
+	"context"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// TestSmoke runs every workload against Busbar (built from the work
+// tree) with tiny counts, so that the harness cannot rot. The full
+// benchmark is `go run ./cmd/busbar-bench` (see peers.sh).
+func TestSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the broker")
+	}
+	work := t.TempDir()
+	bin := filepath.Join(work, "busbar")
+	// BUSBAR_BENCH_SRC points at another source tree (e.g. an export of
+	// HEAD while the work tree is mid-edit).
+	src := os.Getenv("BUSBAR_BENCH_SRC")
+	if src == "" {
+		src = ".."
+	}
+	src, _ = filepath.Abs(src)
+	if err := BuildBusbar(src, bin); err != nil {
+		t.Fatal(err)
+	}
+	ga, sdk, stop := NewBusbarTargets(BusbarOptions{Bin: bin, WorkDir: work, AMQPPort: freePort(t), HTTPPort: freePort(t), Src: src})
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	prog := newProgress(io.Discard, true)
+	defer prog.close()
+	r := &Runner{Plan: SmokePlan(), Prog: prog, OnResult: func(res Result) {
+		t.Logf("%s %s %s %s: %.0f msg/s p99 %s ms cpu %.1f µs/msg %s %s", res.Workload, res.Target, res.Params, res.Metric, res.Rate, ms(res.Lat.P99), res.CPUus, res.NA, res.Note)
+	}}
+	r.W1(ctx, ga)
+	r.W2(ctx, ga)
+	r.W3(ctx, ga)
+	r.W4(ctx, ga)
+	r.W5(ctx, ga)
+	r.Plan.W1Windows, r.Plan.W1Sizes, r.Plan.W2Cells = [][2]int{{1, 8}}, nil, [][2]int{{1, 20}}
+	r.W1(ctx, sdk)
+	r.W2(ctx, sdk)
+
+	seen := map[string]bool{}
+	for _, res := range r.Results {
+		seen[res.Workload+" "+res.Target] = true
+		switch {
+		case res.NA == "n/a (topics not yet available)" && res.Workload == "W5":
+		case res.NA != "":
+			t.Errorf("%s %s %s: %s %s", res.Workload, res.Target, res.Params, res.NA, res.Note)
+		case res.Msgs <= 0 && res.Metric != "kill -9 → first delivery":
+			t.Errorf("%s %s %s: no messages", res.Workload, res.Target, res.Params)
+		case res.Metric == "kill -9 → first delivery" && res.Lat.Max <= 0:
+			t.Errorf("W4: no first-delivery time")
+		case strings.HasPrefix(res.Note, "drained") && !strings.HasPrefix(res.Note, "drained 2000 of 2000"):
+			t.Errorf("W4 drain: %s", res.Note)
+		}
+	}
+	for _, want := range []string{"W1 " + ga.Client.Name(), "W2 " + ga.Client.Name(), "W3 " + ga.Client.Name(), "W4 " + ga.Client.Name(), "W5 " + ga.Client.Name(),
+		"W1 " + sdk.Client.Name(), "W2 " + sdk.Client.Name()} {
+		if !seen[want] {
+			t.Errorf("no result for %s", want)
+		}
+	}
+	var md, csv strings.Builder
+	WriteMarkdown(&md, r.Results)
+	if err := WriteCSV(&csv, r.Results); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(csv.String(), "\n"); n != len(r.Results)+1 {
+		t.Errorf("CSV has %d lines for %d results", n, len(r.Results))
+	}
+}
+
+func TestDist(t *testing.T) {
+	var r recorder
+	for i := 1; i <= 1000; i++ {
+		r.add(time.Duration(i) * time.Millisecond)
+	}
+	d := r.dist()
+	if d.P50 != 500*time.Millisecond || d.P99 != 990*time.Millisecond || d.P999 != 999*time.Millisecond || d.Max != time.Second {
+		t.Fatalf("%+v", d)
+	}
+}

@@ -1,0 +1,49 @@
+package bench
+
+import (
+	"context"
+)
+
+// Target is one broker under test with one client protocol.
+type Target struct {
+	Client Client
+	// Proc returns the broker process being measured (it may change
+	// after a restart); nil when unknown.
+	Proc func() Process
+	// Fresh prepares empty queues (and topics: name → subscriptions) for
+	// one cell: Busbar starts a new process on a new data directory,
+	// the peers delete and re-create their queues.
+	Fresh func(ctx context.Context, queues []string, topics map[string][]string) error
+	// Kill9Restart kills the broker with SIGKILL and starts it again on
+	// the same data; it returns when the process has been started (not
+	// necessarily ready). nil when the harness cannot restart it.
+	Kill9Restart func(ctx context.Context) error
+	// Topics says why fan-out is not measured for this target ("" when it is).
+	TopicsNA string
+	// SkipW4 says why the backlog test is not run ("" runs it).
+	SkipW4 string
+	// Note is printed with every figure of this target (e.g. credit used).
+	Note string
+}
+
+func (t *Target) pid() int {
+	if t.Proc == nil {
+		return 0
+	}
+	p := t.Proc()
+	if p == nil {
+		return 0
+	}
+	return p.PID()
+}
+
+func (t *Target) dataDir() string {
+	if t.Proc == nil {
+		return ""
+	}
+	p := t.Proc()
+	if p == nil {
+		return ""
+	}
+	return p.DataDir()
+}
