@@ -28,6 +28,7 @@ type amqp10Client struct {
 	// create/delete queues (out of band: Config.json, admin API, 0.9.1).
 	create, del func(ctx context.Context, q string) error
 	topic       func(ctx context.Context, t string, subs []string) (string, []string, error)
+	delTopic    func(ctx context.Context, t string, subs []string) error
 	// minCredit raises receiver credit (RabbitMQ 3.10's plugin stalls at
 	// ≤ 1000 with go-amqp; performance.md §4.6).
 	minCredit int
@@ -61,7 +62,12 @@ func (c *amqp10Client) CreateTopic(ctx context.Context, t string, subs []string)
 	return c.topic(ctx, t, subs)
 }
 
-func (c *amqp10Client) DeleteTopic(ctx context.Context, t string, subs []string) error { return nil }
+func (c *amqp10Client) DeleteTopic(ctx context.Context, t string, subs []string) error {
+	if c.delTopic == nil {
+		return nil
+	}
+	return c.delTopic(ctx, t, subs)
+}
 
 func (c *amqp10Client) Dial(ctx context.Context) (Conn, error) {
 	sasl := c.sasl
@@ -164,16 +170,30 @@ func (k *amqp10Conn) NewReceiver(ctx context.Context, addr string, credit int) (
 	if err := k.authorize(ctx, addr); err != nil {
 		return nil, err
 	}
+	// credit < 0 asks for exactly one message: manual credit, so that
+	// settling it does not pull (and lock) another one.
+	single := credit < 0 && k.c.minCredit == 0
+	if credit < 1 {
+		credit = 1
+	}
 	if credit < k.c.minCredit {
 		credit = k.c.minCredit
 	}
 	opts := &amqp.ReceiverOptions{Credit: int32(credit)}
+	if single {
+		opts.Credit = -1
+	}
 	if k.c.settleSecond {
 		opts.SettlementMode = amqp.ReceiverSettleModeSecond.Ptr()
 	}
 	r, err := k.sess.NewReceiver(ctx, k.target(addr), opts)
 	if err != nil {
 		return nil, err
+	}
+	if single {
+		if err := r.IssueCredit(1); err != nil {
+			return nil, err
+		}
 	}
 	return &amqp10Receiver{r: r}, nil
 }

@@ -50,9 +50,12 @@ type busbarProc struct {
 	amqpPort, httpPort int
 	extra              []string
 
-	mu  sync.Mutex
-	cmd *exec.Cmd
-	log *os.File
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	log    *os.File
+	exited chan struct{} // closed when cmd has been reaped
+	// restarted is when the process after a kill -9 was started.
+	restarted time.Time
 }
 
 func (p *busbarProc) PID() int {
@@ -137,36 +140,49 @@ func (p *busbarProc) waitHealthy(ctx context.Context, cmd *exec.Cmd) error {
 // stop sends SIGTERM and waits for the process to end (SIGKILL after 20 s).
 func (p *busbarProc) stop() {
 	p.mu.Lock()
-	cmd, logf := p.cmd, p.log
+	cmd, logf, exited := p.cmd, p.log, p.exited
 	p.cmd = nil
 	p.mu.Unlock()
 	if cmd == nil {
 		return
 	}
 	_ = cmd.Process.Signal(syscall.SIGTERM)
-	for i := 0; i < 400 && alive(cmd.Process.Pid); i++ {
-		time.Sleep(50 * time.Millisecond)
-	}
-	if alive(cmd.Process.Pid) {
+	select {
+	case <-exited:
+	case <-time.After(20 * time.Second):
 		_ = cmd.Process.Kill()
+		<-exited
 	}
 	logf.Close()
+	p.waitPortsFree()
+}
+
+// waitPortsFree waits (up to 30 s) until nothing listens on the ports.
+func (p *busbarProc) waitPortsFree() {
+	for i := 0; i < 3000 && (!portFree(p.amqpPort) || !portFree(p.httpPort)); i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // kill9 kills the process with SIGKILL and waits until it is gone.
 func (p *busbarProc) kill9() {
 	p.mu.Lock()
-	cmd, logf := p.cmd, p.log
+	cmd, logf, exited := p.cmd, p.log, p.exited
 	p.cmd = nil
 	p.mu.Unlock()
 	if cmd == nil {
 		return
 	}
 	_ = cmd.Process.Kill()
-	for i := 0; i < 200 && alive(cmd.Process.Pid); i++ {
-		time.Sleep(10 * time.Millisecond)
+	// Wait until the kernel has torn the process down and it is reaped
+	// (with a large heap this takes a while): only then are its
+	// listening sockets gone.
+	select {
+	case <-exited:
+	case <-time.After(60 * time.Second):
 	}
 	logf.Close()
+	p.waitPortsFree()
 }
 
 // BusbarOptions say where and how the harness runs Busbar.
@@ -219,7 +235,12 @@ func NewBusbarTargets(o BusbarOptions) (goamqp, sdk *Target, stop func()) {
 			}
 			return t, recv, nil
 		}}
-	goamqp = &Target{Client: c, Proc: proc, Fresh: fresh, Kill9Restart: kill, TopicsNA: topicNA,
+	started := func() time.Time {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.restarted
+	}
+	goamqp = &Target{Client: c, Proc: proc, Fresh: fresh, Kill9Restart: kill, TopicsNA: topicNA, Started: started,
 		Note: "CBS put-token with RootManageSharedAccessKey; complete = rcv-settle-mode second, waits for the broker's settlement"}
 	sc := &sdkClient{name: label + " (azservicebus SDK)", cs: fmt.Sprintf("Endpoint=sb://127.0.0.1:%d;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;", o.AMQPPort)}
 	sdk = &Target{Client: sc, Proc: proc, Fresh: fresh, TopicsNA: "not run with the SDK",
@@ -252,9 +273,11 @@ func (p *busbarProc) startNoWait() error {
 		logf.Close()
 		return err
 	}
-	go func() { _ = cmd.Wait() }()
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
 	p.mu.Lock()
-	p.cmd, p.log = cmd, logf
+	p.cmd, p.log, p.exited = cmd, logf, exited
+	p.restarted = time.Now()
 	p.mu.Unlock()
 	return nil
 }

@@ -27,7 +27,8 @@ type Conn interface {
 	// goroutines sending is the in-flight window).
 	NewSender(ctx context.Context, addr string) (Sender, error)
 	// NewReceiver opens a consumer on addr with the given credit
-	// (prefetch, max ack pending).
+	// (prefetch, max ack pending); credit < 0 asks for exactly one
+	// message where the protocol allows it.
 	NewReceiver(ctx context.Context, addr string, credit int) (Receiver, error)
 	Close() error
 }

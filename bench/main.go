@@ -44,9 +44,25 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	w3rates := fs.String("w3-rates", "", `override the W3 rates, e.g. "1000,5000"`)
 	sizes := fs.String("sizes", "", `override the extra W1 payload sizes, e.g. "128,65536" ("none" for none)`)
 	w5subs := fs.String("w5-subs", "", `override the W5 subscription counts, e.g. "1,5,20"`)
+	pivot := fs.String("pivot", "", "print the side-by-side table of an earlier run's results.csv and exit")
 	limits := fs.Duration("limits", 2*time.Second, "duration of each physical-limit probe (0 skips them)")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *pivot != "" {
+		f, err := os.Open(*pivot)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		defer f.Close()
+		rs, err := ReadCSV(f)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		WritePivot(stdout, rs)
+		return 0
 	}
 	p := DefaultPlan()
 	if *plan == "smoke" {
@@ -257,6 +273,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 
 	var md strings.Builder
 	fmt.Fprintf(&md, "%s\n%s\n\nPhysical limits: %s\n\n", header, built, lim)
+	fmt.Fprintf(&md, "Side by side (msgs/s · p99 · broker CPU µs per message · load average; W3: latency from the scheduled send time):\n\n")
+	WritePivot(&md, r.Results)
+	fmt.Fprintf(&md, "\nAll figures:\n\n")
 	WriteMarkdown(&md, r.Results)
 	fmt.Fprintf(&md, "\nFinished %s (%.0f min).\n", time.Now().Format(time.RFC3339), time.Since(started).Minutes())
 	fmt.Fprint(stdout, md.String())

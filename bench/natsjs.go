@@ -242,6 +242,9 @@ func (k *natsConn) NewReceiver(ctx context.Context, addr string, credit int) (Re
 	if i := strings.IndexByte(addr, '/'); i >= 0 {
 		stream, cons = addr[:i], addr[i+1:]
 	}
+	if credit < 1 {
+		credit = 1
+	}
 	cn, err := k.js.Consumer(ctx, stream, cons)
 	if err != nil {
 		return nil, err

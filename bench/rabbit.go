@@ -299,7 +299,7 @@ func NewRabbitTargets(ctx context.Context, o RabbitOptions) ([]*Target, func(), 
 			}
 			return "/amq/queue/" + q
 		},
-		sasl: amqp.SASLTypePlain("guest", "guest"), minCredit: 5000, topic: adm.topic}
+		sasl: amqp.SASLTypePlain("guest", "guest"), minCredit: 5000, topic: adm.topic, delTopic: adm.deleteTopic}
 	c091 := &rabbit091Client{url: url091, adm: adm}
 	t10 := &Target{Client: c10, Proc: proc, Fresh: fresh, Kill9Restart: kill,
 		Note: "accept with rcv-settle-mode first (not server-confirmed); credit 5000 (3.10 plugin stalls at ≤ 1000)"}
@@ -361,6 +361,9 @@ func (k *rabbit091Conn) NewReceiver(ctx context.Context, addr string, credit int
 	ch, err := k.conn.Channel()
 	if err != nil {
 		return nil, err
+	}
+	if credit < 1 {
+		credit = 1
 	}
 	if err := ch.Qos(credit, 0, false); err != nil {
 		return nil, err

@@ -43,6 +43,9 @@ func (k *sdkConn) NewReceiver(ctx context.Context, addr string, credit int) (Rec
 	if err != nil {
 		return nil, err
 	}
+	if credit < 1 {
+		credit = 1
+	}
 	return &sdkReceiver{r: r, batch: credit}, nil
 }
 

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"time"
 )
 
 // Target is one broker under test with one client protocol.
@@ -18,6 +19,9 @@ type Target struct {
 	// the same data; it returns when the process has been started (not
 	// necessarily ready). nil when the harness cannot restart it.
 	Kill9Restart func(ctx context.Context) error
+	// Started returns when the current broker process was started (for
+	// the kill -9 test); nil when unknown.
+	Started func() time.Time
 	// Topics says why fan-out is not measured for this target ("" when it is).
 	TopicsNA string
 	// SkipW4 says why the backlog test is not run ("" runs it).

@@ -34,9 +34,10 @@ type Plan struct {
 	W4Settle time.Duration // wait after the drain before measuring disk again
 	W4Kill   bool
 
-	W5Subs []int
-	W5Msgs int64
-	W5Dur  time.Duration
+	W5Subs  []int
+	W5Drain []bool // with receivers draining the subscriptions, and/or without
+	W5Msgs  int64
+	W5Dur   time.Duration
 
 	Size int // default payload
 }
@@ -53,7 +54,7 @@ func DefaultPlan() Plan {
 		W2Cells: [][2]int{{1, 20}, {1, 200}, {4, 200}},
 		W3Rates: []int{1000, 5000}, W3Dur: 15 * time.Second,
 		W4Msgs: 1000000, W4Dur: 240 * time.Second, W4Settle: 60 * time.Second, W4Kill: true,
-		W5Subs: []int{1, 5, 20}, W5Msgs: 100000, W5Dur: 10 * time.Second,
+		W5Subs: []int{1, 5, 20}, W5Drain: []bool{false, true}, W5Msgs: 100000, W5Dur: 10 * time.Second,
 		Size: 1024,
 	}
 }
@@ -70,7 +71,7 @@ func SmokePlan() Plan {
 		W2Cells: [][2]int{{1, 20}, {2, 20}},
 		W3Rates: []int{200}, W3Dur: time.Second,
 		W4Msgs: 2000, W4Dur: 5 * time.Second, W4Settle: 200 * time.Millisecond, W4Kill: true,
-		W5Subs: []int{1, 3}, W5Msgs: 200, W5Dur: time.Second,
+		W5Subs: []int{1, 3}, W5Drain: []bool{false, true}, W5Msgs: 200, W5Dur: time.Second,
 		Size: 1024,
 	}
 }
@@ -389,7 +390,13 @@ func (r *Runner) W4(ctx context.Context, t *Target) {
 		res.Secs = first.Seconds()
 		res.Lat = dist{Max: first}
 		res.RSSMB = float64(procHWM(t.pid())) / 1e6
-		res.Note = fmt.Sprintf("%.2f s from SIGKILL + restart to the first message received (connect, attach, deliver); RSS = peak of the restarted process so far", first.Seconds())
+		res.Note = fmt.Sprintf("%.2f s from SIGKILL to the first message received (process torn down, restarted, recovery, connect, attach, deliver)", first.Seconds())
+		if t.Started != nil {
+			if st := t.Started(); st.After(t0) {
+				res.Note += fmt.Sprintf("; %.2f s from the new process's start", t0.Add(first).Sub(st).Seconds())
+			}
+		}
+		res.Note += "; RSS = peak of the restarted process so far"
 		firstNote = fmt.Sprintf("first delivery after kill -9: %.2f s", first.Seconds())
 		r.add(res)
 		m = startMeter(t, true)
@@ -449,7 +456,10 @@ func firstDelivery(ctx context.Context, t *Target, q string, start time.Time, li
 			time.Sleep(20 * time.Millisecond)
 			continue
 		}
-		rcv, err := k.NewReceiver(actx, q, 1)
+		// Credit -1: exactly one message, so that no second one is
+		// delivered and left locked (Service Bus keeps the locks of
+		// delivered messages after the link closes).
+		rcv, err := k.NewReceiver(actx, q, -1)
 		if err != nil {
 			acancel()
 			k.Close()
@@ -476,45 +486,68 @@ func firstDelivery(ctx context.Context, t *Target, q string, start time.Time, li
 	return 0, fmt.Errorf("no delivery within %s: %v", limit, lastErr)
 }
 
-// W5 is fan-out: one sender, N subscriptions each drained by one
-// receiver.
+// W5 is fan-out: one sender into a topic with N subscriptions, either
+// with one receiver per subscription draining it (receive + complete) or
+// with no receivers (ingress only, the subscriptions fill up).
 func (r *Runner) W5(ctx context.Context, t *Target) {
 	for _, nsub := range r.Plan.W5Subs {
-		params := fmt.Sprintf("%d subscriptions, 1 conn × window 256", nsub)
-		res := r.base(t, "W5", params, "fan-out ingress", r.Plan.Size)
-		tc, ok := t.Client.(TopicClient)
-		if t.TopicsNA != "" || !ok {
-			res.NA = t.TopicsNA
-			if res.NA == "" {
-				res.NA = "n/a"
-			}
-			r.add(res)
-			continue
+		for _, drain := range r.Plan.W5Drain {
+			r.w5(ctx, t, nsub, drain)
 		}
-		var subs []string
-		for i := 1; i <= nsub; i++ {
-			subs = append(subs, fmt.Sprintf("s%d", i))
+	}
+}
+
+func (r *Runner) w5(ctx context.Context, t *Target, nsub int, drain bool) {
+	params := fmt.Sprintf("%d subscriptions, 1 conn × window 256, no receivers", nsub)
+	if drain {
+		params = fmt.Sprintf("%d subscriptions, 1 conn × window 256, %d receivers draining", nsub, nsub)
+	}
+	res := r.base(t, "W5", params, "fan-out ingress", r.Plan.Size)
+	tc, ok := t.Client.(TopicClient)
+	if t.TopicsNA != "" || !ok {
+		res.NA = t.TopicsNA
+		if res.NA == "" {
+			res.NA = "n/a"
 		}
-		topic := r.name("fan")
-		if err := t.Fresh(ctx, nil, map[string][]string{topic: subs}); err != nil {
-			r.fail(res, err)
-			continue
+		r.add(res)
+		return
+	}
+	var subs []string
+	for i := 1; i <= nsub; i++ {
+		subs = append(subs, fmt.Sprintf("s%d", i))
+	}
+	topic := r.name("fan")
+	if err := t.Fresh(ctx, nil, map[string][]string{topic: subs}); err != nil {
+		r.fail(res, err)
+		return
+	}
+	sendAddr, recvAddrs, err := tc.CreateTopic(ctx, topic, subs)
+	if err != nil {
+		r.fail(res, err)
+		return
+	}
+	defer func() { _ = tc.DeleteTopic(ctx, topic, subs) }()
+	n := r.Plan.W5Msgs
+	total := n
+	if drain {
+		total = n * int64(nsub)
+	}
+	r.Prog.set(fmt.Sprintf("W5 %s %s", t.Client.Name(), params), total)
+	m := startMeter(t, false)
+	closed := false
+	closeM := func() {
+		if !closed {
+			closed = true
+			m.close()
 		}
-		sendAddr, recvAddrs, err := tc.CreateTopic(ctx, topic, subs)
-		if err != nil {
-			r.fail(res, err)
-			continue
-		}
-		n := r.Plan.W5Msgs
-		r.Prog.set(fmt.Sprintf("W5 %s %d subs", t.Client.Name(), nsub), n*int64(nsub))
-		m := startMeter(t, false)
+	}
+	defer closeM()
+	var egress, lastRecv atomic.Int64
+	rctx, rcancel := context.WithCancel(ctx)
+	defer rcancel()
+	recvDone := make(chan error, 1)
+	if drain {
 		ready := make(chan struct{})
-		recvDone := make(chan error, 1)
-		var egress atomic.Int64
-		var lastRecv atomic.Int64
-		rctx, rcancel := context.WithCancel(ctx)
-		recvTotal := atomic.Int64{}
-		recvTotal.Store(n * int64(nsub))
 		go func() {
 			rw := newWindow(0, nil, nil)
 			_, err := recvLoad(rctx, t.Client, recvAddrs, 1, 200, n*int64(nsub), r.Plan.W5Dur+60*time.Second, rw, nil, func([]byte) {
@@ -527,26 +560,29 @@ func (r *Runner) W5(ctx context.Context, t *Target) {
 		select {
 		case <-ready:
 		case err := <-recvDone:
-			rcancel()
-			m.close()
 			r.fail(res, err)
-			continue
+			return
 		}
-		w := newWindow(0, m, nil)
-		lat := &recorder{}
-		start := time.Now()
-		sent, err := sendLoad(ctx, t.Client, sendAddr, 1, 256, r.Plan.Size, n, r.Plan.W5Dur, w, lat)
-		msgs, secs := w.result(start)
-		res.CPUus = m.cpuPerMsg(msgs)
-		res.SysPct = m.sysPct()
-		res.ClientUs = m.clientPerMsg(msgs)
-		if err != nil {
-			rcancel()
-			<-recvDone
-			m.close()
-			r.fail(res, err)
-			continue
-		}
+	}
+	var prog *progress
+	if !drain {
+		prog = r.Prog
+	}
+	w := newWindow(0, m, prog)
+	lat := &recorder{}
+	start := time.Now()
+	sent, err := sendLoad(ctx, t.Client, sendAddr, 1, 256, r.Plan.Size, n, r.Plan.W5Dur, w, lat)
+	msgs, secs := w.result(start)
+	res.CPUus = m.cpuPerMsg(msgs)
+	res.SysPct = m.sysPct()
+	res.ClientUs = m.clientPerMsg(msgs)
+	if err != nil {
+		r.fail(res, err)
+		return
+	}
+	res.Msgs, res.Secs, res.Rate, res.Lat = msgs, secs, float64(msgs)/secs, lat.dist()
+	res.Note = "latency = send confirm; CPU per ingress message"
+	if drain {
 		// Let the subscriptions catch up (bounded).
 		deadline := time.Now().Add(60 * time.Second)
 		for egress.Load() < sent*int64(nsub) && time.Now().Before(deadline) {
@@ -554,17 +590,15 @@ func (r *Runner) W5(ctx context.Context, t *Target) {
 		}
 		rcancel()
 		rerr := <-recvDone
-		m.close()
-		res.RSSMB = m.rssMB()
-		res.Load = loadAvg()
-		res.Msgs, res.Secs, res.Rate, res.Lat = msgs, secs, float64(msgs)/secs, lat.dist()
 		eg := egress.Load()
 		egSecs := time.Unix(0, lastRecv.Load()).Sub(start).Seconds()
-		res.Note = fmt.Sprintf("aggregate egress %s msg/s (%d of %d deliveries); latency = send confirm; CPU per ingress msg", human(float64(eg)/egSecs), eg, sent*int64(nsub))
+		res.Note = fmt.Sprintf("aggregate egress %s msg/s (%d of %d deliveries, received and completed); %s", human(float64(eg)/egSecs), eg, sent*int64(nsub), res.Note)
 		if rerr != nil && eg < sent*int64(nsub) {
 			res.Note += "; receiver error: " + rerr.Error()
 		}
-		r.add(res)
-		_ = tc.DeleteTopic(ctx, topic, subs)
 	}
+	closeM()
+	res.RSSMB = m.rssMB()
+	res.Load = loadAvg()
+	r.add(res)
 }

@@ -1,0 +1,133 @@
+package bench
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ReadCSV reads what WriteCSV wrote.
+func ReadCSV(r io.Reader) ([]Result, error) {
+	rows, err := csv.NewReader(r).ReadAll()
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("empty CSV")
+	}
+	col := map[string]int{}
+	for i, h := range rows[0] {
+		col[h] = i
+	}
+	get := func(row []string, name string) string {
+		if i, ok := col[name]; ok && i < len(row) {
+			return row[i]
+		}
+		return ""
+	}
+	num := func(row []string, name string) float64 {
+		v, err := strconv.ParseFloat(get(row, name), 64)
+		if err != nil {
+			return -1
+		}
+		return v
+	}
+	dur := func(row []string, name string) time.Duration {
+		v, err := strconv.ParseFloat(get(row, name), 64)
+		if err != nil {
+			return 0
+		}
+		return time.Duration(v * 1e6)
+	}
+	var out []Result
+	for _, row := range rows[1:] {
+		size, _ := strconv.Atoi(get(row, "size_bytes"))
+		msgs, _ := strconv.ParseInt(get(row, "msgs"), 10, 64)
+		out = append(out, Result{Workload: get(row, "workload"), Target: get(row, "target"), Tier: get(row, "tier"), Params: get(row, "params"),
+			Size: size, Metric: get(row, "metric"), Msgs: msgs, Secs: num(row, "secs"), Rate: num(row, "msgs_per_s"),
+			Lat:   dist{P50: dur(row, "p50_ms"), P99: dur(row, "p99_ms"), P999: dur(row, "p999_ms"), Max: dur(row, "max_ms")},
+			CPUus: num(row, "broker_cpu_us_per_msg"), SysPct: num(row, "broker_sys_pct"), ClientUs: num(row, "client_cpu_us_per_msg"),
+			RSSMB: num(row, "broker_rss_mb"), Load: num(row, "load1"), NA: get(row, "na"), Note: get(row, "note")})
+	}
+	return out, nil
+}
+
+// shortTarget is a target's column heading in the side-by-side table.
+func shortTarget(t string) string {
+	r := strings.NewReplacer("RabbitMQ 3.10 quorum", "RabbitMQ QQ", "NATS 2.15 JetStream ", "NATS ", "sync_interval always", "always",
+		"default sync (2 min)", "default", ", go-amqp", "", "azservicebus SDK", "SDK")
+	return r.Replace(t)
+}
+
+// WritePivot writes the side-by-side table: one row per workload cell,
+// one column per target; each cell is "msgs/s · p99 ms · broker CPU µs
+// per message · load", or the reason there is no figure.
+func WritePivot(w io.Writer, rs []Result) {
+	var targets []string
+	seenT := map[string]bool{}
+	type key struct {
+		wl, params, metric string
+		size               int
+	}
+	var keys []key
+	seenK := map[key]bool{}
+	cell := map[key]map[string]Result{}
+	for _, r := range rs {
+		if !seenT[r.Target] {
+			seenT[r.Target] = true
+			targets = append(targets, r.Target)
+		}
+		k := key{r.Workload, r.Params, r.Metric, r.Size}
+		if !seenK[k] {
+			seenK[k] = true
+			keys = append(keys, k)
+			cell[k] = map[string]Result{}
+		}
+		cell[k][r.Target] = r
+	}
+	fmt.Fprint(w, "| Workload | Parameters | Size | Metric |")
+	for _, t := range targets {
+		tier := ""
+		for _, r := range rs {
+			if r.Target == t {
+				tier = r.Tier
+				break
+			}
+		}
+		fmt.Fprintf(w, " %s [Tier %s] |", shortTarget(t), tier)
+	}
+	fmt.Fprint(w, "\n|---|---|---|---|")
+	for range targets {
+		fmt.Fprint(w, "---|")
+	}
+	fmt.Fprintln(w)
+	for _, k := range keys {
+		fmt.Fprintf(w, "| %s | %s | %s | %s |", k.wl, k.params, sizeName(k.size), k.metric)
+		for _, t := range targets {
+			r, ok := cell[k][t]
+			switch {
+			case !ok:
+				fmt.Fprint(w, " |")
+			case r.NA != "":
+				na := r.NA
+				if na == "error" {
+					na = "error: " + r.Note
+					if len(na) > 80 {
+						na = na[:80] + "…"
+					}
+				}
+				fmt.Fprintf(w, " %s |", strings.ReplaceAll(na, "|", "/"))
+			case r.Metric == "kill -9 → first delivery":
+				fmt.Fprintf(w, " **%.2f s** (load %.1f) |", r.Lat.Max.Seconds(), r.Load)
+			case r.Workload == "W3":
+				fmt.Fprintf(w, " p50 %s / p99 **%s** / p99.9 %s / max %s ms (%s msg/s; load %.1f) |", ms(r.Lat.P50), ms(r.Lat.P99), ms(r.Lat.P999), ms(r.Lat.Max), human(r.Rate), r.Load)
+			default:
+				fmt.Fprintf(w, " **%s** · p99 %s ms · %s µs (load %.1f) |", human(r.Rate), ms(r.Lat.P99), fnum(r.CPUus, 0), r.Load)
+			}
+		}
+		fmt.Fprintln(w)
+	}
+}
