@@ -127,7 +127,16 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		return nil, fmt.Errorf("http listener: %w", err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /health", &s.health)
+	// GET /health is the probe; the admin API asks for a queue or topic
+	// named "health" with its api-version parameter, so that still reaches
+	// the entity.
+	mux.Handle("GET /health", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Has("api-version") {
+			s.admin.ServeHTTP(w, r)
+			return
+		}
+		s.health.ServeHTTP(w, r)
+	}))
 	mux.Handle("/", &s.admin)
 	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	s.goServe("http", func() error { return s.httpSrv.Serve(s.httpLn) })
