@@ -84,6 +84,7 @@ func serve(ctx context.Context, settings config.Server, logger *slog.Logger) err
 		DevTLS:      settings.DevTLS,
 		AllowAnyKey: settings.AllowAnyKey,
 		Salvage:     settings.Salvage,
+		PprofAddr:   settings.PprofAddr,
 		Logger:      logger,
 		AMQP:        amqp.Config{MaxConnections: settings.MaxConnections, MaxLinks: settings.MaxLinks},
 	}

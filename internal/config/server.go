@@ -34,6 +34,8 @@ type Server struct {
 
 	MaxConnections int // concurrent AMQP connections; 0 means unlimited
 	MaxLinks       int // attached links per AMQP connection; 0 means unlimited
+
+	PprofAddr string // host:port serving Go runtime profiles (/debug/pprof/); "" for none
 }
 
 // Server defaults.
@@ -107,6 +109,7 @@ func ServerSettings() []Setting {
 		{Name: "max-connections", Env: "BUSBAR_MAX_CONNECTIONS", Default: strconv.Itoa(DefaultMaxConnections), Usage: "most concurrent AMQP connections (0: unlimited)"},
 		{Name: "max-links", Env: "BUSBAR_MAX_LINKS", Default: strconv.Itoa(DefaultMaxLinks), Usage: "most links attached on one AMQP connection (0: unlimited)"},
 		{Name: "salvage", Env: "BUSBAR_SALVAGE", Default: "false", Usage: "open a damaged data directory, dropping records that cannot be read", Bool: true},
+		{Name: "pprof", Env: "BUSBAR_PPROF", Usage: "serve Go runtime profiles (/debug/pprof/) on this address (host:port, unauthenticated: keep it on loopback); off when empty"},
 	}
 }
 
@@ -128,6 +131,8 @@ func (s *Server) Set(name, value string) error {
 		s.AMQPSAddr = value
 	case "https":
 		s.HTTPSAddr = value
+	case "pprof":
+		s.PprofAddr = value
 	case "tls-cert":
 		s.TLSCert = value
 	case "tls-key":
@@ -222,7 +227,7 @@ func (s Server) Validate() error {
 	if s.AMQPAddr == s.HTTPAddr && checkAddr(s.AMQPAddr) == "" && !strings.HasSuffix(s.AMQPAddr, ":0") {
 		add("http", "%q is also the AMQP address", s.HTTPAddr)
 	}
-	for _, a := range []struct{ name, addr string }{{"amqps", s.AMQPSAddr}, {"https", s.HTTPSAddr}} {
+	for _, a := range []struct{ name, addr string }{{"amqps", s.AMQPSAddr}, {"https", s.HTTPSAddr}, {"pprof", s.PprofAddr}} {
 		if a.addr == "" {
 			continue
 		}

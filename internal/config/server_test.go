@@ -177,6 +177,7 @@ func TestServerTLSPoliciesAndLimits(t *testing.T) {
 		{"policies", "a=k:Fly", "not a right"},
 		{"policies", "a=k;A=j", "twice"},
 		{"https", "nope", "host:port"},
+		{"pprof", "nope", "host:port"},
 		{"tls-cert", "cert.pem", "go together"},
 	} {
 		s := DefaultServer()

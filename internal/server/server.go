@@ -69,6 +69,11 @@ type Options struct {
 	// the endpoint's defaults.
 	AMQP amqp.Config
 
+	// PprofAddr, when set, serves Go runtime profiles (net/http/pprof's
+	// /debug/pprof/ pages, with mutex and block sampling on) on a listener
+	// of their own, never on the admin port.
+	PprofAddr string
+
 	Logger *slog.Logger // nil discards
 	Clock  clock.Clock  // nil means the wall clock
 }
@@ -88,6 +93,9 @@ type Server struct {
 	amqp    *amqp.Server
 	httpsLn net.Listener
 	devCert string
+
+	pprofLn  net.Listener
+	pprofSrv *http.Server
 
 	cancelTimers context.CancelFunc
 	wg           sync.WaitGroup
@@ -147,6 +155,12 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		}
 		s.httpsLn = tls.NewListener(ln, tlsCfg)
 		s.goServe("https", func() error { return s.httpSrv.Serve(s.httpsLn) })
+	}
+
+	if o.PprofAddr != "" {
+		if err := s.startPprof(o.PprofAddr, log); err != nil {
+			return nil, err
+		}
 	}
 
 	if o.Memory {
@@ -210,6 +224,9 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	attrs := []any{"amqp", s.amqpLn.Addr().String(), "http", s.httpLn.Addr().String()}
 	if s.amqpsLn != nil {
 		attrs = append(attrs, "amqps", s.amqpsLn.Addr().String())
+	}
+	if s.pprofLn != nil {
+		attrs = append(attrs, "pprof", s.pprofLn.Addr().String())
 	}
 	if s.httpsLn != nil {
 		attrs = append(attrs, "https", s.httpsLn.Addr().String())
@@ -276,6 +293,9 @@ func (s *Server) close(ctx context.Context) error {
 	}
 	if s.httpSrv != nil {
 		errs = append(errs, s.httpSrv.Shutdown(ctx))
+	}
+	if s.pprofSrv != nil {
+		errs = append(errs, s.pprofSrv.Shutdown(ctx))
 	}
 	if s.cancelTimers != nil {
 		s.cancelTimers()

@@ -221,3 +221,21 @@ func TestQueueNamedHealth(t *testing.T) {
 		t.Fatalf("health = %d %s", code, body)
 	}
 }
+
+// TestPprof: --pprof serves the runtime's profiles on its own listener,
+// and Shutdown stops it (goleak checks the goroutine is gone).
+func TestPprof(t *testing.T) {
+	s := start(t, Options{Memory: true, PprofAddr: "127.0.0.1:0"})
+	if code, body := get(t, "http://"+s.PprofAddr().String()+"/debug/pprof/"); code != 200 || !strings.Contains(body, "goroutine") {
+		t.Fatalf("GET /debug/pprof/ = %d %.80s", code, body)
+	}
+	if code, _ := get(t, "http://"+s.HTTPAddr().String()+"/debug/pprof/"); code == 200 {
+		t.Fatal("profiles are served on the admin port too")
+	}
+	stop(t, s)
+	if s2 := start(t, Options{Memory: true}); s2.PprofAddr() != nil {
+		t.Fatal("PprofAddr set without PprofAddr option")
+	} else {
+		stop(t, s2)
+	}
+}
