@@ -8,7 +8,7 @@
 // Commit encodes its batch into one log record (in the caller's goroutine)
 // and hands it to the single writer goroutine:
 //
-//	committers --reqc--> writer --syncc--> syncer
+//	committers --reqc--> writer --syncc--> syncer --relc--> releaser
 //	                       \--prepReq--> preparer
 //
 // The writer takes the first pending request, drains every other request
@@ -16,10 +16,11 @@
 // records with one write, applies them to the index and releases the
 // Commit(sync=false) callers. It passes the Commit(sync=true) callers to
 // the syncer as one job and goes on with the next group; the syncer drains
-// every pending job, calls fdatasync once and releases them all. So the
-// next group's write overlaps this group's fdatasync, and a commit is
-// acknowledged only after an fdatasync that started after its record was
-// written. A batch is one record, so it is atomic: after a crash it is
+// every pending job, calls fdatasync once and passes them all to the
+// releaser, which wakes them while the syncer already runs the next
+// fdatasync. So the next group's write overlaps this group's fdatasync,
+// and a commit is acknowledged only after an fdatasync that started after
+// its record was written. A batch is one record, so it is atomic: after a crash it is
 // either whole (checksums match) or dropped with the torn tail.
 //
 // The preparer creates the next segment ahead of time: it fills a file

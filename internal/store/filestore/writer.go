@@ -51,17 +51,18 @@ type writerState struct {
 	closeErr error
 }
 
-// The log pipeline has two goroutines:
+// The log pipeline has three goroutines:
 //
-//	committers --reqc--> writer --syncc--> syncer
+//	committers --reqc--> writer --syncc--> syncer --relc--> releaser
 //
 // The writer takes the first pending request, drains whatever else is
 // queued (group commit), writes all records with one write, applies them
 // to the index and releases the unsynced committers. The synced ones go to
 // the syncer as one job, and the writer moves on to the next group while
 // the syncer runs fdatasync: the next group's write overlaps this group's
-// sync. The syncer drains all pending jobs, syncs once and releases every
-// waiter.
+// sync. The syncer drains all pending jobs, syncs once, hands the jobs to
+// the releaser and starts the next sync at once; the releaser answers
+// every waiter of the round (so waking them overlaps the next sync).
 //
 // syncedLSN (written by the syncer and by rotation, read by the writer for
 // record headers) only grows.
@@ -155,11 +156,23 @@ func (s *Store) processGroup(group []*request) {
 }
 
 // syncLoop is the syncer goroutine; it exits when syncc is closed.
+//
+// It hands each round's waiters to a releaser goroutine and goes straight
+// on to the next fdatasync: waking the waiters (often close to a hundred
+// committers) here left the disk idle between syncs for a good part of
+// each round (docs/benchmarks.md, "Durable send path, 2026-11-22").
 func (s *Store) syncLoop(done chan struct{}) {
-	defer close(done)
-	var jobs []syncJob
+	relc := make(chan syncRound, 64)
+	relDone := make(chan struct{})
+	go releaseLoop(relc, relDone)
+	defer func() {
+		close(relc)
+		<-relDone
+		close(done)
+	}()
 	for job := range s.syncc {
-		jobs = append(jobs[:0], job)
+		jobs := make([]syncJob, 1, 4)
+		jobs[0] = job
 	drain:
 		for {
 			select {
@@ -194,12 +207,27 @@ func (s *Store) syncLoop(done chan struct{}) {
 				s.raiseSynced(lsn)
 			}
 		}
-		for i := range jobs {
-			for _, r := range jobs[i].waiters {
-				r.done <- err
+		relc <- syncRound{jobs: jobs, err: err}
+	}
+}
+
+// syncRound is one fdatasync's outcome for the releaser.
+type syncRound struct {
+	jobs []syncJob
+	err  error
+}
+
+// releaseLoop is the releaser goroutine: it answers the waiters of each
+// sync round (in order) and drops the round's segment references. It
+// exits when relc is closed.
+func releaseLoop(relc chan syncRound, done chan struct{}) {
+	defer close(done)
+	for rd := range relc {
+		for i := range rd.jobs {
+			for _, r := range rd.jobs[i].waiters {
+				r.done <- rd.err
 			}
-			jobs[i].seg.release()
-			jobs[i] = syncJob{}
+			rd.jobs[i].seg.release()
 		}
 	}
 }
