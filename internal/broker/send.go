@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -99,7 +100,33 @@ type pendingMsg struct {
 	hasKey   bool
 	drop     bool // duplicate
 	seq      int64
-	hops     uint8 // times auto-forwarded (forward.go); 0 for a send
+	hops     uint8     // times auto-forwarded (forward.go); 0 for a send
+	buf      *sendData // data's pooled buffer (queue sends only), nil if none
+}
+
+// sendData is a pooled buffer for a message's encoding. A queue send takes
+// one per message and gives it back once the store commit has returned:
+// the store does not retain a batch's slices after Commit (store.Batch),
+// and nothing else in a queue send keeps the encoding (the index keeps
+// only sizes; Data is read back from the store). A topic send does not
+// pool: fan-out may keep the encoding (routing, scheduled copies).
+type sendData struct{ b []byte }
+
+var sendDataPool = sync.Pool{New: func() any { return new(sendData) }}
+
+// maxPooledSendData bounds the buffers kept in sendDataPool, so that one
+// large message does not pin a large buffer.
+const maxPooledSendData = 64 << 10
+
+func releaseSendData(pend []pendingMsg) {
+	for i := range pend {
+		if sd := pend[i].buf; sd != nil {
+			pend[i].buf, pend[i].data = nil, nil
+			if cap(sd.b) <= maxPooledSendData {
+				sendDataPool.Put(sd)
+			}
+		}
+	}
 }
 
 func (b *Broker) enqueue(ctx context.Context, path string, msgs []*message.Message, at time.Time, schedule bool) ([]int64, error) {
@@ -114,14 +141,17 @@ func (b *Broker) enqueue(ctx context.Context, path string, msgs []*message.Messa
 		return nil, nil
 	}
 	nowT := b.clock.Now()
-	pend, total, err := encodeSends(msgs, at, schedule, nowT)
+	pend, total, err := encodeSends(msgs, at, schedule, nowT, t == nil)
 	if err != nil {
 		return nil, err
 	}
 	if t != nil {
+		setDedupKeys(pend)
 		return t.enqueue(ctx, pend, total, nowT.UnixNano(), nil)
 	}
-	return q.enqueue(ctx, pend, total, nowT.UnixNano(), nil)
+	seqs, err := q.enqueue(ctx, pend, total, nowT.UnixNano(), nil)
+	releaseSendData(pend)
+	return seqs, err
 }
 
 // lookupSend resolves the target of a send: a queue or a topic.
@@ -152,8 +182,11 @@ func (b *Broker) lookupSend(path string) (*entity, *topic, Path, error) {
 }
 
 // encodeSends encodes a send's messages (outside any lock) and checks
-// what can be checked without the entity.
-func encodeSends(msgs []*message.Message, at time.Time, schedule bool, nowT time.Time) ([]pendingMsg, int64, error) {
+// what can be checked without the entity. With pool the encodings go into
+// pooled buffers, which the caller gives back with releaseSendData once
+// nothing refers to them any more. The MessageIds' duplicate-detection
+// keys are left for setDedupKeys.
+func encodeSends(msgs []*message.Message, at time.Time, schedule bool, nowT time.Time, pool bool) ([]pendingMsg, int64, error) {
 	pend := make([]pendingMsg, len(msgs))
 	var total int64
 	for i, m := range msgs {
@@ -164,9 +197,19 @@ func encodeSends(msgs []*message.Message, at time.Time, schedule bool, nowT time
 		if err := checkIDs(m); err != nil {
 			return nil, 0, err
 		}
-		data, hs, err := message.AppendWithHeaderSize(nil, m)
+		var sd *sendData
+		var dst []byte
+		if pool {
+			sd = sendDataPool.Get().(*sendData)
+			dst = sd.b[:0]
+		}
+		data, hs, err := message.AppendWithHeaderSize(dst, m)
 		if err != nil {
 			return nil, 0, &Error{Kind: KindInvalidArgument, Msg: "cannot store message", Err: err}
+		}
+		if sd != nil {
+			sd.b = data
+			pm.buf = sd
 		}
 		if hs > MaxHeaderSize {
 			return nil, 0, errorf(KindMessageTooLarge, "the message header and properties take %d bytes, over the %d-byte (64 KB) limit", hs, MaxHeaderSize)
@@ -176,7 +219,6 @@ func encodeSends(msgs []*message.Message, at time.Time, schedule bool, nowT time
 		total += int64(len(data))
 		pm.ttl = int64(m.TTL)
 		pm.hasSess = m.SessionID != ""
-		pm.dedupKey, pm.hasKey = dedupKey(m.MessageID)
 		st := at
 		if st.IsZero() {
 			st, _ = m.Annotations[ScheduledEnqueueTimeAnnotation].(time.Time)
@@ -189,6 +231,14 @@ func encodeSends(msgs []*message.Message, at time.Time, schedule bool, nowT time
 		}
 	}
 	return pend, total, nil
+}
+
+// setDedupKeys sets the duplicate-detection keys of a send's messages
+// (only entities with duplicate detection need them).
+func setDedupKeys(pend []pendingMsg) {
+	for i := range pend {
+		pend[i].dedupKey, pend[i].hasKey = dedupKey(pend[i].m.MessageID)
+	}
 }
 
 // enqueue is a queue's send: phase 1 under mu, the durable commit, the
@@ -219,12 +269,17 @@ func (q *entity) enqueue(ctx context.Context, pend []pendingMsg, total, now int6
 		return nil, errorf(KindQuotaExceeded, "The messaging entity '%s' has reached its MaxSizeInMegabytes quota of %d MB (%d bytes stored); the message was not accepted.", q.name, props.MaxSizeInMegabytes, q.mu.size)
 	}
 	q.touchLocked(now)
-	ops := q.purgeDedupLocked(now, make([]store.Op, 0, len(pend)+2))
+	sc := sendScratchPool.Get().(*sendScratch)
+	defer sc.release()
+	ops := q.purgeDedupLocked(now, sc.ops[:0])
 	var (
 		w     *sendWait
 		waits []*sendWait
 	)
 	if props.RequiresDuplicateDetection {
+		if fw == nil {
+			setDedupKeys(pend) // (auto-forwarded messages are not checked)
+		}
 		window := int64(props.DuplicateDetectionHistoryTimeWindow)
 		w = &sendWait{done: make(chan struct{})}
 		waits, ops = q.mu.dedup.check(q.id, pend, now, window, w, ops)
@@ -233,8 +288,17 @@ func (q *entity) enqueue(ctx context.Context, pend []pendingMsg, total, now int6
 	if props.DefaultMessageTimeToLive >= Infinite {
 		defTTL = 0
 	}
-	recs := make([]rec, 0, len(pend))
-	seqs := make([]int64, len(pend))
+	// A one-message send (the common case) takes its records, sequence
+	// number and publication batch from one allocation.
+	var one *sendOne
+	var recs []rec
+	var seqs []int64
+	if len(pend) == 1 {
+		one = new(sendOne)
+		recs, seqs = one.recs[:0], one.seqs[:]
+	} else {
+		recs, seqs = make([]rec, 0, len(pend)), make([]int64, len(pend))
+	}
 	var added int64
 	main := &q.mu.subs[SubQueueMain].idx
 	for i := range pend {
@@ -266,6 +330,7 @@ func (q *entity) enqueue(ctx context.Context, pend []pendingMsg, total, now int6
 	q.mu.Unlock()
 
 	// Phase 2: durable. Concurrent senders share the store's group commit.
+	meta := sc.meta[:0]
 	for i, j := 0, 0; i < len(pend); i++ {
 		if pend[i].drop {
 			continue
@@ -274,15 +339,18 @@ func (q *entity) enqueue(ctx context.Context, pend []pendingMsg, total, now int6
 		if q.ss != nil {
 			mo.sessionID = pend[i].m.SessionID
 		}
+		start := len(meta)
+		meta = appendMetaOpt(meta, SubQueueMain, &recs[j], mo)
 		ops = append(ops, store.Op{Kind: store.OpAppend, EntityID: q.id, Seq: uint64(pend[i].seq),
-			Meta: appendMetaOpt(nil, SubQueueMain, &recs[j], mo), Data: pend[i].data})
+			Meta: meta[start:len(meta):len(meta)], Data: pend[i].data})
 		j++
 	}
 	if fw != nil {
 		ops = append(ops, fw.ops...)
 	}
-	batch := store.Batch{Ops: ops}
-	cerr := b.store.Commit(&batch, true)
+	sc.ops, sc.meta = ops, meta
+	sc.batch.Ops = ops
+	cerr := b.store.Commit(&sc.batch, true)
 	if fw != nil {
 		fw.committed = cerr == nil
 	}
@@ -292,7 +360,12 @@ func (q *entity) enqueue(ctx context.Context, pend []pendingMsg, total, now int6
 	// holder of mu publishes them.
 	var gone error
 	if cerr == nil && !needsTimer(recs) {
-		q.pushPublished(&pubBatch{recs: recs, added: added})
+		pb := &pubBatch{}
+		if one != nil {
+			pb = &one.pb
+		}
+		pb.recs, pb.added = recs, added
+		q.pushPublished(pb)
 		if q.waiting.Load() > 0 || q.forwarding.Load() {
 			q.lock()
 			q.mu.Unlock()
@@ -340,6 +413,38 @@ func (q *entity) enqueue(ctx context.Context, pend []pendingMsg, total, now int6
 		}
 	}
 	return seqs, nil
+}
+
+// sendScratch is a queue send's pooled scratch space: the store batch
+// and its operations and Meta, none of which outlives the commit.
+type sendScratch struct {
+	ops   []store.Op
+	meta  []byte
+	batch store.Batch
+}
+
+var sendScratchPool = sync.Pool{New: func() any {
+	return &sendScratch{ops: make([]store.Op, 0, 4), meta: make([]byte, 0, 64)}
+}}
+
+// release clears sc (dropping its references to the send's data) and
+// returns it to the pool unless it grew large.
+func (sc *sendScratch) release() {
+	clear(sc.ops)
+	sc.batch.Ops = nil
+	if cap(sc.ops) > 1024 || cap(sc.meta) > 64<<10 {
+		return
+	}
+	sc.ops, sc.meta = sc.ops[:0], sc.meta[:0]
+	sendScratchPool.Put(sc)
+}
+
+// sendOne is what a one-message queue send keeps after it returns (its
+// record on the publication stack, its sequence number), in one allocation.
+type sendOne struct {
+	pb   pubBatch
+	recs [1]rec
+	seqs [1]int64
 }
 
 // publishLocked makes sent records of sub visible (ok) or drops their
