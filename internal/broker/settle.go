@@ -30,6 +30,77 @@ func (b *Broker) Complete(ctx context.Context, path string, token uuid.UUID) err
 	return b.settle(ctx, path, token, settleComplete, nil, "", "")
 }
 
+// CompleteBatch completes the messages locked with toks, as Complete does
+// for each, with one store commit for all of them. The result has one
+// entry per token, in order: nil for a completed message, or the error
+// Complete would have returned for that token alone (a lost, expired or
+// already used lock fails only its own token; a token that appears twice
+// completes once and the repeat reports the lock lost). An error that
+// concerns the whole call (an unknown path, a deleted entity, a failed
+// commit, a cancelled ctx) is the result of every token it affects. Every
+// completion is durable when it returns.
+func (b *Broker) CompleteBatch(ctx context.Context, path string, toks []uuid.UUID) []error {
+	errs := make([]error, len(toks))
+	fill := func(err error) []error {
+		for i := range errs {
+			if errs[i] == nil {
+				errs[i] = err
+			}
+		}
+		return errs
+	}
+	if len(toks) == 0 {
+		return errs
+	}
+	if err := ctx.Err(); err != nil {
+		return fill(err)
+	}
+	q, p, err := b.lookup(path)
+	if err != nil {
+		return fill(err)
+	}
+	sub := p.SubQueue
+	now := b.now()
+	q.lockAt(now)
+	if q.mu.gone != nil {
+		defer q.mu.Unlock()
+		return fill(q.mu.gone)
+	}
+	ts := make([]transition, 0, len(toks))
+	done := make([]int, 0, len(toks)) // indexes of toks with a transition in ts
+	for i, tok := range toks {
+		r, err := q.lockedRecLocked(sub, tok, now)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		q.unlockRecLocked(sub, r)
+		ts = append(ts, removeTransitionLocked(sub, r))
+		done = append(done, i)
+	}
+	if len(ts) == 0 {
+		q.mu.Unlock()
+		return errs
+	}
+	q.touchLocked(now)
+	ops := q.saveAccessedLocked(nil)
+	q.inflight.Add(1)
+	q.mu.Unlock()
+
+	err = q.persist(ts, ops, true)
+	q.lock()
+	q.applyLocked(ts, err, now)
+	q.rearmLocked()
+	q.mu.Unlock()
+	q.inflight.Done()
+	if err != nil {
+		for _, i := range done {
+			errs[i] = err
+		}
+	}
+	return errs
+}
+
 // Abandon unlocks the message at once and raises its delivery count (in
 // the main queue; a dead-letter queue's count is frozen). It becomes
 // available again in sequence order, unless that was its last allowed

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/google/uuid"
 
@@ -16,6 +17,9 @@ import (
 // maxReceiveBatch bounds one TryReceive of a receiver link.
 const maxReceiveBatch = 100
 
+// maxCompleteBatch bounds one broker.CompleteBatch of a receiver link.
+const maxCompleteBatch = 512
+
 // receiverLink is a client receiver link on an entity: one goroutine moves
 // messages from a broker.Receiver to the link while it has credit.
 type receiverLink struct {
@@ -26,6 +30,20 @@ type receiverLink struct {
 	peekLock bool
 	wake     chan struct{} // flow changed
 	done     chan struct{} // link gone
+
+	// Completes (accepted outcomes) waiting for the link's settler:
+	// those that arrive while one batch is being committed become the
+	// next batch, one broker.CompleteBatch and one store commit.
+	settleMu  sync.Mutex
+	completes []pendingComplete
+	spare     []pendingComplete // the settler's previous batch, for reuse
+	settling  bool              // a settler goroutine is running
+}
+
+// pendingComplete is a client's accepted outcome not yet applied.
+type pendingComplete struct {
+	d   *amqp.OutgoingDelivery
+	tok uuid.UUID
 }
 
 // attachReceiver accepts a receiver link. rcv-settle-mode second means
@@ -212,14 +230,20 @@ func (rl *receiverLink) onDetach(err error, unsent []*amqp.OutgoingDelivery) {
 }
 
 // onDisposition maps a client outcome to a settlement by lock token (§5)
-// and answers with a settled disposition (§0.10). It runs on the session
-// goroutine; the broker call runs on its own goroutine.
+// and answers with a settled disposition (§0.10) once it is durable. It
+// runs on the session goroutine. Completes go to the link's settler,
+// which applies those that arrive together with one broker call; every
+// other outcome runs on its own goroutine.
 func (rl *receiverLink) onDisposition(d *amqp.OutgoingDelivery, state frames.DeliveryState, settled bool) {
 	if !rl.peekLock {
 		return // receive-and-delete: nothing to settle (§5)
 	}
 	tok, ok := uuidFromDotNetBytes(d.Tag)
 	if !ok {
+		return
+	}
+	if _, ok := state.(*frames.Accepted); ok {
+		rl.queueComplete(d, uuid.UUID(tok))
 		return
 	}
 	rl.c.spawn(func() {
@@ -229,6 +253,75 @@ func (rl *receiverLink) onDisposition(d *amqp.OutgoingDelivery, state frames.Del
 		}
 		d.Settle(reply)
 	})
+}
+
+// queueComplete hands a complete to the link's settler, starting one if
+// none is running. The settler is a goroutine of the connection (so
+// Disconnected waits for it) that lives while completes are waiting: it
+// ends when it finds none, and with the connection (its broker calls then
+// fail with the connection's context, as they would on their own
+// goroutines). Completes still queued when the link detaches are
+// applied all the same: the client decided them, and locks outlive links.
+func (rl *receiverLink) queueComplete(d *amqp.OutgoingDelivery, tok uuid.UUID) {
+	rl.settleMu.Lock()
+	rl.completes = append(rl.completes, pendingComplete{d: d, tok: tok})
+	start := !rl.settling
+	rl.settling = true
+	rl.settleMu.Unlock()
+	if start && !rl.c.spawn(rl.settleCompletes) {
+		// The connection is gone: nothing can be settled any more.
+		rl.settleMu.Lock()
+		rl.settling = false
+		clear(rl.completes)
+		rl.completes = rl.completes[:0]
+		rl.settleMu.Unlock()
+	}
+}
+
+// settleCompletes is the link's settler: it completes the waiting
+// messages in batches of up to maxCompleteBatch, each with one broker call
+// (one store commit), and answers each delivery with accepted, or rejected
+// with its own error (a lost lock fails only its own message).
+func (rl *receiverLink) settleCompletes() {
+	var toks []uuid.UUID
+	for {
+		rl.settleMu.Lock()
+		batch := rl.completes
+		if len(batch) == 0 {
+			rl.settling = false
+			rl.settleMu.Unlock()
+			return
+		}
+		if len(batch) > maxCompleteBatch {
+			rest := batch[maxCompleteBatch:]
+			batch = batch[:maxCompleteBatch:maxCompleteBatch]
+			rl.completes = append(rl.spare[:0], rest...)
+			rl.spare = nil
+		} else {
+			rl.completes = rl.spare[:0]
+			rl.spare = nil
+		}
+		rl.settleMu.Unlock()
+
+		toks = toks[:0]
+		for _, p := range batch {
+			toks = append(toks, p.tok)
+		}
+		errs := rl.c.h.broker.CompleteBatch(rl.c.ctx, rl.path, toks)
+		for i, p := range batch {
+			if err := errs[i]; err != nil {
+				p.d.Settle(&frames.Rejected{Error: rl.c.fail("settle", rl.path, err).amqpError()})
+			} else {
+				p.d.Settle(&frames.Accepted{})
+			}
+		}
+		clear(batch)
+		rl.settleMu.Lock()
+		if rl.spare == nil && cap(batch) >= maxReceiveBatch {
+			rl.spare = batch[:0]
+		}
+		rl.settleMu.Unlock()
+	}
 }
 
 // settle applies an AMQP outcome to the message locked with tok and
