@@ -60,7 +60,8 @@ type Config struct {
 	// IdleTimeout is advertised in open: the client must send a frame at
 	// least this often. As the spec advises (part 2 section 2.4.5) it is
 	// half the real threshold: a connection that sends nothing for
-	// twice IdleTimeout is closed with amqp:resource-limit-exceeded.
+	// twice IdleTimeout (up to 2.5 times: the read deadline is not moved
+	// before every read) is closed with amqp:resource-limit-exceeded.
 	// Default 60 s; negative disables it.
 	IdleTimeout time.Duration
 
@@ -93,7 +94,8 @@ type Config struct {
 	HandshakeTimeout time.Duration
 
 	// WriteTimeout bounds each write to the network; a client that stops
-	// reading for that long is disconnected. Default 30 s.
+	// reading for that long (up to 1.25 times that: the deadline is not
+	// moved before every write) is disconnected. Default 30 s.
 	WriteTimeout time.Duration
 
 	// SASL configures authentication.

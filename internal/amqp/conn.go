@@ -62,16 +62,26 @@ type connReader struct {
 	deadline time.Time     // absolute deadline (handshake, linger)
 	linger   bool          // ignore stopRead (teardown drains the socket)
 	err      error         // the last transport error
+	idleSet  time.Time     // the idle deadline in force on the socket; zero if none
 }
 
 var errStopped = errors.New("amqp: reader stopped")
 
 func (r *connReader) Read(p []byte) (int, error) {
-	d := r.deadline
 	if r.idle > 0 {
-		d = time.Now().Add(r.idle)
+		// The idle deadline moves only when less than idle is left, to
+		// now + 1.25 idle: every read still waits at least idle (so the
+		// connection is closed after between idle and 1.25 idle without
+		// input), and a busy connection updates the deadline a few times
+		// per idle period instead of before every read.
+		if now := time.Now(); r.idleSet.Sub(now) < r.idle {
+			r.idleSet = now.Add(r.idle + r.idle/4)
+			_ = r.c.nc.SetReadDeadline(r.idleSet)
+		}
+	} else {
+		r.idleSet = time.Time{}
+		_ = r.c.nc.SetReadDeadline(r.deadline)
 	}
-	_ = r.c.nc.SetReadDeadline(d)
 	// Checked after setting the deadline: shutdown stores the flag before
 	// it moves the deadline to now, so either we see the flag here or
 	// the read below is interrupted.
@@ -82,6 +92,7 @@ func (r *connReader) Read(p []byte) (int, error) {
 	n, err := r.c.nc.Read(p)
 	if err != nil {
 		r.err = err
+		r.idleSet = time.Time{} // shutdown may have moved the deadline
 	}
 	return n, err
 }

@@ -121,6 +121,7 @@ func (w *writer) run() {
 		tick = t.C
 	}
 	var spare []byte
+	var deadline time.Time // the write deadline in force
 	for {
 		beat := false
 		select {
@@ -146,7 +147,13 @@ func (w *writer) run() {
 			out = frames.AppendEmptyFrame(out)
 		}
 		if len(out) > 0 {
-			_ = w.nc.SetWriteDeadline(time.Now().Add(w.writeTimeout))
+			// As for reads (connReader.Read): the deadline moves only when
+			// less than writeTimeout is left, so every write gets between
+			// writeTimeout and 1.25 writeTimeout.
+			if now := time.Now(); deadline.Sub(now) < w.writeTimeout {
+				deadline = now.Add(w.writeTimeout + w.writeTimeout/4)
+				_ = w.nc.SetWriteDeadline(deadline)
+			}
 			if _, err := w.nc.Write(out); err != nil {
 				w.stop()
 				w.onError(err)

@@ -1,6 +1,8 @@
 package servicebus
 
 import (
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/busbarmq/busbar/internal/amqp/encoding"
@@ -38,15 +40,35 @@ type deliveryOpts struct {
 // of previous attempts (§4.4), the properties section always present,
 // header.ttl and absolute-expiry-time from the effective TTL, and the
 // broker's annotations. Annotations are omitted rather than sent as null.
+//
+// It writes the sections straight into the result, without building a
+// frames.Message and its maps (this runs once per delivered message); the
+// encoding is the one frames.Message.AppendBinary gives for the same
+// sections (map entries in key order), which encodeDeliveryReference in
+// the tests checks.
 func encodeDelivery(d *broker.Delivery, opts deliveryOpts) ([]byte, error) {
-	m := toAMQP(d.Message)
+	msg := d.Message
+	h := frames.Header{Durable: msg.Durable, Priority: msg.Priority}
 	if d.DeliveryCount > 0 {
-		m.Header.DeliveryCount = d.DeliveryCount - 1
+		h.DeliveryCount = d.DeliveryCount - 1
 	}
-	m.Header.TTL = 0
-	m.Properties.AbsoluteExpiryTime = d.ExpiresAt // zero (absent) if it never expires
+	p := frames.Properties{
+		MessageID:          toAMQPValue(msg.MessageID),
+		UserID:             msg.UserID,
+		To:                 msg.To,
+		Subject:            msg.Subject,
+		ReplyTo:            msg.ReplyTo,
+		CorrelationID:      toAMQPValue(msg.CorrelationID),
+		ContentType:        frames.Symbol(msg.ContentType),
+		ContentEncoding:    frames.Symbol(msg.ContentEncoding),
+		AbsoluteExpiryTime: d.ExpiresAt, // zero (absent) if it never expires
+		CreationTime:       msg.CreationTime,
+		GroupID:            msg.SessionID,
+		GroupSequence:      msg.GroupSequence,
+		ReplyToGroupID:     msg.ReplyToSessionID,
+	}
 	if d.TimeToLive > 0 && !d.ExpiresAt.IsZero() {
-		m.Header.TTL = ttlMillis(d.TimeToLive)
+		h.TTL = ttlMillis(d.TimeToLive)
 		// The JS, .NET and Java SDKs read the time to live as
 		// absolute-expiry-time - creation-time when both are present (so
 		// that TTLs beyond the header's uint32 milliseconds survive), and
@@ -54,37 +76,131 @@ func encodeDelivery(d *broker.Delivery, opts deliveryOpts) ([]byte, error) {
 		// creation-time is kept, so absolute-expiry-time is creation-time
 		// + the effective TTL: the sender's own value when its TTL is in
 		// force. Against the enqueued time it would add the send latency.
-		if ct := m.Properties.CreationTime; !ct.IsZero() {
-			m.Properties.AbsoluteExpiryTime = ct.Add(d.TimeToLive)
+		if ct := p.CreationTime; !ct.IsZero() {
+			p.AbsoluteExpiryTime = ct.Add(d.TimeToLive)
 		}
 	}
 
-	ma := m.MessageAnnotations
-	// Drop whatever a sender put under the broker's keys.
-	for _, k := range []frames.Symbol{annLockedUntil, annMessageState, annDeadLetterSource, annSequenceNumber, annEnqueuedTime, annEnqueueSequenceNumber} {
-		delete(ma, k)
+	// Message annotations: the sender's, without whatever it put under the
+	// broker's keys, and the broker's.
+	var arr [16]annotation
+	ma := arr[:0]
+	for k, v := range msg.Annotations {
+		switch frames.Symbol(k) {
+		case annLockedUntil, annMessageState, annDeadLetterSource, annSequenceNumber, annEnqueuedTime, annEnqueueSequenceNumber:
+			continue
+		case annScheduledEnqueueTime:
+			if !d.ScheduledEnqueueTime.IsZero() {
+				continue // the broker's value replaces it
+			}
+			if _, isTime := v.(time.Time); !isTime {
+				continue // never a non-timestamp (§4.6)
+			}
+		}
+		ma = append(ma, annotation{k: frames.Symbol(k), v: toAMQPValue(v)})
 	}
-	ma[annSequenceNumber] = d.SequenceNumber
-	ma[annEnqueueSequenceNumber] = d.SequenceNumber
-	ma[annEnqueuedTime] = d.EnqueuedTime
+	ma = append(ma,
+		annotation{k: annSequenceNumber, kind: annLong, n: d.SequenceNumber},
+		annotation{k: annEnqueueSequenceNumber, kind: annLong, n: d.SequenceNumber},
+		annotation{k: annEnqueuedTime, kind: annTime, t: d.EnqueuedTime})
 	if d.State != broker.StateActive {
-		ma[annMessageState] = int32(d.State)
+		ma = append(ma, annotation{k: annMessageState, kind: annInt, n: int64(d.State)})
 	}
 	if !d.ScheduledEnqueueTime.IsZero() {
-		ma[annScheduledEnqueueTime] = d.ScheduledEnqueueTime
-	} else if v, ok := ma[annScheduledEnqueueTime]; ok {
-		if _, isTime := v.(time.Time); !isTime {
-			delete(ma, annScheduledEnqueueTime) // never a non-timestamp (§4.6)
-		}
+		ma = append(ma, annotation{k: annScheduledEnqueueTime, kind: annTime, t: d.ScheduledEnqueueTime})
 	}
 	if d.DeadLetterSource != "" {
-		ma[annDeadLetterSource] = d.DeadLetterSource
+		ma = append(ma, annotation{k: annDeadLetterSource, v: d.DeadLetterSource})
 	}
 	if opts.locked && !d.LockedUntil.IsZero() {
-		ma[annLockedUntil] = d.LockedUntil
+		ma = append(ma, annotation{k: annLockedUntil, kind: annTime, t: d.LockedUntil})
 	}
+	sortAnnotations(ma)
+
+	dst, err := h.AppendAMQP(make([]byte, 0, 320+len(msg.Body)))
+	if err != nil {
+		return nil, err
+	}
+	var b encoding.Buffer
+	b.SetBytes(dst)
 	if opts.lockTokenAnnotation {
-		m.DeliveryAnnotations = map[frames.Symbol]any{annLockToken: encoding.UUID(d.LockToken)}
+		b.WriteDescriptor(frames.DescriptorDeliveryAnnotations)
+		w := b.BeginMap()
+		b.WriteSymbol(annLockToken)
+		b.WriteUUID(encoding.UUID(d.LockToken))
+		w.End(1)
 	}
-	return m.AppendBinary(make([]byte, 0, 256+len(d.Message.Body)))
+	b.WriteDescriptor(frames.DescriptorMessageAnnotations)
+	w := b.BeginMap()
+	for i := range ma {
+		a := &ma[i]
+		b.WriteSymbol(a.k)
+		switch a.kind {
+		case annLong:
+			b.WriteLong(a.n)
+		case annInt:
+			b.WriteInt(int32(a.n))
+		case annTime:
+			b.WriteTimestamp(a.t)
+		default:
+			if err := b.WriteAny(a.v); err != nil {
+				return nil, err
+			}
+		}
+	}
+	w.End(len(ma))
+	if dst, err = p.AppendAMQP(b.Bytes()); err != nil {
+		return nil, err
+	}
+	b.SetBytes(dst)
+	if ap := msg.ApplicationProperties; ap != nil {
+		var karr [16]string
+		keys := karr[:0]
+		for k := range ap {
+			keys = append(keys, k)
+		}
+		if len(keys) > 1 {
+			slices.Sort(keys)
+		}
+		b.WriteDescriptor(frames.DescriptorApplicationProperties)
+		w := b.BeginMap()
+		for _, k := range keys {
+			b.WriteString(k)
+			if err := b.WriteAny(toAMQPValue(ap[k])); err != nil {
+				return nil, err
+			}
+		}
+		w.End(len(keys))
+	}
+	return append(b.Bytes(), msg.Body...), nil
+}
+
+// annotation is one entry of a message-annotations map being encoded:
+// the broker's own values are kept unboxed (kind), the sender's in v.
+type annotation struct {
+	k    frames.Symbol
+	kind uint8
+	v    any
+	n    int64
+	t    time.Time
+}
+
+const (
+	annAny  uint8 = iota // v
+	annLong              // n as long
+	annInt               // n as int
+	annTime              // t as timestamp
+)
+
+// sortAnnotations sorts by key (insertion sort: a handful of entries).
+func sortAnnotations(ma []annotation) {
+	if len(ma) > 16 {
+		slices.SortFunc(ma, func(a, b annotation) int { return strings.Compare(string(a.k), string(b.k)) })
+		return
+	}
+	for i := 1; i < len(ma); i++ {
+		for j := i; j > 0 && ma[j].k < ma[j-1].k; j-- {
+			ma[j], ma[j-1] = ma[j-1], ma[j]
+		}
+	}
 }

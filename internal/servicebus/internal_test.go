@@ -145,9 +145,11 @@ func TestMessageConversionRoundTrip(t *testing.T) {
 		m.ApplicationProperties["c"] != message.Char('x') || !bytes.Equal(m.Body, body) {
 		t.Fatalf("decoded %+v", m)
 	}
-	data[len(data)-1] ^= 0xff // the result must not alias the input
-	if bytes.Equal(m.Body, data[len(data)-len(body):]) {
-		t.Fatal("Body aliases the transfer payload")
+	// The body aliases the transfer payload (which the endpoint never
+	// reuses: see decodeMessage); nothing else may.
+	clear(data[:len(data)-len(body)])
+	if string(m.UserID) != "u" || m.To != "to" || m.ApplicationProperties["s"] != "v" || m.Annotations["x-opt-partition-key"] != "pk" {
+		t.Fatalf("decoded fields changed with the payload: %+v", m)
 	}
 
 	d := &broker.Delivery{Message: m, SequenceNumber: 42, EnqueuedTime: time.UnixMilli(1700000001000).UTC(), TimeToLive: 1500 * time.Millisecond,

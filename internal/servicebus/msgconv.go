@@ -1,8 +1,10 @@
 package servicebus
 
 import (
+	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -18,7 +20,8 @@ import (
 // footers of incoming messages are dropped (Service Bus ignores them too).
 
 // fromAMQP converts a decoded AMQP message into a message.Message. The
-// result does not alias m.
+// body aliases m.RawBody, so the data m was decoded from must not be
+// reused afterwards; nothing else aliases m.
 func fromAMQP(m *frames.Message) (*message.Message, error) {
 	out := &message.Message{Priority: 4}
 	if h := m.Header; h != nil {
@@ -66,7 +69,7 @@ func fromAMQP(m *frames.Message) (*message.Message, error) {
 			out.ApplicationProperties[k] = mv
 		}
 	}
-	out.Body = clone(m.RawBody)
+	out.Body = m.RawBody
 	return out, nil
 }
 
@@ -77,6 +80,11 @@ func fromAMQP(m *frames.Message) (*message.Message, error) {
 // its own ID", Azure/azure-service-bus-java#69): the JS SDK keys its lock
 // renewal by message id and fails to settle a received message that has
 // none ("Failed to stop auto lock renewal - no message ID").
+//
+// The message's body aliases data (saving a copy of every payload on the
+// send path): data must be owned by the caller and never reused, as an
+// amqp.IncomingDelivery's payload is (the endpoint gives each frame, and
+// each reassembled delivery, a buffer of its own).
 func decodeMessage(data []byte) (*message.Message, error) {
 	var m frames.Message
 	if err := m.UnmarshalBinary(data); err != nil {
@@ -92,10 +100,32 @@ func decodeMessage(data []byte) (*message.Message, error) {
 	return out, nil
 }
 
-// newMessageID is a message id the broker assigns: 32 hex digits.
+// newMessageID is a message id the broker assigns: 32 hex digits, a
+// random (version 4) UUID. The random bytes are drawn from crypto/rand in
+// blocks rather than once per message (this runs for every message sent
+// without an id).
 func newMessageID() string {
-	u := uuid.New()
-	return hex.EncodeToString(u[:])
+	var u uuid.UUID
+	idRand.Lock()
+	if idRand.off == 0 || idRand.off+len(u) > len(idRand.buf) {
+		_, _ = rand.Read(idRand.buf[:]) // never fails (crypto/rand)
+		idRand.off = 0
+	}
+	copy(u[:], idRand.buf[idRand.off:])
+	clear(idRand.buf[idRand.off : idRand.off+len(u)]) // not kept once used
+	idRand.off += len(u)
+	idRand.Unlock()
+	u[6] = u[6]&0x0f | 0x40 // version 4
+	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
+	var out [32]byte
+	hex.Encode(out[:], u[:])
+	return string(out[:])
+}
+
+var idRand struct {
+	sync.Mutex
+	buf [64 * 16]byte
+	off int
 }
 
 // toAMQP converts msg's bare message into AMQP sections: header (with
