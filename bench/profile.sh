@@ -8,7 +8,8 @@
 #   bench/profile.sh w1 -workloads W1 -w1-cells 4x64 -sizes none -w1-dur 25s
 #   bench/profile.sh w2 -workloads W2 -w2-cells 4x200
 #
-# Env: REV (commit, default HEAD), OUT (default /tmp/busbar-profiles),
+# Env: REV (commit, default HEAD), SRC (a directory to build from as it is
+# on disk instead, e.g. SRC=.. for the work tree), OUT (default /tmp/busbar-profiles),
 # DELAY (seconds before sampling, default 6), SECONDS_CPU (default 10).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -21,7 +22,11 @@ SECONDS_CPU=${SECONDS_CPU:-10}
 PPROF=127.0.0.1:6061
 src=$(mktemp -d)
 trap 'rm -rf "$src"' EXIT
-git -C .. archive "$REV" | tar -x -C "$src"
+if [ -n "${SRC:-}" ]; then
+	(cd "$SRC" && tar -c --exclude=.git .) | tar -x -C "$src"
+else
+	git -C .. archive "$REV" | tar -x -C "$src"
+fi
 mkdir -p "$src/cmd/busbar-pprof" "$OUT"
 cp cmd/busbar-pprof/main.go "$src/cmd/busbar-pprof/"
 (cd "$src" && go build -o "$OUT/busbar-pprof" ./cmd/busbar-pprof)
