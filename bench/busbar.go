@@ -266,7 +266,7 @@ func (p *busbarProc) startNoWait() error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(p.bin, args...)
+	cmd := brokerCommand(p.bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

@@ -24,10 +24,24 @@ type meter struct {
 	diskMax atomic.Int64
 	stop    chan struct{}
 	wg      sync.WaitGroup
+	// cpus is the broker's Cpus_allowed_list when pinned (-pin).
+	cpus string
+}
+
+// pinNote says where the broker and the load generator ran when pinned
+// ("" when not).
+func (m *meter) pinNote() string {
+	if brokerCPUs == "" {
+		return ""
+	}
+	return fmt.Sprintf("; pinned: broker Cpus_allowed_list %s, load generator %s", m.cpus, cpusAllowed(os.Getpid()))
 }
 
 func startMeter(t *Target, disk bool) *meter {
 	m := &meter{t: t, pid: t.pid(), stop: make(chan struct{})}
+	if brokerCPUs != "" && m.pid != 0 {
+		m.cpus = cpusAllowed(m.pid)
+	}
 	if disk {
 		m.dir = t.dataDir()
 	}
@@ -274,6 +288,13 @@ func sendLoad(ctx context.Context, c Client, addr string, conns, win, size int, 
 func recvLoad(ctx context.Context, c Client, addrs []string, nrecv, credit int, total int64, maxDur time.Duration, w *window, lat *recorder, onMsg func([]byte), ready chan<- struct{}) (got int64, err error) {
 	ctx, cancel := context.WithTimeout(ctx, maxDur)
 	defer cancel()
+	deadline, _ := ctx.Deadline()
+	// timeUp tells the time bound from a failure: go-amqp returns
+	// context.DeadlineExceeded on its own once the deadline has passed,
+	// possibly before ctx's timer has fired (ctx.Err() still nil).
+	timeUp := func(err error) bool {
+		return ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) && !time.Now().Before(deadline)
+	}
 	var cs []Conn
 	var rs []Receiver
 	defer closeConns(&cs)
@@ -310,7 +331,7 @@ func recvLoad(ctx context.Context, c Client, addrs []string, nrecv, credit int, 
 				for ctx.Err() == nil {
 					d, err := r.Receive(ctx)
 					if err != nil {
-						if ctx.Err() == nil {
+						if !timeUp(err) {
 							emu.Lock()
 							if firstErr == nil {
 								firstErr = err
@@ -325,7 +346,7 @@ func recvLoad(ctx context.Context, c Client, addrs []string, nrecv, credit int, 
 					}
 					t0 := time.Now()
 					if err := d.Settle(ctx); err != nil {
-						if ctx.Err() == nil {
+						if !timeUp(err) {
 							emu.Lock()
 							if firstErr == nil {
 								firstErr = err

@@ -24,7 +24,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	repo := fs.String("repo", "..", "the Busbar checkout to build cmd/busbar from")
 	work := fs.String("work", filepath.Join(os.TempDir(), "busbar-bench"), "scratch directory for binaries and data directories (removed data at the end)")
 	out := fs.String("out", "", "directory to write results.md and results.csv into (default: stdout only)")
-	targets := fs.String("targets", "busbar,sdk,rabbitmq-amqp10,rabbitmq-amqp091,nats-always,nats-default", "targets to run, comma-separated")
+	targets := fs.String("targets", "busbar,sdk,rabbitmq-amqp10,rabbitmq-amqp091,nats-always,nats-default", "targets to run, comma-separated; also null and null-sdk: the null broker (cmd/busbar-null, no broker work; W1 and W2 only) with go-amqp and with the azservicebus SDK")
 	workloads := fs.String("workloads", "W1,W2,W3,W4,W5", "workloads to run, comma-separated")
 	plan := fs.String("plan", "full", "full or smoke")
 	rmqSbin := fs.String("rabbitmq-sbin", "", "directory with RabbitMQ's rabbitmq-server and rabbitmqctl scripts (e.g. /usr/lib/rabbitmq/lib/rabbitmq_server-3.10.8/sbin); empty skips RabbitMQ")
@@ -46,8 +46,18 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	w5subs := fs.String("w5-subs", "", `override the W5 subscription counts, e.g. "1,5,20"`)
 	pivot := fs.String("pivot", "", "print the side-by-side table of an earlier run's results.csv and exit")
 	limits := fs.Duration("limits", 2*time.Second, "duration of each physical-limit probe (0 skips them)")
+	pin := fs.Bool("pin", false, "pinned variant (performance.md §5.1): re-run the harness under taskset -c 0 and start every broker under taskset -c 1")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	pinNote := ""
+	if *pin && *pivot == "" {
+		cpus := os.Getenv(pinnedEnv)
+		if cpus == "" {
+			return reexecPinned(args, "0", "1", stdout, stderr)
+		}
+		brokerCPUs = cpus
+		pinNote = fmt.Sprintf("Pinned: load generator on CPU %s (GOMAXPROCS %d), brokers under taskset -c %s.", cpusAllowed(os.Getpid()), runtime.GOMAXPROCS(0), cpus)
 	}
 	if *pivot != "" {
 		f, err := os.Open(*pivot)
@@ -140,6 +150,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		prog.log("Physical limits: %s", lim)
 	}
 
+	if pinNote != "" {
+		prog.log("%s", pinNote)
+	}
 	r := &Runner{Plan: p, Prog: prog, OnResult: func(res Result) {
 		if res.NA != "" {
 			prog.log("%s %-44s %-26s %-10s %s %s", res.Workload, res.Target, res.Params, res.Metric, res.NA, res.Note)
@@ -148,6 +161,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		prog.log("%s %-44s %-26s %-22s %8s msg/s  p50 %s p99 %s p99.9 %s max %s ms  broker cpu %s µs/msg (sys %s%%)  client cpu %s µs/msg  load %.2f",
 			res.Workload, res.Target, res.Params+" "+sizeName(res.Size), res.Metric, human(res.Rate), ms(res.Lat.P50), ms(res.Lat.P99), ms(res.Lat.P999), ms(res.Lat.Max), fnum(res.CPUus, 1), fnum(res.SysPct, 0), fnum(res.ClientUs, 1), res.Load)
 	}}
+	if pinNote != "" {
+		r.TargetSuffix = " [pinned]"
+	}
 	w4on := map[string]bool{}
 	for _, s := range strings.Split(*w4targets, ",") {
 		w4on[strings.TrimSpace(s)] = true
@@ -176,6 +192,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			if !allowed(w) || ctx.Err() != nil {
 				continue
 			}
+			if t.Workloads != nil && !t.Workloads[w] {
+				r.NA(t, w, t.WorkloadsNA)
+				continue
+			}
 			switch w {
 			case "W1":
 				r.W1(ctx, t)
@@ -193,22 +213,54 @@ func Main(args []string, stdout, stderr io.Writer) int {
 
 	// Busbar, built from the checkout.
 	built := ""
+	src := absRepo
+	exported := false
+	if (want["busbar"] || want["sdk"]) && *busbarBin == "" || want["null"] || want["null-sdk"] {
+		if *source == "head" {
+			src = filepath.Join(*work, "src")
+			id, err := ExportHead(absRepo, *rev, src)
+			if err != nil {
+				fmt.Fprintln(stderr, err)
+				return 1
+			}
+			exported = true
+			built = fmt.Sprintf("Busbar built from commit %s (git archive %s of %s).", id, *rev, absRepo)
+		} else {
+			built = fmt.Sprintf("Busbar built from the work tree %s.", absRepo)
+		}
+		prog.log("%s", built)
+	}
+	// The null broker: the bench module's cmd/busbar-null, on the endpoint
+	// (internal/amqp) of the same source tree as Busbar.
+	if (want["null"] || want["null-sdk"]) && ctx.Err() == nil {
+		bin := filepath.Join(*work, "busbar-null")
+		prog.set("building busbar-null", 0)
+		nsrc := ""
+		if exported {
+			nsrc = src
+		}
+		if err := BuildNull(filepath.Join(absRepo, "bench"), nsrc, bin); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		nb := fmt.Sprintf("Null broker: bench/cmd/busbar-null of the work tree %s, endpoint from %s.", filepath.Join(absRepo, "bench"), src)
+		prog.log("%s", nb)
+		built = strings.TrimSpace(built + "\n" + nb)
+		ga, sdk, stopN := NewNullTargets(NullOptions{Bin: bin, WorkDir: *work, Port: 25810, Size: p.Size})
+		if want["null"] {
+			runAll(ga)
+		}
+		if want["null-sdk"] {
+			runAll(sdk)
+		}
+		stopN()
+	}
 	if want["busbar"] || want["sdk"] {
 		bin := *busbarBin
-		src := absRepo
+		if bin != "" {
+			built = strings.TrimSpace(built + "\nBusbar: the binary " + bin + ".")
+		}
 		if bin == "" {
-			if *source == "head" {
-				src = filepath.Join(*work, "src")
-				id, err := ExportHead(absRepo, *rev, src)
-				if err != nil {
-					fmt.Fprintln(stderr, err)
-					return 1
-				}
-				built = fmt.Sprintf("Busbar built from commit %s (git archive %s of %s).", id, *rev, absRepo)
-			} else {
-				built = fmt.Sprintf("Busbar built from the work tree %s.", absRepo)
-			}
-			prog.log("%s", built)
 			bin = filepath.Join(*work, "busbar")
 			prog.set("building busbar", 0)
 			if err := BuildBusbar(src, bin); err != nil {
@@ -272,6 +324,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	prog.set("", 0)
 
 	var md strings.Builder
+	if pinNote != "" {
+		built = strings.TrimSpace(built + "\n" + pinNote)
+	}
 	fmt.Fprintf(&md, "%s\n%s\n\nPhysical limits: %s\n\n", header, built, lim)
 	fmt.Fprintf(&md, "Side by side (msgs/s · p99 · broker CPU µs per message · load average; W3: latency from the scheduled send time):\n\n")
 	WritePivot(&md, r.Results)
@@ -322,9 +377,21 @@ func machineHeader(cmdline string, at time.Time) string {
 			mem = fmt.Sprintf(", %.0f GiB RAM", float64(kb)/(1<<20))
 		}
 	}
+	// The machine's CPUs, not the ones this process may use (-pin).
+	ncpu := 0
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "processor") {
+				ncpu++
+			}
+		}
+	}
+	if ncpu == 0 {
+		ncpu = runtime.NumCPU() // (under taskset this is the CPUs allowed)
+	}
 	kernel, _ := exec.Command("uname", "-r").Output()
 	return fmt.Sprintf("Run %s on %d × %s%s, Linux %s, %s; load average at start %.2f\nCommand: %s",
-		at.Format("2006-01-02 15:04 MST"), runtime.NumCPU(), cpu, mem, strings.TrimSpace(string(kernel)), runtime.Version(),
+		at.Format("2006-01-02 15:04 MST"), ncpu, cpu, mem, strings.TrimSpace(string(kernel)), runtime.Version(),
 		loadAvg(), cmdline)
 }
 

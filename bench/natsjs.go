@@ -49,7 +49,7 @@ func (p *natsProc) start(ctx context.Context, wait bool) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(p.o.Bin, "-c", p.conf)
+	cmd := brokerCommand(p.o.Bin, "-c", p.conf)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

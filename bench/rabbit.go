@@ -84,7 +84,7 @@ func (r *rabbitProc) start(ctx context.Context, wait bool) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(filepath.Join(r.o.SbinDir, "rabbitmq-server"))
+	cmd := brokerCommand(filepath.Join(r.o.SbinDir, "rabbitmq-server"))
 	cmd.Env = r.env()
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

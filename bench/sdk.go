@@ -10,10 +10,16 @@ import (
 // sdkClient drives Busbar with the official azservicebus SDK.
 type sdkClient struct {
 	name, cs string
+	tier     string // "" is A (Busbar)
 }
 
-func (c *sdkClient) Name() string                                    { return c.name }
-func (c *sdkClient) Tier() string                                    { return "A" }
+func (c *sdkClient) Name() string { return c.name }
+func (c *sdkClient) Tier() string {
+	if c.tier == "" {
+		return "A"
+	}
+	return c.tier
+}
 func (c *sdkClient) CreateQueue(ctx context.Context, q string) error { return nil }
 func (c *sdkClient) DeleteQueue(ctx context.Context, q string) error { return nil }
 func (c *sdkClient) Close()                                          {}

@@ -99,3 +99,44 @@ func TestDist(t *testing.T) {
 		t.Fatalf("%+v", d)
 	}
 }
+
+// TestSmokeNull runs W1 and W2 against the null broker (cmd/busbar-null)
+// with go-amqp and with the SDK, for a second or two each.
+func TestSmokeNull(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the null broker")
+	}
+	work := t.TempDir()
+	bin := filepath.Join(work, "busbar-null")
+	if err := BuildNull(".", os.Getenv("BUSBAR_BENCH_SRC"), bin); err != nil {
+		t.Fatal(err)
+	}
+	ga, sdk, stop := NewNullTargets(NullOptions{Bin: bin, WorkDir: work, Port: freePort(t), Size: 1024})
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	prog := newProgress(io.Discard, true)
+	defer prog.close()
+	p := SmokePlan()
+	p.W1Windows, p.W1Sizes, p.W2Cells = [][2]int{{1, 16}, {2, 8}}, nil, [][2]int{{1, 20}, {2, 20}}
+	r := &Runner{Plan: p, Prog: prog, OnResult: func(res Result) {
+		t.Logf("%s %s %s %s: %.0f msg/s p99 %s ms broker %.1f µs/msg client %.1f µs/msg %s %s", res.Workload, res.Target, res.Params, res.Metric, res.Rate, ms(res.Lat.P99), res.CPUus, res.ClientUs, res.NA, res.Note)
+	}}
+	for _, tg := range []*Target{ga, sdk} {
+		r.W1(ctx, tg)
+		r.W2(ctx, tg)
+	}
+	if len(r.Results) != 8 {
+		t.Errorf("%d results, want 8", len(r.Results))
+	}
+	for _, res := range r.Results {
+		switch {
+		case res.NA != "":
+			t.Errorf("%s %s %s: %s %s", res.Workload, res.Target, res.Params, res.NA, res.Note)
+		case res.Msgs <= 0:
+			t.Errorf("%s %s %s: no messages", res.Workload, res.Target, res.Params)
+		case res.CPUus < 0:
+			t.Errorf("%s %s %s: no broker CPU figure", res.Workload, res.Target, res.Params)
+		}
+	}
+}

@@ -26,6 +26,13 @@ type Target struct {
 	TopicsNA string
 	// SkipW4 says why the backlog test is not run ("" runs it).
 	SkipW4 string
+	// Workloads, when set, are the only workloads run against this
+	// target; the others print WorkloadsNA.
+	Workloads   map[string]bool
+	WorkloadsNA string
+	// NoPrefill: the broker delivers without being filled first (the null
+	// broker), so W2 skips its pre-fill.
+	NoPrefill bool
 	// Note is printed with every figure of this target (e.g. credit used).
 	Note string
 }

@@ -82,6 +82,8 @@ type Runner struct {
 	Plan    Plan
 	Prog    *progress
 	Results []Result
+	// TargetSuffix is appended to every target name (" [pinned]").
+	TargetSuffix string
 	// OnResult is called for each finished row (e.g. to print it).
 	OnResult func(Result)
 }
@@ -102,7 +104,15 @@ func (r *Runner) add(res Result) {
 }
 
 func (r *Runner) base(t *Target, wl, params, metric string, size int) Result {
-	return Result{Workload: wl, Target: t.Client.Name(), Tier: t.Client.Tier(), Params: params, Size: size, Metric: metric, CPUus: -1, SysPct: -1, ClientUs: -1, RSSMB: -1}
+	return Result{Workload: wl, Target: t.Client.Name() + r.TargetSuffix, Tier: t.Client.Tier(), Params: params, Size: size, Metric: metric, CPUus: -1, SysPct: -1, ClientUs: -1, RSSMB: -1}
+}
+
+// NA records a workload not run against t.
+func (r *Runner) NA(t *Target, wl, why string) {
+	res := r.base(t, wl, "", "", r.Plan.Size)
+	res.NA = why
+	res.Load = loadAvg()
+	r.add(res)
 }
 
 func (r *Runner) fail(res Result, err error) {
@@ -153,6 +163,7 @@ func (r *Runner) W1(ctx context.Context, t *Target) {
 			continue
 		}
 		res.Msgs, res.Secs, res.Rate, res.Lat = msgs, secs, float64(msgs)/secs, lat.dist()
+		res.Note += m.pinNote()
 		r.add(res)
 		_ = t.Client.DeleteQueue(ctx, q)
 	}
@@ -169,19 +180,23 @@ func (r *Runner) W2(ctx context.Context, t *Target) {
 			r.fail(res, err)
 			continue
 		}
-		r.Prog.set(fmt.Sprintf("W2 prefill %s", t.Client.Name()), r.Plan.W2Msgs)
-		pw := newWindow(0, nil, r.Prog)
-		filled, err := sendLoad(ctx, t.Client, q, 4, 64, r.Plan.Size, r.Plan.W2Msgs, 3*r.Plan.W2Dur, pw, nil)
-		if err != nil {
-			r.fail(res, fmt.Errorf("prefill: %w", err))
-			continue
+		filled := r.Plan.W2Msgs
+		if !t.NoPrefill {
+			r.Prog.set(fmt.Sprintf("W2 prefill %s", t.Client.Name()), r.Plan.W2Msgs)
+			pw := newWindow(0, nil, r.Prog)
+			var err error
+			filled, err = sendLoad(ctx, t.Client, q, 4, 64, r.Plan.Size, r.Plan.W2Msgs, 3*r.Plan.W2Dur, pw, nil)
+			if err != nil {
+				r.fail(res, fmt.Errorf("prefill: %w", err))
+				continue
+			}
 		}
 		r.Prog.set(fmt.Sprintf("W2 %s %s", t.Client.Name(), params), filled)
 		m := startMeter(t, false)
 		w := newWindow(r.Plan.Warm, m, r.Prog)
 		lat := &recorder{}
 		start := time.Now()
-		_, err = recvLoad(ctx, t.Client, []string{q}, c[0], c[1], filled, r.Plan.W2Dur+r.Plan.Warm, w, lat, nil, nil)
+		_, err := recvLoad(ctx, t.Client, []string{q}, c[0], c[1], filled, r.Plan.W2Dur+r.Plan.Warm, w, lat, nil, nil)
 		msgs, secs := w.result(start)
 		res.CPUus = m.cpuPerMsg(msgs)
 		res.SysPct = m.sysPct()
@@ -194,7 +209,12 @@ func (r *Runner) W2(ctx context.Context, t *Target) {
 			continue
 		}
 		res.Msgs, res.Secs, res.Rate, res.Lat = msgs, secs, float64(msgs)/secs, lat.dist()
-		res.Note = fmt.Sprintf("%s; %d pre-filled; latency = complete round trip", t.Note, filled)
+		if t.NoPrefill {
+			res.Note = fmt.Sprintf("%s; not pre-filled (up to %d); latency = complete round trip", t.Note, filled)
+		} else {
+			res.Note = fmt.Sprintf("%s; %d pre-filled; latency = complete round trip", t.Note, filled)
+		}
+		res.Note += m.pinNote()
 		r.add(res)
 		_ = t.Client.DeleteQueue(ctx, q)
 	}

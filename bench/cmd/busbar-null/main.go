@@ -1,0 +1,62 @@
+// Command busbar-null is the "null broker" of busbar-bench (target
+// null): an AMQP 1.0 server on Busbar's endpoint (internal/amqp) that
+// stores nothing, accepts every transfer at once, answers $cbs put-token
+// without checking the token and feeds every receiver credit with a
+// pre-encoded message. Run against it, the load generator shows what it
+// costs by itself on this machine, and so the throughput a zero-cost
+// broker would reach (see bench/nullbroker).
+//
+//	go build -o /tmp/busbar-null ./cmd/busbar-null
+//	/tmp/busbar-null --amqp 127.0.0.1:25810 --size 1024
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/busbarmq/busbar/bench/nullbroker"
+	"github.com/busbarmq/busbar/internal/amqp"
+)
+
+func main() {
+	addr := flag.String("amqp", "127.0.0.1:25810", "AMQP listen address")
+	size := flag.Int("size", 1024, "body bytes of the messages sent to receivers")
+	flag.Parse()
+
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	h, err := nullbroker.New(*size)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	srv, err := amqp.NewServer(h, amqp.Config{ContainerID: "busbar-null", Logger: log})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	if err := srv.Serve(ln); err != nil && err != amqp.ErrServerClosed {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Fprintf(os.Stderr, "busbar-null: received %d, delivered %d, dispositions %d\n", h.Received.Load(), h.Delivered.Load(), h.Settled.Load())
+}

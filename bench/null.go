@@ -1,0 +1,145 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// BuildNull builds cmd/busbar-null (the null broker, see nullbroker) from
+// the bench module at benchDir into out. When busbarSrc is set, Busbar's
+// internal packages (the AMQP endpoint) come from that tree instead of
+// the bench module's replace (../): a go.work file overrides it, so the
+// null broker runs the same endpoint as the busbar binary built from the
+// same commit.
+func BuildNull(benchDir, busbarSrc, out string) error {
+	benchDir, _ = filepath.Abs(benchDir)
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/busbar-null")
+	cmd.Dir = benchDir
+	if busbarSrc != "" {
+		busbarSrc, _ = filepath.Abs(busbarSrc)
+		work := filepath.Join(filepath.Dir(out), "busbar-null.go.work")
+		txt := fmt.Sprintf("go 1.26.0\n\nuse %s\n\nreplace github.com/busbarmq/busbar => %s\n", benchDir, busbarSrc)
+		if err := os.WriteFile(work, []byte(txt), 0o644); err != nil {
+			return err
+		}
+		cmd.Env = append(os.Environ(), "GOWORK="+work)
+	}
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build ./cmd/busbar-null: %v\n%s", err, b)
+	}
+	return nil
+}
+
+// nullProc is one busbar-null process.
+type nullProc struct {
+	bin  string
+	port int
+	size int
+	logp string
+
+	mu     sync.Mutex
+	cmd    interface{ Signal(os.Signal) error }
+	pid    int
+	exited chan struct{}
+	logf   *os.File
+}
+
+func (p *nullProc) PID() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pid
+}
+
+func (p *nullProc) DataDir() string { return "" }
+
+func (p *nullProc) start(ctx context.Context) error {
+	logf, err := os.OpenFile(p.logp, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := brokerCommand(p.bin, "--amqp", fmt.Sprintf("127.0.0.1:%d", p.port), "--size", fmt.Sprint(p.size))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return err
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	p.mu.Lock()
+	p.cmd, p.pid, p.exited, p.logf = cmd.Process, cmd.Process.Pid, exited, logf
+	p.mu.Unlock()
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := waitPort(wctx, fmt.Sprintf("127.0.0.1:%d", p.port)); err != nil {
+		p.stop()
+		return fmt.Errorf("busbar-null did not start (see %s): %w", p.logp, err)
+	}
+	return nil
+}
+
+func (p *nullProc) stop() {
+	p.mu.Lock()
+	cmd, exited, logf := p.cmd, p.exited, p.logf
+	p.cmd, p.pid = nil, 0
+	p.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Signal(syscall.SIGKILL)
+		<-exited
+	}
+	logf.Close()
+	for i := 0; i < 3000 && !portFree(p.port); i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// NullOptions say where and how the harness runs the null broker.
+type NullOptions struct {
+	Bin     string // built busbar-null
+	WorkDir string
+	Port    int
+	Size    int // body bytes of delivered messages
+}
+
+// nullNA is printed for the workloads the null broker does not run: it
+// stores nothing, so nothing sent comes back.
+const nullNA = "n/a (null broker: W1 and W2 only)"
+
+// NewNullTargets returns the null broker driven by go-amqp and by the
+// azservicebus SDK, sharing one process manager, and a stop function.
+// Clients authenticate as against Busbar (CBS put-token, answered 202
+// without checking) and settle as against Busbar (rcv-settle-mode second,
+// waiting for the settlement); the broker does nothing else.
+func NewNullTargets(o NullOptions) (goamqp, sdk *Target, stop func()) {
+	if o.Size <= 0 {
+		o.Size = 1024
+	}
+	p := &nullProc{bin: o.Bin, port: o.Port, size: o.Size, logp: filepath.Join(o.WorkDir, "busbar-null.log")}
+	fresh := func(ctx context.Context, queues []string, topics map[string][]string) error {
+		// A new process per cell, as for Busbar.
+		p.stop()
+		return p.start(ctx)
+	}
+	proc := func() Process { return p }
+	url := fmt.Sprintf("amqp://127.0.0.1:%d", o.Port)
+	only := map[string]bool{"W1": true, "W2": true}
+	c := &amqp10Client{name: "Null broker (AMQP 1.0, go-amqp)", tier: "none", url: url, cbs: true, settleSecond: true}
+	goamqp = &Target{Client: c, Proc: proc, Fresh: fresh, Workloads: only, WorkloadsNA: nullNA, TopicsNA: nullNA, SkipW4: nullNA, NoPrefill: true,
+		Note: "no broker work: CBS answered 202 unchecked, transfers accepted at once, one pre-encoded message per credit, dispositions settled at once"}
+	sc := &sdkClient{name: "Null broker (azservicebus SDK)", tier: "none", cs: fmt.Sprintf("Endpoint=sb://127.0.0.1:%d;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;", o.Port)}
+	sdk = &Target{Client: sc, Proc: proc, Fresh: fresh, Workloads: only, WorkloadsNA: nullNA, TopicsNA: nullNA, SkipW4: nullNA, NoPrefill: true,
+		Note: "azservicebus v1.11.0 against the null broker: SendMessage per message; ReceiveMessages + CompleteMessage"}
+	return goamqp, sdk, p.stop
+}

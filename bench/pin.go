@@ -1,0 +1,93 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+)
+
+// Pinning (performance.md §5.1, the sensitivity variant): with -pin the
+// harness re-executes itself under `taskset -c 0` (the load generator and
+// its Go runtime then see one CPU) and starts every broker process under
+// `taskset -c 1`, so that broker and clients no longer share a core.
+
+// pinnedEnv marks the re-executed, pinned harness.
+const pinnedEnv = "BUSBAR_BENCH_PINNED"
+
+// brokerCPUs is the CPU list brokers run on ("" when not pinned).
+var brokerCPUs string
+
+// brokerCommand returns the command that starts a broker process: bin
+// itself, or under taskset when pinning (taskset execs bin, so the PID
+// is the broker's).
+func brokerCommand(bin string, args ...string) *exec.Cmd {
+	if brokerCPUs == "" {
+		return exec.Command(bin, args...)
+	}
+	return exec.Command("taskset", append([]string{"-c", brokerCPUs, bin}, args...)...)
+}
+
+// reexecPinned runs this program again with args under taskset -c
+// clientCPUs, forwarding SIGINT and SIGTERM, and returns its exit code.
+func reexecPinned(args []string, clientCPUs, brokerCPU string, stdout, stderr io.Writer) int {
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	if _, err := exec.LookPath("taskset"); err != nil {
+		fmt.Fprintln(stderr, "-pin needs taskset (util-linux):", err)
+		return 1
+	}
+	cmd := exec.Command("taskset", append([]string{"-c", clientCPUs, self}, args...)...)
+	cmd.Env = append(os.Environ(), pinnedEnv+"="+brokerCPU)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case s := <-sig:
+				_ = cmd.Process.Signal(s)
+			case <-done:
+				return
+			}
+		}
+	}()
+	err = cmd.Wait()
+	close(done)
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// cpusAllowed returns this process's Cpus_allowed_list.
+func cpusAllowed(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return "?"
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "Cpus_allowed_list:") {
+			return strings.TrimSpace(strings.TrimPrefix(l, "Cpus_allowed_list:"))
+		}
+	}
+	return "?"
+}
