@@ -194,27 +194,49 @@ type BusbarOptions struct {
 	Extra    []string // more serve flags
 	Label    string   // e.g. "Busbar"
 	Src      string   // the source tree the binary was built from, for the topics check
+	// Memory runs `serve --memory`: nothing on disk, so nothing is
+	// durable. The go-amqp target is then labelled "Busbar --memory, not
+	// durable" with tier "none (memory)", and W4 (kill -9 with a backlog)
+	// is not run: the restart loses everything by design.
+	Memory bool
 }
+
+// memoryTier is the tier of Busbar with --memory: acknowledged messages
+// are not durable.
+const memoryTier = "none (memory)"
 
 // NewBusbarTargets returns the go-amqp target and the azservicebus SDK
 // target sharing one process manager, and a stop function.
 func NewBusbarTargets(o BusbarOptions) (goamqp, sdk *Target, stop func()) {
-	p := &busbarProc{bin: o.Bin, amqpPort: o.AMQPPort, httpPort: o.HTTPPort, extra: o.Extra}
+	extra := o.Extra
+	tier := "A"
 	label := o.Label
 	if label == "" {
 		label = "Busbar"
 	}
+	if o.Memory {
+		extra = append([]string{"--memory"}, extra...)
+		tier = memoryTier
+		if o.Label == "" {
+			label = "Busbar --memory, not durable"
+		}
+	}
+	p := &busbarProc{bin: o.Bin, amqpPort: o.AMQPPort, httpPort: o.HTTPPort, extra: extra}
 	url := fmt.Sprintf("amqp://127.0.0.1:%d", o.AMQPPort)
 	run := 0
+	prefix := "busbar" // data directory, log and Config.json names
+	if o.Memory {
+		prefix = "busbar-memory"
+	}
 	fresh := func(ctx context.Context, queues []string, topics map[string][]string) error {
 		p.stop()
 		if p.dir != "" {
 			os.RemoveAll(p.dir)
 		}
 		run++
-		p.dir = filepath.Join(o.WorkDir, fmt.Sprintf("busbar-data-%d", run))
+		p.dir = filepath.Join(o.WorkDir, fmt.Sprintf("%s-data-%d", prefix, run))
 		os.RemoveAll(p.dir)
-		p.cfg = filepath.Join(o.WorkDir, fmt.Sprintf("busbar-config-%d.json", run))
+		p.cfg = filepath.Join(o.WorkDir, fmt.Sprintf("%s-config-%d.json", prefix, run))
 		if err := writeBusbarConfig(p.cfg, queues, topics); err != nil {
 			return err
 		}
@@ -227,7 +249,7 @@ func NewBusbarTargets(o BusbarOptions) (goamqp, sdk *Target, stop func()) {
 	}
 	proc := func() Process { return p }
 	topicNA := topicsAvailable(o.Src)
-	c := &amqp10Client{name: label + " (AMQP 1.0, go-amqp)", tier: "A", url: url, cbs: true, settleSecond: true,
+	c := &amqp10Client{name: label + " (AMQP 1.0, go-amqp)", tier: tier, url: url, cbs: true, settleSecond: true,
 		topic: func(ctx context.Context, t string, subs []string) (string, []string, error) {
 			var recv []string
 			for _, s := range subs {
@@ -242,7 +264,12 @@ func NewBusbarTargets(o BusbarOptions) (goamqp, sdk *Target, stop func()) {
 	}
 	goamqp = &Target{Client: c, Proc: proc, Fresh: fresh, Kill9Restart: kill, TopicsNA: topicNA, Started: started,
 		Note: "CBS put-token with RootManageSharedAccessKey; complete = rcv-settle-mode second, waits for the broker's settlement"}
-	sc := &sdkClient{name: label + " (azservicebus SDK)", cs: fmt.Sprintf("Endpoint=sb://127.0.0.1:%d;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;", o.AMQPPort)}
+	if o.Memory {
+		goamqp.Kill9Restart, goamqp.Started = nil, nil
+		goamqp.SkipW4 = "n/a (--memory: kill -9 loses everything by design)"
+		goamqp.Note = "serve --memory: nothing on disk, acknowledged messages are NOT durable; " + goamqp.Note
+	}
+	sc := &sdkClient{name: label + " (azservicebus SDK)", tier: tier, cs: fmt.Sprintf("Endpoint=sb://127.0.0.1:%d;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;", o.AMQPPort)}
 	sdk = &Target{Client: sc, Proc: proc, Fresh: fresh, TopicsNA: "not run with the SDK",
 		Note: "azservicebus v1.11.0: SendMessage per message; ReceiveMessages + CompleteMessage (peek-lock, settle mode second)"}
 	return goamqp, sdk, func() {

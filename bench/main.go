@@ -24,7 +24,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	repo := fs.String("repo", "..", "the Busbar checkout to build cmd/busbar from")
 	work := fs.String("work", filepath.Join(os.TempDir(), "busbar-bench"), "scratch directory for binaries and data directories (removed data at the end)")
 	out := fs.String("out", "", "directory to write results.md and results.csv into (default: stdout only)")
-	targets := fs.String("targets", "busbar,sdk,rabbitmq-amqp10,rabbitmq-amqp091,nats-always,nats-default", "targets to run, comma-separated; also null and null-sdk: the null broker (cmd/busbar-null, no broker work; W1 and W2 only) with go-amqp and with the azservicebus SDK")
+	targets := fs.String("targets", "busbar,sdk,rabbitmq-amqp10,rabbitmq-amqp091,nats-always,nats-default", "targets to run, comma-separated; also null and null-sdk: the null broker (cmd/busbar-null, no broker work; W1, W2 and, with go-amqp, W3) with go-amqp and with the azservicebus SDK, and busbar-memory: Busbar with serve --memory (not durable; W1, W2, W3, W5)")
 	workloads := fs.String("workloads", "W1,W2,W3,W4,W5", "workloads to run, comma-separated")
 	plan := fs.String("plan", "full", "full or smoke")
 	rmqSbin := fs.String("rabbitmq-sbin", "", "directory with RabbitMQ's rabbitmq-server and rabbitmqctl scripts (e.g. /usr/lib/rabbitmq/lib/rabbitmq_server-3.10.8/sbin); empty skips RabbitMQ")
@@ -215,7 +215,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	built := ""
 	src := absRepo
 	exported := false
-	if (want["busbar"] || want["sdk"]) && *busbarBin == "" || want["null"] || want["null-sdk"] {
+	wantBusbar := want["busbar"] || want["sdk"] || want["busbar-memory"]
+	if wantBusbar && *busbarBin == "" || want["null"] || want["null-sdk"] {
 		if *source == "head" {
 			src = filepath.Join(*work, "src")
 			id, err := ExportHead(absRepo, *rev, src)
@@ -255,7 +256,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		}
 		stopN()
 	}
-	if want["busbar"] || want["sdk"] {
+	if wantBusbar && ctx.Err() == nil {
 		bin := *busbarBin
 		if bin != "" {
 			built = strings.TrimSpace(built + "\nBusbar: the binary " + bin + ".")
@@ -268,15 +269,23 @@ func Main(args []string, stdout, stderr io.Writer) int {
 				return 1
 			}
 		}
-		ga, sdk, stopB := NewBusbarTargets(BusbarOptions{Bin: bin, WorkDir: *work, AMQPPort: 25800, HTTPPort: 25801, Src: src})
-		skipW4(ga, "busbar")
-		if want["busbar"] {
-			runAll(ga)
+		if want["busbar-memory"] {
+			// Not durable: nothing on disk, otherwise the same binary.
+			mt, _, stopM := NewBusbarTargets(BusbarOptions{Bin: bin, WorkDir: *work, AMQPPort: 25802, HTTPPort: 25803, Src: src, Memory: true})
+			runAll(mt)
+			stopM()
 		}
-		if want["sdk"] {
-			runAll(sdk, "W1", "W2")
+		if (want["busbar"] || want["sdk"]) && ctx.Err() == nil {
+			ga, sdk, stopB := NewBusbarTargets(BusbarOptions{Bin: bin, WorkDir: *work, AMQPPort: 25800, HTTPPort: 25801, Src: src})
+			skipW4(ga, "busbar")
+			if want["busbar"] {
+				runAll(ga)
+			}
+			if want["sdk"] {
+				runAll(sdk, "W1", "W2")
+			}
+			stopB()
 		}
-		stopB()
 	}
 	if *rmqSbin != "" && (want["rabbitmq-amqp10"] || want["rabbitmq-amqp091"]) && ctx.Err() == nil {
 		prog.set("starting RabbitMQ", 0)

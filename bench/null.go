@@ -42,6 +42,8 @@ type nullProc struct {
 	port int
 	size int
 	logp string
+	// forward starts the process with --forward (W3); set before start.
+	forward bool
 
 	mu     sync.Mutex
 	cmd    interface{ Signal(os.Signal) error }
@@ -63,7 +65,11 @@ func (p *nullProc) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cmd := brokerCommand(p.bin, "--amqp", fmt.Sprintf("127.0.0.1:%d", p.port), "--size", fmt.Sprint(p.size))
+	args := []string{"--amqp", fmt.Sprintf("127.0.0.1:%d", p.port), "--size", fmt.Sprint(p.size)}
+	if p.forward {
+		args = append(args, "--forward")
+	}
+	cmd := brokerCommand(p.bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -114,32 +120,48 @@ type NullOptions struct {
 }
 
 // nullNA is printed for the workloads the null broker does not run: it
-// stores nothing, so nothing sent comes back.
-const nullNA = "n/a (null broker: W1 and W2 only)"
+// stores nothing, so it has no backlog (W4), and it has no topics (W5).
+const nullNA = "n/a (null broker: W1, W2 and W3 only)"
+
+// nullSDKNA is printed for the workloads not run with the SDK against
+// the null broker.
+const nullSDKNA = "n/a (null broker with the SDK: W1 and W2 only)"
 
 // NewNullTargets returns the null broker driven by go-amqp and by the
 // azservicebus SDK, sharing one process manager, and a stop function.
 // Clients authenticate as against Busbar (CBS put-token, answered 202
 // without checking) and settle as against Busbar (rcv-settle-mode second,
 // waiting for the settlement); the broker does nothing else.
+//
+// The process runs in one of two modes, chosen when it is started for a
+// cell (a new process per cell): for W1 and W2 the default one (every
+// transfer accepted and dropped, every receiver credit fed with a
+// pre-encoded message), for W3 (go-amqp only) --forward (every transfer
+// accepted at once and handed, as sent, in memory and in order, to the
+// receiver of its address). W3 cannot use the default mode: its receiver
+// attaches before its sender and would be fed pre-encoded messages that
+// carry no send timestamp.
 func NewNullTargets(o NullOptions) (goamqp, sdk *Target, stop func()) {
 	if o.Size <= 0 {
 		o.Size = 1024
 	}
 	p := &nullProc{bin: o.Bin, port: o.Port, size: o.Size, logp: filepath.Join(o.WorkDir, "busbar-null.log")}
-	fresh := func(ctx context.Context, queues []string, topics map[string][]string) error {
-		// A new process per cell, as for Busbar.
-		p.stop()
-		return p.start(ctx)
+	freshMode := func(forward bool) func(ctx context.Context, queues []string, topics map[string][]string) error {
+		return func(ctx context.Context, queues []string, topics map[string][]string) error {
+			// A new process per cell, as for Busbar.
+			p.stop()
+			p.forward = forward
+			return p.start(ctx)
+		}
 	}
 	proc := func() Process { return p }
 	url := fmt.Sprintf("amqp://127.0.0.1:%d", o.Port)
-	only := map[string]bool{"W1": true, "W2": true}
 	c := &amqp10Client{name: "Null broker (AMQP 1.0, go-amqp)", tier: "none", url: url, cbs: true, settleSecond: true}
-	goamqp = &Target{Client: c, Proc: proc, Fresh: fresh, Workloads: only, WorkloadsNA: nullNA, TopicsNA: nullNA, SkipW4: nullNA, NoPrefill: true,
-		Note: "no broker work: CBS answered 202 unchecked, transfers accepted at once, one pre-encoded message per credit, dispositions settled at once"}
+	goamqp = &Target{Client: c, Proc: proc, Fresh: freshMode(false), FreshW3: freshMode(true),
+		Workloads: map[string]bool{"W1": true, "W2": true, "W3": true}, WorkloadsNA: nullNA, TopicsNA: nullNA, SkipW4: nullNA, NoPrefill: true,
+		Note: "no broker work: CBS answered 202 unchecked, transfers accepted at once, dispositions settled at once; W1/W2: transfers dropped, one pre-encoded message per credit; W3 (--forward): each message handed as sent, in memory, to the address's receiver"}
 	sc := &sdkClient{name: "Null broker (azservicebus SDK)", tier: "none", cs: fmt.Sprintf("Endpoint=sb://127.0.0.1:%d;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;", o.Port)}
-	sdk = &Target{Client: sc, Proc: proc, Fresh: fresh, Workloads: only, WorkloadsNA: nullNA, TopicsNA: nullNA, SkipW4: nullNA, NoPrefill: true,
+	sdk = &Target{Client: sc, Proc: proc, Fresh: freshMode(false), Workloads: map[string]bool{"W1": true, "W2": true}, WorkloadsNA: nullSDKNA, TopicsNA: nullSDKNA, SkipW4: nullSDKNA, NoPrefill: true,
 		Note: "azservicebus v1.11.0 against the null broker: SendMessage per message; ReceiveMessages + CompleteMessage"}
 	return goamqp, sdk, p.stop
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -42,7 +43,7 @@ func TestSmoke(t *testing.T) {
 	}
 	ga, sdk, stop := NewBusbarTargets(BusbarOptions{Bin: bin, WorkDir: work, AMQPPort: freePort(t), HTTPPort: freePort(t), Src: src})
 	defer stop()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	prog := newProgress(io.Discard, true)
 	defer prog.close()
@@ -57,11 +58,36 @@ func TestSmoke(t *testing.T) {
 	r.Plan.W1Windows, r.Plan.W1Sizes, r.Plan.W2Cells = [][2]int{{1, 8}}, nil, [][2]int{{1, 20}}
 	r.W1(ctx, sdk)
 	r.W2(ctx, sdk)
+	stop()
+
+	// The same binary with serve --memory (busbar-bench target
+	// busbar-memory): not durable, W4 not run.
+	mt, _, stopM := NewBusbarTargets(BusbarOptions{Bin: bin, WorkDir: work, AMQPPort: freePort(t), HTTPPort: freePort(t), Src: src, Memory: true})
+	defer stopM()
+	r.Plan.W1Windows, r.Plan.W5Subs = [][2]int{{1, 16}}, []int{2}
+	r.W1(ctx, mt)
+	if n := diskUsage(mt.dataDir()); n != 0 {
+		t.Errorf("busbar --memory wrote %d bytes under %s", n, mt.dataDir())
+	}
+	r.W2(ctx, mt)
+	r.W3(ctx, mt)
+	r.W4(ctx, mt)
+	r.W5(ctx, mt)
+	stopM()
 
 	seen := map[string]bool{}
 	for _, res := range r.Results {
 		seen[res.Workload+" "+res.Target] = true
+		checkW3(t, res)
+		memory := res.Target == mt.Client.Name()
+		if memory && res.Tier != memoryTier {
+			t.Errorf("%s %s: tier %q, want %q", res.Workload, res.Target, res.Tier, memoryTier)
+		}
 		switch {
+		case memory && res.Workload == "W4":
+			if res.NA != mt.SkipW4 {
+				t.Errorf("W4 %s: %q, want %q", res.Target, res.NA, mt.SkipW4)
+			}
 		case res.NA == "n/a (topics not yet available)" && res.Workload == "W5":
 		case res.NA != "":
 			t.Errorf("%s %s %s: %s %s", res.Workload, res.Target, res.Params, res.NA, res.Note)
@@ -74,7 +100,8 @@ func TestSmoke(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"W1 " + ga.Client.Name(), "W2 " + ga.Client.Name(), "W3 " + ga.Client.Name(), "W4 " + ga.Client.Name(), "W5 " + ga.Client.Name(),
-		"W1 " + sdk.Client.Name(), "W2 " + sdk.Client.Name()} {
+		"W1 " + sdk.Client.Name(), "W2 " + sdk.Client.Name(),
+		"W1 " + mt.Client.Name(), "W2 " + mt.Client.Name(), "W3 " + mt.Client.Name(), "W4 " + mt.Client.Name(), "W5 " + mt.Client.Name()} {
 		if !seen[want] {
 			t.Errorf("no result for %s", want)
 		}
@@ -86,6 +113,23 @@ func TestSmoke(t *testing.T) {
 	}
 	if n := strings.Count(csv.String(), "\n"); n != len(r.Results)+1 {
 		t.Errorf("CSV has %d lines for %d results", n, len(r.Results))
+	}
+}
+
+// checkW3 checks a W3 row: every message sent came back, carrying its
+// send time (a message the sender did not send, such as the null
+// broker's pre-encoded one, would give nonsense latencies).
+func checkW3(t *testing.T, res Result) {
+	t.Helper()
+	if res.Workload != "W3" || res.NA != "" {
+		return
+	}
+	var sent, got int64
+	if i := strings.Index(res.Note, "sent "); i >= 0 {
+		fmt.Sscanf(res.Note[i:], "sent %d received %d", &sent, &got)
+	}
+	if sent <= 0 || got != sent || res.Lat.P50 <= 0 || res.Lat.Max > 10*time.Second {
+		t.Errorf("W3 %s: sent %d received %d, p50 %v max %v (%s)", res.Target, sent, got, res.Lat.P50, res.Lat.Max, res.Note)
 	}
 }
 
@@ -101,7 +145,8 @@ func TestDist(t *testing.T) {
 }
 
 // TestSmokeNull runs W1 and W2 against the null broker (cmd/busbar-null)
-// with go-amqp and with the SDK, for a second or two each.
+// with go-amqp and with the SDK, and W3 (the null broker's forwarding
+// mode) with go-amqp, for a second or two each.
 func TestSmokeNull(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the null broker")
@@ -126,10 +171,12 @@ func TestSmokeNull(t *testing.T) {
 		r.W1(ctx, tg)
 		r.W2(ctx, tg)
 	}
-	if len(r.Results) != 8 {
-		t.Errorf("%d results, want 8", len(r.Results))
+	r.W3(ctx, ga)
+	if len(r.Results) != 9 {
+		t.Errorf("%d results, want 9", len(r.Results))
 	}
 	for _, res := range r.Results {
+		checkW3(t, res)
 		switch {
 		case res.NA != "":
 			t.Errorf("%s %s %s: %s %s", res.Workload, res.Target, res.Params, res.NA, res.Note)

@@ -15,6 +15,9 @@ type Target struct {
 	// one cell: Busbar starts a new process on a new data directory,
 	// the peers delete and re-create their queues.
 	Fresh func(ctx context.Context, queues []string, topics map[string][]string) error
+	// FreshW3, when set, prepares W3's cells instead of Fresh (the null
+	// broker starts in its forwarding mode for W3).
+	FreshW3 func(ctx context.Context, queues []string, topics map[string][]string) error
 	// Kill9Restart kills the broker with SIGKILL and starts it again on
 	// the same data; it returns when the process has been started (not
 	// necessarily ready). nil when the harness cannot restart it.

@@ -227,7 +227,11 @@ func (r *Runner) W3(ctx context.Context, t *Target) {
 		params := fmt.Sprintf("%d msg/s", rate)
 		res := r.base(t, "W3", params, "e2e latency", r.Plan.Size)
 		q := r.name("w3")
-		if err := t.Fresh(ctx, []string{q}, nil); err != nil {
+		fresh := t.Fresh
+		if t.FreshW3 != nil {
+			fresh = t.FreshW3
+		}
+		if err := fresh(ctx, []string{q}, nil); err != nil {
 			r.fail(res, err)
 			continue
 		}

@@ -15,6 +15,25 @@
 //     servicebus/delivery.go sends them) for every unit of credit, without
 //     end; each disposition the client leaves unsettled is answered at
 //     once with a settled Accepted.
+//
+// With Forward set (busbar-null --forward, which busbar-bench uses for
+// W3 only) the links that are not $cbs or $management behave
+// differently, on every address, and nothing pre-encoded is sent:
+//
+//   - a transfer on a client sender link to address A is handed, as the
+//     client encoded it (its bytes unchanged: no annotations added), to
+//     a receiver link attached to A that has credit (round robin when
+//     there are several), and the transfer is settled Accepted at once;
+//   - when no receiver of A has credit the message is held in A's
+//     in-memory FIFO (at most MaxHeld messages; beyond that the transfer
+//     is rejected with amqp:resource-limit-exceeded), and handed on, in
+//     order, as credit arrives; deliveries a detaching receiver had not
+//     yet sent go back to the front of the FIFO;
+//   - deliveries carry a 16-byte lock-token-like tag, and dispositions
+//     are answered at once, as in the default mode.
+//
+// Nothing is stored: messages delivered and not yet settled by a
+// receiver that goes away are lost.
 package nullbroker
 
 import (
@@ -37,7 +56,20 @@ type Handler struct {
 	Received  atomic.Int64 // transfers accepted
 	Delivered atomic.Int64 // messages sent to receivers
 	Settled   atomic.Int64 // dispositions answered
+
+	// Forward selects the forwarding mode (see the package comment).
+	// Set it, and MaxHeld, before the server starts.
+	Forward bool
+	// MaxHeld bounds the messages held per address in forwarding mode
+	// (DefaultMaxHeld when 0).
+	MaxHeld int
+
+	mu    sync.Mutex
+	addrs map[string]*address
 }
+
+// DefaultMaxHeld is MaxHeld's default: 100,000 messages per address.
+const DefaultMaxHeld = 100000
 
 // New returns a handler whose receivers get messages with a body of
 // size bytes.
@@ -96,6 +128,19 @@ func (c *conn) AttachIncoming(l *amqp.IncomingLink) error {
 		return nil
 	}
 	accepted := &frames.Accepted{}
+	if c.h.Forward {
+		a := c.h.address(l.TargetAddress())
+		full := &frames.Rejected{Error: &frames.Error{Condition: frames.ErrCondResourceLimitExceeded, Description: "null broker: address holds the maximum of messages"}}
+		l.OnDelivery = func(d *amqp.IncomingDelivery) {
+			if !a.put(c.h, d.Payload) {
+				d.Settle(full)
+				return
+			}
+			c.h.Received.Add(1)
+			d.Settle(accepted)
+		}
+		return nil
+	}
 	l.OnDelivery = func(d *amqp.IncomingDelivery) {
 		c.h.Received.Add(1)
 		d.Settle(accepted)
@@ -123,18 +168,6 @@ func (c *conn) AttachOutgoing(l *amqp.OutgoingLink) error {
 		return nil
 	}
 	settled := l.SenderSettleMode() == frames.SenderSettleModeSettled
-	l.OnFlow = func(uint32, bool) {
-		// One message per unit of credit; a drain then finds none left.
-		for l.Credit() > 0 {
-			tag := make([]byte, 16)
-			binary.BigEndian.PutUint64(tag[8:], c.h.tags.Add(1))
-			tag[0] = 0x4e // version-4-looking, never all zero
-			if err := l.Send(&amqp.OutgoingDelivery{Tag: tag, Payload: c.h.payload, Settled: settled}); err != nil {
-				return
-			}
-			c.h.Delivered.Add(1)
-		}
-	}
 	accepted := &frames.Accepted{}
 	l.OnDisposition = func(d *amqp.OutgoingDelivery, _ frames.DeliveryState, isSettled bool) {
 		c.h.Settled.Add(1)
@@ -142,7 +175,141 @@ func (c *conn) AttachOutgoing(l *amqp.OutgoingLink) error {
 			d.Settle(accepted)
 		}
 	}
+	if c.h.Forward {
+		a := c.h.address(l.SourceAddress())
+		a.attach(l)
+		l.OnFlow = func(uint32, bool) { a.flush(c.h) }
+		l.OnDetach = func(_ error, unsent []*amqp.OutgoingDelivery) { a.detach(l, unsent) }
+		return nil
+	}
+	l.OnFlow = func(uint32, bool) {
+		// One message per unit of credit; a drain then finds none left.
+		for l.Credit() > 0 {
+			if err := l.Send(&amqp.OutgoingDelivery{Tag: c.h.tag(), Payload: c.h.payload, Settled: settled}); err != nil {
+				return
+			}
+			c.h.Delivered.Add(1)
+		}
+	}
 	return nil
+}
+
+// tag returns a new 16-byte delivery tag shaped like a lock token.
+func (h *Handler) tag() []byte {
+	tag := make([]byte, 16)
+	binary.BigEndian.PutUint64(tag[8:], h.tags.Add(1))
+	tag[0] = 0x4e // version-4-looking, never all zero
+	return tag
+}
+
+// address returns the forwarding state of addr (Service Bus entity
+// names are case-insensitive).
+func (h *Handler) address(addr string) *address {
+	addr = strings.ToLower(addr)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.addrs == nil {
+		h.addrs = map[string]*address{}
+	}
+	a := h.addrs[addr]
+	if a == nil {
+		n := h.MaxHeld
+		if n <= 0 {
+			n = DefaultMaxHeld
+		}
+		a = &address{max: n}
+		h.addrs[addr] = a
+	}
+	return a
+}
+
+// address is one address in forwarding mode: its receiver links and
+// the messages waiting for credit.
+type address struct {
+	max int
+
+	mu   sync.Mutex
+	recv []*amqp.OutgoingLink
+	next int      // round robin over recv
+	held [][]byte // FIFO, held[head:] waiting
+	head int
+}
+
+// put hands p to a receiver with credit, or holds it; false when the
+// FIFO is full.
+func (a *address) put(h *Handler, p []byte) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.head == len(a.held) && a.sendLocked(h, p) {
+		return true
+	}
+	if len(a.held)-a.head >= a.max {
+		return false
+	}
+	a.held = append(a.held, p)
+	return true
+}
+
+// sendLocked sends p on the next receiver that has credit.
+func (a *address) sendLocked(h *Handler, p []byte) bool {
+	n := len(a.recv)
+	for i := 0; i < n; i++ {
+		l := a.recv[(a.next+i)%n]
+		d := &amqp.OutgoingDelivery{Tag: h.tag(), Payload: p, Settled: l.SenderSettleMode() == frames.SenderSettleModeSettled}
+		if l.Send(d) == nil {
+			a.next = (a.next + i + 1) % n
+			h.Delivered.Add(1)
+			return true
+		}
+	}
+	return false
+}
+
+// flush hands held messages on, in order, while receivers have credit.
+func (a *address) flush(h *Handler) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for a.head < len(a.held) && a.sendLocked(h, a.held[a.head]) {
+		a.held[a.head] = nil
+		a.head++
+	}
+	if a.head == len(a.held) {
+		a.held, a.head = a.held[:0], 0
+	} else if a.head > 4096 && a.head > len(a.held)/2 {
+		a.held = append(a.held[:0], a.held[a.head:]...)
+		a.head = 0
+	}
+}
+
+func (a *address) attach(l *amqp.OutgoingLink) {
+	a.mu.Lock()
+	a.recv = append(a.recv, l)
+	a.mu.Unlock()
+}
+
+// detach forgets l and puts the deliveries it had not sent back at the
+// front of the FIFO.
+func (a *address) detach(l *amqp.OutgoingLink, unsent []*amqp.OutgoingDelivery) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i, r := range a.recv {
+		if r == l {
+			a.recv = append(a.recv[:i], a.recv[i+1:]...)
+			break
+		}
+	}
+	if len(a.recv) > 0 {
+		a.next %= len(a.recv)
+	} else {
+		a.next = 0
+	}
+	if len(unsent) > 0 {
+		back := make([][]byte, 0, len(unsent)+len(a.held)-a.head)
+		for _, d := range unsent {
+			back = append(back, d.Payload)
+		}
+		a.held, a.head = append(back, a.held[a.head:]...), 0
+	}
 }
 
 // request answers a $cbs or $management request on the reply link

@@ -6,8 +6,13 @@
 // costs by itself on this machine, and so the throughput a zero-cost
 // broker would reach (see bench/nullbroker).
 //
+// With --forward it instead hands each message sent to an address, as
+// sent, to a receiver of that address (held in memory, in order, while
+// no receiver has credit), for the end-to-end latency workload W3.
+//
 //	go build -o /tmp/busbar-null ./cmd/busbar-null
 //	/tmp/busbar-null --amqp 127.0.0.1:25810 --size 1024
+//	/tmp/busbar-null --amqp 127.0.0.1:25810 --forward
 package main
 
 import (
@@ -28,6 +33,8 @@ import (
 func main() {
 	addr := flag.String("amqp", "127.0.0.1:25810", "AMQP listen address")
 	size := flag.Int("size", 1024, "body bytes of the messages sent to receivers")
+	forward := flag.Bool("forward", false, "forward what senders send to an address to its receivers (in memory, in order) instead of feeding receivers a pre-encoded message")
+	maxHeld := flag.Int("max-held", nullbroker.DefaultMaxHeld, "with --forward: messages held per address while no receiver has credit")
 	flag.Parse()
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -36,6 +43,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	h.Forward, h.MaxHeld = *forward, *maxHeld
 	srv, err := amqp.NewServer(h, amqp.Config{ContainerID: "busbar-null", Logger: log})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
