@@ -61,6 +61,7 @@ type Store struct {
 	prepBytes  atomic.Int64  // size of a prepared, unused segment file
 	nGroups    atomic.Int64  // group writes, for benchmarks
 	nSyncs     atomic.Int64  // fdatasync calls by the syncer, for benchmarks
+	syncNanos  atomic.Int64  // time the syncer spent in them
 	stopWriter chan struct{}
 	writerDone chan struct{}
 	w          writerState // owned by the writer goroutine
@@ -376,4 +377,19 @@ func (s *Store) closeFiles() {
 	if s.lock != nil {
 		s.lock.Close()
 	}
+}
+
+// LogStats counts the log's group commits since Open: group writes, the
+// syncer's fdatasync rounds and the time spent in them. Benchmarks report
+// them next to their throughput, so that a slow disk is told apart from a
+// slow broker (docs/benchmarks.md).
+type LogStats struct {
+	Groups   int64
+	Syncs    int64
+	SyncTime time.Duration
+}
+
+// LogStats returns the group-commit counters.
+func (s *Store) LogStats() LogStats {
+	return LogStats{Groups: s.nGroups.Load(), Syncs: s.nSyncs.Load(), SyncTime: time.Duration(s.syncNanos.Load())}
 }

@@ -197,12 +197,14 @@ func (s *Store) syncLoop(done chan struct{}) {
 		if err == nil && s.syncedLSN.Load() < lsn {
 			slices.SortFunc(segs, func(a, b *segment) int { return int(a.id) - int(b.id) })
 			s.nSyncs.Add(1)
+			t0 := time.Now()
 			for _, seg := range segs {
 				if serr := seg.f.Sync(); serr != nil {
 					err = s.fail(fmt.Errorf("sync %s: %w", seg.path, serr))
 					break
 				}
 			}
+			s.syncNanos.Add(int64(time.Since(t0)))
 			if err == nil {
 				s.raiseSynced(lsn)
 			}
