@@ -68,12 +68,15 @@ func (c *conn) sendTarget(a address, ref entityRef) (name string, maxSize uint64
 }
 
 // trackerEntity is the entity part of a description's SystemTracker:
-// "Queue:q" (also for a topic: a path alone does not say which), and for
-// a subscription the cloud's "Topic:t|s" (with any sub-queue suffix).
-func trackerEntity(entity string) string {
+// "Queue:q" or "Topic:t" (topic: the path names a topic), and for a
+// subscription the cloud's "Topic:t|s" (with any sub-queue suffix).
+func trackerEntity(entity string, topic bool) string {
 	if p, err := broker.ParsePath(entity); err == nil && p.Subscription != "" {
 		sub := broker.Path{Entity: p.Subscription, SubQueue: p.SubQueue}
 		return "Topic:" + p.Entity + "|" + sub.String()
+	}
+	if topic {
+		return "Topic:" + entity
 	}
 	return "Queue:" + entity
 }

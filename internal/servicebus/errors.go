@@ -144,10 +144,10 @@ func (f failure) amqpError() *frames.Error {
 
 // describe classifies err, builds its client description with a new
 // tracking id (" TrackingId:<uuid>, SystemTracker:<namespace>:<kind>:<entity>,
-// Timestamp:<UTC>") and logs the failure with the same tracking id, so a
-// user's report can be found in the log. Internal errors keep their cause
-// out of the description.
-func describe(log *slog.Logger, now time.Time, namespace, op, entity string, err error) failure {
+// Timestamp:<UTC>"; topic says entity names a topic) and logs the failure
+// with the same tracking id, so a user's report can be found in the log.
+// Internal errors keep their cause out of the description.
+func describe(log *slog.Logger, now time.Time, namespace, op, entity string, topic bool, err error) failure {
 	cond, status := classify(err)
 	f := failure{cond: cond, status: status, trackingID: uuid.NewString()}
 	text := err.Error()
@@ -160,7 +160,7 @@ func describe(log *slog.Logger, now time.Time, namespace, op, entity string, err
 	}
 	tracker := namespace
 	if entity != "" {
-		tracker += ":" + trackerEntity(entity)
+		tracker += ":" + trackerEntity(entity, topic)
 	}
 	f.desc = fmt.Sprintf("%s TrackingId:%s, SystemTracker:%s, Timestamp:%s",
 		text, f.trackingID, tracker, now.UTC().Format("2006-01-02T15:04:05"))

@@ -105,7 +105,7 @@ func TestDescribe(t *testing.T) {
 	var logBuf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logBuf, nil))
 	now := time.Date(2025, 1, 20, 16, 53, 32, 0, time.UTC)
-	f := describe(log, now, "busbar", "send", "q", broker.ErrLockLost)
+	f := describe(log, now, "busbar", "send", "q", false, broker.ErrLockLost)
 	want := "broker: lock lost. TrackingId:" + f.trackingID + ", SystemTracker:busbar:Queue:q, Timestamp:2025-01-20T16:53:32"
 	if f.desc != want {
 		t.Fatalf("description\n %q\nwant\n %q", f.desc, want)
@@ -114,7 +114,7 @@ func TestDescribe(t *testing.T) {
 		t.Fatalf("log does not carry the tracking id: %s", logBuf.String())
 	}
 	// Internal errors keep their cause out of the description.
-	f = describe(slog.New(slog.NewTextHandler(io.Discard, nil)), now, "busbar", "send", "", &broker.Error{Kind: broker.KindInternal, Msg: "disk /var/x failed"})
+	f = describe(slog.New(slog.NewTextHandler(io.Discard, nil)), now, "busbar", "send", "", false, &broker.Error{Kind: broker.KindInternal, Msg: "disk /var/x failed"})
 	if strings.Contains(f.desc, "/var/x") || !strings.HasPrefix(f.desc, "An internal error occurred. TrackingId:") {
 		t.Fatalf("internal description %q", f.desc)
 	}

@@ -251,7 +251,12 @@ func (c *conn) entityURI(path string) string {
 
 // fail prepares err for the client (see describe).
 func (c *conn) fail(op, entity string, err error) failure {
-	return describe(c.log, c.h.clock.Now(), c.h.namespace, op, entity, err)
+	topic := false
+	if entity != "" {
+		typ, _, rerr := c.h.broker.Resolve(entity)
+		topic = rerr == nil && typ == broker.EntityTopic
+	}
+	return describe(c.log, c.h.clock.Now(), c.h.namespace, op, entity, topic, err)
 }
 
 // refuse turns err into the error an Attach callback returns to refuse a

@@ -547,6 +547,8 @@ func TestTopicRights(t *testing.T) {
 	}
 	if err := newSender(t, listenOnly, "t").SendMessage(ctx, &azservicebus.Message{Body: []byte("x")}, nil); sbCode(err) != azservicebus.CodeUnauthorizedAccess {
 		t.Fatalf("send to a topic with Listen rights = %v; want CodeUnauthorizedAccess", err)
+	} else if !strings.Contains(err.Error(), "SystemTracker:busbar:Topic:t,") {
+		t.Fatalf("a topic's SystemTracker should name it a topic: %v", err)
 	}
 	if _, err := newSender(t, listenOnly, "t").ScheduleMessages(ctx, []*azservicebus.Message{{Body: []byte("x")}}, time.Now().Add(time.Hour), nil); sbCode(err) != azservicebus.CodeUnauthorizedAccess {
 		t.Fatalf("schedule on a topic with Listen rights = %v; want CodeUnauthorizedAccess", err)
