@@ -710,18 +710,9 @@ func (q *entity) tickTimers(now int64) (idle bool) {
 		q.mu.Unlock()
 		return idle
 	}
-	q.inflight.Add(1)
-	q.mu.Unlock()
-
-	err := q.persist(ts, ops, false)
-	if err != nil {
+	if err := q.commitLocked(ts, ops, false, now); err != nil {
 		q.b.log.Error("timer work failed; retrying", "queue", q.name, "err", err)
 	}
-	q.lock()
-	q.applyLocked(ts, err, now)
-	q.rearmLocked()
-	q.mu.Unlock()
-	q.inflight.Done()
 	return idle
 }
 
@@ -818,6 +809,23 @@ func (q *entity) lockEndLocked(sub SubQueue, r *rec, now int64, props map[string
 		q.makeAvailableLocked(sub, r)
 	}
 	return transition{}, false
+}
+
+// commitLocked runs phases 2 and 3 for transitions planned under mu: it
+// releases mu for the store commit (persist), then applies the outcome
+// (applyLocked) and re-arms the timers under mu again. Called with mu
+// held; returns with mu released and the commit's error. The entity
+// counts as in flight meanwhile, so Close and Delete wait for it.
+func (q *entity) commitLocked(ts []transition, ops []store.Op, sync bool, now int64) error {
+	q.inflight.Add(1)
+	q.mu.Unlock()
+	err := q.persist(ts, ops, sync)
+	q.lock()
+	q.applyLocked(ts, err, now)
+	q.rearmLocked()
+	q.mu.Unlock()
+	q.inflight.Done()
+	return err
 }
 
 // persist is phase 2: rewrite data where needed and commit the

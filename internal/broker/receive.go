@@ -495,16 +495,7 @@ func (b *Broker) DeleteMessages(ctx context.Context, path string, max int, befor
 		q.mu.Unlock()
 		return 0, nil
 	}
-	ops := q.saveAccessedLocked(nil)
-	q.inflight.Add(1)
-	q.mu.Unlock()
-	err = q.persist(ts, ops, true)
-	q.lock()
-	q.applyLocked(ts, err, now)
-	q.rearmLocked()
-	q.mu.Unlock()
-	q.inflight.Done()
-	if err != nil {
+	if err := q.commitLocked(ts, q.saveAccessedLocked(nil), true, now); err != nil {
 		return 0, err
 	}
 	return len(ts), nil

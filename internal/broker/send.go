@@ -77,16 +77,7 @@ func (b *Broker) CancelScheduled(ctx context.Context, path string, seqs []int64)
 		q.mu.Unlock()
 		return nil
 	}
-	ops := q.saveAccessedLocked(nil)
-	q.inflight.Add(1)
-	q.mu.Unlock()
-	err = q.persist(ts, ops, true)
-	q.lock()
-	q.applyLocked(ts, err, now)
-	q.rearmLocked()
-	q.mu.Unlock()
-	q.inflight.Done()
-	return err
+	return q.commitLocked(ts, q.saveAccessedLocked(nil), true, now)
 }
 
 // pendingMsg is one message of a send between encoding and publishing.

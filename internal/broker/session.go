@@ -765,17 +765,9 @@ func (r *Receiver) closeSession() error {
 		q.mu.Unlock()
 		return nil
 	}
-	q.inflight.Add(1)
-	q.mu.Unlock()
-	err := q.persist(ts, nil, false)
-	if err != nil {
+	if err := q.commitLocked(ts, nil, false, now); err != nil {
 		q.b.log.Error("releasing a session failed", "entity", q.name, "session", r.sess.id, "err", err)
 	}
-	q.lock()
-	q.applyLocked(ts, err, now)
-	q.rearmLocked()
-	q.mu.Unlock()
-	q.inflight.Done()
 	return nil
 }
 

@@ -83,17 +83,7 @@ func (b *Broker) CompleteBatch(ctx context.Context, path string, toks []uuid.UUI
 		return errs
 	}
 	q.touchLocked(now)
-	ops := q.saveAccessedLocked(nil)
-	q.inflight.Add(1)
-	q.mu.Unlock()
-
-	err = q.persist(ts, ops, true)
-	q.lock()
-	q.applyLocked(ts, err, now)
-	q.rearmLocked()
-	q.mu.Unlock()
-	q.inflight.Done()
-	if err != nil {
+	if err := q.commitLocked(ts, q.saveAccessedLocked(nil), true, now); err != nil {
 		for _, i := range done {
 			errs[i] = err
 		}
@@ -183,18 +173,7 @@ func (b *Broker) settle(ctx context.Context, path string, tok uuid.UUID, k settl
 		next.state = StateDeferred
 		t = updateTransitionLocked(sub, sub, r, next, props)
 	}
-	ops := q.saveAccessedLocked(nil)
-	q.inflight.Add(1)
-	q.mu.Unlock()
-
-	ts := []transition{t}
-	err = q.persist(ts, ops, true)
-	q.lock()
-	q.applyLocked(ts, err, now)
-	q.rearmLocked()
-	q.mu.Unlock()
-	q.inflight.Done()
-	return err
+	return q.commitLocked([]transition{t}, q.saveAccessedLocked(nil), true, now)
 }
 
 // RenewLock extends each lock to LockDuration from now and returns the new
