@@ -52,21 +52,8 @@ func encodeDelivery(d *broker.Delivery, opts deliveryOpts) ([]byte, error) {
 	if d.DeliveryCount > 0 {
 		h.DeliveryCount = d.DeliveryCount - 1
 	}
-	p := frames.Properties{
-		MessageID:          toAMQPValue(msg.MessageID),
-		UserID:             msg.UserID,
-		To:                 msg.To,
-		Subject:            msg.Subject,
-		ReplyTo:            msg.ReplyTo,
-		CorrelationID:      toAMQPValue(msg.CorrelationID),
-		ContentType:        frames.Symbol(msg.ContentType),
-		ContentEncoding:    frames.Symbol(msg.ContentEncoding),
-		AbsoluteExpiryTime: d.ExpiresAt, // zero (absent) if it never expires
-		CreationTime:       msg.CreationTime,
-		GroupID:            msg.SessionID,
-		GroupSequence:      msg.GroupSequence,
-		ReplyToGroupID:     msg.ReplyToSessionID,
-	}
+	p := amqpProperties(msg)
+	p.AbsoluteExpiryTime = d.ExpiresAt // zero (absent) if it never expires
 	if d.TimeToLive > 0 && !d.ExpiresAt.IsZero() {
 		h.TTL = ttlMillis(d.TimeToLive)
 		// The JS, .NET and Java SDKs read the time to live as

@@ -128,30 +128,36 @@ var idRand struct {
 	off int
 }
 
+// amqpProperties is msg's properties section.
+func amqpProperties(msg *message.Message) frames.Properties {
+	return frames.Properties{
+		MessageID:          toAMQPValue(msg.MessageID),
+		UserID:             msg.UserID,
+		To:                 msg.To,
+		Subject:            msg.Subject,
+		ReplyTo:            msg.ReplyTo,
+		CorrelationID:      toAMQPValue(msg.CorrelationID),
+		ContentType:        frames.Symbol(msg.ContentType),
+		ContentEncoding:    frames.Symbol(msg.ContentEncoding),
+		AbsoluteExpiryTime: msg.AbsoluteExpiryTime,
+		CreationTime:       msg.CreationTime,
+		GroupID:            msg.SessionID,
+		GroupSequence:      msg.GroupSequence,
+		ReplyToGroupID:     msg.ReplyToSessionID,
+	}
+}
+
 // toAMQP converts msg's bare message into AMQP sections: header (with
 // delivery count 0), message annotations, properties (always present, as
 // the Go SDK reads the header only when properties exist, §4.4),
 // application properties and body. The caller adds the broker's
 // annotations and header fields.
 func toAMQP(msg *message.Message) *frames.Message {
+	props := amqpProperties(msg)
 	m := &frames.Message{
-		Header: &frames.Header{Durable: msg.Durable, Priority: msg.Priority},
-		Properties: &frames.Properties{
-			MessageID:          toAMQPValue(msg.MessageID),
-			UserID:             msg.UserID,
-			To:                 msg.To,
-			Subject:            msg.Subject,
-			ReplyTo:            msg.ReplyTo,
-			CorrelationID:      toAMQPValue(msg.CorrelationID),
-			ContentType:        frames.Symbol(msg.ContentType),
-			ContentEncoding:    frames.Symbol(msg.ContentEncoding),
-			AbsoluteExpiryTime: msg.AbsoluteExpiryTime,
-			CreationTime:       msg.CreationTime,
-			GroupID:            msg.SessionID,
-			GroupSequence:      msg.GroupSequence,
-			ReplyToGroupID:     msg.ReplyToSessionID,
-		},
-		RawBody: msg.Body,
+		Header:     &frames.Header{Durable: msg.Durable, Priority: msg.Priority},
+		Properties: &props,
+		RawBody:    msg.Body,
 	}
 	if ttl := msg.TTL; ttl > 0 {
 		m.Header.TTL = ttlMillis(ttl)
