@@ -171,6 +171,13 @@ func (ix *index) insert(e *entity, ent entry, meta []byte) (old entry, replaced 
 			c = ix.writable(e, n-1)
 		} else {
 			c = &chunk{gen: ix.gen}
+			if n > 0 {
+				// The entity already filled a chunk: this one will most
+				// likely fill too, so it is not grown by doubling.
+				c.ents = make([]entry, 0, chunkCap)
+				prev := e.chunks[n-1]
+				c.arena = make([]byte, 0, len(prev.arena)-prev.dead)
+			}
 			e.chunks = append(e.chunks, c)
 		}
 		ent.moff = uint32(len(c.arena))

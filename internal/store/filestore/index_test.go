@@ -157,6 +157,48 @@ func TestRecordRoundTrip(t *testing.T) {
 	}
 }
 
+// TestEncodeBatchGrowsOnce checks batchSizeBound against every op kind
+// with the largest varints: the encoding never outgrows the buffer
+// encodeBatch reserved for it.
+func TestEncodeBatchGrowsOnce(t *testing.T) {
+	max := ^uint64(0)
+	data := make([]byte, 300)
+	ops := []store.Op{
+		{Kind: store.OpPutEntity, EntityID: max, Name: "queue", Data: data},
+		{Kind: store.OpAppend, EntityID: max, Seq: max, Meta: data[:200], Data: data},
+		{Kind: store.OpSetMeta, EntityID: max, Seq: max, Meta: data[:130]},
+		{Kind: store.OpRewrite, EntityID: max, Seq: max, Meta: data[:1], Data: data},
+		{Kind: store.OpRemove, EntityID: max, Seq: max},
+		{Kind: store.OpPutValue, EntityID: max, Key: "key", Data: data},
+		{Kind: store.OpDeleteValue, EntityID: max, Key: "key"},
+		{Kind: store.OpDeleteEntity, EntityID: max},
+	}
+	for i := range ops {
+		for _, b := range []*store.Batch{{Ops: ops[i : i+1]}, {Ops: ops[:i+1]}} {
+			prefix := []byte("prefix")
+			rec, err := encodeBatch(prefix, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, bound := len(rec)-len(prefix)-recHeaderSize, batchSizeBound(b); got > bound {
+				t.Fatalf("ops %v: payload %d bytes over the bound %d", b.Ops[0].Kind, got, bound)
+			}
+			if string(rec[:len(prefix)]) != "prefix" {
+				t.Fatal("prefix lost")
+			}
+		}
+	}
+	// A buffer with room for the bound is never replaced.
+	b := &store.Batch{Ops: make([]store.Op, 200)}
+	for i := range b.Ops {
+		b.Ops[i] = store.Op{Kind: store.OpAppend, EntityID: 3, Seq: uint64(i + 1), Meta: data[:20], Data: data}
+	}
+	buf := make([]byte, 0, recHeaderSize+batchSizeBound(b))
+	if rec, _ := encodeBatch(buf, b); &rec[0] != &buf[:1][0] {
+		t.Fatal("encoding a 200-op batch outgrew the room reserved for it")
+	}
+}
+
 func FuzzDecodePayload(f *testing.F) {
 	rec, _ := encodeBatch(nil, &store.Batch{Ops: []store.Op{
 		{Kind: store.OpAppend, EntityID: 1, Seq: 2, Meta: []byte("m"), Data: []byte("d")},

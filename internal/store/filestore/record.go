@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"slices"
 
 	"github.com/busbarmq/busbar/internal/store"
 )
@@ -92,7 +93,12 @@ const opMove = 0x40
 // writer to complete, except the payload checksum) and the payload.
 func encodeBatch(dst []byte, b *store.Batch) ([]byte, error) {
 	start := len(dst)
-	dst = append(dst, make([]byte, recHeaderSize)...)
+	n := batchSizeBound(b)
+	if n > maxPayload {
+		n = 0 // it fails below; do not reserve for it
+	}
+	dst = slices.Grow(dst, recHeaderSize+n)[:start+recHeaderSize]
+	clear(dst[start:])
 	for i := range b.Ops {
 		op := &b.Ops[i]
 		dst = append(dst, byte(op.Kind))
@@ -126,6 +132,19 @@ func encodeBatch(dst []byte, b *store.Batch) ([]byte, error) {
 	}
 	finishPayload(dst[start:])
 	return dst, nil
+}
+
+// batchSizeBound is an upper bound of the payload encodeBatch writes for
+// b, so that it grows its buffer once: growing by appending copied and
+// cleared a multi-message batch several times over.
+func batchSizeBound(b *store.Batch) int {
+	const fixed = 1 + 4*binary.MaxVarintLen64 + 4 // kind, entity, seq, two lengths, crc
+	n := 0
+	for i := range b.Ops {
+		op := &b.Ops[i]
+		n += fixed + len(op.Name) + len(op.Key) + len(op.Meta) + len(op.Data)
+	}
+	return n
 }
 
 // move is one relocation for encodeMoves.

@@ -23,9 +23,14 @@ var requestPool = sync.Pool{New: func() any { return &request{done: make(chan er
 
 func getRequest() *request { return requestPool.Get().(*request) }
 
+// maxPooledRec bounds the record buffers kept in requestPool: a batch of a
+// few hundred 1 KB messages (a sender link's group) reuses its buffer, one
+// of large messages does not pin it.
+const maxPooledRec = 1 << 20
+
 func putRequest(r *request) {
-	if cap(r.rec) > 64<<10 {
-		r.rec = nil // do not pin big buffers in the pool
+	if cap(r.rec) > maxPooledRec {
+		r.rec = nil
 	}
 	r.rec = r.rec[:0]
 	r.sync, r.seg, r.off, r.lsn = false, nil, 0, 0
