@@ -3,6 +3,8 @@ package broker
 import (
 	"context"
 	"maps"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/busbarmq/busbar/internal/broker/expiry"
@@ -23,6 +25,9 @@ type fanOut struct {
 	extra  int
 	ev     evaluation
 	env    filter.Env
+	// metas holds the copies' Meta (the store keeps none of it); a
+	// topic send lends it from its scratch.
+	metas []byte
 }
 
 type plannedCopy struct {
@@ -183,8 +188,8 @@ func (f *fanOut) finish(ops []store.Op) ([]store.Op, []subCopies, int64) {
 		recs = recs[:len(recs)+pc.ndlq]
 	}
 	var bytes int64
-	// One buffer for every copy's Meta (the store keeps none of it).
-	metas := make([]byte, 0, len(f.copies)*maxMetaLen)
+	// One buffer for every copy's Meta, grown at most once here.
+	metas := slices.Grow(f.metas, len(f.copies)*maxMetaLen)
 	for i := range f.copies {
 		c := &f.copies[i]
 		q := f.subs.list[c.sub]
@@ -208,6 +213,7 @@ func (f *fanOut) finish(ops []store.Op) ([]store.Op, []subCopies, int64) {
 			}
 		}
 	}
+	f.metas = metas
 	return ops, per, bytes
 }
 
@@ -312,8 +318,10 @@ func (t *topic) enqueue(ctx context.Context, pend []pendingMsg, total, now int64
 		return nil, errorf(KindQuotaExceeded, "The messaging entity '%s' has reached its MaxSizeInMegabytes quota of %d MB (%d bytes stored); the message was not accepted.", t.name, props.MaxSizeInMegabytes, t.size.Load())
 	}
 	t.touch(now)
+	sc := topicScratchPool.Get().(*topicScratch)
+	defer sc.release()
 	ops := t.mu.dedup.purge(t.id, int64(props.DuplicateDetectionHistoryTimeWindow), now,
-		make([]store.Op, 0, len(pend)*(len(f.subs.list)+2)+2))
+		slices.Grow(sc.ops[:0], len(pend)*(len(f.subs.list)+1)+2))
 	var (
 		w     *sendWait
 		waits []*sendWait
@@ -350,7 +358,8 @@ func (t *topic) enqueue(ctx context.Context, pend []pendingMsg, total, now int64
 	defer t.inflight.Done()
 
 	// Phase 2: route, then one durable commit.
-	f.copies = make([]plannedCopy, 0, len(pend)*len(f.subs.list))
+	f.copies = slices.Grow(sc.copies[:0], len(pend)*len(f.subs.list))
+	f.metas = sc.metas[:0]
 	var shared []rec
 	for i := range pend {
 		pm := &pend[i]
@@ -359,7 +368,7 @@ func (t *topic) enqueue(ctx context.Context, pend []pendingMsg, total, now int64
 		}
 		if pm.sched != 0 {
 			ops = append(ops, store.Op{Kind: store.OpAppend, EntityID: t.id, Seq: uint64(pm.seq),
-				Meta: appendMeta(nil, SubQueueMain, &rec{enq: pm.sched, state: StateScheduled, flags: flagWasScheduled}), Data: pm.data})
+				Meta: f.appendMeta(&rec{enq: pm.sched, state: StateScheduled, flags: flagWasScheduled}), Data: pm.data})
 			continue
 		}
 		first := len(f.copies)
@@ -373,13 +382,15 @@ func (t *topic) enqueue(ctx context.Context, pend []pendingMsg, total, now int64
 		r := rec{seq: pm.seq, enq: now, size: int32(len(pm.data)), dc: uint32(refs), state: StateActive}
 		shared = append(shared, r)
 		ops = append(ops, store.Op{Kind: store.OpAppend, EntityID: t.id, Seq: uint64(pm.seq),
-			Meta: appendMeta(nil, SubQueueMain, &rec{enq: now, state: StateActive}), Data: pm.data})
+			Meta: f.appendMeta(&rec{enq: now, state: StateActive}), Data: pm.data})
 	}
 	ops, per, copyBytes := f.finish(ops)
 	if fw != nil {
 		ops = append(ops, fw.ops...)
 	}
-	cerr := b.store.Commit(&store.Batch{Ops: ops}, true)
+	sc.ops, sc.copies, sc.metas = ops, f.copies, f.metas
+	sc.batch.Ops = ops
+	cerr := b.store.Commit(&sc.batch, true)
 	if fw != nil {
 		fw.committed = cerr == nil
 	}
@@ -453,6 +464,40 @@ func (t *topic) enqueue(ctx context.Context, pend []pendingMsg, total, now int64
 		}
 	}
 	return seqs, nil
+}
+
+// appendMeta appends the Meta of a topic's own record r (main queue) to
+// f.metas and returns it.
+func (f *fanOut) appendMeta(r *rec) []byte {
+	at := len(f.metas)
+	f.metas = appendMeta(f.metas, SubQueueMain, r)
+	return f.metas[at:len(f.metas):len(f.metas)]
+}
+
+// topicScratch is a topic send's pooled scratch space: the store batch,
+// the planned copies and the Meta bytes, none of which outlives the
+// commit (what does — sequence numbers, the records published to the
+// subscriptions — is allocated per send).
+type topicScratch struct {
+	ops    []store.Op
+	copies []plannedCopy
+	metas  []byte
+	batch  store.Batch
+}
+
+var topicScratchPool = sync.Pool{New: func() any { return new(topicScratch) }}
+
+// release clears sc (dropping its references to the send's data and
+// messages) and returns it to the pool unless it grew large.
+func (sc *topicScratch) release() {
+	clear(sc.ops)
+	clear(sc.copies)
+	sc.batch.Ops = nil
+	if cap(sc.ops) > 8192 || cap(sc.copies) > 8192 || cap(sc.metas) > 256<<10 {
+		return
+	}
+	sc.ops, sc.copies, sc.metas = sc.ops[:0], sc.copies[:0], sc.metas[:0]
+	topicScratchPool.Put(sc)
 }
 
 // fanOutScheduled materialises scheduled messages whose time has come

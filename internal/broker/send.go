@@ -95,12 +95,12 @@ type pendingMsg struct {
 	buf      *sendData // data's pooled buffer (queue sends only), nil if none
 }
 
-// sendData is a pooled buffer for a message's encoding. A queue send takes
-// one per message and gives it back once the store commit has returned:
-// the store does not retain a batch's slices after Commit (store.Batch),
-// and nothing else in a queue send keeps the encoding (the index keeps
-// only sizes; Data is read back from the store). A topic send does not
-// pool: fan-out may keep the encoding (routing, scheduled copies).
+// sendData is a pooled buffer for a message's encoding. A send takes one
+// per message and gives it back once the store commit has returned: the
+// store does not retain a batch's slices after Commit (store.Batch), and
+// nothing else in a send keeps the encoding (the index keeps only sizes;
+// Data is read back from the store; fan-out routes on the decoded
+// message and gives a rule action's copy an encoding of its own).
 type sendData struct{ b []byte }
 
 var sendDataPool = sync.Pool{New: func() any { return new(sendData) }}
@@ -132,15 +132,17 @@ func (b *Broker) enqueue(ctx context.Context, path string, msgs []*message.Messa
 		return nil, nil
 	}
 	nowT := b.clock.Now()
-	pend, total, err := encodeSends(msgs, at, schedule, nowT, t == nil)
+	pend, total, err := encodeSends(msgs, at, schedule, nowT)
 	if err != nil {
 		return nil, err
 	}
+	var seqs []int64
 	if t != nil {
 		setDedupKeys(pend)
-		return t.enqueue(ctx, pend, total, nowT.UnixNano(), nil)
+		seqs, err = t.enqueue(ctx, pend, total, nowT.UnixNano(), nil)
+	} else {
+		seqs, err = q.enqueue(ctx, pend, total, nowT.UnixNano(), nil)
 	}
-	seqs, err := q.enqueue(ctx, pend, total, nowT.UnixNano(), nil)
 	releaseSendData(pend)
 	return seqs, err
 }
@@ -173,11 +175,11 @@ func (b *Broker) lookupSend(path string) (*entity, *topic, Path, error) {
 }
 
 // encodeSends encodes a send's messages (outside any lock) and checks
-// what can be checked without the entity. With pool the encodings go into
-// pooled buffers, which the caller gives back with releaseSendData once
-// nothing refers to them any more. The MessageIds' duplicate-detection
+// what can be checked without the entity. The encodings go into pooled
+// buffers, which the caller gives back with releaseSendData once nothing
+// refers to them any more. The MessageIds' duplicate-detection
 // keys are left for setDedupKeys.
-func encodeSends(msgs []*message.Message, at time.Time, schedule bool, nowT time.Time, pool bool) ([]pendingMsg, int64, error) {
+func encodeSends(msgs []*message.Message, at time.Time, schedule bool, nowT time.Time) ([]pendingMsg, int64, error) {
 	pend := make([]pendingMsg, len(msgs))
 	var total int64
 	for i, m := range msgs {
@@ -188,20 +190,12 @@ func encodeSends(msgs []*message.Message, at time.Time, schedule bool, nowT time
 		if err := checkIDs(m); err != nil {
 			return nil, 0, err
 		}
-		var sd *sendData
-		var dst []byte
-		if pool {
-			sd = sendDataPool.Get().(*sendData)
-			dst = sd.b[:0]
-		}
-		data, hs, err := message.AppendWithHeaderSize(dst, m)
+		sd := sendDataPool.Get().(*sendData)
+		data, hs, err := message.AppendWithHeaderSize(sd.b[:0], m)
 		if err != nil {
 			return nil, 0, &Error{Kind: KindInvalidArgument, Msg: "cannot store message", Err: err}
 		}
-		if sd != nil {
-			sd.b = data
-			pm.buf = sd
-		}
+		sd.b, pm.buf = data, sd
 		if hs > MaxHeaderSize {
 			return nil, 0, errorf(KindMessageTooLarge, "the message header and properties take %d bytes, over the %d-byte (64 KB) limit", hs, MaxHeaderSize)
 		}

@@ -18,11 +18,20 @@ import (
 //	go test -run XXX -bench Routing ./internal/broker/
 
 // BenchmarkTopicFanout: ingress of 1 KB messages into a topic with 5
-// subscriptions with $Default (TrueFilter), durable filestore, 256
-// producers sending one message per Send. Compare with
-// BenchmarkSendDurable/producers=256 (one queue).
+// subscriptions with $Default (TrueFilter), durable filestore: 256
+// producers sending one message per Send (compare with
+// BenchmarkSendDurable/producers=256, one queue), and 4 producers sending
+// 32 per Send, as a sender link's groups reach the broker (W5).
 func BenchmarkTopicFanout(b *testing.B) {
-	const producers, subscriptions = 256, 5
+	for _, c := range []struct{ producers, batch int }{{256, 1}, {4, 32}} {
+		b.Run(fmt.Sprintf("producers=%d/batch=%d", c.producers, c.batch), func(b *testing.B) {
+			benchTopicFanout(b, c.producers, c.batch)
+		})
+	}
+}
+
+func benchTopicFanout(b *testing.B, producers, batchSize int) {
+	const subscriptions = 5
 	br, st := openBench(b, benchDir(b))
 	defer st.Close()
 	defer br.Close()
@@ -38,17 +47,21 @@ func BenchmarkTopicFanout(b *testing.B) {
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
+	b.ReportAllocs()
 	b.ResetTimer()
 	start, cpu0 := time.Now(), cpuTime()
 	for range producers {
 		wg.Go(func() {
-			batch := []*message.Message{nil}
+			batch := make([]*message.Message, 0, batchSize)
 			for {
-				i := next.Add(1)
-				if i > int64(b.N) {
+				first := next.Add(int64(batchSize)) - int64(batchSize) + 1
+				if first > int64(b.N) {
 					return
 				}
-				batch[0] = msg1K(int(i))
+				batch = batch[:0]
+				for i := first; i < first+int64(batchSize) && i <= int64(b.N); i++ {
+					batch = append(batch, msg1K(int(i)))
+				}
 				if err := br.Send(ctx, "t", batch); err != nil {
 					b.Error(err)
 					return

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -870,4 +871,65 @@ func TestSubscriptionStatus(t *testing.T) {
 		t.Fatalf("fanned-out message lost: %+v", c)
 	}
 	wantKind(t, e.b.CancelScheduled(ctx, "t/Subscriptions/active", ss), ErrNotAllowed)
+}
+
+// TestTopicSendsDoNotKeepPooledEncodings: topic sends encode into pooled
+// buffers that the next send reuses. Concurrent sends — plain copies,
+// a rule action's own copy, a dead-lettered copy, scheduled messages —
+// must each deliver exactly what was sent (run with -race too).
+func TestTopicSendsDoNotKeepPooledEncodings(t *testing.T) {
+	e := newEnv(t)
+	e.topic("t")
+	plain := e.sub("t", "plain")
+	acted := e.subRule("t", "acted", &RuleDescription{Name: "tag", Filter: SQLRuleFilter("n >= 0", nil),
+		Action: &SQLAction{Expression: "SET tagged = n"}})
+	dead := e.subRule("t", "dead", &RuleDescription{Name: "bad", Filter: SQLRuleFilter("n / 0 = 1", nil)})
+	const senders, sends, per = 4, 25, 3
+	var wg sync.WaitGroup
+	for s := range senders {
+		wg.Go(func() {
+			for i := range sends {
+				var ms []*message.Message
+				for j := range per {
+					n := int64((s*sends+i)*per + j)
+					ms = append(ms, labelled(fmt.Sprintf("m%d-%s", n, strings.Repeat("x", int(n%7)*100)), "", map[string]any{"n": n}))
+				}
+				var err error
+				if i%5 == 0 {
+					_, err = e.b.Schedule(ctx, "t", ms, t0.Add(time.Minute))
+				} else {
+					err = e.b.Send(ctx, "t", ms)
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	e.advance(time.Minute)
+	e.b.Tick()
+	const total = senders * sends * per
+	check := func(path string, ds []*Delivery, tagged bool) {
+		t.Helper()
+		if len(ds) != total {
+			t.Fatalf("%s: %d of %d messages", path, len(ds), total)
+		}
+		seen := map[int64]bool{}
+		for _, d := range ds {
+			n, _ := prop(d, "n").(int64)
+			want := fmt.Sprintf("m%d-%s", n, strings.Repeat("x", int(n%7)*100))
+			if body(d) != want || seen[n] {
+				t.Fatalf("%s: message n=%d has body %q (seen before: %v)", path, n, body(d), seen[n])
+			}
+			seen[n] = true
+			if tagged && prop(d, "tagged") != n {
+				t.Fatalf("%s: n=%d tagged %v", path, n, prop(d, "tagged"))
+			}
+		}
+	}
+	check(plain, e.recv(plain, ReceiveAndDelete, 2*total), false)
+	check(acted, e.recv(acted, ReceiveAndDelete, 2*total), true)
+	check(dead, e.recv(dead+"/$DeadLetterQueue", ReceiveAndDelete, 2*total), false)
 }
