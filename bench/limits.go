@@ -17,6 +17,8 @@ import (
 type Limits struct {
 	FsyncOps      float64
 	FsyncP50      time.Duration
+	FsyncP99      time.Duration // the tail a durable acknowledgement cannot beat
+	FsyncP999     time.Duration
 	Group64       float64
 	Group256      float64
 	SeqMBs        float64
@@ -29,8 +31,8 @@ func (l Limits) String() string {
 	if l.Err != nil {
 		return "not measured: " + l.Err.Error()
 	}
-	return fmt.Sprintf("1 KB append+fdatasync, 1 writer: %s ops/s (p50 %s ms); group commit 1 KB: %s msg/s with 64 waiters, %s with 256; sequential 1 MB + fdatasync: %.0f MB/s (each probe %s, in %s)",
-		human(l.FsyncOps), ms(l.FsyncP50), human(l.Group64), human(l.Group256), l.SeqMBs, l.Dur, l.measuredAtDir)
+	return fmt.Sprintf("1 KB append+fdatasync, 1 writer: %s ops/s (p50 %s p99 %s p99.9 %s ms); group commit 1 KB: %s msg/s with 64 waiters, %s with 256; sequential 1 MB + fdatasync: %.0f MB/s (each probe %s, in %s)",
+		human(l.FsyncOps), ms(l.FsyncP50), ms(l.FsyncP99), ms(l.FsyncP999), human(l.Group64), human(l.Group256), l.SeqMBs, l.Dur, l.measuredAtDir)
 }
 
 // MeasureLimits runs the probes in dir for d each.
@@ -63,6 +65,8 @@ func MeasureLimits(dir string, d time.Duration) (l Limits) {
 	l.FsyncOps = float64(len(lat)) / time.Since(start).Seconds()
 	slices.Sort(lat)
 	l.FsyncP50 = lat[len(lat)/2]
+	l.FsyncP99 = lat[len(lat)*99/100]
+	l.FsyncP999 = lat[len(lat)*999/1000]
 	f.Close()
 	l.Group64 = groupCommit(path, 64, d)
 	l.Group256 = groupCommit(path, 256, d)

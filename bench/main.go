@@ -44,6 +44,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	w3rates := fs.String("w3-rates", "", `override the W3 rates, e.g. "1000,5000"`)
 	sizes := fs.String("sizes", "", `override the extra W1 payload sizes, e.g. "128,65536" ("none" for none)`)
 	w5subs := fs.String("w5-subs", "", `override the W5 subscription counts, e.g. "1,5,20"`)
+	w5drain := fs.String("w5-drain", "", `override the W5 receiver variants: "no" (no receivers), "yes" (receivers draining) or "no,yes"`)
+	w5dur := fs.Duration("w5-dur", 0, "override the W5 cell duration")
+	w5msgs := fs.Int64("w5-msgs", 0, "override the W5 message count per cell")
 	pivot := fs.String("pivot", "", "print the side-by-side table of an earlier run's results.csv and exit")
 	limits := fs.Duration("limits", 2*time.Second, "duration of each physical-limit probe (0 skips them)")
 	pin := fs.Bool("pin", false, "pinned variant (performance.md §5.1): re-run the harness under taskset -c 0 and start every broker under taskset -c 1")
@@ -114,6 +117,15 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	if *w5subs != "" && perr == nil {
 		p.W5Subs, perr = ints(*w5subs)
+	}
+	if *w5drain != "" && perr == nil {
+		p.W5Drain, perr = drains(*w5drain)
+	}
+	if *w5dur > 0 {
+		p.W5Dur = *w5dur
+	}
+	if *w5msgs > 0 {
+		p.W5Msgs = *w5msgs
 	}
 	if perr != nil {
 		fmt.Fprintln(stderr, perr)
@@ -412,6 +424,21 @@ func ints(s string) ([]int, error) {
 			return nil, fmt.Errorf("bad number %q in %q", f, s)
 		}
 		out = append(out, v)
+	}
+	return out, nil
+}
+
+func drains(s string) ([]bool, error) {
+	var out []bool
+	for _, f := range strings.Split(s, ",") {
+		switch strings.TrimSpace(f) {
+		case "no":
+			out = append(out, false)
+		case "yes":
+			out = append(out, true)
+		default:
+			return nil, fmt.Errorf("bad W5 receiver variant %q in %q: want no or yes", f, s)
+		}
 	}
 	return out, nil
 }
