@@ -61,7 +61,7 @@ func msg1K(i int) *message.Message {
 }
 
 func BenchmarkSendDurable(b *testing.B) {
-	for _, producers := range []int{64, 256} {
+	for _, producers := range []int{1, 64, 256} {
 		b.Run(fmt.Sprintf("producers=%d", producers), func(b *testing.B) {
 			br, st := openBench(b, benchDir(b))
 			defer st.Close()
@@ -123,7 +123,7 @@ func cpuTime() int64 {
 }
 
 func BenchmarkSendReceiveComplete(b *testing.B) {
-	for _, producers := range []int{64, 256} {
+	for _, producers := range []int{1, 64, 256} {
 		b.Run(fmt.Sprintf("producers=%d", producers), func(b *testing.B) {
 			br, st := openBench(b, benchDir(b))
 			defer st.Close()
@@ -290,7 +290,7 @@ func storeMsg(entity, seq uint64, meta []byte) store.Message {
 // does (one synced 1 KB append per commit), for comparison with
 // BenchmarkSendDurable.
 func BenchmarkStoreAppendBaseline(b *testing.B) {
-	for _, producers := range []int{64, 256} {
+	for _, producers := range []int{1, 64, 256} {
 		b.Run(fmt.Sprintf("producers=%d", producers), func(b *testing.B) {
 			st, err := filestore.Open(filestore.Options{Dir: benchDir(b)})
 			if err != nil {
