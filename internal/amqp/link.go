@@ -329,6 +329,26 @@ func (d *IncomingDelivery) Settle(state frames.DeliveryState) {
 	d.Link.sess.enqueue(op{kind: opSettleIn, in: d, state: state})
 }
 
+// SettleAll settles deliveries of this link with the same state, as
+// Settle does for each, but hands them to the session in one step: a
+// group settled at once leaves as one disposition per run of consecutive
+// ids, never split by the session waking up half-way through the group.
+func (l *IncomingLink) SettleAll(ds []*IncomingDelivery, state frames.DeliveryState) {
+	s := l.sess
+	s.opsMu.Lock()
+	if s.dead {
+		s.opsMu.Unlock()
+		return
+	}
+	for _, d := range ds {
+		if !d.Settled {
+			s.ops = append(s.ops, op{kind: opSettleIn, in: d, state: state})
+		}
+	}
+	s.opsMu.Unlock()
+	s.signal()
+}
+
 // OutgoingLink is a link on which the broker sends and the client
 // receives (the client attached with role receiver).
 //

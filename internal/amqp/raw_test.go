@@ -286,6 +286,50 @@ func TestDispositionRanges(t *testing.T) {
 	}
 }
 
+// TestSettleAllOneDisposition settles a group of deliveries from another
+// goroutine with SettleAll, as a sender link does once the group is
+// stored: exactly one disposition covers it (single Settle calls could be
+// split by the session waking up between them).
+func TestSettleAllOneDisposition(t *testing.T) {
+	b := newTestBroker()
+	const n = 40
+	held := make(chan *IncomingDelivery, n)
+	b.intercept = func(d *IncomingDelivery) bool {
+		held <- d
+		return true
+	}
+	_, addr := startServer(t, b, Config{})
+	r := dialRaw(t, addr)
+	r.handshake(nil)
+	r.begin()
+	r.attachSender(0, "s", "q")
+	for id := range uint32(n) {
+		r.transfer(0, id+100, []byte("x"), false)
+	}
+	go func() {
+		ds := make([]*IncomingDelivery, 0, n)
+		for range n {
+			ds = append(ds, <-held)
+		}
+		ds[0].Link.SettleAll(ds, &frames.Accepted{})
+	}()
+	for {
+		switch fr := r.next().(type) {
+		case *frames.Disposition:
+			if fr.Role != frames.RoleReceiver || !fr.Settled || fr.First != 100 || fr.Last == nil || *fr.Last != 100+n-1 {
+				t.Fatalf("disposition %v, want one for 100..%d", fr, 100+n-1)
+			}
+			if _, ok := fr.State.(*frames.Accepted); !ok {
+				t.Fatalf("state %T", fr.State)
+			}
+			return
+		case *frames.Flow:
+		default:
+			t.Fatalf("unexpected %v", fr)
+		}
+	}
+}
+
 // TestDrainRaw drains with credit outstanding, as rhea does for the JS
 // SDK: the answer must carry drain=true, link-credit=0 and the
 // delivery-count advanced by the unused credit (amqp-wire §0.11).

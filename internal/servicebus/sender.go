@@ -147,7 +147,15 @@ func (s *senderLink) sendGroup(group []decoded) {
 		all = append(all, g.msgs...)
 	}
 	err := s.c.h.broker.Send(s.c.ctx, s.path, all)
-	if err == nil || len(group) == 1 {
+	if err == nil {
+		ds := make([]*amqp.IncomingDelivery, len(group))
+		for i, g := range group {
+			ds[i] = g.d
+		}
+		s.l.SettleAll(ds, &frames.Accepted{})
+		return
+	}
+	if len(group) == 1 {
 		for _, g := range group {
 			g.err = err
 			s.settle(g)
