@@ -4,7 +4,6 @@ import (
 	"context"
 	"maps"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/busbarmq/busbar/internal/broker/expiry"
@@ -318,7 +317,7 @@ func (t *topic) enqueue(ctx context.Context, pend []pendingMsg, total, now int64
 		return nil, errorf(KindQuotaExceeded, "The messaging entity '%s' has reached its MaxSizeInMegabytes quota of %d MB (%d bytes stored); the message was not accepted.", t.name, props.MaxSizeInMegabytes, t.size.Load())
 	}
 	t.touch(now)
-	sc := topicScratchPool.Get().(*topicScratch)
+	sc := sendScratchPool.Get().(*sendScratch)
 	defer sc.release()
 	ops := t.mu.dedup.purge(t.id, int64(props.DuplicateDetectionHistoryTimeWindow), now,
 		slices.Grow(sc.ops[:0], len(pend)*(len(f.subs.list)+1)+2))
@@ -359,7 +358,7 @@ func (t *topic) enqueue(ctx context.Context, pend []pendingMsg, total, now int64
 
 	// Phase 2: route, then one durable commit.
 	f.copies = slices.Grow(sc.copies[:0], len(pend)*len(f.subs.list))
-	f.metas = sc.metas[:0]
+	f.metas = sc.meta[:0]
 	var shared []rec
 	for i := range pend {
 		pm := &pend[i]
@@ -388,7 +387,7 @@ func (t *topic) enqueue(ctx context.Context, pend []pendingMsg, total, now int64
 	if fw != nil {
 		ops = append(ops, fw.ops...)
 	}
-	sc.ops, sc.copies, sc.metas = ops, f.copies, f.metas
+	sc.ops, sc.copies, sc.meta = ops, f.copies, f.metas
 	sc.batch.Ops = ops
 	cerr := b.store.Commit(&sc.batch, true)
 	if fw != nil {
@@ -472,32 +471,6 @@ func (f *fanOut) appendMeta(r *rec) []byte {
 	at := len(f.metas)
 	f.metas = appendMeta(f.metas, SubQueueMain, r)
 	return f.metas[at:len(f.metas):len(f.metas)]
-}
-
-// topicScratch is a topic send's pooled scratch space: the store batch,
-// the planned copies and the Meta bytes, none of which outlives the
-// commit (what does — sequence numbers, the records published to the
-// subscriptions — is allocated per send).
-type topicScratch struct {
-	ops    []store.Op
-	copies []plannedCopy
-	metas  []byte
-	batch  store.Batch
-}
-
-var topicScratchPool = sync.Pool{New: func() any { return new(topicScratch) }}
-
-// release clears sc (dropping its references to the send's data and
-// messages) and returns it to the pool unless it grew large.
-func (sc *topicScratch) release() {
-	clear(sc.ops)
-	clear(sc.copies)
-	sc.batch.Ops = nil
-	if cap(sc.ops) > 8192 || cap(sc.copies) > 8192 || cap(sc.metas) > 256<<10 {
-		return
-	}
-	sc.ops, sc.copies, sc.metas = sc.ops[:0], sc.copies[:0], sc.metas[:0]
-	topicScratchPool.Put(sc)
 }
 
 // fanOutScheduled materialises scheduled messages whose time has come

@@ -92,7 +92,7 @@ type pendingMsg struct {
 	drop     bool // duplicate
 	seq      int64
 	hops     uint8     // times auto-forwarded (forward.go); 0 for a send
-	buf      *sendData // data's pooled buffer (queue sends only), nil if none
+	buf      *sendData // data's pooled buffer; nil for an auto-forwarded message
 }
 
 // sendData is a pooled buffer for a message's encoding. A send takes one
@@ -400,27 +400,31 @@ func (q *entity) enqueue(ctx context.Context, pend []pendingMsg, total, now int6
 	return seqs, nil
 }
 
-// sendScratch is a queue send's pooled scratch space: the store batch
-// and its operations and Meta, none of which outlives the commit.
+// sendScratch is a send's pooled scratch space: the store batch, its
+// operations and Meta bytes and, for a topic, the planned copies — none of
+// which outlives the commit (what does: sequence numbers, the records
+// published, is allocated per send).
 type sendScratch struct {
-	ops   []store.Op
-	meta  []byte
-	batch store.Batch
+	ops    []store.Op
+	meta   []byte
+	copies []plannedCopy // topic sends only
+	batch  store.Batch
 }
 
 var sendScratchPool = sync.Pool{New: func() any {
 	return &sendScratch{ops: make([]store.Op, 0, 4), meta: make([]byte, 0, 64)}
 }}
 
-// release clears sc (dropping its references to the send's data) and
-// returns it to the pool unless it grew large.
+// release clears sc (dropping its references to the send's data and
+// messages) and returns it to the pool unless it grew large.
 func (sc *sendScratch) release() {
 	clear(sc.ops)
+	clear(sc.copies)
 	sc.batch.Ops = nil
-	if cap(sc.ops) > 1024 || cap(sc.meta) > 64<<10 {
+	if cap(sc.ops) > 8192 || cap(sc.copies) > 8192 || cap(sc.meta) > 256<<10 {
 		return
 	}
-	sc.ops, sc.meta = sc.ops[:0], sc.meta[:0]
+	sc.ops, sc.meta, sc.copies = sc.ops[:0], sc.meta[:0], sc.copies[:0]
 	sendScratchPool.Put(sc)
 }
 
