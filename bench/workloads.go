@@ -238,7 +238,7 @@ func (r *Runner) W3(ctx context.Context, t *Target) {
 		total := int64(float64(rate) * (r.Plan.W3Dur + r.Plan.Warm).Seconds())
 		r.Prog.set(fmt.Sprintf("W3 %s %s", t.Client.Name(), params), total)
 		m := startMeter(t, false)
-		e2e, conf, sent, got, secs, err := r.paced(ctx, t, q, rate, total)
+		e2e, conf, late, sent, got, secs, err := r.paced(ctx, t, q, rate, total)
 		res.CPUus = m.cpuPerMsg(got)
 		res.SysPct = m.sysPct()
 		res.ClientUs = m.clientPerMsg(got)
@@ -251,15 +251,16 @@ func (r *Runner) W3(ctx context.Context, t *Target) {
 		}
 		res.Msgs, res.Secs, res.Lat = got, secs, e2e.dist()
 		res.Rate = float64(got) / secs
-		cd := conf.dist()
-		res.Note = fmt.Sprintf("from scheduled send time; send confirm p50 %s p99 %s p99.9 %s ms; sent %d received %d; %s", ms(cd.P50), ms(cd.P99), ms(cd.P999), sent, got, t.Note)
+		cd, ld := conf.dist(), late.dist()
+		res.Note = fmt.Sprintf("from scheduled send time; send confirm p50 %s p99 %s p99.9 %s ms; the load generator's own delay (scheduled time to Send called) p50 %s p99 %s p99.9 %s ms; sent %d received %d; %s",
+			ms(cd.P50), ms(cd.P99), ms(cd.P999), ms(ld.P50), ms(ld.P99), ms(ld.P999), sent, got, t.Note)
 		r.add(res)
 		_ = t.Client.DeleteQueue(ctx, q)
 	}
 }
 
-func (r *Runner) paced(ctx context.Context, t *Target, q string, rate int, total int64) (e2e, conf *recorder, sent, got int64, secs float64, err error) {
-	e2e, conf = &recorder{}, &recorder{}
+func (r *Runner) paced(ctx context.Context, t *Target, q string, rate int, total int64) (e2e, conf, late *recorder, sent, got int64, secs float64, err error) {
+	e2e, conf, late = &recorder{}, &recorder{}, &recorder{}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	interval := time.Second / time.Duration(rate)
@@ -288,16 +289,16 @@ func (r *Runner) paced(ctx context.Context, t *Target, q string, rate int, total
 	select {
 	case <-ready:
 	case err := <-recvErr:
-		return nil, nil, 0, 0, 0, err
+		return nil, nil, nil, 0, 0, 0, err
 	}
 	k, err := t.Client.Dial(ctx)
 	if err != nil {
-		return nil, nil, 0, 0, 0, err
+		return nil, nil, nil, 0, 0, 0, err
 	}
 	defer k.Close()
 	s, err := k.NewSender(ctx, q)
 	if err != nil {
-		return nil, nil, 0, 0, 0, err
+		return nil, nil, nil, 0, 0, 0, err
 	}
 	defer s.Close()
 	jobs := make(chan int64, 1<<16)
@@ -310,6 +311,9 @@ func (r *Runner) paced(ctx context.Context, t *Target, q string, rate int, total
 			defer wg.Done()
 			for sched := range jobs {
 				b := body(r.Plan.Size, sched, 0)
+				if sched >= warmEnd {
+					late.add(time.Duration(time.Now().UnixNano() - sched))
+				}
 				if err := s.Send(ctx, b); err != nil {
 					sendErr.CompareAndSwap(nil, err)
 					continue
@@ -340,9 +344,9 @@ func (r *Runner) paced(ctx context.Context, t *Target, q string, rate int, total
 	cancel()
 	<-recvErr
 	if v := sendErr.Load(); v != nil {
-		return nil, nil, 0, 0, 0, v.(error)
+		return nil, nil, nil, 0, 0, 0, v.(error)
 	}
-	return e2e, conf, sent, received.Load(), secs, nil
+	return e2e, conf, late, sent, received.Load(), secs, nil
 }
 
 // W4 is the backlog: fill, kill -9 and restart with the backlog queued,
