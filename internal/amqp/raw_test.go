@@ -235,6 +235,21 @@ func TestTransferWithoutCredit(t *testing.T) {
 	r.attachSender(0, "again", "q")
 }
 
+// sendRaw serves b, opens a raw session with a sender link "s" to "q"
+// and sends n unsettled transfers with delivery ids 100, 101, ...
+func sendRaw(t *testing.T, b *testBroker, n uint32) *rawClient {
+	t.Helper()
+	_, addr := startServer(t, b, Config{})
+	r := dialRaw(t, addr)
+	r.handshake(nil)
+	r.begin()
+	r.attachSender(0, "s", "q")
+	for id := range n {
+		r.transfer(0, id+100, []byte("x"), false)
+	}
+	return r
+}
+
 // TestDispositionRanges settles deliveries in one batch and expects one
 // disposition per run of consecutive ids with the same outcome.
 func TestDispositionRanges(t *testing.T) {
@@ -251,14 +266,7 @@ func TestDispositionRanges(t *testing.T) {
 		}
 		return true
 	}
-	_, addr := startServer(t, b, Config{})
-	r := dialRaw(t, addr)
-	r.handshake(nil)
-	r.begin()
-	r.attachSender(0, "s", "q")
-	for id := range uint32(6) {
-		r.transfer(0, id+100, []byte("x"), false)
-	}
+	r := sendRaw(t, b, 6)
 	type rng struct {
 		first, last uint32
 		state       string
@@ -298,14 +306,7 @@ func TestSettleAllOneDisposition(t *testing.T) {
 		held <- d
 		return true
 	}
-	_, addr := startServer(t, b, Config{})
-	r := dialRaw(t, addr)
-	r.handshake(nil)
-	r.begin()
-	r.attachSender(0, "s", "q")
-	for id := range uint32(n) {
-		r.transfer(0, id+100, []byte("x"), false)
-	}
+	r := sendRaw(t, b, n)
 	go func() {
 		ds := make([]*IncomingDelivery, 0, n)
 		for range n {

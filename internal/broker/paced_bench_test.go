@@ -70,17 +70,10 @@ func BenchmarkPacedSendComplete(b *testing.B) {
 	go func() {
 		defer close(recvDone)
 		for got.Load() < int64(n) {
-			ds, err := r.TryReceive(64)
+			ds, err := awaitBatch(r, 64)
 			if err != nil {
 				b.Error(err)
 				return
-			}
-			if len(ds) == 0 {
-				select {
-				case <-r.Ready():
-				case <-time.After(10 * time.Millisecond):
-				}
-				continue
 			}
 			now := time.Now().UnixNano()
 			for _, d := range ds {
