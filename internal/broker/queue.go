@@ -321,10 +321,16 @@ func (q *entity) addSizeLocked(d int64) {
 // readData reads the data of r: the subscription's own, or the topic's
 // shared data (flagShared).
 func (q *entity) readData(r *rec) ([]byte, error) {
+	ref := q.dataRef(r)
+	return q.b.store.ReadData(ref.EntityID, ref.Seq)
+}
+
+// dataRef names where the data of r is stored.
+func (q *entity) dataRef(r *rec) store.DataRef {
 	if r.flags&flagShared != 0 {
-		return q.b.store.ReadData(q.topic.id, uint64(r.seq))
+		return store.DataRef{EntityID: q.topic.id, Seq: uint64(r.seq)}
 	}
-	return q.b.store.ReadData(q.id, uint64(r.seq))
+	return store.DataRef{EntityID: q.id, Seq: uint64(r.seq)}
 }
 
 // saveAccessedLocked adds the last-access time to a batch about to be

@@ -258,8 +258,19 @@ func (q *entity) deliverLocked(sub SubQueue, mode ReceiveMode, out []taken, ts [
 	ds := make([]*Delivery, 0, len(out))
 	var failed []int // indexes into out whose data could not be read
 	var readErr error
+	// One batch read: the data of messages sent one after another lies
+	// side by side in the log and comes back in one read.
+	refs := make([]store.DataRef, len(out))
 	for i := range out {
-		d, err := q.readDelivery(sub, &out[i].r, out[i].tok)
+		refs[i] = q.dataRef(&out[i].r)
+	}
+	datas, errs := q.b.store.ReadDataBatch(refs)
+	for i := range out {
+		d, err := datas[i], errs[i]
+		var dv *Delivery
+		if err == nil {
+			dv, err = decodeDelivery(d, &out[i].r, out[i].tok)
+		}
 		if errors.Is(err, store.ErrNotFound) && mode == PeekLock {
 			// Gone already: our lock expired before we got here and the
 			// message was settled by someone else (or the queue deleted).
@@ -271,7 +282,7 @@ func (q *entity) deliverLocked(sub SubQueue, mode ReceiveMode, out []taken, ts [
 			readErr = err
 			continue
 		}
-		ds = append(ds, d)
+		ds = append(ds, dv)
 	}
 	if len(failed) > 0 && mode == ReceiveAndDelete {
 		// Do not remove what could not be read: drop those transitions.
@@ -327,6 +338,11 @@ func (q *entity) readDelivery(sub SubQueue, r *rec, tok uuid.UUID) (*Delivery, e
 	if err != nil {
 		return nil, err
 	}
+	return decodeDelivery(data, r, tok)
+}
+
+// decodeDelivery decodes the stored data of r into a Delivery.
+func decodeDelivery(data []byte, r *rec, tok uuid.UUID) (*Delivery, error) {
 	m, err := message.Unmarshal(data)
 	if err != nil {
 		return nil, err

@@ -143,6 +143,9 @@ type Visitor struct {
 	Value   func(Value) error
 }
 
+// DataRef names the Data of one message, for ReadDataBatch.
+type DataRef struct{ EntityID, Seq uint64 }
+
 // Store is the persistence interface the broker uses. All methods are safe
 // for concurrent use.
 type Store interface {
@@ -154,6 +157,11 @@ type Store interface {
 	// ReadData returns the Data of message (entityID, seq). The returned
 	// slice belongs to the caller.
 	ReadData(entityID, seq uint64) ([]byte, error)
+	// ReadDataBatch reads the Data of several messages: datas[i] and
+	// errs[i] are what ReadData would return for refs[i]. The slices
+	// belong to the caller; they may share one array but never overlap.
+	// An implementation may read neighbouring data with one call.
+	ReadDataBatch(refs []DataRef) (datas [][]byte, errs []error)
 	// Sync makes every committed batch durable.
 	Sync() error
 	// Close syncs and releases all resources. Further calls return ErrClosed.

@@ -1,6 +1,8 @@
 package filestore
 
 import (
+	"bytes"
+	"cmp"
 	"fmt"
 	"io"
 	"log/slog"
@@ -245,6 +247,113 @@ func (s *Store) ReadData(entityID, seq uint64) ([]byte, error) {
 	s.mu.RUnlock()
 	defer seg.release()
 	return readData(seg, ent)
+}
+
+// Limits of one coalesced read in ReadDataBatch: the Data of neighbouring
+// messages is read with one pread when the bytes between them (record
+// headers and Meta) are at most maxReadGap and the whole span at most
+// maxReadSpan.
+const (
+	maxReadGap  = 4 << 10
+	maxReadSpan = 1 << 20
+)
+
+// ReadDataBatch reads the Data of several messages, with one pread per
+// run of neighbouring data in a segment (a receiver's batch of messages
+// sent one after another lies in one run).
+func (s *Store) ReadDataBatch(refs []store.DataRef) ([][]byte, []error) {
+	datas, errs := make([][]byte, len(refs)), make([]error, len(refs))
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.closed {
+		for i := range errs {
+			errs[i] = store.ErrClosed
+		}
+		return datas, errs
+	}
+	type want struct {
+		i   int
+		seg *segment
+		ent entry
+	}
+	ws := make([]want, 0, len(refs))
+	s.mu.RLock()
+	for i, r := range refs {
+		e := s.mu.ix.entities[r.EntityID]
+		if e == nil {
+			errs[i] = store.ErrNotFound
+			continue
+		}
+		c, j, ok := e.lookup(r.Seq)
+		if !ok {
+			errs[i] = store.ErrNotFound
+			continue
+		}
+		ent := c.ents[j]
+		if ent.size == 0 {
+			datas[i] = []byte{}
+			continue
+		}
+		seg := s.mu.segs[ent.seg]
+		if seg == nil {
+			errs[i] = fmt.Errorf("filestore: message %d/%d: segment %d missing: %w", r.EntityID, r.Seq, ent.seg, store.ErrCorrupt)
+			continue
+		}
+		seg.refs.Add(1)
+		ws = append(ws, want{i: i, seg: seg, ent: ent})
+	}
+	s.mu.RUnlock()
+	slices.SortFunc(ws, func(a, b want) int {
+		if a.seg.id != b.seg.id {
+			return cmp.Compare(a.seg.id, b.seg.id)
+		}
+		return cmp.Compare(a.ent.off, b.ent.off)
+	})
+	for a := 0; a < len(ws); {
+		start := int64(ws[a].ent.off)
+		end := start + int64(ws[a].ent.size)
+		b := a + 1
+		for ; b < len(ws) && ws[b].seg == ws[a].seg; b++ {
+			off, next := int64(ws[b].ent.off), int64(ws[b].ent.off)+int64(ws[b].ent.size)
+			if off > end+maxReadGap || max(end, next)-start > maxReadSpan {
+				break
+			}
+			end = max(end, next)
+		}
+		run := ws[a:b]
+		a = b
+		if len(run) == 1 {
+			datas[run[0].i], errs[run[0].i] = readData(run[0].seg, run[0].ent)
+			continue
+		}
+		buf := make([]byte, end-start)
+		if _, err := run[0].seg.f.ReadAt(buf, start); err != nil {
+			// Let each message report its own error.
+			for _, w := range run {
+				datas[w.i], errs[w.i] = readData(w.seg, w.ent)
+			}
+			continue
+		}
+		var taken int64 // end of the bytes handed out so far
+		for _, w := range run {
+			from := int64(w.ent.off) - start
+			to := from + int64(w.ent.size)
+			d := buf[from:to:to]
+			if crc(d) != w.ent.crc {
+				errs[w.i] = fmt.Errorf("filestore: %s: offset %d: data checksum mismatch: %w", w.seg.path, w.ent.off, store.ErrCorrupt)
+				continue
+			}
+			if from < taken {
+				d = bytes.Clone(d) // the same message twice: slices never overlap
+			}
+			taken = max(taken, to)
+			datas[w.i] = d
+		}
+	}
+	for _, w := range ws {
+		w.seg.release()
+	}
+	return datas, errs
 }
 
 func readData(seg *segment, ent entry) ([]byte, error) {

@@ -184,6 +184,15 @@ func (s *Store) Recover(v store.Visitor) error {
 	return nil
 }
 
+// ReadDataBatch reads each ref with ReadData.
+func (s *Store) ReadDataBatch(refs []store.DataRef) ([][]byte, []error) {
+	datas, errs := make([][]byte, len(refs)), make([]error, len(refs))
+	for i, r := range refs {
+		datas[i], errs[i] = s.ReadData(r.EntityID, r.Seq)
+	}
+	return datas, errs
+}
+
 // ReadData returns a copy of the Data of message (entityID, seq).
 func (s *Store) ReadData(entityID, seq uint64) ([]byte, error) {
 	s.mu.RLock()
