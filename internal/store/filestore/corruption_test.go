@@ -364,9 +364,7 @@ func TestSegmentWithTornHeaderIsRemoved(t *testing.T) {
 // message fails alone, its neighbours are delivered.
 func TestReadDataBatchChecksEachMessage(t *testing.T) {
 	mem := vfs.NewMem()
-	opts := memOpts(mem)
-	opts.SegmentSize = 1 << 20
-	s := mustOpen(t, opts)
+	s := mustOpen(t, memOpts(mem)) // 4 KB segments: the three messages share one
 	defer s.Close()
 	ops := []store.Op{{Kind: store.OpPutEntity, EntityID: 1, Name: "q"}}
 	for i, b := range []string{"a", "b", "c"} {
