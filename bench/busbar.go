@@ -289,19 +289,10 @@ func (p *busbarProc) startNoWait() error {
 		args = append(args, "--config", p.cfg)
 	}
 	args = append(args, p.extra...)
-	logf, err := os.OpenFile(filepath.Join(filepath.Dir(p.dir), filepath.Base(p.dir)+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	cmd, logf, exited, err := startBroker(p.bin, filepath.Join(filepath.Dir(p.dir), filepath.Base(p.dir)+".log"), args...)
 	if err != nil {
 		return err
 	}
-	cmd := brokerCommand(p.bin, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return err
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
 	p.mu.Lock()
 	p.cmd, p.log, p.exited = cmd, logf, exited
 	p.restarted = time.Now()

@@ -126,6 +126,14 @@ func (m *meter) sysPct() float64 {
 	return 100 * float64(s-m.sys0) / float64(c-m.cpu0)
 }
 
+// record sets res's broker CPU per message, broker system share and
+// client CPU per message for msgs messages since the last mark.
+func (m *meter) record(res *Result, msgs int64) {
+	res.CPUus = m.cpuPerMsg(msgs)
+	res.SysPct = m.sysPct()
+	res.ClientUs = m.clientPerMsg(msgs)
+}
+
 // cpuPerMsg returns broker CPU µs per message since the last mark, -1
 // when unknown (the process changed, e.g. after a restart).
 func (m *meter) cpuPerMsg(msgs int64) float64 {

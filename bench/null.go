@@ -61,23 +61,14 @@ func (p *nullProc) PID() int {
 func (p *nullProc) DataDir() string { return "" }
 
 func (p *nullProc) start(ctx context.Context) error {
-	logf, err := os.OpenFile(p.logp, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
 	args := []string{"--amqp", fmt.Sprintf("127.0.0.1:%d", p.port), "--size", fmt.Sprint(p.size)}
 	if p.forward {
 		args = append(args, "--forward")
 	}
-	cmd := brokerCommand(p.bin, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
+	cmd, logf, exited, err := startBroker(p.bin, p.logp, args...)
+	if err != nil {
 		return err
 	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
 	p.mu.Lock()
 	p.cmd, p.pid, p.exited, p.logf = cmd.Process, cmd.Process.Pid, exited, logf
 	p.mu.Unlock()

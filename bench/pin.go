@@ -32,6 +32,26 @@ func brokerCommand(bin string, args ...string) *exec.Cmd {
 	return exec.Command("taskset", append([]string{"-c", brokerCPUs, bin}, args...)...)
 }
 
+// startBroker starts bin with args (pinned as brokerCommand does) in a
+// process group of its own, its output appended to logPath. exited is
+// closed when the process has been waited for.
+func startBroker(bin, logPath string, args ...string) (cmd *exec.Cmd, logf *os.File, exited chan struct{}, err error) {
+	logf, err = os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cmd = brokerCommand(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, nil, nil, err
+	}
+	exited = make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	return cmd, logf, exited, nil
+}
+
 // reexecPinned runs this program again with args under taskset -c
 // clientCPUs, forwarding SIGINT and SIGTERM, and returns its exit code.
 func reexecPinned(args []string, clientCPUs, brokerCPU string, stdout, stderr io.Writer) int {
