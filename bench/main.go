@@ -49,8 +49,13 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	w5msgs := fs.Int64("w5-msgs", 0, "override the W5 message count per cell")
 	pivot := fs.String("pivot", "", "print the side-by-side table of an earlier run's results.csv and exit")
 	limits := fs.Duration("limits", 2*time.Second, "duration of each physical-limit probe (0 skips them)")
+	rounds := fs.Int("rounds", 1, "run the null-broker targets (null, null-sdk) and the Busbar targets (busbar-memory, busbar, sdk) this many times, interleaved (round 1: null broker then Busbar, round 2: …), so that each Busbar figure has a ceiling measured minutes apart (results.md: Rounds); RabbitMQ and NATS run once, after the rounds")
 	pin := fs.Bool("pin", false, "pinned variant (performance.md §5.1): re-run the harness under taskset -c 0 and start every broker under taskset -c 1")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *rounds < 1 {
+		fmt.Fprintf(stderr, "bad -rounds %d: want 1 or more\n", *rounds)
 		return 2
 	}
 	pinNote := ""
@@ -75,6 +80,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		WritePivot(stdout, rs)
+		if hasRounds(rs) {
+			fmt.Fprintln(stdout)
+			WriteRounds(stdout, rs)
+		}
 		return 0
 	}
 	p := DefaultPlan()
@@ -166,12 +175,13 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		prog.log("%s", pinNote)
 	}
 	r := &Runner{Plan: p, Prog: prog, OnResult: func(res Result) {
+		rn := roundName(res.Round, *rounds)
 		if res.NA != "" {
-			prog.log("%s %-44s %-26s %-10s %s %s", res.Workload, res.Target, res.Params, res.Metric, res.NA, res.Note)
+			prog.log("%s%s %-44s %-26s %-10s %s %s", rn, res.Workload, res.Target, res.Params, res.Metric, res.NA, res.Note)
 			return
 		}
-		prog.log("%s %-44s %-26s %-22s %8s msg/s  p50 %s p99 %s p99.9 %s max %s ms  broker cpu %s µs/msg (sys %s%%)  client cpu %s µs/msg  load %.2f",
-			res.Workload, res.Target, res.Params+" "+sizeName(res.Size), res.Metric, human(res.Rate), ms(res.Lat.P50), ms(res.Lat.P99), ms(res.Lat.P999), ms(res.Lat.Max), fnum(res.CPUus, 1), fnum(res.SysPct, 0), fnum(res.ClientUs, 1), res.Load)
+		prog.log("%s%s %-44s %-26s %-22s %8s msg/s  p50 %s p99 %s p99.9 %s max %s ms  broker cpu %s µs/msg (sys %s%%)  client cpu %s µs/msg  load %.2f",
+			rn, res.Workload, res.Target, res.Params+" "+sizeName(res.Size), res.Metric, human(res.Rate), ms(res.Lat.P50), ms(res.Lat.P99), ms(res.Lat.P999), ms(res.Lat.Max), fnum(res.CPUus, 1), fnum(res.SysPct, 0), fnum(res.ClientUs, 1), res.Load)
 	}}
 	if pinNote != "" {
 		r.TargetSuffix = " [pinned]"
@@ -245,41 +255,58 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	// The null broker: the bench module's cmd/busbar-null, on the endpoint
 	// (internal/amqp) of the same source tree as Busbar.
-	if (want["null"] || want["null-sdk"]) && ctx.Err() == nil {
-		bin := filepath.Join(*work, "busbar-null")
+	wantNull := want["null"] || want["null-sdk"]
+	nullBin := filepath.Join(*work, "busbar-null")
+	if wantNull && ctx.Err() == nil {
 		prog.set("building busbar-null", 0)
 		nsrc := ""
 		if exported {
 			nsrc = src
 		}
-		if err := BuildNull(filepath.Join(absRepo, "bench"), nsrc, bin); err != nil {
+		if err := BuildNull(filepath.Join(absRepo, "bench"), nsrc, nullBin); err != nil {
 			fmt.Fprintln(stderr, err)
 			return 1
 		}
 		nb := fmt.Sprintf("Null broker: bench/cmd/busbar-null of the work tree %s, endpoint from %s.", filepath.Join(absRepo, "bench"), src)
 		prog.log("%s", nb)
 		built = strings.TrimSpace(built + "\n" + nb)
-		ga, sdk, stopN := NewNullTargets(NullOptions{Bin: bin, WorkDir: *work, Port: 25810, Size: p.Size})
-		if want["null"] {
-			runAll(ga)
-		}
-		if want["null-sdk"] {
-			runAll(sdk)
-		}
-		stopN()
 	}
+	bin := *busbarBin
 	if wantBusbar && ctx.Err() == nil {
-		bin := *busbarBin
 		if bin != "" {
 			built = strings.TrimSpace(built + "\nBusbar: the binary " + bin + ".")
-		}
-		if bin == "" {
+		} else {
 			bin = filepath.Join(*work, "busbar")
 			prog.set("building busbar", 0)
 			if err := BuildBusbar(src, bin); err != nil {
 				fmt.Fprintln(stderr, err)
 				return 1
 			}
+		}
+	}
+	if *rounds > 1 {
+		built = strings.TrimSpace(built + fmt.Sprintf("\nRounds: %d, the null broker's and Busbar's targets interleaved (round 1: null broker then Busbar, round 2: …).", *rounds))
+	}
+	// The null broker and Busbar, once or in interleaved rounds; each
+	// round starts and stops their processes afresh.
+	for k := 1; k <= *rounds && ctx.Err() == nil; k++ {
+		if *rounds > 1 {
+			r.Round = k
+			prog.setRound(k, *rounds)
+			prog.log("Round %d/%d", k, *rounds)
+		}
+		if wantNull {
+			ga, sdk, stopN := NewNullTargets(NullOptions{Bin: nullBin, WorkDir: *work, Port: 25810, Size: p.Size})
+			if want["null"] {
+				runAll(ga)
+			}
+			if want["null-sdk"] {
+				runAll(sdk)
+			}
+			stopN()
+		}
+		if !wantBusbar || ctx.Err() != nil {
+			continue
 		}
 		if want["busbar-memory"] {
 			// Not durable: nothing on disk, otherwise the same binary.
@@ -299,6 +326,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			stopB()
 		}
 	}
+	r.Round = 0
+	prog.setRound(0, 0)
 	if *rmqSbin != "" && (want["rabbitmq-amqp10"] || want["rabbitmq-amqp091"]) && ctx.Err() == nil {
 		prog.set("starting RabbitMQ", 0)
 		ts, stopR, err := NewRabbitTargets(ctx, RabbitOptions{SbinDir: *rmqSbin, WorkDir: *work, Port: 25673, DistPort: 25674, EPMDPort: 24369})
@@ -351,6 +380,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(&md, "%s\n%s\n\nPhysical limits: %s\n\n", header, built, lim)
 	fmt.Fprintf(&md, "Side by side (msgs/s · p99 · broker CPU µs per message · load average; W3: latency from the scheduled send time):\n\n")
 	WritePivot(&md, r.Results)
+	if hasRounds(r.Results) {
+		fmt.Fprintln(&md)
+		WriteRounds(&md, r.Results)
+	}
 	fmt.Fprintf(&md, "\nAll figures:\n\n")
 	WriteMarkdown(&md, r.Results)
 	fmt.Fprintf(&md, "\nFinished %s (%.0f min).\n", time.Now().Format(time.RFC3339), time.Since(started).Minutes())

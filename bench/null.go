@@ -118,6 +118,13 @@ const nullNA = "n/a (null broker: W1, W2 and W3 only)"
 // the null broker.
 const nullSDKNA = "n/a (null broker with the SDK: W1 and W2 only)"
 
+// The null broker's target names: the go-amqp one is the ceiling the
+// Rounds section (WriteRounds) divides the other targets' figures by.
+const (
+	nullGoAMQPName = "Null broker (AMQP 1.0, go-amqp)"
+	nullSDKName    = "Null broker (azservicebus SDK)"
+)
+
 // NewNullTargets returns the null broker driven by go-amqp and by the
 // azservicebus SDK, sharing one process manager, and a stop function.
 // Clients authenticate as against Busbar (CBS put-token, answered 202
@@ -147,11 +154,11 @@ func NewNullTargets(o NullOptions) (goamqp, sdk *Target, stop func()) {
 	}
 	proc := func() Process { return p }
 	url := fmt.Sprintf("amqp://127.0.0.1:%d", o.Port)
-	c := &amqp10Client{name: "Null broker (AMQP 1.0, go-amqp)", tier: "none", url: url, cbs: true, settleSecond: true}
+	c := &amqp10Client{name: nullGoAMQPName, tier: "none", url: url, cbs: true, settleSecond: true}
 	goamqp = &Target{Client: c, Proc: proc, Fresh: freshMode(false), FreshW3: freshMode(true),
 		Workloads: map[string]bool{"W1": true, "W2": true, "W3": true}, WorkloadsNA: nullNA, TopicsNA: nullNA, SkipW4: nullNA, NoPrefill: true,
 		Note: "no broker work: CBS answered 202 unchecked, transfers accepted at once, dispositions settled at once; W1/W2: transfers dropped, one pre-encoded message per credit; W3 (--forward): each message handed as sent, in memory, to the address's receiver"}
-	sc := &sdkClient{name: "Null broker (azservicebus SDK)", tier: "none", cs: fmt.Sprintf("Endpoint=sb://127.0.0.1:%d;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;", o.Port)}
+	sc := &sdkClient{name: nullSDKName, tier: "none", cs: fmt.Sprintf("Endpoint=sb://127.0.0.1:%d;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;", o.Port)}
 	sdk = &Target{Client: sc, Proc: proc, Fresh: freshMode(false), Workloads: map[string]bool{"W1": true, "W2": true}, WorkloadsNA: nullSDKNA, TopicsNA: nullSDKNA, SkipW4: nullSDKNA, NoPrefill: true,
 		Note: "azservicebus v1.11.0 against the null broker: SendMessage per message; ReceiveMessages + CompleteMessage"}
 	return goamqp, sdk, p.stop

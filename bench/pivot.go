@@ -9,7 +9,8 @@ import (
 	"time"
 )
 
-// ReadCSV reads what WriteCSV wrote.
+// ReadCSV reads what WriteCSV wrote, also without the round column
+// (older files): their results have round 0.
 func ReadCSV(r io.Reader) ([]Result, error) {
 	rows, err := csv.NewReader(r).ReadAll()
 	if err != nil {
@@ -46,11 +47,12 @@ func ReadCSV(r io.Reader) ([]Result, error) {
 	for _, row := range rows[1:] {
 		size, _ := strconv.Atoi(get(row, "size_bytes"))
 		msgs, _ := strconv.ParseInt(get(row, "msgs"), 10, 64)
+		round, _ := strconv.Atoi(get(row, "round"))
 		out = append(out, Result{Workload: get(row, "workload"), Target: get(row, "target"), Tier: get(row, "tier"), Params: get(row, "params"),
 			Size: size, Metric: get(row, "metric"), Msgs: msgs, Secs: num(row, "secs"), Rate: num(row, "msgs_per_s"),
 			Lat:   dist{P50: dur(row, "p50_ms"), P99: dur(row, "p99_ms"), P999: dur(row, "p999_ms"), Max: dur(row, "max_ms")},
 			CPUus: num(row, "broker_cpu_us_per_msg"), SysPct: num(row, "broker_sys_pct"), ClientUs: num(row, "client_cpu_us_per_msg"),
-			RSSMB: num(row, "broker_rss_mb"), Load: num(row, "load1"), NA: get(row, "na"), Note: get(row, "note")})
+			RSSMB: num(row, "broker_rss_mb"), Load: num(row, "load1"), NA: get(row, "na"), Note: get(row, "note"), Round: round})
 	}
 	return out, nil
 }
@@ -64,7 +66,8 @@ func shortTarget(t string) string {
 
 // WritePivot writes the side-by-side table: one row per workload cell,
 // one column per target; each cell is "msgs/s · p99 ms · broker CPU µs
-// per message · load", or the reason there is no figure.
+// per message · load", or the reason there is no figure. A cell measured
+// in several rounds (-rounds) shows its median round (medianRound).
 func WritePivot(w io.Writer, rs []Result) {
 	var targets []string
 	seenT := map[string]bool{}
@@ -74,7 +77,7 @@ func WritePivot(w io.Writer, rs []Result) {
 	}
 	var keys []key
 	seenK := map[key]bool{}
-	cell := map[key]map[string]Result{}
+	cell := map[key]map[string][]Result{}
 	for _, r := range rs {
 		if !seenT[r.Target] {
 			seenT[r.Target] = true
@@ -84,9 +87,13 @@ func WritePivot(w io.Writer, rs []Result) {
 		if !seenK[k] {
 			seenK[k] = true
 			keys = append(keys, k)
-			cell[k] = map[string]Result{}
+			cell[k] = map[string][]Result{}
 		}
-		cell[k][r.Target] = r
+		if r.Round > 0 {
+			cell[k][r.Target] = append(cell[k][r.Target], r)
+		} else {
+			cell[k][r.Target] = []Result{r} // the last one, as ever
+		}
 	}
 	fmt.Fprint(w, "| Workload | Parameters | Size | Metric |")
 	for _, t := range targets {
@@ -107,27 +114,49 @@ func WritePivot(w io.Writer, rs []Result) {
 	for _, k := range keys {
 		fmt.Fprintf(w, "| %s | %s | %s | %s |", k.wl, k.params, sizeName(k.size), k.metric)
 		for _, t := range targets {
-			r, ok := cell[k][t]
-			switch {
-			case !ok:
+			if c := pivotCell(cell[k][t]); c != "" {
+				fmt.Fprintf(w, " %s |", c)
+			} else {
 				fmt.Fprint(w, " |")
-			case r.NA != "":
-				na := r.NA
-				if na == "error" {
-					na = "error: " + r.Note
-					if len(na) > 80 {
-						na = na[:80] + "…"
-					}
-				}
-				fmt.Fprintf(w, " %s |", strings.ReplaceAll(na, "|", "/"))
-			case r.Metric == "kill -9 → first delivery":
-				fmt.Fprintf(w, " **%.2f s** (load %.1f) |", r.Lat.Max.Seconds(), r.Load)
-			case r.Workload == "W3":
-				fmt.Fprintf(w, " p50 %s / p99 **%s** / p99.9 %s / max %s ms (%s msg/s; load %.1f) |", ms(r.Lat.P50), ms(r.Lat.P99), ms(r.Lat.P999), ms(r.Lat.Max), human(r.Rate), r.Load)
-			default:
-				fmt.Fprintf(w, " **%s** · p99 %s ms · %s µs (load %.1f) |", human(r.Rate), ms(r.Lat.P99), fnum(r.CPUus, 0), r.Load)
 			}
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// pivotCell is one cell of the side-by-side table for the results of
+// one target in one workload cell: one result, or one per round.
+func pivotCell(rs []Result) string {
+	if len(rs) == 0 {
+		return ""
+	}
+	r, measured := medianRound(rs)
+	s := pivotFigure(r)
+	if measured > 1 {
+		s += fmt.Sprintf(" · median of %d rounds", measured)
+	}
+	if measured > 0 && measured < len(rs) {
+		s += fmt.Sprintf(" (%d of %d rounds not measured)", len(rs)-measured, len(rs))
+	}
+	return s
+}
+
+// pivotFigure is the side-by-side text of one result.
+func pivotFigure(r Result) string {
+	switch {
+	case r.NA != "":
+		na := r.NA
+		if na == "error" {
+			na = "error: " + r.Note
+			if len(na) > 80 {
+				na = na[:80] + "…"
+			}
+		}
+		return strings.ReplaceAll(na, "|", "/")
+	case r.Metric == killMetric:
+		return fmt.Sprintf("**%.2f s** (load %.1f)", r.Lat.Max.Seconds(), r.Load)
+	case r.Workload == "W3":
+		return fmt.Sprintf("p50 %s / p99 **%s** / p99.9 %s / max %s ms (%s msg/s; load %.1f)", ms(r.Lat.P50), ms(r.Lat.P99), ms(r.Lat.P999), ms(r.Lat.Max), human(r.Rate), r.Load)
+	}
+	return fmt.Sprintf("**%s** · p99 %s ms · %s µs (load %.1f)", human(r.Rate), ms(r.Lat.P99), fnum(r.CPUus, 0), r.Load)
 }

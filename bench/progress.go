@@ -22,6 +22,8 @@ type progress struct {
 	stop  chan struct{}
 	done  chan struct{}
 	quiet bool
+	// round of rounds (busbar-bench -rounds), shown when rounds > 1.
+	round, rounds int
 }
 
 func newProgress(w io.Writer, quiet bool) *progress {
@@ -44,11 +46,28 @@ func (p *progress) set(label string, total int64) {
 	p.n.Store(0)
 }
 
+// setRound says which of the interleaved rounds is running (rounds <= 1:
+// none).
+func (p *progress) setRound(round, rounds int) {
+	p.mu.Lock()
+	p.round, p.rounds = round, rounds
+	p.mu.Unlock()
+}
+
+// roundName is "round k/N " for round k of N > 1, else "".
+func roundName(round, rounds int) string {
+	if rounds <= 1 || round <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("round %d/%d ", round, rounds)
+}
+
 func (p *progress) add(n int64) { p.n.Add(n) }
 
 func (p *progress) line() string {
 	p.mu.Lock()
 	label, start, total := p.label, p.start, p.total
+	rn := roundName(p.round, p.rounds)
 	p.mu.Unlock()
 	if label == "" {
 		return ""
@@ -63,7 +82,7 @@ func (p *progress) line() string {
 	if total > 0 {
 		tot = fmt.Sprintf("/%d", total)
 	}
-	return fmt.Sprintf("%s: %d%s msgs, %s msg/s, %.0f s, load %.2f", label, n, tot, human(rate), el, loadAvg())
+	return fmt.Sprintf("%s%s: %d%s msgs, %s msg/s, %.0f s, load %.2f", rn, label, n, tot, human(rate), el, loadAvg())
 }
 
 func (p *progress) loop() {

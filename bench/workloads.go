@@ -86,6 +86,9 @@ type Runner struct {
 	TargetSuffix string
 	// OnResult is called for each finished row (e.g. to print it).
 	OnResult func(Result)
+	// Round is stamped on every result (Result.Round): 1..N while
+	// busbar-bench -rounds N runs its interleaved rounds, else 0.
+	Round int
 }
 
 // name returns a queue name not used before in this run (RabbitMQ 3.10
@@ -104,7 +107,7 @@ func (r *Runner) add(res Result) {
 }
 
 func (r *Runner) base(t *Target, wl, params, metric string, size int) Result {
-	return Result{Workload: wl, Target: t.Client.Name() + r.TargetSuffix, Tier: t.Client.Tier(), Params: params, Size: size, Metric: metric, CPUus: -1, SysPct: -1, ClientUs: -1, RSSMB: -1}
+	return Result{Workload: wl, Target: t.Client.Name() + r.TargetSuffix, Tier: t.Client.Tier(), Params: params, Size: size, Metric: metric, CPUus: -1, SysPct: -1, ClientUs: -1, RSSMB: -1, Round: r.Round}
 }
 
 // NA records a workload not run against t.
@@ -122,6 +125,18 @@ func (r *Runner) fail(res Result, err error) {
 	r.add(res)
 }
 
+// w1Metric is what W1's rate measures.
+const w1Metric = "send (confirmed)"
+
+// w1Params names a W1 cell: conns connections, each with a window of
+// win unconfirmed sends.
+func w1Params(conns, win int) string {
+	return fmt.Sprintf("%d conn × window %d", conns, win)
+}
+
+// W5's sender is W1's "1 conn × window 256" cell sending into a topic.
+const w5Conns, w5Window = 1, 256
+
 // W1 is durable send throughput.
 func (r *Runner) W1(ctx context.Context, t *Target) {
 	type cell struct{ conns, win, size int }
@@ -133,8 +148,8 @@ func (r *Runner) W1(ctx context.Context, t *Target) {
 		cells = append(cells, cell{r.Plan.W1SizeWin[0], r.Plan.W1SizeWin[1], s})
 	}
 	for _, c := range cells {
-		params := fmt.Sprintf("%d conn × window %d", c.conns, c.win)
-		res := r.base(t, "W1", params, "send (confirmed)", c.size)
+		params := w1Params(c.conns, c.win)
+		res := r.base(t, "W1", params, w1Metric, c.size)
 		res.Note = "sender waits for the broker's confirmation"
 		q := r.name("w1")
 		if err := t.Fresh(ctx, []string{q}, nil); err != nil {
@@ -343,6 +358,10 @@ func (r *Runner) paced(ctx context.Context, t *Target, q string, rate int, total
 	return e2e, conf, late, sent, received.Load(), secs, nil
 }
 
+// killMetric is the metric of W4's kill -9 row: its figure is a time
+// (Lat.Max), not a rate.
+const killMetric = "kill -9 → first delivery"
+
 // W4 is the backlog: fill, kill -9 and restart with the backlog queued,
 // drain, and watch the disk.
 func (r *Runner) W4(ctx context.Context, t *Target) {
@@ -390,7 +409,7 @@ func (r *Runner) W4(ctx context.Context, t *Target) {
 	var firstNote string
 	got0 := int64(0)
 	if r.Plan.W4Kill && t.Kill9Restart != nil {
-		res := r.base(t, "W4", params, "kill -9 → first delivery", r.Plan.Size)
+		res := r.base(t, "W4", params, killMetric, r.Plan.Size)
 		r.Prog.set(fmt.Sprintf("W4 kill -9 %s", t.Client.Name()), 0)
 		m.close()
 		m = nil
@@ -516,9 +535,9 @@ func (r *Runner) W5(ctx context.Context, t *Target) {
 }
 
 func (r *Runner) w5(ctx context.Context, t *Target, nsub int, drain bool) {
-	params := fmt.Sprintf("%d subscriptions, 1 conn × window 256, no receivers", nsub)
+	params := fmt.Sprintf("%d subscriptions, %s, no receivers", nsub, w1Params(w5Conns, w5Window))
 	if drain {
-		params = fmt.Sprintf("%d subscriptions, 1 conn × window 256, %d receivers draining", nsub, nsub)
+		params = fmt.Sprintf("%d subscriptions, %s, %d receivers draining", nsub, w1Params(w5Conns, w5Window), nsub)
 	}
 	res := r.base(t, "W5", params, "fan-out ingress", r.Plan.Size)
 	tc, ok := t.Client.(TopicClient)
@@ -592,7 +611,7 @@ func (r *Runner) w5(ctx context.Context, t *Target, nsub int, drain bool) {
 	w := newWindow(r.Plan.Warm, m, prog)
 	lat := &recorder{}
 	start := time.Now()
-	sent, err := sendLoad(ctx, t.Client, sendAddr, 1, 256, r.Plan.Size, n, r.Plan.W5Dur, w, lat)
+	sent, err := sendLoad(ctx, t.Client, sendAddr, w5Conns, w5Window, r.Plan.Size, n, r.Plan.W5Dur, w, lat)
 	msgs, secs := w.result(start)
 	m.record(&res, msgs)
 	if err != nil {
