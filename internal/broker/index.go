@@ -79,12 +79,12 @@ func (x *index) lastSeq() int64 {
 	return b.recs[len(b.recs)-1].seq
 }
 
-// insert adds r. A live record with the same seq is replaced.
-func (x *index) insert(r rec) {
+// insert adds r and returns where it now sits (valid until the next
+// insert or remove). A live record with the same seq is replaced.
+func (x *index) insert(r rec) *rec {
 	r.flags &^= flagDead
 	if len(x.blocks) == 0 || r.seq > x.lastSeq() {
-		x.appendTail(r)
-		return
+		return x.appendTail(r)
 	}
 	bi := x.blockFor(r.seq)
 	b := x.blocks[bi]
@@ -95,7 +95,7 @@ func (x *index) insert(r rec) {
 			x.n++
 		}
 		b.recs[i] = r
-		return
+		return &b.recs[i]
 	}
 	if len(b.recs) >= blockCap {
 		switch {
@@ -116,7 +116,7 @@ func (x *index) insert(r rec) {
 				nb.recs = slices.Insert(nb.recs, 0, r)
 				nb.live++
 				x.n++
-				return
+				return &nb.recs[0]
 			}
 			last := b.recs[len(b.recs)-1]
 			b.recs = b.recs[:len(b.recs)-1]
@@ -135,9 +135,10 @@ func (x *index) insert(r rec) {
 	b.recs = slices.Insert(b.recs, i, r)
 	b.live++
 	x.n++
+	return &b.recs[i]
 }
 
-func (x *index) appendTail(r rec) {
+func (x *index) appendTail(r rec) *rec {
 	var b *block
 	if len(x.blocks) > 0 {
 		b = x.blocks[len(x.blocks)-1]
@@ -149,6 +150,7 @@ func (x *index) appendTail(r rec) {
 	b.recs = append(b.recs, r)
 	b.live++
 	x.n++
+	return &b.recs[len(b.recs)-1]
 }
 
 // split moves the upper half of full block bi into a new block after it.

@@ -21,6 +21,14 @@ func TestIndexModel(t *testing.T) {
 	var x index
 	var model []int64
 	next := int64(1)
+	// insert must return the record get finds, whichever path it took.
+	insert := func(seq int64) {
+		t.Helper()
+		got := x.insert(rec{seq: seq, size: int32(seq)})
+		if want := x.get(seq); got != want || got.seq != seq || got.size != int32(seq) {
+			t.Fatalf("insert(%d) returned %p (%+v), get finds %p", seq, got, *got, want)
+		}
+	}
 	check := func() {
 		t.Helper()
 		var got []int64
@@ -32,19 +40,19 @@ func TestIndexModel(t *testing.T) {
 	for step := range 60000 {
 		switch op := r.IntN(10); {
 		case op < 5: // append
-			x.insert(rec{seq: next, size: int32(next)})
+			insert(next)
 			model = append(model, next)
 			next += 1 + int64(r.IntN(3))
 		case op < 6 && next > 1: // insert in the middle (a dead-letter move)
 			s := r.Int64N(next)
 			if i, found := slices.BinarySearch(model, s); !found {
-				x.insert(rec{seq: s, size: int32(s)})
+				insert(s)
 				model = slices.Insert(model, i, s)
 			}
 		case op < 7 && next > 1: // insert just behind the tail (fan-out copies)
 			s := next - 1 - r.Int64N(min(next-1, 600))
 			if i, found := slices.BinarySearch(model, s); !found {
-				x.insert(rec{seq: s, size: int32(s)})
+				insert(s)
 				model = slices.Insert(model, i, s)
 			}
 		case len(model) > 0: // remove, biased to the head

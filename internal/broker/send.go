@@ -450,11 +450,10 @@ func (q *entity) publishLocked(sub SubQueue, recs []rec, ok, insert bool) {
 			idx.remove(recs[i].seq)
 			continue
 		}
+		var r *rec
 		if insert {
-			idx.insert(recs[i])
-		}
-		r := idx.get(recs[i].seq)
-		if r == nil {
+			r = idx.insert(recs[i])
+		} else if r = idx.get(recs[i].seq); r == nil {
 			continue
 		}
 		r.flags &^= flagPending

@@ -23,15 +23,14 @@ import (
 // BenchmarkSendDurable/producers=256, one queue), and 4 producers sending
 // 32 per Send, as a sender link's groups reach the broker (W5).
 func BenchmarkTopicFanout(b *testing.B) {
-	for _, c := range []struct{ producers, batch int }{{256, 1}, {4, 32}} {
-		b.Run(fmt.Sprintf("producers=%d/batch=%d", c.producers, c.batch), func(b *testing.B) {
-			benchTopicFanout(b, c.producers, c.batch)
+	for _, c := range []struct{ subs, producers, batch int }{{5, 256, 1}, {5, 4, 32}, {1, 256, 1}} {
+		b.Run(fmt.Sprintf("subs=%d/producers=%d/batch=%d", c.subs, c.producers, c.batch), func(b *testing.B) {
+			benchTopicFanout(b, c.subs, c.producers, c.batch)
 		})
 	}
 }
 
-func benchTopicFanout(b *testing.B, producers, batchSize int) {
-	const subscriptions = 5
+func benchTopicFanout(b *testing.B, subscriptions, producers, batchSize int) {
 	br, st := openBench(b, benchDir(b))
 	defer st.Close()
 	defer br.Close()
@@ -49,7 +48,7 @@ func benchTopicFanout(b *testing.B, producers, batchSize int) {
 	var wg sync.WaitGroup
 	b.ReportAllocs()
 	b.ResetTimer()
-	start, cpu0 := time.Now(), cpuTime()
+	start, cpu0, log0 := time.Now(), cpuTime(), st.LogStats()
 	for range producers {
 		wg.Go(func() {
 			batch := make([]*message.Message, 0, batchSize)
@@ -74,6 +73,7 @@ func benchTopicFanout(b *testing.B, producers, batchSize int) {
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/el.Seconds(), "msgs/s")
 	b.ReportMetric(float64(cpuTime()-cpu0)/1e3/float64(b.N), "cpu-µs/msg")
+	reportLog(b, st.LogStats(), log0)
 	info, _ := br.GetSubscription("t", "s0")
 	if info.Counts.Active != int64(b.N) {
 		b.Fatalf("s0 holds %d messages, want %d", info.Counts.Active, b.N)
