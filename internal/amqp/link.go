@@ -312,7 +312,21 @@ type IncomingDelivery struct {
 	Settled       bool   // the client sent it settled: no disposition follows
 	Payload       []byte // the encoded message; the handler owns it
 
-	done bool // owned by the session mux: settled
+	done bool           // owned by the session mux: settled
+	buf  *frames.Buffer // the frame buffer Payload and Tag live in, or nil
+}
+
+// Release tells the endpoint that nothing refers to Payload or Tag, nor
+// to anything decoded from them without copying, any more: a later
+// transfer may reuse their memory. Calling it is optional (unreleased
+// memory is garbage-collected); call it at most once, from the one
+// goroutine that owns the delivery, and only when the bytes are truly
+// dead — the next frame read overwrites them. Settle may come before or
+// after it.
+func (d *IncomingDelivery) Release() {
+	b := d.buf
+	d.buf, d.Payload, d.Tag = nil, nil, nil
+	b.Release()
 }
 
 // Settle settles the delivery with state (for example &frames.Accepted{},

@@ -1,6 +1,7 @@
 package amqp
 
 import (
+	"bytes"
 	"cmp"
 	"slices"
 
@@ -12,9 +13,19 @@ import (
 // dispositions.
 
 func (s *Session) handleTransfer(t *frames.Transfer) {
+	if !s.receiveTransfer(t) {
+		// Not handed over whole: its bytes were copied or dropped.
+		t.Buf.Release()
+	}
+}
+
+// receiveTransfer takes one transfer frame and reports whether its frame
+// buffer went to the handler with the delivery (a whole message in one
+// frame).
+func (s *Session) receiveTransfer(t *frames.Transfer) (handedOver bool) {
 	if s.inWindow == 0 {
 		s.protocolError(Errorf(CondWindowViolation, "transfer beyond the session incoming-window"))
-		return
+		return false
 	}
 	s.inWindow--
 	s.nextIncomingID++
@@ -24,25 +35,25 @@ func (s *Session) handleTransfer(t *frames.Transfer) {
 	l := s.links[t.Handle]
 	if l == nil {
 		s.protocolError(Errorf(CondUnattachedHandle, "transfer for handle %d, which is not attached", t.Handle))
-		return
+		return false
 	}
 	if l.outgoing != nil {
 		s.protocolError(Errorf(CondNotAllowed, "transfer on handle %d, where the client is the receiver", t.Handle))
-		return
+		return false
 	}
 	if l.state != linkAttached {
-		return // in flight before the client saw our detach
+		return false // in flight before the client saw our detach
 	}
 	in := l.incoming
 	d := in.partial
 	if d == nil {
 		if t.DeliveryID == nil {
 			s.protocolError(Errorf(CondNotAllowed, "first transfer of a delivery without delivery-id"))
-			return
+			return false
 		}
 		if in.linkCredit == 0 {
 			s.closeLink(l, Errorf(CondTransferLimitExceeded, "transfer without link credit"))
-			return
+			return false
 		}
 		in.linkCredit--
 		in.deliveryCount++
@@ -58,21 +69,22 @@ func (s *Session) handleTransfer(t *frames.Transfer) {
 		if !t.More && !t.Aborted && uint64(len(t.Payload)) <= in.maxSize() {
 			// The common case: a whole message in one frame. The payload
 			// aliases the frame's own buffer, so it is handed over as is.
-			d.Payload = t.Payload
+			d.Payload, d.buf = t.Payload, t.Buf
 			in.deliver(s, d)
-			return
+			return true
 		}
 		in.partial = d
 		in.oversize = false
 		d.Payload = nil
+		d.Tag = bytes.Clone(d.Tag) // the frame's buffer is released below
 	} else if t.DeliveryID != nil && *t.DeliveryID != d.ID {
 		s.protocolError(Errorf(CondNotAllowed, "continuation transfer with delivery-id %d inside delivery %d", *t.DeliveryID, d.ID))
-		return
+		return false
 	}
 	d.Settled = d.Settled || t.Settled
 	if t.Aborted {
 		in.partial = nil
-		return
+		return false
 	}
 	if !in.oversize {
 		if uint64(len(d.Payload))+uint64(len(t.Payload)) > in.maxSize() {
@@ -83,7 +95,7 @@ func (s *Session) handleTransfer(t *frames.Transfer) {
 		}
 	}
 	if t.More {
-		return
+		return false
 	}
 	in.partial = nil
 	if in.oversize {
@@ -93,9 +105,10 @@ func (s *Session) handleTransfer(t *frames.Transfer) {
 			s.settleIncoming(d, &frames.Rejected{Error: Errorf(CondMessageSizeExceeded,
 				"message larger than the link's max-message-size %d", in.maxSize())})
 		}
-		return
+		return false
 	}
 	in.deliver(s, d)
+	return false
 }
 
 // ---- dispositions ----

@@ -4,6 +4,7 @@ package servicebus_test
 // server on loopback, using the emulator-style connection string.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
+	"github.com/busbarmq/busbar/internal/amqp/frames"
 	"github.com/busbarmq/busbar/internal/auth"
 	"github.com/busbarmq/busbar/internal/broker"
 	"github.com/busbarmq/busbar/internal/clock"
@@ -205,6 +207,82 @@ func TestConcurrentSends(t *testing.T) {
 	}
 	if len(got) != workers*each {
 		t.Fatalf("received %d distinct messages; want %d", len(got), workers*each)
+	}
+}
+
+// TestReusedFrameBuffersKeepMessagesIntact: the endpoint reuses a sent
+// message's frame buffer once the sender link has stored it. Several
+// connections send distinct bodies of every pooled size class (and
+// larger), one by one and in batches, with binary properties that alias
+// the frame; every message must come back byte for byte.
+func TestReusedFrameBuffersKeepMessagesIntact(t *testing.T) {
+	frames.PoisonReleased(true) // a use after release reads 0xdb at once
+	t.Cleanup(func() { frames.PoisonReleased(false) })
+	s := servicebustest.Start(t, &servicebustest.Options{Queues: []string{"q"}})
+	ctx := testCtx(t, 60*time.Second)
+	sizes := []int{0, 1, 300, 511, 513, 1000, 4000, 20000, 65000, 70000}
+	const workers, rounds = 4, 6
+	body := func(w, r, i int) []byte {
+		b := make([]byte, sizes[i%len(sizes)])
+		for j := range b {
+			b[j] = byte(w*131 + r*17 + i*7 + j)
+		}
+		return b
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		c := newClient(t, s.ConnectionString) // a connection each
+		snd := newSender(t, c, "q")
+		wg.Go(func() {
+			for r := range rounds {
+				for i := range sizes {
+					b := body(w, r, i)
+					m := &azservicebus.Message{Body: b, ApplicationProperties: map[string]any{"w": int64(w), "r": int64(r), "i": int64(i), "copy": slices.Clone(b[:min(len(b), 64)])}}
+					if r%2 == 0 {
+						if err := snd.SendMessage(ctx, m, nil); err != nil {
+							errs <- err
+							return
+						}
+						continue
+					}
+					batch, err := snd.NewMessageBatch(ctx, nil)
+					if err == nil {
+						err = batch.AddMessage(m, nil)
+					}
+					if err == nil {
+						err = snd.SendMessageBatch(ctx, batch, nil)
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	n := workers * rounds * len(sizes)
+	if qi, _ := s.Broker.GetQueue("q"); qi.Counts.Active != int64(n) {
+		t.Fatalf("queue holds %d messages; want %d", qi.Counts.Active, n)
+	}
+	c := newClient(t, s.ConnectionString)
+	rcv := newReceiver(t, c, "q", &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
+	seen := map[[3]int64]bool{}
+	for _, m := range receiveN(t, testCtx(t, 20*time.Second), rcv, n) {
+		w, r, i := m.ApplicationProperties["w"].(int64), m.ApplicationProperties["r"].(int64), m.ApplicationProperties["i"].(int64)
+		want := body(int(w), int(r), int(i))
+		if !bytes.Equal(m.Body, want) || !bytes.Equal(m.ApplicationProperties["copy"].([]byte), want[:min(len(want), 64)]) {
+			t.Fatalf("message w%d r%d i%d (%d bytes) came back changed", w, r, i, len(want))
+		}
+		seen[[3]int64{w, r, i}] = true
+	}
+	if len(seen) != n {
+		t.Fatalf("received %d distinct messages; want %d", len(seen), n)
 	}
 }
 

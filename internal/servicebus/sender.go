@@ -108,7 +108,16 @@ type decoded struct {
 }
 
 // store sends the deliveries in order, grouping runs of decodable ones.
+// When it returns, every delivery has been stored and settled (or the link
+// is closing), and the broker keeps no reference to the decoded messages
+// (Send encodes what it stores): the frames' buffers are released for
+// reuse.
 func (s *senderLink) store(ds []*amqp.IncomingDelivery) {
+	defer func() {
+		for _, d := range ds {
+			d.Release()
+		}
+	}()
 	group := make([]decoded, 0, len(ds))
 	bytes := 0
 	flush := func() {

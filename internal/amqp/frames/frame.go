@@ -125,6 +125,20 @@ func ReadFrame(r *bufio.Reader, maxFrameSize uint32) (Frame, error) {
 	if n == 0 {
 		return f, nil
 	}
+	if pb, ok, err := readPooledTransfer(r, n); err != nil {
+		return Frame{}, err
+	} else if ok {
+		f.Body, err = ParseBody(pb.b)
+		if t, _ := f.Body.(*Transfer); err == nil && t != nil {
+			t.Buf = pb
+			return f, nil
+		}
+		pb.Release()
+		if err == nil {
+			err = fmt.Errorf("frames: transfer descriptor parsed as %T", f.Body)
+		}
+		return Frame{}, err
+	}
 	buf, err := readBody(r, n)
 	if err != nil {
 		return Frame{}, err

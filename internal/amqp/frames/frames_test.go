@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/busbarmq/busbar/internal/amqp/encoding"
 )
@@ -380,6 +381,7 @@ func TestReadFrame(t *testing.T) {
 		t.Fatalf("extended header frame: %v %v", f, err)
 	}
 	f, err = ReadFrame(r, 0)
+	f = unpooled(t, f)
 	if err != nil || f.Channel != 5 || !reflect.DeepEqual(f.Body, tr) {
 		t.Fatalf("transfer: %v %v", f, err)
 	}
@@ -491,5 +493,78 @@ func TestStrings(t *testing.T) {
 	if RoleReceiver.String() != "receiver" || SenderSettleModeMixed.String() != "mixed" || ReceiverSettleModeSecond.String() != "second" ||
 		SenderSettleMode(9).String() == "" || ReceiverSettleMode(9).String() == "" {
 		t.Error("enum Strings")
+	}
+}
+
+// unpooled checks that a transfer ReadFrame read into a pooled Buffer
+// keeps its payload and tag inside that buffer, then drops the buffer
+// from the frame so that it compares equal to ParseFrame's.
+func unpooled(t *testing.T, f Frame) Frame {
+	t.Helper()
+	tr, ok := f.Body.(*Transfer)
+	if !ok || tr.Buf == nil {
+		return f
+	}
+	within := func(p []byte) bool {
+		if len(p) == 0 {
+			return true
+		}
+		lo := uintptr(unsafe.Pointer(unsafe.SliceData(tr.Buf.b)))
+		at := uintptr(unsafe.Pointer(unsafe.SliceData(p)))
+		return at >= lo && at+uintptr(len(p)) <= lo+uintptr(len(tr.Buf.b))
+	}
+	if !within(tr.Payload) || !within(tr.DeliveryTag) {
+		t.Fatalf("transfer read into a pooled buffer has bytes outside it")
+	}
+	c := *tr
+	c.Buf = nil
+	f.Body = &c
+	return f
+}
+
+func TestBufferClasses(t *testing.T) {
+	if got := 1 << (minPooledClass + pooledClasses - 1); got != MaxPooledBody {
+		t.Fatalf("largest class %d, MaxPooledBody %d", got, MaxPooledBody)
+	}
+	for _, n := range []int{1, 511, 512, 513, 1100, 4096, 4097, 65535, MaxPooledBody} {
+		b := getBuffer(n)
+		if len(b.b) != n || cap(b.b) < n || cap(b.b) > max(2*n, 512) {
+			t.Fatalf("getBuffer(%d): len %d cap %d", n, len(b.b), cap(b.b))
+		}
+		b.Release()
+		if b2 := getBuffer(n); len(b2.b) != n || cap(b2.b) < n {
+			t.Fatalf("getBuffer(%d) after a release: len %d cap %d", n, len(b2.b), cap(b2.b))
+		}
+	}
+	var nilBuf *Buffer
+	nilBuf.Release()
+}
+
+// TestReadFramePools: transfers up to MaxPooledBody are read into a pooled
+// buffer; larger ones and other performatives are not.
+func TestReadFramePools(t *testing.T) {
+	var stream []byte
+	small := &Transfer{Handle: 1, DeliveryID: Ptr[uint32](1), DeliveryTag: []byte{1, 2}, Payload: bytes.Repeat([]byte("s"), 1000)}
+	big := &Transfer{Handle: 1, DeliveryID: Ptr[uint32](2), DeliveryTag: []byte{3}, Payload: bytes.Repeat([]byte("b"), MaxPooledBody)}
+	stream = append(stream, appendFrame(t, 0, small)...)
+	stream = append(stream, appendFrame(t, 0, big)...)
+	stream = append(stream, appendFrame(t, 0, &Flow{NextIncomingID: Ptr[uint32](1), IncomingWindow: 1, OutgoingWindow: 1})...)
+	r := bufio.NewReader(bytes.NewReader(stream))
+	f, err := ReadFrame(r, 0)
+	if err != nil || f.Body.(*Transfer).Buf == nil {
+		t.Fatalf("small transfer: %v, pooled %v", err, f.Body.(*Transfer).Buf != nil)
+	}
+	if got := unpooled(t, f).Body; !reflect.DeepEqual(got, small) {
+		t.Fatalf("small transfer read as %v", got)
+	}
+	f.Body.(*Transfer).Buf.Release()
+	f, err = ReadFrame(r, 0)
+	if err != nil || f.Body.(*Transfer).Buf != nil || !bytes.Equal(f.Body.(*Transfer).Payload, big.Payload) {
+		t.Fatalf("big transfer: %v, pooled %v", err, f.Body.(*Transfer).Buf != nil)
+	}
+	if f, err = ReadFrame(r, 0); err != nil {
+		t.Fatal(err)
+	} else if _, ok := f.Body.(*Flow); !ok {
+		t.Fatalf("flow read as %T", f.Body)
 	}
 }

@@ -18,6 +18,7 @@ func FuzzParseFrame(f *testing.F) {
 		const max = 1 << 20
 		fr, n, err := ParseFrame(data, max)
 		rf, rerr := ReadFrame(bufio.NewReader(bytes.NewReader(data)), max)
+		rf = unpooled(t, rf)
 		if (err == nil) != (rerr == nil) && !errors.Is(err, ErrIncomplete) {
 			t.Fatalf("ParseFrame error %v, ReadFrame error %v", err, rerr)
 		}
@@ -32,6 +33,7 @@ func FuzzParseFrame(f *testing.F) {
 		}
 		// The same bytes arriving one at a time read the same.
 		cf, err := ReadFrame(bufio.NewReaderSize(iotest.OneByteReader(bytes.NewReader(data)), 16), max)
+		cf = unpooled(t, cf)
 		if err != nil || !reflect.DeepEqual(cf, fr) {
 			t.Fatalf("byte-at-a-time ReadFrame %v, %v", cf, err)
 		}

@@ -210,6 +210,11 @@ type Transfer struct {
 	// the frame body after the performative. Decoded payloads alias the
 	// frame buffer.
 	Payload []byte
+
+	// Buf, when ReadFrame read the frame into a pooled buffer, holds
+	// Payload and DeliveryTag; see Buffer for when to Release it. Nil
+	// otherwise. Not encoded.
+	Buf *Buffer
 }
 
 func (*Transfer) frameBody() {}

@@ -1,0 +1,100 @@
+package frames
+
+import (
+	"bufio"
+	"io"
+	"math/bits"
+	"sync"
+	"sync/atomic"
+)
+
+// Buffer is the memory of one transfer frame's body, taken from a pool.
+// ReadFrame reads the body of a transfer of up to MaxPooledBody bytes into
+// a Buffer and the Transfer parsed from it keeps it in Buf: the Transfer's
+// Payload and DeliveryTag live in it.
+//
+// Whoever ends up owning those bytes (and everything decoded from them
+// without copying) may call Release once nothing refers to them any
+// more, so that a later frame reuses the memory. Release is optional —
+// a Buffer that is never released is garbage-collected like any slice —
+// but it must be called at most once, and not while anything still reads
+// the bytes: the next frame overwrites them.
+type Buffer struct {
+	b []byte
+}
+
+// MaxPooledBody is the largest transfer body read into a pooled Buffer.
+const MaxPooledBody = 64 << 10
+
+// The size classes: class i holds Buffers of capacity
+// 1<<(minPooledClass+i), from 512 bytes to MaxPooledBody.
+const (
+	minPooledClass = 9
+	pooledClasses  = 8
+)
+
+var bufferPools [pooledClasses]sync.Pool
+
+func bufferClass(n int) int {
+	c := bits.Len(uint(n - 1))
+	return max(c, minPooledClass) - minPooledClass
+}
+
+// getBuffer returns a Buffer of length n (1 ≤ n ≤ MaxPooledBody).
+func getBuffer(n int) *Buffer {
+	c := bufferClass(n)
+	if b, _ := bufferPools[c].Get().(*Buffer); b != nil {
+		b.b = b.b[:n]
+		return b
+	}
+	return &Buffer{b: make([]byte, n, 1<<(c+minPooledClass))}
+}
+
+// Release gives the buffer back to the pool (see Buffer). It does nothing
+// on nil.
+func (b *Buffer) Release() {
+	if b == nil {
+		return
+	}
+	if poisonReleased.Load() {
+		for i := range b.b {
+			b.b[i] = 0xdb
+		}
+	}
+	b.b = b.b[:0]
+	bufferPools[bufferClass(cap(b.b))].Put(b)
+}
+
+var poisonReleased atomic.Bool
+
+// PoisonReleased makes Release overwrite a buffer's bytes before pooling
+// it, so that a test using a message after its buffer was released reads
+// garbage at once instead of only when a later frame happens to reuse the
+// memory. For tests; it slows every release.
+func PoisonReleased(on bool) { poisonReleased.Store(on) }
+
+// transferPrefix is how a transfer's body starts: the descriptor
+// constructor and the small-ulong descriptor code 0x14 (the form every
+// encoder uses; a transfer described otherwise is simply not pooled).
+var transferPrefix = [3]byte{0x00, 0x53, byte(DescriptorTransfer)}
+
+// readPooledTransfer reads an n-byte frame body into a pooled Buffer if it
+// is a transfer small enough to pool; ok is false (nothing read) if not.
+func readPooledTransfer(r *bufio.Reader, n int) (buf *Buffer, ok bool, err error) {
+	if n < len(transferPrefix) || n > MaxPooledBody {
+		return nil, false, nil
+	}
+	p, err := r.Peek(len(transferPrefix))
+	if err != nil {
+		return nil, false, unexpectedEOF(err)
+	}
+	if [3]byte(p) != transferPrefix {
+		return nil, false, nil
+	}
+	buf = getBuffer(n)
+	if _, err := io.ReadFull(r, buf.b); err != nil {
+		buf.Release()
+		return nil, false, unexpectedEOF(err)
+	}
+	return buf, true, nil
+}
