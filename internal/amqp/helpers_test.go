@@ -110,8 +110,9 @@ type testBroker struct {
 	refuse     map[string]*Error              // attach errors by address
 	intercept  func(d *IncomingDelivery) bool // takes deliveries; true: the test settles
 	answer     func(d *OutgoingDelivery, state frames.DeliveryState) frames.DeliveryState
-	onAttach   func(l *Link) // sees every link before it is accepted
-	deferAll   bool          // defer every attach; complete from a goroutine
+	holdDisp   func(d *OutgoingDelivery, state frames.DeliveryState) bool // takes unsettled outcomes; true: the test settles
+	onAttach   func(l *Link)                                              // sees every link before it is accepted
+	deferAll   bool                                                       // defer every attach; complete from a goroutine
 	deferDelay time.Duration
 
 	events   chan string // "detach <name>", "disconnect", ... (buffered)
@@ -282,7 +283,7 @@ func (h *testConnHandler) AttachOutgoing(l *OutgoingLink) error {
 		case b.disps <- dispEvent{tag: string(d.Tag), state: state, settled: settled}:
 		default:
 		}
-		if settled {
+		if settled || b.holdDisp != nil && b.holdDisp(d, state) {
 			return
 		}
 		final := state

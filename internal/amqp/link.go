@@ -456,6 +456,30 @@ func (d *OutgoingDelivery) Settle(state frames.DeliveryState) {
 	d.link.sess.enqueue(op{kind: opSettleOut, out: d, state: state})
 }
 
+// SettleAll settles ds[i] with states[i] (len(states) == len(ds)), as
+// Settle does for each, but hands them to the session in one step: a
+// batch the handler settles at once leaves as one disposition per run of
+// consecutive ids with the same outcome, never split by the session
+// waking up half-way through it. Every delivery must be of this link.
+func (l *OutgoingLink) SettleAll(ds []*OutgoingDelivery, states []frames.DeliveryState) {
+	if len(states) != len(ds) {
+		panic("amqp: SettleAll with a state count unlike the delivery count")
+	}
+	s := l.sess
+	s.opsMu.Lock()
+	if s.dead {
+		s.opsMu.Unlock()
+		return
+	}
+	for i, d := range ds {
+		if d.link != nil && !d.settled {
+			s.ops = append(s.ops, op{kind: opSettleOut, out: d, state: states[i]})
+		}
+	}
+	s.opsMu.Unlock()
+	s.signal()
+}
+
 // Send queues d for transmission. It consumes one unit of credit and
 // returns ErrNoCredit if there is none, ErrLinkClosed once the link is
 // detaching or gone, and an amqp:link:message-size-exceeded *Error if the

@@ -331,6 +331,81 @@ func TestSettleAllOneDisposition(t *testing.T) {
 	}
 }
 
+// TestOutgoingSettleAllOneStep: the client accepts a batch of deliveries
+// with one disposition and the handler answers them from another
+// goroutine with OutgoingLink.SettleAll, one outcome each (a receiver
+// link's settler after a batched complete): the answers leave as one
+// disposition per run of equal outcomes, none split.
+func TestOutgoingSettleAllOneStep(t *testing.T) {
+	b := newTestBroker()
+	const n = 40
+	held := make(chan *OutgoingDelivery, n)
+	b.holdDisp = func(d *OutgoingDelivery, _ frames.DeliveryState) bool {
+		held <- d
+		return true
+	}
+	_, addr := startServer(t, b, Config{})
+	for i := range n {
+		b.put("sq", []byte{byte(i)})
+	}
+	r := dialRaw(t, addr)
+	r.handshake(nil)
+	r.begin()
+	r.attachReceiver(0, "r", "sq")
+	r.send(0, &frames.Flow{NextIncomingID: ptr(uint32(0)), IncomingWindow: 1000, OutgoingWindow: 1000,
+		Handle: ptr(uint32(0)), DeliveryCount: ptr(uint32(0)), LinkCredit: ptr(uint32(n))})
+	var first uint32
+	for i := range n {
+		tr, ok := r.next().(*frames.Transfer)
+		if !ok || tr.DeliveryID == nil || tr.Settled {
+			t.Fatalf("delivery %d: %v", i, tr)
+		}
+		if i == 0 {
+			first = *tr.DeliveryID
+		}
+	}
+	r.send(0, &frames.Disposition{Role: frames.RoleReceiver, First: first, Last: ptr(first + n - 1), State: &frames.Accepted{}})
+	lost := &frames.Rejected{Error: Errorf("com.microsoft:message-lock-lost", "lock lost")}
+	go func() {
+		ds := make([]*OutgoingDelivery, 0, n)
+		states := make([]frames.DeliveryState, 0, n)
+		for i := range n {
+			ds = append(ds, <-held)
+			if i == 7 {
+				states = append(states, lost)
+			} else {
+				states = append(states, &frames.Accepted{}) // equal outcomes, distinct values
+			}
+		}
+		ds[0].Link().SettleAll(ds, states)
+	}()
+	type rng struct {
+		first, last uint32
+		state       string
+	}
+	want := []rng{{first, first + 6, "*frames.Accepted"}, {first + 7, first + 7, "*frames.Rejected"}, {first + 8, first + n - 1, "*frames.Accepted"}}
+	var got []rng
+	for len(got) < len(want) {
+		switch fr := r.next().(type) {
+		case *frames.Disposition:
+			if fr.Role != frames.RoleSender || !fr.Settled {
+				t.Fatalf("disposition %v", fr)
+			}
+			last := fr.First
+			if fr.Last != nil {
+				last = *fr.Last
+			}
+			got = append(got, rng{fr.First, last, fmt.Sprintf("%T", fr.State)})
+		case *frames.Flow:
+		default:
+			t.Fatalf("unexpected %v", fr)
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("dispositions %v, want %v", got, want)
+	}
+}
+
 // TestDrainRaw drains with credit outstanding, as rhea does for the JS
 // SDK: the answer must carry drain=true, link-credit=0 and the
 // delivery-count advanced by the unused credit (amqp-wire §0.11).

@@ -283,7 +283,12 @@ func (rl *receiverLink) queueComplete(d *amqp.OutgoingDelivery, tok uuid.UUID) {
 // (one store commit), and answers each delivery with accepted, or rejected
 // with its own error (a lost lock fails only its own message).
 func (rl *receiverLink) settleCompletes() {
-	var toks []uuid.UUID
+	var (
+		toks   []uuid.UUID
+		ds     []*amqp.OutgoingDelivery
+		states []frames.DeliveryState
+	)
+	accepted := &frames.Accepted{}
 	for {
 		rl.settleMu.Lock()
 		batch := rl.completes
@@ -308,13 +313,19 @@ func (rl *receiverLink) settleCompletes() {
 			toks = append(toks, p.tok)
 		}
 		errs := rl.c.h.broker.CompleteBatch(rl.c.ctx, rl.path, toks)
+		ds, states = ds[:0], states[:0]
 		for i, p := range batch {
+			ds = append(ds, p.d)
 			if err := errs[i]; err != nil {
-				p.d.Settle(&frames.Rejected{Error: rl.c.fail("settle", rl.path, err).amqpError()})
+				states = append(states, &frames.Rejected{Error: rl.c.fail("settle", rl.path, err).amqpError()})
 			} else {
-				p.d.Settle(&frames.Accepted{})
+				states = append(states, accepted)
 			}
 		}
+		// One step, so that the batch's answers leave together.
+		rl.l.SettleAll(ds, states)
+		clear(ds)
+		clear(states)
 		clear(batch)
 		rl.settleMu.Lock()
 		if rl.spare == nil && cap(batch) >= maxReceiveBatch {
