@@ -43,10 +43,14 @@
 //
 // # Ownership
 //
-// ReadFrame allocates one buffer per frame; every []byte in the decoded
-// frame (Transfer.Payload, delivery tags, binary values) aliases that
-// buffer, which nothing else reuses, so a frame can be handed to another
-// goroutine as is. ParseFrame and ParseBody alias the caller's input
+// ReadFrame reads each frame into a buffer of its own; every []byte in
+// the decoded frame (Transfer.Payload, delivery tags, binary values)
+// aliases that buffer, so a frame can be handed to another goroutine as
+// is. Nothing else uses the buffer until its owner says so: a transfer of
+// up to MaxPooledBody bytes is read into a pooled Buffer (Transfer.Buf),
+// which returns to the pool — and is overwritten by a later frame — only
+// when its owner calls Release; every other frame's buffer is left to the
+// garbage collector. ParseFrame and ParseBody alias the caller's input
 // instead. Message.UnmarshalBinary aliases its input in the same way,
 // including RawBody.
 //
