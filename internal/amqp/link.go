@@ -348,19 +348,14 @@ func (d *IncomingDelivery) Settle(state frames.DeliveryState) {
 // group settled at once leaves as one disposition per run of consecutive
 // ids, never split by the session waking up half-way through the group.
 func (l *IncomingLink) SettleAll(ds []*IncomingDelivery, state frames.DeliveryState) {
-	s := l.sess
-	s.opsMu.Lock()
-	if s.dead {
-		s.opsMu.Unlock()
-		return
-	}
-	for _, d := range ds {
-		if !d.Settled {
-			s.ops = append(s.ops, op{kind: opSettleIn, in: d, state: state})
+	l.sess.enqueueMany(func(ops []op) []op {
+		for _, d := range ds {
+			if !d.Settled {
+				ops = append(ops, op{kind: opSettleIn, in: d, state: state})
+			}
 		}
-	}
-	s.opsMu.Unlock()
-	s.signal()
+		return ops
+	})
 }
 
 // OutgoingLink is a link on which the broker sends and the client
@@ -465,19 +460,14 @@ func (l *OutgoingLink) SettleAll(ds []*OutgoingDelivery, states []frames.Deliver
 	if len(states) != len(ds) {
 		panic("amqp: SettleAll with a state count unlike the delivery count")
 	}
-	s := l.sess
-	s.opsMu.Lock()
-	if s.dead {
-		s.opsMu.Unlock()
-		return
-	}
-	for i, d := range ds {
-		if d.link != nil && !d.settled {
-			s.ops = append(s.ops, op{kind: opSettleOut, out: d, state: states[i]})
+	l.sess.enqueueMany(func(ops []op) []op {
+		for i, d := range ds {
+			if d.link != nil && !d.settled {
+				ops = append(ops, op{kind: opSettleOut, out: d, state: states[i]})
+			}
 		}
-	}
-	s.opsMu.Unlock()
-	s.signal()
+		return ops
+	})
 }
 
 // Send queues d for transmission. It consumes one unit of credit and

@@ -267,31 +267,41 @@ func TestDispositionRanges(t *testing.T) {
 		return true
 	}
 	r := sendRaw(t, b, 6)
-	type rng struct {
-		first, last uint32
-		state       string
+	want := []dispRange{{100, 101, "*frames.Accepted"}, {102, 102, "*frames.Rejected"}, {103, 105, "*frames.Accepted"}}
+	if got := readDispositions(t, r, frames.RoleReceiver, len(want)); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("dispositions %v, want %v", got, want)
 	}
-	var got []rng
-	for len(got) < 3 {
+}
+
+// dispRange is one settled disposition: its delivery-id range and the
+// type of its state.
+type dispRange struct {
+	first, last uint32
+	state       string
+}
+
+// readDispositions reads frames until n dispositions have come, skipping
+// flows; each must be settled and from role.
+func readDispositions(t *testing.T, r *rawClient, role frames.Role, n int) []dispRange {
+	t.Helper()
+	var got []dispRange
+	for len(got) < n {
 		switch fr := r.next().(type) {
 		case *frames.Disposition:
-			if fr.Role != frames.RoleReceiver || !fr.Settled {
-				t.Errorf("disposition %v", fr)
+			if fr.Role != role || !fr.Settled {
+				t.Fatalf("disposition %v", fr)
 			}
 			last := fr.First
 			if fr.Last != nil {
 				last = *fr.Last
 			}
-			got = append(got, rng{fr.First, last, fmt.Sprintf("%T", fr.State)})
+			got = append(got, dispRange{fr.First, last, fmt.Sprintf("%T", fr.State)})
 		case *frames.Flow:
 		default:
 			t.Fatalf("unexpected %v", fr)
 		}
 	}
-	want := []rng{{100, 101, "*frames.Accepted"}, {102, 102, "*frames.Rejected"}, {103, 105, "*frames.Accepted"}}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("dispositions %v, want %v", got, want)
-	}
+	return got
 }
 
 // TestSettleAllOneDisposition settles a group of deliveries from another
@@ -379,29 +389,8 @@ func TestOutgoingSettleAllOneStep(t *testing.T) {
 		}
 		ds[0].Link().SettleAll(ds, states)
 	}()
-	type rng struct {
-		first, last uint32
-		state       string
-	}
-	want := []rng{{first, first + 6, "*frames.Accepted"}, {first + 7, first + 7, "*frames.Rejected"}, {first + 8, first + n - 1, "*frames.Accepted"}}
-	var got []rng
-	for len(got) < len(want) {
-		switch fr := r.next().(type) {
-		case *frames.Disposition:
-			if fr.Role != frames.RoleSender || !fr.Settled {
-				t.Fatalf("disposition %v", fr)
-			}
-			last := fr.First
-			if fr.Last != nil {
-				last = *fr.Last
-			}
-			got = append(got, rng{fr.First, last, fmt.Sprintf("%T", fr.State)})
-		case *frames.Flow:
-		default:
-			t.Fatalf("unexpected %v", fr)
-		}
-	}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
+	want := []dispRange{{first, first + 6, "*frames.Accepted"}, {first + 7, first + 7, "*frames.Rejected"}, {first + 8, first + n - 1, "*frames.Accepted"}}
+	if got := readDispositions(t, r, frames.RoleSender, len(want)); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("dispositions %v, want %v", got, want)
 	}
 }

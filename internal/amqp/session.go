@@ -122,6 +122,19 @@ func (s *Session) enqueue(o op) {
 	s.signal()
 }
 
+// enqueueMany queues the ops add appends, in one step: the mux sees all
+// of them or none (a group settled at once is not split by a wake-up).
+func (s *Session) enqueueMany(add func([]op) []op) {
+	s.opsMu.Lock()
+	if s.dead {
+		s.opsMu.Unlock()
+		return
+	}
+	s.ops = add(s.ops)
+	s.opsMu.Unlock()
+	s.signal()
+}
+
 func (s *Session) markReady(l *OutgoingLink) {
 	s.opsMu.Lock()
 	if s.dead {
