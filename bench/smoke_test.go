@@ -91,9 +91,9 @@ func TestSmoke(t *testing.T) {
 		case res.NA == "n/a (topics not yet available)" && res.Workload == "W5":
 		case res.NA != "":
 			t.Errorf("%s %s %s: %s %s", res.Workload, res.Target, res.Params, res.NA, res.Note)
-		case res.Msgs <= 0 && res.Metric != "kill -9 → first delivery":
+		case res.Msgs <= 0 && res.Metric != killMetric:
 			t.Errorf("%s %s %s: no messages", res.Workload, res.Target, res.Params)
-		case res.Metric == "kill -9 → first delivery" && res.Lat.Max <= 0:
+		case res.Metric == killMetric && res.Lat.Max <= 0:
 			t.Errorf("W4: no first-delivery time")
 		case strings.HasPrefix(res.Note, "drained") && !strings.HasPrefix(res.Note, "drained 2000 of 2000"):
 			t.Errorf("W4 drain: %s", res.Note)

@@ -607,11 +607,11 @@ func (r *Runner) w5(ctx context.Context, t *Target, nsub int, drain bool) {
 	}
 	// Measured as W1 is (the same sender): after the warm-up, so that
 	// the figure does not include dialling, attaching and the first
-	// seconds of a fresh broker process.
+	// seconds of a fresh broker process — and, as W1, for W5Dur after it.
 	w := newWindow(r.Plan.Warm, m, prog)
 	lat := &recorder{}
 	start := time.Now()
-	sent, err := sendLoad(ctx, t.Client, sendAddr, w5Conns, w5Window, r.Plan.Size, n, r.Plan.W5Dur, w, lat)
+	sent, err := sendLoad(ctx, t.Client, sendAddr, w5Conns, w5Window, r.Plan.Size, n, r.Plan.W5Dur+r.Plan.Warm, w, lat)
 	msgs, secs := w.result(start)
 	m.record(&res, msgs)
 	if err != nil {
