@@ -341,9 +341,11 @@ func (q *entity) readDelivery(sub SubQueue, r *rec, tok uuid.UUID) (*Delivery, e
 	return decodeDelivery(data, r, tok)
 }
 
-// decodeDelivery decodes the stored data of r into a Delivery.
+// decodeDelivery decodes the stored data of r into a Delivery. data is
+// the caller's own (a store read) and becomes the message's: its body and
+// binary values alias it rather than being copied once more.
 func decodeDelivery(data []byte, r *rec, tok uuid.UUID) (*Delivery, error) {
-	m, err := message.Unmarshal(data)
+	m, err := message.UnmarshalShared(data)
 	if err != nil {
 		return nil, err
 	}

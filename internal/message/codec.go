@@ -351,11 +351,29 @@ func Unmarshal(data []byte) (*Message, error) {
 	return m, nil
 }
 
+// UnmarshalShared decodes data as Unmarshal does, except that the
+// message's byte slices (Body, UserID, binary ids and values) alias data
+// instead of being copies: one allocation and copy of the payload less.
+// The caller hands data over: it must not change or reuse it while the
+// message is in use. The slices are capped, so appending to one never
+// writes into its neighbours.
+func UnmarshalShared(data []byte) (*Message, error) {
+	m := new(Message)
+	if err := m.unmarshal(data, true); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
 // UnmarshalBinary implements encoding.BinaryUnmarshaler. It overwrites
 // every field of m.
 func (m *Message) UnmarshalBinary(data []byte) error {
+	return m.unmarshal(data, false)
+}
+
+func (m *Message) unmarshal(data []byte, shared bool) error {
 	*m = Message{}
-	d := decoder{b: data}
+	d := decoder{b: data, shared: shared}
 	if v := d.byte(); v != codecVersion {
 		if d.err != nil {
 			return d.err
@@ -659,8 +677,9 @@ func nilIfEmpty(m map[string]any) map[string]any {
 }
 
 type decoder struct {
-	b   []byte
-	err error
+	b      []byte
+	err    error
+	shared bool // bytes aliases b instead of copying (UnmarshalShared)
 }
 
 func (d *decoder) fail(what string) {
@@ -715,6 +734,12 @@ func (d *decoder) bytes() []byte {
 	r := d.raw(d.uvarint())
 	if d.err != nil {
 		return nil
+	}
+	if d.shared {
+		if len(r) == 0 {
+			return nil // as a copy would be
+		}
+		return r[:len(r):len(r)]
 	}
 	return append([]byte(nil), r...)
 }

@@ -72,6 +72,44 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+// TestUnmarshalShared: the sharing decode gives the same message, with
+// its byte slices inside data and capped at their own length.
+func TestUnmarshalShared(t *testing.T) {
+	for _, m := range []*Message{{}, {Body: []byte("x")}, {MessageID: []byte{1}}, full()} {
+		b, err := Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := UnmarshalShared(b)
+		if err != nil || !reflect.DeepEqual(got, m) {
+			t.Fatalf("UnmarshalShared = %#v, %v; want %#v", got, err, m)
+		}
+		for name, s := range map[string][]byte{"body": got.Body, "user-id": got.UserID, "bin": asBytes(got.ApplicationProperties["bin"]), "id": asBytes(got.MessageID)} {
+			if len(s) == 0 {
+				continue
+			}
+			if !within(s, b) || cap(s) != len(s) {
+				t.Fatalf("%s: not a capped slice of the input", name)
+			}
+		}
+	}
+	if _, err := UnmarshalShared([]byte{99}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("corrupt input: %v", err)
+	}
+}
+
+func asBytes(v any) []byte { b, _ := v.([]byte); return b }
+
+// within reports whether s lies inside b.
+func within(s, b []byte) bool {
+	for i := range b {
+		if &b[i] == &s[0] {
+			return i+len(s) <= len(b)
+		}
+	}
+	return false
+}
+
 func TestTimesDecodeAsUTC(t *testing.T) {
 	loc := time.FixedZone("X", 3600)
 	ts := time.Date(2026, 1, 2, 3, 4, 5, 6, loc)
@@ -165,6 +203,10 @@ func FuzzUnmarshal(f *testing.F) {
 				t.Fatalf("error %v is not ErrCorrupt", err)
 			}
 			return
+		}
+		// The sharing decode agrees.
+		if ms, err := UnmarshalShared(data); err != nil || !reflect.DeepEqual(ms, m) && !hasNaN(m) {
+			t.Fatalf("UnmarshalShared disagrees with Unmarshal: %v", err)
 		}
 		// Whatever decodes re-encodes and decodes to the same message.
 		b, err := Marshal(m)
