@@ -165,10 +165,8 @@ func (s *senderLink) sendGroup(group []decoded) {
 		return
 	}
 	if len(group) == 1 {
-		for _, g := range group {
-			g.err = err
-			s.settle(g)
-		}
+		group[0].err = err
+		s.settle(group[0])
 		return
 	}
 	for _, g := range group {

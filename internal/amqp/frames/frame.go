@@ -128,16 +128,12 @@ func ReadFrame(r *bufio.Reader, maxFrameSize uint32) (Frame, error) {
 	if pb, ok, err := readPooledTransfer(r, n); err != nil {
 		return Frame{}, err
 	} else if ok {
-		f.Body, err = ParseBody(pb.b)
-		if t, _ := f.Body.(*Transfer); err == nil && t != nil {
-			t.Buf = pb
-			return f, nil
+		if f.Body, err = ParseBody(pb.b); err != nil {
+			pb.Release()
+			return Frame{}, err
 		}
-		pb.Release()
-		if err == nil {
-			err = fmt.Errorf("frames: transfer descriptor parsed as %T", f.Body)
-		}
-		return Frame{}, err
+		f.Body.(*Transfer).Buf = pb // the transfer descriptor parses as one
+		return f, nil
 	}
 	buf, err := readBody(r, n)
 	if err != nil {

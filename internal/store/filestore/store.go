@@ -223,30 +223,45 @@ func (s *Store) ReadData(entityID, seq uint64) ([]byte, error) {
 		return nil, store.ErrClosed
 	}
 	s.mu.RLock()
+	seg, ent, err := s.pinDataLocked(entityID, seq)
+	s.mu.RUnlock()
+	if err != nil || seg == nil {
+		return emptyData(err)
+	}
+	defer seg.release()
+	return readData(seg, ent)
+}
+
+// pinDataLocked finds the Data of message (entityID, seq) and pins its
+// segment (the caller releases it once read). A nil segment with a nil
+// error is empty Data. mu is held, for reading at least.
+func (s *Store) pinDataLocked(entityID, seq uint64) (*segment, entry, error) {
 	e := s.mu.ix.entities[entityID]
 	if e == nil {
-		s.mu.RUnlock()
-		return nil, store.ErrNotFound
+		return nil, entry{}, store.ErrNotFound
 	}
 	c, i, ok := e.lookup(seq)
 	if !ok {
-		s.mu.RUnlock()
-		return nil, store.ErrNotFound
+		return nil, entry{}, store.ErrNotFound
 	}
 	ent := c.ents[i]
 	if ent.size == 0 {
-		s.mu.RUnlock()
-		return []byte{}, nil
+		return nil, ent, nil
 	}
 	seg := s.mu.segs[ent.seg]
 	if seg == nil {
-		s.mu.RUnlock()
-		return nil, fmt.Errorf("filestore: message %d/%d: segment %d missing: %w", entityID, seq, ent.seg, store.ErrCorrupt)
+		return nil, ent, fmt.Errorf("filestore: message %d/%d: segment %d missing: %w", entityID, seq, ent.seg, store.ErrCorrupt)
 	}
 	seg.refs.Add(1)
-	s.mu.RUnlock()
-	defer seg.release()
-	return readData(seg, ent)
+	return seg, ent, nil
+}
+
+// emptyData is ReadData's answer when pinDataLocked found nothing to read.
+func emptyData(err error) ([]byte, error) {
+	if err != nil {
+		return nil, err
+	}
+	return []byte{}, nil
 }
 
 // Limits of one coalesced read in ReadDataBatch: the Data of neighbouring
@@ -279,27 +294,11 @@ func (s *Store) ReadDataBatch(refs []store.DataRef) ([][]byte, []error) {
 	ws := make([]want, 0, len(refs))
 	s.mu.RLock()
 	for i, r := range refs {
-		e := s.mu.ix.entities[r.EntityID]
-		if e == nil {
-			errs[i] = store.ErrNotFound
+		seg, ent, err := s.pinDataLocked(r.EntityID, r.Seq)
+		if err != nil || seg == nil {
+			datas[i], errs[i] = emptyData(err)
 			continue
 		}
-		c, j, ok := e.lookup(r.Seq)
-		if !ok {
-			errs[i] = store.ErrNotFound
-			continue
-		}
-		ent := c.ents[j]
-		if ent.size == 0 {
-			datas[i] = []byte{}
-			continue
-		}
-		seg := s.mu.segs[ent.seg]
-		if seg == nil {
-			errs[i] = fmt.Errorf("filestore: message %d/%d: segment %d missing: %w", r.EntityID, r.Seq, ent.seg, store.ErrCorrupt)
-			continue
-		}
-		seg.refs.Add(1)
 		ws = append(ws, want{i: i, seg: seg, ent: ent})
 	}
 	s.mu.RUnlock()
@@ -339,8 +338,7 @@ func (s *Store) ReadDataBatch(refs []store.DataRef) ([][]byte, []error) {
 			from := int64(w.ent.off) - start
 			to := from + int64(w.ent.size)
 			d := buf[from:to:to]
-			if crc(d) != w.ent.crc {
-				errs[w.i] = fmt.Errorf("filestore: %s: offset %d: data checksum mismatch: %w", w.seg.path, w.ent.off, store.ErrCorrupt)
+			if errs[w.i] = checkData(w.seg, w.ent, d); errs[w.i] != nil {
 				continue
 			}
 			if from < taken {
@@ -364,10 +362,18 @@ func readData(seg *segment, ent entry) ([]byte, error) {
 		}
 		return nil, fmt.Errorf("filestore: %w", err)
 	}
-	if crc(buf) != ent.crc {
-		return nil, fmt.Errorf("filestore: %s: offset %d: data checksum mismatch: %w", seg.path, ent.off, store.ErrCorrupt)
+	if err := checkData(seg, ent, buf); err != nil {
+		return nil, err
 	}
 	return buf, nil
+}
+
+// checkData checks that d, read for ent, has the checksum ent records.
+func checkData(seg *segment, ent entry, d []byte) error {
+	if crc(d) != ent.crc {
+		return fmt.Errorf("filestore: %s: offset %d: data checksum mismatch: %w", seg.path, ent.off, store.ErrCorrupt)
+	}
+	return nil
 }
 
 // snapshot freezes the index (see index.snapshot) and notes the log
