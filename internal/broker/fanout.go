@@ -388,7 +388,7 @@ func (t *topic) enqueue(ctx context.Context, pend []pendingMsg, total, now int64
 		ops = append(ops, fw.ops...)
 	}
 	sc.ops, sc.copies, sc.meta = ops, f.copies, f.metas
-	sc.batch.Ops = ops
+	sc.batch.Ops, sc.batch.Follower = ops, followerOf(ctx)
 	cerr := b.store.Commit(&sc.batch, true)
 	if fw != nil {
 		fw.committed = cerr == nil

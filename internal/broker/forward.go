@@ -314,7 +314,7 @@ func (q *entity) forwardDue(now int64) {
 	defer q.inflight.Done()
 
 	if len(expired) > 0 || len(ops) > 0 {
-		err := q.persist(expired, ops, false)
+		err := q.persist(nil, expired, ops, false)
 		q.lock()
 		q.applyLocked(expired, err, now)
 		q.mu.Unlock()
@@ -389,7 +389,7 @@ func (q *entity) forward(job forwardJob, now int64) {
 
 	var ferr error
 	if len(failed) > 0 {
-		ferr = q.persist(failed, nil, true)
+		ferr = q.persist(nil, failed, nil, true)
 		if ferr != nil {
 			q.b.log.Error("moving messages to the transfer dead-letter queue failed; retrying", "entity", q.path(job.sub), "err", ferr)
 		}

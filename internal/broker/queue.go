@@ -823,9 +823,15 @@ func (q *entity) lockEndLocked(sub SubQueue, r *rec, now int64, props map[string
 // held; returns with mu released and the commit's error. The entity
 // counts as in flight meanwhile, so Close and Delete wait for it.
 func (q *entity) commitLocked(ts []transition, ops []store.Op, sync bool, now int64) error {
+	return q.commitLockedAs(nil, ts, ops, sync, now)
+}
+
+// commitLockedAs is commitLocked for a committer that is a follower
+// (store.Follower); fol may be nil.
+func (q *entity) commitLockedAs(fol *Follower, ts []transition, ops []store.Op, sync bool, now int64) error {
 	q.inflight.Add(1)
 	q.mu.Unlock()
-	err := q.persist(ts, ops, sync)
+	err := q.persist(fol, ts, ops, sync)
 	q.lock()
 	q.applyLocked(ts, err, now)
 	q.rearmLocked()
@@ -835,9 +841,9 @@ func (q *entity) commitLocked(ts []transition, ops []store.Op, sync bool, now in
 }
 
 // persist is phase 2: rewrite data where needed and commit the
-// transitions with ops appended. No lock is held.
-func (q *entity) persist(ts []transition, ops []store.Op, sync bool) error {
-	batch := store.Batch{Ops: q.transitionOps(make([]store.Op, 0, len(ts)+len(ops)), ts)}
+// transitions with ops appended, as fol (may be nil). No lock is held.
+func (q *entity) persist(fol *Follower, ts []transition, ops []store.Op, sync bool) error {
+	batch := store.Batch{Ops: q.transitionOps(make([]store.Op, 0, len(ts)+len(ops)), ts), Follower: fol}
 	batch.Ops = append(batch.Ops, ops...)
 	var garbage []int64
 	if q.topic != nil {

@@ -306,7 +306,7 @@ func (q *entity) deliverLocked(sub SubQueue, mode ReceiveMode, out []taken, ts [
 			q.mu.Unlock()
 		}()
 	}
-	err := q.persist(ts, ops, mode == ReceiveAndDelete)
+	err := q.persist(nil, ts, ops, mode == ReceiveAndDelete)
 	q.lock()
 	q.applyLocked(ts, err, now)
 	if mode == PeekLock {

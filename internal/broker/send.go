@@ -28,6 +28,26 @@ func (b *Broker) Send(ctx context.Context, path string, msgs []*message.Message)
 	return err
 }
 
+// Follower marks a closed-loop sender (store.Follower): one goroutine
+// whose Sends never overlap, and which after each Send either sends again
+// at once or calls Idle. A busy AMQP sender link is one. The store may
+// then wait for its next send before an fsync, so that the sends of many
+// such senders share it.
+type Follower = store.Follower
+
+type followerKey struct{}
+
+// WithFollower returns ctx carrying f; Send and Schedule with it commit as
+// f.
+func WithFollower(ctx context.Context, f *Follower) context.Context {
+	return context.WithValue(ctx, followerKey{}, f)
+}
+
+func followerOf(ctx context.Context) *Follower {
+	f, _ := ctx.Value(followerKey{}).(*Follower)
+	return f
+}
+
 // Schedule enqueues msgs to appear at `at` and returns their sequence
 // numbers (for CancelScheduled). A zero `at` takes each message's
 // x-opt-scheduled-enqueue-time annotation. A time not in the future
@@ -334,7 +354,7 @@ func (q *entity) enqueue(ctx context.Context, pend []pendingMsg, total, now int6
 		ops = append(ops, fw.ops...)
 	}
 	sc.ops, sc.meta = ops, meta
-	sc.batch.Ops = ops
+	sc.batch.Ops, sc.batch.Follower = ops, followerOf(ctx)
 	cerr := b.store.Commit(&sc.batch, true)
 	if fw != nil {
 		fw.committed = cerr == nil
@@ -420,7 +440,7 @@ var sendScratchPool = sync.Pool{New: func() any {
 func (sc *sendScratch) release() {
 	clear(sc.ops)
 	clear(sc.copies)
-	sc.batch.Ops = nil
+	sc.batch.Ops, sc.batch.Follower = nil, nil
 	if cap(sc.ops) > 8192 || cap(sc.copies) > 8192 || cap(sc.meta) > 256<<10 {
 		return
 	}

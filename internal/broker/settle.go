@@ -83,7 +83,7 @@ func (b *Broker) CompleteBatch(ctx context.Context, path string, toks []uuid.UUI
 		return errs
 	}
 	q.touchLocked(now)
-	if err := q.commitLocked(ts, q.saveAccessedLocked(nil), true, now); err != nil {
+	if err := q.commitLockedAs(followerOf(ctx), ts, q.saveAccessedLocked(nil), true, now); err != nil {
 		for _, i := range done {
 			errs[i] = err
 		}

@@ -38,6 +38,10 @@ type receiverLink struct {
 	completes []pendingComplete
 	spare     []pendingComplete // the settler's previous batch, for reuse
 	settling  bool              // a settler goroutine is running
+	// fol makes the settler a closed-loop committer (broker.Follower),
+	// as a sender link is; settleCtx carries it into CompleteBatch.
+	fol       broker.Follower
+	settleCtx context.Context
 }
 
 // pendingComplete is a client's accepted outcome not yet applied.
@@ -72,10 +76,8 @@ func (c *conn) attachReceiver(l *amqp.OutgoingLink, a address) error {
 		}
 		return c.refuse("attach", a.path(), err)
 	}
-	rl := &receiverLink{
-		c: c, l: l, r: r, path: r.Path(), peekLock: mode == broker.PeekLock,
-		wake: make(chan struct{}, 1), done: make(chan struct{}),
-	}
+	rl := c.newReceiverLink(l, r.Path(), mode)
+	rl.r = r
 	l.OnFlow = rl.onFlow
 	l.OnDisposition = rl.onDisposition
 	l.OnDetach = rl.onDetach
@@ -84,6 +86,15 @@ func (c *conn) attachReceiver(l *amqp.OutgoingLink, a address) error {
 		return c.refuse("attach", a.path(), &broker.Error{Kind: broker.KindClosed, Msg: "The connection is closing."})
 	}
 	return nil
+}
+
+func (c *conn) newReceiverLink(l *amqp.OutgoingLink, path string, mode broker.ReceiveMode) *receiverLink {
+	rl := &receiverLink{
+		c: c, l: l, path: path, peekLock: mode == broker.PeekLock,
+		wake: make(chan struct{}, 1), done: make(chan struct{}),
+	}
+	rl.settleCtx = broker.WithFollower(c.ctx, &rl.fol)
+	return rl
 }
 
 func (rl *receiverLink) signal() {
@@ -287,6 +298,7 @@ func (rl *receiverLink) settleCompletes() {
 		toks   []uuid.UUID
 		ds     []*amqp.OutgoingDelivery
 		states []frames.DeliveryState
+		last   int // completes in the last batch
 	)
 	accepted := &frames.Accepted{}
 	for {
@@ -295,6 +307,12 @@ func (rl *receiverLink) settleCompletes() {
 		if len(batch) == 0 {
 			rl.settling = false
 			rl.settleMu.Unlock()
+			// The follower's answer (see senderLink.run): a client that
+			// completed a window's worth at once completes again soon,
+			// so then the store may wait for the next batch.
+			if !rl.fol.Promised() || last < windowBound {
+				rl.fol.Idle()
+			}
 			return
 		}
 		if len(batch) > maxCompleteBatch {
@@ -312,7 +330,9 @@ func (rl *receiverLink) settleCompletes() {
 		for _, p := range batch {
 			toks = append(toks, p.tok)
 		}
-		errs := rl.c.h.broker.CompleteBatch(rl.c.ctx, rl.path, toks)
+		last = len(batch)
+		rl.fol.Promise(last >= windowBound)
+		errs := rl.c.h.broker.CompleteBatch(rl.settleCtx, rl.path, toks)
 		ds, states = ds[:0], states[:0]
 		for i, p := range batch {
 			ds = append(ds, p.d)

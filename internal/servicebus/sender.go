@@ -1,6 +1,7 @@
 package servicebus
 
 import (
+	"context"
 	"fmt"
 	"sync"
 
@@ -18,6 +19,15 @@ const messageFormatBatch uint32 = 0x80013700
 
 // Limits of one broker.Send that groups pipelined transfers.
 const (
+	// windowBound: a link that stores at least this many deliveries at
+	// once promises the store an answer (broker.Follower); if nothing
+	// more arrived meanwhile its client is bound by its window and sends
+	// again as soon as the settlements reach it, so the link does not call
+	// Idle but lets the store wait for those (boundedly). A client at a
+	// modest pace never stores so many at once: 16 per fdatasync of
+	// ≈ 0.2 ms is 80k msg/s.
+	windowBound = 16
+
 	maxGroupDeliveries = 256
 	maxGroupBytes      = 4 << 20
 	senderMaxUnsettled = 5000
@@ -34,6 +44,12 @@ type senderLink struct {
 	wake   chan struct{}
 	done   chan struct{}
 	detach sync.Once
+
+	// fol makes the link a closed-loop committer (broker.Follower): after
+	// each Send it sends again at once or calls Idle, so the store can
+	// wait for it before an fsync. ctx carries it into Send.
+	fol broker.Follower
+	ctx context.Context
 
 	mu      sync.Mutex
 	pending []*amqp.IncomingDelivery
@@ -56,6 +72,7 @@ func (c *conn) attachSender(l *amqp.IncomingLink, a address) error {
 		return c.refuse("attach", a.path(), err)
 	}
 	s := &senderLink{c: c, l: l, path: name, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	s.ctx = broker.WithFollower(c.ctx, &s.fol)
 	// §0.2, §3.4: a non-zero max-message-size, the entity's limit; the
 	// endpoint rejects larger transfers with message-size-exceeded.
 	l.Reply.MaxMessageSize = maxSize
@@ -78,7 +95,15 @@ func (s *senderLink) onDelivery(d *amqp.IncomingDelivery) {
 	}
 }
 
+// run stores the link's deliveries as they come. As a follower it
+// promises an answer to the return of a large Send (windowBound): the
+// next Send if deliveries piled up meanwhile, else Idle — unless the
+// client looks bound by its window, whose next deliveries are then on
+// their way. Small Sends (a client at a modest pace) promise nothing, so
+// the store never waits for them.
 func (s *senderLink) run() {
+	defer s.fol.Idle()
+	last := 0 // deliveries in the last store
 	for {
 		select {
 		case <-s.done:
@@ -93,8 +118,13 @@ func (s *senderLink) run() {
 			s.pending = nil
 			s.mu.Unlock()
 			if len(batch) == 0 {
+				if !s.fol.Promised() || last < windowBound {
+					s.fol.Idle() // nothing piled up while the last Send waited
+				}
 				break
 			}
+			last = len(batch)
+			s.fol.Promise(last >= windowBound)
 			s.store(batch)
 		}
 	}
@@ -155,7 +185,7 @@ func (s *senderLink) sendGroup(group []decoded) {
 	for _, g := range group {
 		all = append(all, g.msgs...)
 	}
-	err := s.c.h.broker.Send(s.c.ctx, s.path, all)
+	err := s.c.h.broker.Send(s.ctx, s.path, all)
 	if err == nil {
 		ds := make([]*amqp.IncomingDelivery, len(group))
 		for i, g := range group {
@@ -170,7 +200,7 @@ func (s *senderLink) sendGroup(group []decoded) {
 		return
 	}
 	for _, g := range group {
-		g.err = s.c.h.broker.Send(s.c.ctx, s.path, g.msgs)
+		g.err = s.c.h.broker.Send(s.ctx, s.path, g.msgs)
 		s.settle(g)
 	}
 }

@@ -139,10 +139,7 @@ func acceptTimeout(props map[frames.Symbol]any) time.Duration {
 // named session, deferred (long poll) for the next available one.
 func (c *conn) attachSessionReceiver(l *amqp.OutgoingLink, a address, f sessionFilter, mode broker.ReceiveMode) error {
 	path := a.path()
-	rl := &receiverLink{
-		c: c, l: l, path: path, peekLock: mode == broker.PeekLock,
-		wake: make(chan struct{}, 1), done: make(chan struct{}),
-	}
+	rl := c.newReceiverLink(l, path, mode)
 	if !f.next {
 		r, err := c.h.broker.AcceptSession(path, f.id, mode)
 		if err != nil {

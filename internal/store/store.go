@@ -21,7 +21,9 @@
 // are visible on recovery or none are. Commit with sync=true returns only
 // once the batch is durable (fsync'd); concurrent committers share one fsync
 // (group commit). Commit with sync=false returns once the batch is ordered
-// in the log; it becomes durable with the next synced commit or flush.
+// in the log; it becomes durable with the next synced commit or flush. A
+// committer that runs a closed loop can say so (Follower), so that a store
+// may wait for its next commit before an fsync.
 //
 // Operation rules (identical in every implementation, so that replaying a
 // log gives the same state as applying it live):
@@ -97,6 +99,9 @@ type Op struct {
 // The store does not retain the slices after Commit returns.
 type Batch struct {
 	Ops []Op
+	// Follower, if set, says the committer is a closed-loop one (see
+	// Follower); the store may wait for its next commit before an fsync.
+	Follower *Follower
 }
 
 // Add appends op to the batch.
@@ -106,7 +111,7 @@ func (b *Batch) Add(op Op) { b.Ops = append(b.Ops, op) }
 func (b *Batch) Len() int { return len(b.Ops) }
 
 // Reset empties the batch for reuse.
-func (b *Batch) Reset() { b.Ops = b.Ops[:0] }
+func (b *Batch) Reset() { b.Ops, b.Follower = b.Ops[:0], nil }
 
 // Entity is a recovered entity.
 type Entity struct {

@@ -23,6 +23,15 @@
 // its record was written. A batch is one record, so it is atomic: after a crash it is
 // either whole (checksums match) or dropped with the torn tail.
 //
+// One wait is allowed before an fdatasync: for the followers
+// (store.Follower) the previous fdatasync released that promised to
+// answer — to commit again at once or say Idle. A busy sender link is
+// one: its next group piled up while it waited, so without the wait each
+// fdatasync would cover only the first link to come back. The wait ends
+// when every awaited follower has answered, or after Options.FollowerWait
+// (500 µs), after which they are not waited for again; committers that
+// promised nothing are never waited for.
+//
 // The preparer creates the next segment ahead of time: it fills a file
 // with zeros and syncs it, so that appending to it changes no file
 // metadata and fdatasync has only data to flush. On this machine that made

@@ -53,6 +53,10 @@ type Options struct {
 	// metadata and fdatasync has only data to flush (markedly faster group
 	// commits on ext4), at the cost of writing each segment twice.
 	NoPreallocate bool
+	// FollowerWait bounds how long an fdatasync waits for the next
+	// commits of the followers (store.Follower) the previous one released.
+	// Default 500 µs; negative never waits.
+	FollowerWait time.Duration
 	// NoSync never calls fsync: Commit(b, true) returns once b is written
 	// to the OS. For benchmarks of a non-durable tier only.
 	NoSync bool
@@ -94,6 +98,9 @@ func (o *Options) setDefaults() error {
 	}
 	if o.CompactRate <= 0 {
 		o.CompactRate = 32 << 20
+	}
+	if o.FollowerWait == 0 {
+		o.FollowerWait = 500 * time.Microsecond
 	}
 	if o.MaxGroupBytes <= 0 {
 		o.MaxGroupBytes = 4 << 20

@@ -55,18 +55,20 @@ type Store struct {
 		logWritten int64     // total log bytes ever written (this process)
 	}
 
-	reqc       chan *request
-	syncc      chan syncJob
-	syncedLSN  atomic.Uint64 // highest LSN known durable
-	prepc      chan prepared // the preparer's next preallocated segment
-	prepReq    chan struct{} // asks the preparer for one
-	prepBytes  atomic.Int64  // size of a prepared, unused segment file
-	nGroups    atomic.Int64  // group writes, for benchmarks
-	nSyncs     atomic.Int64  // fdatasync calls by the syncer, for benchmarks
-	syncNanos  atomic.Int64  // time the syncer spent in them
-	stopWriter chan struct{}
-	writerDone chan struct{}
-	w          writerState // owned by the writer goroutine
+	reqc            chan *request
+	syncc           chan syncJob
+	syncedLSN       atomic.Uint64 // highest LSN known durable
+	prepc           chan prepared // the preparer's next preallocated segment
+	prepReq         chan struct{} // asks the preparer for one
+	prepBytes       atomic.Int64  // size of a prepared, unused segment file
+	nGroups         atomic.Int64  // group writes, for benchmarks
+	nSyncs          atomic.Int64  // fdatasync calls by the syncer, for benchmarks
+	syncNanos       atomic.Int64  // time the syncer spent in them
+	gate            *store.Gate   // followers the syncer waits for
+	nGatherTimeouts atomic.Int64  // waits for followers that ran out
+	stopWriter      chan struct{}
+	writerDone      chan struct{}
+	w               writerState // owned by the writer goroutine
 
 	// maintMu serialises checkpoints and compaction passes.
 	maintMu   sync.Mutex
@@ -101,6 +103,7 @@ func Open(opts Options) (*Store, error) {
 		log:        opts.Logger.With("dir", opts.Dir),
 		reqc:       make(chan *request, 4096),
 		syncc:      make(chan syncJob, 1),
+		gate:       store.NewGate(),
 		prepc:      make(chan prepared, 1),
 		prepReq:    make(chan struct{}, 1),
 		stopWriter: make(chan struct{}),
@@ -185,6 +188,9 @@ func (s *Store) Commit(b *store.Batch, sync bool) error {
 		return nil
 	}
 	r.sync = sync
+	if sync && b != nil {
+		r.fol = b.Follower
+	}
 	return s.submit(r)
 }
 
@@ -495,16 +501,19 @@ func (s *Store) closeFiles() {
 }
 
 // LogStats counts the log's group commits since Open: group writes, the
-// syncer's fdatasync rounds and the time spent in them. Benchmarks report
+// syncer's fdatasync rounds and the time spent in them, and the waits for
+// followers' answers that ran out (Options.FollowerWait). Benchmarks report
 // them next to their throughput, so that a slow disk is told apart from a
 // slow broker (docs/benchmarks.md).
 type LogStats struct {
-	Groups   int64
-	Syncs    int64
-	SyncTime time.Duration
+	Groups         int64
+	Syncs          int64
+	SyncTime       time.Duration
+	GatherTimeouts int64
 }
 
 // LogStats returns the group-commit counters.
 func (s *Store) LogStats() LogStats {
-	return LogStats{Groups: s.nGroups.Load(), Syncs: s.nSyncs.Load(), SyncTime: time.Duration(s.syncNanos.Load())}
+	return LogStats{Groups: s.nGroups.Load(), Syncs: s.nSyncs.Load(), SyncTime: time.Duration(s.syncNanos.Load()),
+		GatherTimeouts: s.nGatherTimeouts.Load()}
 }

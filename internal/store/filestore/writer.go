@@ -5,12 +5,15 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/busbarmq/busbar/internal/store"
 )
 
 // request is one Commit (rec set) or sync (rec nil) handed to the writer.
 type request struct {
 	rec  []byte // record: header (completed by the writer) + payload
 	sync bool
+	fol  *store.Follower // the committer, if it is a follower (sync only)
 	done chan error
 
 	// Set by the writer for records.
@@ -33,7 +36,7 @@ func putRequest(r *request) {
 		r.rec = nil
 	}
 	r.rec = r.rec[:0]
-	r.sync, r.seg, r.off, r.lsn = false, nil, 0, 0
+	r.sync, r.fol, r.seg, r.off, r.lsn = false, nil, nil, 0, 0
 	requestPool.Put(r)
 }
 
@@ -68,6 +71,11 @@ type writerState struct {
 // sync. The syncer drains all pending jobs, syncs once, hands the jobs to
 // the releaser and starts the next sync at once; the releaser answers
 // every waiter of the round (so waking them overlaps the next sync).
+// Before syncing, the syncer waits (up to Options.FollowerWait) for the
+// answers of the followers (store.Follower) that the previous round
+// released and that promised one: a busy sender link commits again as
+// soon as it is released, and without the wait each round would cover
+// only the first link to come back.
 //
 // syncedLSN (written by the syncer and by rotation, read by the writer for
 // record headers) only grows.
@@ -175,20 +183,31 @@ func (s *Store) syncLoop(done chan struct{}) {
 		<-relDone
 		close(done)
 	}()
+	var (
+		awaited []*store.Follower // released by the last round, answers awaited
+		timer   *time.Timer
+	)
 	for job := range s.syncc {
 		jobs := make([]syncJob, 1, 4)
 		jobs[0] = job
-	drain:
-		for {
-			select {
-			case j, ok := <-s.syncc:
-				if !ok {
-					break drain
+		s.answered(job)
+		jobs = s.drainJobs(jobs)
+		if len(awaited) > 0 {
+			if s.gate.Pending() > 0 {
+				if timer == nil {
+					timer = time.NewTimer(s.opts.FollowerWait)
+				} else {
+					timer.Reset(s.opts.FollowerWait)
 				}
-				jobs = append(jobs, j)
-			default:
-				break drain
+				jobs = s.gatherFollowers(jobs, timer)
+				timer.Stop()
 			}
+			// Whoever has not answered is not waited for any more.
+			for _, f := range awaited {
+				s.gate.Answer(f)
+			}
+			clear(awaited)
+			awaited = awaited[:0]
 		}
 		var lsn uint64
 		var segs []*segment
@@ -214,7 +233,64 @@ func (s *Store) syncLoop(done chan struct{}) {
 				s.raiseSynced(lsn)
 			}
 		}
+		if err == nil && s.opts.FollowerWait > 0 {
+			// Await before the releaser wakes them (a request is recycled
+			// once answered).
+			for _, j := range jobs {
+				for _, r := range j.waiters {
+					if r.fol != nil && r.fol.Promised() && s.gate.Await(r.fol) {
+						awaited = append(awaited, r.fol)
+					}
+				}
+			}
+		}
 		relc <- syncRound{jobs: jobs, err: err}
+	}
+}
+
+// drainJobs appends the sync jobs already queued to jobs.
+func (s *Store) drainJobs(jobs []syncJob) []syncJob {
+	for {
+		select {
+		case j, ok := <-s.syncc:
+			if !ok {
+				return jobs
+			}
+			s.answered(j)
+			jobs = append(jobs, j)
+		default:
+			return jobs
+		}
+	}
+}
+
+// gatherFollowers waits until every awaited follower has answered or the
+// timer fires, taking the sync jobs that arrive meanwhile. A closed syncc
+// ends the wait (the loop then sees it closed).
+func (s *Store) gatherFollowers(jobs []syncJob, timer *time.Timer) []syncJob {
+	for s.gate.Pending() > 0 {
+		select {
+		case j, ok := <-s.syncc:
+			if !ok {
+				return jobs
+			}
+			s.answered(j)
+			jobs = append(jobs, j)
+		case <-s.gate.Wake():
+		case <-timer.C:
+			s.nGatherTimeouts.Add(1)
+			return jobs
+		}
+	}
+	return s.drainJobs(jobs)
+}
+
+// answered records the followers among job's committers as answered.
+func (s *Store) answered(job syncJob) {
+	for _, r := range job.waiters {
+		if r.fol != nil {
+			s.gate.Answer(r.fol)
+		}
 	}
 }
 

@@ -1,0 +1,86 @@
+package store
+
+import "sync/atomic"
+
+// A Follower is a committer that runs a closed loop: one goroutine whose
+// commits never overlap, as a busy sender link's. Before a commit it may
+// promise (Promise) to answer the commit's return: by committing again at
+// once (work piled up while it waited) or by calling Idle.
+//
+// A store may use that promise. After an fsync releases followers that
+// promised, it can wait for their answers — boundedly — before starting
+// the next fsync, so that one fsync covers the next commits of all of
+// them instead of only the first to come back. Committers that did not
+// promise are never waited for, and an answer that does not come within
+// the store's bound only costs that bound once (the store then stops
+// waiting for it).
+//
+// Pass a follower in Batch.Follower. The zero value is ready; a store
+// that does not gather (memstore) ignores it.
+type Follower struct {
+	promised atomic.Bool
+	awaited  atomic.Pointer[Gate] // the store waiting for an answer, if any
+}
+
+// Promise says whether f answers the return of its next commits (until
+// the next Promise). Call it between commits.
+func (f *Follower) Promise(p bool) { f.promised.Store(p) }
+
+// Promised reports the last Promise.
+func (f *Follower) Promised() bool { return f.promised.Load() }
+
+// Idle tells a store waiting for f's answer that f has nothing to commit
+// now. It is safe to call at any time and does nothing when no store
+// waits for f.
+func (f *Follower) Idle() {
+	if f == nil {
+		return
+	}
+	if g := f.awaited.Swap(nil); g != nil {
+		g.done()
+	}
+}
+
+// Gate is a store's side of Follower: it counts the followers the store
+// waits for.
+type Gate struct {
+	pending atomic.Int64
+	wake    chan struct{}
+}
+
+// NewGate returns a gate that waits for nobody.
+func NewGate() *Gate { return &Gate{wake: make(chan struct{}, 1)} }
+
+// Await starts waiting for f's answer. It reports false (and does nothing)
+// when f is already awaited.
+func (g *Gate) Await(f *Follower) bool {
+	if !f.awaited.CompareAndSwap(nil, g) {
+		return false
+	}
+	g.pending.Add(1)
+	return true
+}
+
+// Answer records that f answered by committing, or that g stops waiting
+// for it. It reports whether g was waiting for f.
+func (g *Gate) Answer(f *Follower) bool {
+	if !f.awaited.CompareAndSwap(g, nil) {
+		return false
+	}
+	g.done()
+	return true
+}
+
+func (g *Gate) done() {
+	g.pending.Add(-1)
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Pending is the number of awaited followers that have not answered.
+func (g *Gate) Pending() int64 { return g.pending.Load() }
+
+// Wake receives (at least once) after an answer; check Pending after.
+func (g *Gate) Wake() <-chan struct{} { return g.wake }

@@ -1,0 +1,43 @@
+package store
+
+import "testing"
+
+func TestGate(t *testing.T) {
+	g, other := NewGate(), NewGate()
+	var f Follower
+	f.Idle() // not awaited: nothing happens
+	if g.Answer(&f) {
+		t.Fatal("Answer of a follower nobody awaits reported true")
+	}
+	if !g.Await(&f) || g.Pending() != 1 {
+		t.Fatalf("Await: pending %d, want 1", g.Pending())
+	}
+	if g.Await(&f) || other.Await(&f) || g.Pending() != 1 || other.Pending() != 0 {
+		t.Fatal("a follower was awaited twice")
+	}
+	if other.Answer(&f) {
+		t.Fatal("another gate's Answer took the follower")
+	}
+	if !g.Answer(&f) || g.Pending() != 0 {
+		t.Fatalf("Answer: pending %d, want 0", g.Pending())
+	}
+	select {
+	case <-g.Wake():
+	default:
+		t.Fatal("an answer did not wake the gate")
+	}
+	g.Await(&f)
+	f.Idle()
+	if g.Pending() != 0 || g.Answer(&f) {
+		t.Fatal("Idle did not answer")
+	}
+	if f.Promised() {
+		t.Fatal("a new follower has promised")
+	}
+	f.Promise(true)
+	if !f.Promised() {
+		t.Fatal("Promise(true) not kept")
+	}
+	var nilF *Follower
+	nilF.Idle() // a nil follower is nobody
+}
