@@ -49,7 +49,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	w5msgs := fs.Int64("w5-msgs", 0, "override the W5 message count per cell")
 	pivot := fs.String("pivot", "", "print the side-by-side table of an earlier run's results.csv and exit")
 	limits := fs.Duration("limits", 2*time.Second, "duration of each physical-limit probe (0 skips them)")
-	rounds := fs.Int("rounds", 1, "run the null-broker targets (null, null-sdk) and the Busbar targets (busbar-memory, busbar, sdk) this many times, interleaved (round 1: null broker then Busbar, round 2: …), so that each Busbar figure has a ceiling measured minutes apart (results.md: Rounds); RabbitMQ and NATS run once, after the rounds")
+	rounds := fs.Int("rounds", 1, "run the null-broker targets (null, null-sdk) and the Busbar targets (busbar-memory, busbar, sdk) this many times, interleaved (round 1: null broker then Busbar, round 2: …), so that each Busbar figure has a ceiling measured minutes apart (results.md: Rounds); W4 runs in the first round only; RabbitMQ and NATS run once, after the rounds")
 	pin := fs.Bool("pin", false, "pinned variant (performance.md §5.1): re-run the harness under taskset -c 0 and start every broker under taskset -c 1")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -212,6 +212,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		}
 		for _, w := range []string{"W1", "W2", "W3", "W4", "W5"} {
 			if !allowed(w) || ctx.Err() != nil {
+				continue
+			}
+			if !runsInRound(w, r.Round) {
 				continue
 			}
 			if t.Workloads != nil && !t.Workloads[w] {
@@ -487,3 +490,8 @@ func pairs(s string) ([][2]int, error) {
 	}
 	return out, nil
 }
+
+// runsInRound reports whether workload w runs in round k of a -rounds run
+// (0: no rounds). W4 runs once, in the first: it has no ceiling to be
+// paired with and takes minutes.
+func runsInRound(w string, k int) bool { return w != "W4" || k <= 1 }

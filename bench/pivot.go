@@ -78,10 +78,31 @@ func WritePivot(w io.Writer, rs []Result) {
 	var keys []key
 	seenK := map[key]bool{}
 	cell := map[key]map[string][]Result{}
+	// A target that skips a whole workload (an n/a result without
+	// parameters) gets its n/a in that workload's rows of the same size,
+	// not a row of its own — unless the workload has no other rows.
+	type wlSize struct {
+		wl   string
+		size int
+	}
+	measured := map[wlSize]bool{}
+	for _, r := range rs {
+		if !blanketNA(r) {
+			measured[wlSize{r.Workload, r.Size}] = true
+		}
+	}
+	blanket := map[wlSize]map[string][]Result{}
 	for _, r := range rs {
 		if !seenT[r.Target] {
 			seenT[r.Target] = true
 			targets = append(targets, r.Target)
+		}
+		if ws := (wlSize{r.Workload, r.Size}); blanketNA(r) && measured[ws] {
+			if blanket[ws] == nil {
+				blanket[ws] = map[string][]Result{}
+			}
+			blanket[ws][r.Target] = append(blanket[ws][r.Target], r)
+			continue
 		}
 		k := key{r.Workload, r.Params, r.Metric, r.Size}
 		if !seenK[k] {
@@ -114,7 +135,11 @@ func WritePivot(w io.Writer, rs []Result) {
 	for _, k := range keys {
 		fmt.Fprintf(w, "| %s | %s | %s | %s |", k.wl, k.params, sizeName(k.size), k.metric)
 		for _, t := range targets {
-			if c := pivotCell(cell[k][t]); c != "" {
+			c := pivotCell(cell[k][t])
+			if c == "" {
+				c = pivotCell(blanket[wlSize{k.wl, k.size}][t])
+			}
+			if c != "" {
 				fmt.Fprintf(w, " %s |", c)
 			} else {
 				fmt.Fprint(w, " |")
@@ -123,6 +148,9 @@ func WritePivot(w io.Writer, rs []Result) {
 		fmt.Fprintln(w)
 	}
 }
+
+// blanketNA reports whether r says a target skipped a whole workload.
+func blanketNA(r Result) bool { return r.NA != "" && r.Params == "" }
 
 // pivotCell is one cell of the side-by-side table for the results of
 // one target in one workload cell: one result, or one per round.

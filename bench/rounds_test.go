@@ -195,8 +195,12 @@ func TestPivotRounds(t *testing.T) {
 			WritePivot(&b, rs[:4*tc.rounds])
 			out := b.String()
 			lines := strings.Split(strings.TrimSpace(out), "\n")
-			if len(lines) != 5 { // header, rule, W1, the null broker's W5 n/a, W5
-				t.Fatalf("%d lines, want 5:\n%s", len(lines), out)
+			if len(lines) != 4 { // header, rule, W1, W5
+				t.Fatalf("%d lines, want 4:\n%s", len(lines), out)
+			}
+			// The null broker's n/a for all of W5 sits in Busbar's W5 row.
+			if w5 := lines[3]; !strings.HasPrefix(w5, "| W5 | "+testW5+" |") || !strings.Contains(w5, "| "+nullNA+" |") {
+				t.Errorf("W5 row %q: want Busbar's parameters and the null broker's n/a", w5)
 			}
 			if n := strings.Count(lines[0], "|"); n != 7 { // 4 + 2 targets
 				t.Errorf("header %q: want 2 target columns", lines[0])
@@ -223,5 +227,29 @@ func TestPivotNoRounds(t *testing.T) {
 	WritePivot(&b, rs)
 	if out := b.String(); !strings.Contains(out, "**2.00k** · p99 2.0 ms · 10 µs (load 1.5) |") || strings.Contains(out, "median") {
 		t.Errorf("got\n%s", out)
+	}
+}
+
+// A workload that only some target skipped whole keeps its own row when
+// no target measured it.
+func TestPivotNAOnly(t *testing.T) {
+	rs := []Result{rres(nullGoAMQPName, "W1", "1 conn × window 256", 1024, 0, 20000),
+		{Workload: "W5", Target: nullGoAMQPName, Tier: "none", Size: 1024, NA: nullNA}}
+	var b strings.Builder
+	WritePivot(&b, rs)
+	if out := b.String(); !strings.Contains(out, "| W5 |  | 1 KB |  | "+nullNA+" |") {
+		t.Errorf("no W5 n/a row in\n%s", out)
+	}
+}
+
+func TestRunsInRound(t *testing.T) {
+	for _, tc := range []struct {
+		w    string
+		k    int
+		want bool
+	}{{"W4", 0, true}, {"W4", 1, true}, {"W4", 2, false}, {"W1", 3, true}, {"W5", 2, true}} {
+		if got := runsInRound(tc.w, tc.k); got != tc.want {
+			t.Errorf("runsInRound(%s, %d) = %v, want %v", tc.w, tc.k, got, tc.want)
+		}
 	}
 }
