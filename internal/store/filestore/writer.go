@@ -188,10 +188,7 @@ func (s *Store) syncLoop(done chan struct{}) {
 		timer   *time.Timer
 	)
 	for job := range s.syncc {
-		jobs := make([]syncJob, 1, 4)
-		jobs[0] = job
-		s.answered(job)
-		jobs = s.drainJobs(jobs)
+		jobs := s.drainJobs(s.addJob(make([]syncJob, 0, 4), job))
 		if len(awaited) > 0 {
 			if s.gate.Pending() > 0 {
 				if timer == nil {
@@ -256,8 +253,7 @@ func (s *Store) drainJobs(jobs []syncJob) []syncJob {
 			if !ok {
 				return jobs
 			}
-			s.answered(j)
-			jobs = append(jobs, j)
+			jobs = s.addJob(jobs, j)
 		default:
 			return jobs
 		}
@@ -274,8 +270,7 @@ func (s *Store) gatherFollowers(jobs []syncJob, timer *time.Timer) []syncJob {
 			if !ok {
 				return jobs
 			}
-			s.answered(j)
-			jobs = append(jobs, j)
+			jobs = s.addJob(jobs, j)
 		case <-s.gate.Wake():
 		case <-timer.C:
 			s.nGatherTimeouts.Add(1)
@@ -285,13 +280,15 @@ func (s *Store) gatherFollowers(jobs []syncJob, timer *time.Timer) []syncJob {
 	return s.drainJobs(jobs)
 }
 
-// answered records the followers among job's committers as answered.
-func (s *Store) answered(job syncJob) {
+// addJob appends job to jobs and records the followers among its
+// committers as answered.
+func (s *Store) addJob(jobs []syncJob, job syncJob) []syncJob {
 	for _, r := range job.waiters {
 		if r.fol != nil {
 			s.gate.Answer(r.fol)
 		}
 	}
+	return append(jobs, job)
 }
 
 // syncRound is one fdatasync's outcome for the releaser.
