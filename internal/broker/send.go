@@ -28,11 +28,11 @@ func (b *Broker) Send(ctx context.Context, path string, msgs []*message.Message)
 	return err
 }
 
-// Follower marks a closed-loop sender (store.Follower): one goroutine
-// whose Sends never overlap, and which after each Send either sends again
-// at once or calls Idle. A busy AMQP sender link is one. The store may
-// then wait for its next send before an fsync, so that the sends of many
-// such senders share it.
+// Follower marks a closed-loop committer (store.Follower): one goroutine
+// whose Sends (or CompleteBatches) never overlap, and which may promise
+// to answer a call's return by calling again at once or calling Idle. A
+// busy AMQP sender link is one. The store may then wait for its next call
+// before an fsync, so that the calls of many such committers share it.
 type Follower = store.Follower
 
 type followerKey struct{}

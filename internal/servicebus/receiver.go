@@ -298,7 +298,6 @@ func (rl *receiverLink) settleCompletes() {
 		toks   []uuid.UUID
 		ds     []*amqp.OutgoingDelivery
 		states []frames.DeliveryState
-		last   int // completes in the last batch
 	)
 	accepted := &frames.Accepted{}
 	for {
@@ -307,12 +306,6 @@ func (rl *receiverLink) settleCompletes() {
 		if len(batch) == 0 {
 			rl.settling = false
 			rl.settleMu.Unlock()
-			// The follower's answer (see senderLink.run): a client that
-			// completed a window's worth at once completes again soon,
-			// so then the store may wait for the next batch.
-			if !rl.fol.Promised() || last < windowBound {
-				rl.fol.Idle()
-			}
 			return
 		}
 		if len(batch) > maxCompleteBatch {
@@ -330,8 +323,10 @@ func (rl *receiverLink) settleCompletes() {
 		for _, p := range batch {
 			toks = append(toks, p.tok)
 		}
-		last = len(batch)
-		rl.fol.Promise(last >= windowBound)
+		// A client that completed a window's worth at once completes
+		// again as soon as it hears back: the store may wait for that
+		// (see senderLink.run).
+		rl.fol.Promise(len(batch) >= windowBound)
 		errs := rl.c.h.broker.CompleteBatch(rl.settleCtx, rl.path, toks)
 		ds, states = ds[:0], states[:0]
 		for i, p := range batch {

@@ -20,12 +20,10 @@ const messageFormatBatch uint32 = 0x80013700
 // Limits of one broker.Send that groups pipelined transfers.
 const (
 	// windowBound: a link that stores at least this many deliveries at
-	// once promises the store an answer (broker.Follower); if nothing
-	// more arrived meanwhile its client is bound by its window and sends
-	// again as soon as the settlements reach it, so the link does not call
-	// Idle but lets the store wait for those (boundedly). A client at a
-	// modest pace never stores so many at once: 16 per fdatasync of
-	// ≈ 0.2 ms is 80k msg/s.
+	// once promises the store that its next Send follows at once
+	// (broker.Follower, senderLink.run); a receiver link's settler does
+	// the same with its completes. A client at a modest pace never has so
+	// many at once: 16 per fdatasync of ≈ 0.2 ms is 80k msg/s.
 	windowBound = 16
 
 	maxGroupDeliveries = 256
@@ -96,14 +94,14 @@ func (s *senderLink) onDelivery(d *amqp.IncomingDelivery) {
 }
 
 // run stores the link's deliveries as they come. As a follower it
-// promises an answer to the return of a large Send (windowBound): the
-// next Send if deliveries piled up meanwhile, else Idle — unless the
-// client looks bound by its window, whose next deliveries are then on
-// their way. Small Sends (a client at a modest pace) promise nothing, so
-// the store never waits for them.
+// promises that a large Send (windowBound) is followed by another at
+// once: deliveries piled up meanwhile, or the client is bound by its
+// window and sends the next ones as soon as the settlements reach it.
+// (If it stopped instead, the store's wait runs out once.) Small Sends —
+// a client at a modest pace — promise nothing, so the store never waits
+// for them. The link answers Idle when it ends.
 func (s *senderLink) run() {
 	defer s.fol.Idle()
-	last := 0 // deliveries in the last store
 	for {
 		select {
 		case <-s.done:
@@ -118,13 +116,9 @@ func (s *senderLink) run() {
 			s.pending = nil
 			s.mu.Unlock()
 			if len(batch) == 0 {
-				if !s.fol.Promised() || last < windowBound {
-					s.fol.Idle() // nothing piled up while the last Send waited
-				}
 				break
 			}
-			last = len(batch)
-			s.fol.Promise(last >= windowBound)
+			s.fol.Promise(len(batch) >= windowBound)
 			s.store(batch)
 		}
 	}
