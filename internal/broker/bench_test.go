@@ -99,6 +99,67 @@ func BenchmarkSendDurable(b *testing.B) {
 	}
 }
 
+// BenchmarkSendLinks models busy AMQP sender links in process: each of 4
+// goroutines sends 64 messages at a time in a closed loop (a link whose
+// client keeps its window full, with no client delay), as a follower that
+// promises its next Send (broker.Follower) or as a plain caller. With
+// followers the store waits for all four before an fdatasync; without, a
+// round covers the links that came back before it started.
+//
+//	go test -run XXX -bench SendLinks -benchtime 200000x ./internal/broker/
+func BenchmarkSendLinks(b *testing.B) {
+	const links, window = 4, 64
+	for _, follow := range []bool{false, true} {
+		b.Run(fmt.Sprintf("links=%d/window=%d/follow=%v", links, window, follow), func(b *testing.B) {
+			br, st := openBench(b, benchDir(b))
+			defer st.Close()
+			defer br.Close()
+			if _, err := br.CreateQueue("q", DefaultQueueProperties()); err != nil {
+				b.Fatal(err)
+			}
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			start, cpu0, log0 := time.Now(), cpuTime(), st.LogStats()
+			for range links {
+				wg.Go(func() {
+					var f Follower
+					lctx := ctx
+					if follow {
+						lctx = WithFollower(ctx, &f)
+						f.Promise(true)
+					}
+					defer f.Idle()
+					batch := make([]*message.Message, 0, window)
+					for {
+						batch = batch[:0]
+						for range window {
+							i := next.Add(1)
+							if i > int64(b.N) {
+								break
+							}
+							batch = append(batch, msg1K(int(i)))
+						}
+						if len(batch) == 0 {
+							return
+						}
+						if err := br.Send(lctx, "q", batch); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			el := time.Since(start)
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/el.Seconds(), "msgs/s")
+			b.ReportMetric(float64(cpuTime()-cpu0)/1e3/float64(b.N), "cpu-µs/msg")
+			reportLog(b, st.LogStats(), log0)
+		})
+	}
+}
+
 // reportLog reports the store's group commits over the run: messages per
 // fdatasync and the mean fdatasync time. On a shared VM the disk's sync
 // latency moves from one quarter of an hour to the next; with closed-loop
