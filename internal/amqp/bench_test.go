@@ -120,11 +120,13 @@ func benchListen(b *testing.B) (net.Listener, string) {
 
 // BenchmarkIngest measures the server alone: a raw client pipelines
 // pre-encoded 1 KiB transfers (two bursts of 1000 in flight) and counts
-// the settled dispositions; the handler accepts every delivery at once.
+// the settled dispositions; the handler accepts every delivery at once
+// and gives its frame buffer back, as a sender link does once it stored it.
 func BenchmarkIngest(b *testing.B) {
 	br := newTestBroker()
 	br.intercept = func(d *IncomingDelivery) bool {
 		d.Settle(&frames.Accepted{})
+		d.Release()
 		return true
 	}
 	srv, err := NewServer(br, Config{Logger: quietLogger(), LinkCredit: 5000})
