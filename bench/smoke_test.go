@@ -12,14 +12,22 @@ import (
 	"time"
 )
 
-func freePort(t *testing.T) int {
+// freePorts returns n distinct free loopback ports. It holds every
+// listener until it has all of them: freed one by one, the kernel may
+// hand out the same port twice (CI once got the AMQP and the HTTP port
+// equal, and every durable smoke cell failed to start).
+func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	ports := make([]int, n)
+	for i := range ports {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		ports[i] = ln.Addr().(*net.TCPAddr).Port
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return ports
 }
 
 // TestSmoke runs every workload against Busbar (built from the work
@@ -41,7 +49,8 @@ func TestSmoke(t *testing.T) {
 	if err := BuildBusbar(src, bin); err != nil {
 		t.Fatal(err)
 	}
-	ga, sdk, stop := NewBusbarTargets(BusbarOptions{Bin: bin, WorkDir: work, AMQPPort: freePort(t), HTTPPort: freePort(t), Src: src})
+	ports := freePorts(t, 4)
+	ga, sdk, stop := NewBusbarTargets(BusbarOptions{Bin: bin, WorkDir: work, AMQPPort: ports[0], HTTPPort: ports[1], Src: src})
 	defer stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -62,7 +71,7 @@ func TestSmoke(t *testing.T) {
 
 	// The same binary with serve --memory (busbar-bench target
 	// busbar-memory): not durable, W4 not run.
-	mt, _, stopM := NewBusbarTargets(BusbarOptions{Bin: bin, WorkDir: work, AMQPPort: freePort(t), HTTPPort: freePort(t), Src: src, Memory: true})
+	mt, _, stopM := NewBusbarTargets(BusbarOptions{Bin: bin, WorkDir: work, AMQPPort: ports[2], HTTPPort: ports[3], Src: src, Memory: true})
 	defer stopM()
 	r.Plan.W1Windows, r.Plan.W5Subs = [][2]int{{1, 16}}, []int{2}
 	r.W1(ctx, mt)
@@ -156,7 +165,7 @@ func TestSmokeNull(t *testing.T) {
 	if err := BuildNull(".", os.Getenv("BUSBAR_BENCH_SRC"), bin); err != nil {
 		t.Fatal(err)
 	}
-	ga, sdk, stop := NewNullTargets(NullOptions{Bin: bin, WorkDir: work, Port: freePort(t), Size: 1024})
+	ga, sdk, stop := NewNullTargets(NullOptions{Bin: bin, WorkDir: work, Port: freePorts(t, 1)[0], Size: 1024})
 	defer stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
