@@ -54,6 +54,19 @@ func openBench(b *testing.B, dir string) (*Broker, *filestore.Store) {
 	return br, st
 }
 
+// openQueueBench opens a broker on a durable store in benchDir with a
+// default queue "q"; both close when the benchmark ends.
+func openQueueBench(b *testing.B) (*Broker, *filestore.Store) {
+	b.Helper()
+	br, st := openBench(b, benchDir(b))
+	b.Cleanup(func() { st.Close() })
+	b.Cleanup(func() { br.Close() }) // first
+	if _, err := br.CreateQueue("q", DefaultQueueProperties()); err != nil {
+		b.Fatal(err)
+	}
+	return br, st
+}
+
 var payload1K = bytes.Repeat([]byte("x"), 1024)
 
 func msg1K(i int) *message.Message {
@@ -63,12 +76,7 @@ func msg1K(i int) *message.Message {
 func BenchmarkSendDurable(b *testing.B) {
 	for _, producers := range []int{1, 64, 256} {
 		b.Run(fmt.Sprintf("producers=%d", producers), func(b *testing.B) {
-			br, st := openBench(b, benchDir(b))
-			defer st.Close()
-			defer br.Close()
-			if _, err := br.CreateQueue("q", DefaultQueueProperties()); err != nil {
-				b.Fatal(err)
-			}
+			br, st := openQueueBench(b)
 			var next atomic.Int64
 			var wg sync.WaitGroup
 			b.ResetTimer()
@@ -90,11 +98,7 @@ func BenchmarkSendDurable(b *testing.B) {
 				})
 			}
 			wg.Wait()
-			el := time.Since(start)
-			b.StopTimer()
-			b.ReportMetric(float64(b.N)/el.Seconds(), "msgs/s")
-			b.ReportMetric(float64(cpuTime()-cpu0)/1e3/float64(b.N), "cpu-µs/msg")
-			reportLog(b, st.LogStats(), log0)
+			reportRun(b, start, cpu0, st, log0)
 		})
 	}
 }
@@ -111,12 +115,7 @@ func BenchmarkSendLinks(b *testing.B) {
 	const links, window = 4, 64
 	for _, follow := range []bool{false, true} {
 		b.Run(fmt.Sprintf("links=%d/window=%d/follow=%v", links, window, follow), func(b *testing.B) {
-			br, st := openBench(b, benchDir(b))
-			defer st.Close()
-			defer br.Close()
-			if _, err := br.CreateQueue("q", DefaultQueueProperties()); err != nil {
-				b.Fatal(err)
-			}
+			br, st := openQueueBench(b)
 			var next atomic.Int64
 			var wg sync.WaitGroup
 			b.ResetTimer()
@@ -151,13 +150,19 @@ func BenchmarkSendLinks(b *testing.B) {
 				})
 			}
 			wg.Wait()
-			el := time.Since(start)
-			b.StopTimer()
-			b.ReportMetric(float64(b.N)/el.Seconds(), "msgs/s")
-			b.ReportMetric(float64(cpuTime()-cpu0)/1e3/float64(b.N), "cpu-µs/msg")
-			reportLog(b, st.LogStats(), log0)
+			reportRun(b, start, cpu0, st, log0)
 		})
 	}
+}
+
+// reportRun stops the timer and reports a closed-loop run since start:
+// its throughput, CPU per message and group commits.
+func reportRun(b *testing.B, start time.Time, cpu0 int64, st *filestore.Store, log0 filestore.LogStats) {
+	el := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/el.Seconds(), "msgs/s")
+	b.ReportMetric(float64(cpuTime()-cpu0)/1e3/float64(b.N), "cpu-µs/msg")
+	reportLog(b, st.LogStats(), log0)
 }
 
 // reportLog reports the store's group commits over the run: messages per
@@ -186,12 +191,7 @@ func cpuTime() int64 {
 func BenchmarkSendReceiveComplete(b *testing.B) {
 	for _, producers := range []int{1, 64, 256} {
 		b.Run(fmt.Sprintf("producers=%d", producers), func(b *testing.B) {
-			br, st := openBench(b, benchDir(b))
-			defer st.Close()
-			defer br.Close()
-			if _, err := br.CreateQueue("q", DefaultQueueProperties()); err != nil {
-				b.Fatal(err)
-			}
+			br, _ := openQueueBench(b)
 			consumers := producers
 			var sent, done atomic.Int64
 			var wg sync.WaitGroup

@@ -22,12 +22,7 @@ import (
 //	go test -run XXX -bench PacedSendComplete -benchtime 50000x ./internal/broker/
 func BenchmarkPacedSendComplete(b *testing.B) {
 	const rate = 5000
-	br, st := openBench(b, benchDir(b))
-	defer st.Close()
-	defer br.Close()
-	if _, err := br.CreateQueue("q", DefaultQueueProperties()); err != nil {
-		b.Fatal(err)
-	}
+	br, st := openQueueBench(b)
 	r, err := br.OpenReceiver("q", PeekLock)
 	if err != nil {
 		b.Fatal(err)

@@ -69,11 +69,7 @@ func benchTopicFanout(b *testing.B, subscriptions, producers, batchSize int) {
 		})
 	}
 	wg.Wait()
-	el := time.Since(start)
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/el.Seconds(), "msgs/s")
-	b.ReportMetric(float64(cpuTime()-cpu0)/1e3/float64(b.N), "cpu-µs/msg")
-	reportLog(b, st.LogStats(), log0)
+	reportRun(b, start, cpu0, st, log0)
 	info, _ := br.GetSubscription("t", "s0")
 	if info.Counts.Active != int64(b.N) {
 		b.Fatalf("s0 holds %d messages, want %d", info.Counts.Active, b.N)
