@@ -332,13 +332,30 @@ func (q *entity) deliverLocked(sub SubQueue, mode ReceiveMode, out []taken, ts [
 	return ds, nil
 }
 
-// readDelivery reads and decodes one message for delivery or peek.
-func (q *entity) readDelivery(sub SubQueue, r *rec, tok uuid.UUID) (*Delivery, error) {
-	data, err := q.readData(r)
-	if err != nil {
-		return nil, err
+// peekDeliveries reads (in one batch read) and decodes the peeked records
+// snap of path, leaving out those removed meanwhile.
+func (q *entity) peekDeliveries(snap []rec, path string) ([]*Delivery, error) {
+	refs := make([]store.DataRef, len(snap))
+	for i := range snap {
+		refs[i] = q.dataRef(&snap[i])
 	}
-	return decodeDelivery(data, r, tok)
+	datas, errs := q.b.store.ReadDataBatch(refs)
+	ds := make([]*Delivery, 0, len(snap))
+	for i := range snap {
+		var d *Delivery
+		err := errs[i]
+		if err == nil {
+			d, err = decodeDelivery(datas[i], &snap[i], uuid.UUID{})
+		}
+		if errors.Is(err, store.ErrNotFound) {
+			continue // removed meanwhile
+		}
+		if err != nil {
+			return nil, internal(err, "reading message %d of %s", snap[i].seq, path)
+		}
+		ds = append(ds, d)
+	}
+	return ds, nil
 }
 
 // decodeDelivery decodes the stored data of r into a Delivery. data is
@@ -462,18 +479,7 @@ func (b *Broker) Peek(ctx context.Context, path string, fromSeq int64, max int) 
 		})
 	}
 	q.mu.Unlock()
-	ds := make([]*Delivery, 0, len(snap))
-	for i := range snap {
-		d, err := q.readDelivery(p.SubQueue, &snap[i], uuid.UUID{})
-		if errors.Is(err, store.ErrNotFound) {
-			continue // removed meanwhile
-		}
-		if err != nil {
-			return nil, internal(err, "reading message %d of %s", snap[i].seq, path)
-		}
-		ds = append(ds, d)
-	}
-	return ds, nil
+	return q.peekDeliveries(snap, path)
 }
 
 // DeleteMessages removes up to max messages of path that were enqueued

@@ -3,7 +3,6 @@ package broker
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -1103,18 +1102,7 @@ func (b *Broker) PeekSession(ctx context.Context, path, sessionID string, fromSe
 		})
 	}
 	q.mu.Unlock()
-	ds := make([]*Delivery, 0, len(snap))
-	for i := range snap {
-		d, err := q.readDelivery(SubQueueMain, &snap[i], uuid.UUID{})
-		if errors.Is(err, store.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, internal(err, "reading message %d of %s", snap[i].seq, path)
-		}
-		ds = append(ds, d)
-	}
-	return ds, nil
+	return q.peekDeliveries(snap, path)
 }
 
 // ReceiveDeferredInSession is ReceiveDeferred for session sessionID of
