@@ -134,6 +134,15 @@ func (m *meter) record(res *Result, msgs int64) {
 	res.ClientUs = m.clientPerMsg(msgs)
 }
 
+// finish ends the meter's cell: it records res's CPU figures (record),
+// stops sampling, and sets res's peak broker RSS and the load average.
+func (m *meter) finish(res *Result, msgs int64) {
+	m.record(res, msgs)
+	m.close()
+	res.RSSMB = m.rssMB()
+	res.Load = loadAvg()
+}
+
 // cpuPerMsg returns broker CPU µs per message since the last mark, -1
 // when unknown (the process changed, e.g. after a restart).
 func (m *meter) cpuPerMsg(msgs int64) float64 {

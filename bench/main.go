@@ -79,11 +79,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, err)
 			return 1
 		}
-		WritePivot(stdout, rs)
-		if hasRounds(rs) {
-			fmt.Fprintln(stdout)
-			WriteRounds(stdout, rs)
-		}
+		writeTables(stdout, rs)
 		return 0
 	}
 	p := DefaultPlan()
@@ -382,11 +378,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(&md, "%s\n%s\n\nPhysical limits: %s\n\n", header, built, lim)
 	fmt.Fprintf(&md, "Side by side (msgs/s · p99 · broker CPU µs per message · load average; W3: latency from the scheduled send time):\n\n")
-	WritePivot(&md, r.Results)
-	if hasRounds(r.Results) {
-		fmt.Fprintln(&md)
-		WriteRounds(&md, r.Results)
-	}
+	writeTables(&md, r.Results)
 	fmt.Fprintf(&md, "\nAll figures:\n\n")
 	WriteMarkdown(&md, r.Results)
 	fmt.Fprintf(&md, "\nFinished %s (%.0f min).\n", time.Now().Format(time.RFC3339), time.Since(started).Minutes())
@@ -489,6 +481,16 @@ func pairs(s string) ([][2]int, error) {
 		out = append(out, [2]int{a, b})
 	}
 	return out, nil
+}
+
+// writeTables writes the side-by-side table and, for a -rounds run, the
+// Rounds section after it.
+func writeTables(w io.Writer, rs []Result) {
+	WritePivot(w, rs)
+	if hasRounds(rs) {
+		fmt.Fprintln(w)
+		WriteRounds(w, rs)
+	}
 }
 
 // runsInRound reports whether workload w runs in round k of a -rounds run

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"slices"
@@ -50,16 +51,7 @@ func medianRound(rs []Result) (Result, int) {
 	if len(m) == 0 {
 		return rs[0], 0
 	}
-	slices.SortStableFunc(m, func(a, b Result) int {
-		x, y := headline(a), headline(b)
-		switch {
-		case x < y:
-			return -1
-		case x > y:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(m, func(a, b Result) int { return cmp.Compare(headline(a), headline(b)) })
 	return m[(len(m)-1)/2], len(m)
 }
 
@@ -112,7 +104,7 @@ func WriteRounds(w io.Writer, rs []Result) {
 		}
 		if isNullTarget(r.Target) {
 			if strings.HasPrefix(r.Target, nullGoAMQPName) && r.NA == "" && r.Rate > 0 {
-				ceil[ceilingKey{r.Round, r.Workload, r.Params, r.Metric, r.Size}] = r
+				ceil[ceilingOf(r)] = r // (the null broker has no W5 of its own)
 			}
 			continue
 		}

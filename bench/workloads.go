@@ -167,10 +167,7 @@ func (r *Runner) W1(ctx context.Context, t *Target) {
 		start := time.Now()
 		_, err := sendLoad(ctx, t.Client, q, c.conns, c.win, c.size, n, r.Plan.W1Dur+r.Plan.Warm, w, lat)
 		msgs, secs := w.result(start)
-		m.record(&res, msgs)
-		m.close()
-		res.RSSMB = m.rssMB()
-		res.Load = loadAvg()
+		m.finish(&res, msgs)
 		if err != nil {
 			r.fail(res, err)
 			continue
@@ -211,10 +208,7 @@ func (r *Runner) W2(ctx context.Context, t *Target) {
 		start := time.Now()
 		_, err := recvLoad(ctx, t.Client, []string{q}, c[0], c[1], filled, r.Plan.W2Dur+r.Plan.Warm, w, lat, nil, nil)
 		msgs, secs := w.result(start)
-		m.record(&res, msgs)
-		m.close()
-		res.RSSMB = m.rssMB()
-		res.Load = loadAvg()
+		m.finish(&res, msgs)
 		if err != nil {
 			r.fail(res, err)
 			continue
@@ -250,10 +244,7 @@ func (r *Runner) W3(ctx context.Context, t *Target) {
 		r.Prog.set(fmt.Sprintf("W3 %s %s", t.Client.Name(), params), total)
 		m := startMeter(t, false)
 		e2e, conf, late, sent, got, secs, err := r.paced(ctx, t, q, rate, total)
-		m.record(&res, got)
-		m.close()
-		res.RSSMB = m.rssMB()
-		res.Load = loadAvg()
+		m.finish(&res, got)
 		if err != nil {
 			r.fail(res, err)
 			continue

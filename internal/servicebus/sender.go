@@ -43,9 +43,9 @@ type senderLink struct {
 	done   chan struct{}
 	detach sync.Once
 
-	// fol makes the link a closed-loop committer (broker.Follower): after
-	// each Send it sends again at once or calls Idle, so the store can
-	// wait for it before an fsync. ctx carries it into Send.
+	// fol makes the link a closed-loop committer (broker.Follower) whose
+	// large Sends promise the next (see run), so the store can wait for
+	// it before an fsync. ctx carries it into Send.
 	fol broker.Follower
 	ctx context.Context
 
