@@ -323,10 +323,7 @@ func (rl *receiverLink) settleCompletes() {
 		for _, p := range batch {
 			toks = append(toks, p.tok)
 		}
-		// A client that completed a window's worth at once completes
-		// again as soon as it hears back: the store may wait for that
-		// (see senderLink.run).
-		rl.fol.Promise(len(batch) >= windowBound)
+		promise(&rl.fol, len(batch))
 		errs := rl.c.h.broker.CompleteBatch(rl.settleCtx, rl.path, toks)
 		ds, states = ds[:0], states[:0]
 		for i, p := range batch {

@@ -20,10 +20,10 @@ const messageFormatBatch uint32 = 0x80013700
 // Limits of one broker.Send that groups pipelined transfers.
 const (
 	// windowBound: a link that stores at least this many deliveries at
-	// once promises the store that its next Send follows at once
-	// (broker.Follower, senderLink.run); a receiver link's settler does
-	// the same with its completes. A client at a modest pace never has so
-	// many at once: 16 per fdatasync of ≈ 0.2 ms is 80k msg/s.
+	// once promises the store that its next Send follows at once even
+	// when the store no longer trusts it (see promise). A client at a
+	// modest pace never has so many at once: 16 per fdatasync of ≈ 0.2 ms
+	// is 80k msg/s.
 	windowBound = 16
 
 	maxGroupDeliveries = 256
@@ -93,13 +93,8 @@ func (s *senderLink) onDelivery(d *amqp.IncomingDelivery) {
 	}
 }
 
-// run stores the link's deliveries as they come. As a follower it
-// promises that a large Send (windowBound) is followed by another at
-// once: deliveries piled up meanwhile, or the client is bound by its
-// window and sends the next ones as soon as the settlements reach it.
-// (If it stopped instead, the store's wait runs out once.) Small Sends —
-// a client at a modest pace — promise nothing, so the store never waits
-// for them. The link answers Idle when it ends.
+// run stores the link's deliveries as they come, as a follower (see
+// promise). The link answers Idle when it ends.
 func (s *senderLink) run() {
 	defer s.fol.Idle()
 	for {
@@ -118,10 +113,25 @@ func (s *senderLink) run() {
 			if len(batch) == 0 {
 				break
 			}
-			s.fol.Promise(len(batch) >= windowBound)
+			promise(&s.fol, len(batch))
 			s.store(batch)
 		}
 	}
+}
+
+// promise is what a closed-loop committer — a sender link, a receiver
+// link's settler — promises the store before committing n deliveries:
+// that its next commit follows this one's return at once (broker.Follower),
+// so that the store may wait for it before an fsync. It does while the
+// store trusts it: a client bound by its window or its prefetch answers
+// each settlement with its next transfers (or completes) within a round
+// trip, and a paced client's next ones are due within the wait anyway.
+// Once the store has waited for it in vain (a client that paused), it
+// promises only when n ≥ windowBound (deliveries piled up meanwhile, or
+// a window's worth came at once) until it answers in time again; so an
+// occasional sender costs the store one bounded wait, not one per send.
+func promise(f *broker.Follower, n int) {
+	f.Promise(n >= windowBound || f.Trusted())
 }
 
 // decoded is one transfer's messages, or why they cannot be sent.

@@ -15,10 +15,16 @@ import "sync/atomic"
 // the store's bound only costs that bound once (the store then stops
 // waiting for it).
 //
-// Pass a follower in Batch.Follower. The zero value is ready; a store
-// that does not gather (memstore) ignores it.
+// A store that gives up waiting for a follower says so (Gate.GiveUp):
+// the follower is then not Trusted until it next answers in time. A
+// committer can use that to promise freely while its answers keep coming
+// and only when it is sure (work piled up) once one did not.
+//
+// Pass a follower in Batch.Follower. The zero value is ready (and
+// trusted); a store that does not gather (memstore) ignores it.
 type Follower struct {
 	promised atomic.Bool
+	missed   atomic.Bool          // a store gave up waiting for an answer
 	awaited  atomic.Pointer[Gate] // the store waiting for an answer, if any
 }
 
@@ -29,6 +35,10 @@ func (f *Follower) Promise(p bool) { f.promised.Store(p) }
 // Promised reports the last Promise.
 func (f *Follower) Promised() bool { return f.promised.Load() }
 
+// Trusted reports that no store has given up waiting for f since f last
+// answered one in time (a new follower is trusted).
+func (f *Follower) Trusted() bool { return !f.missed.Load() }
+
 // Idle tells a store waiting for f's answer that f has nothing to commit
 // now. It is safe to call at any time and does nothing when no store
 // waits for f.
@@ -37,6 +47,7 @@ func (f *Follower) Idle() {
 		return
 	}
 	if g := f.awaited.Swap(nil); g != nil {
+		f.missed.Store(false)
 		g.done()
 	}
 }
@@ -61,12 +72,24 @@ func (g *Gate) Await(f *Follower) bool {
 	return true
 }
 
-// Answer records that f answered by committing, or that g stops waiting
-// for it. It reports whether g was waiting for f.
+// Answer records that f answered by committing. It reports whether g was
+// waiting for f.
 func (g *Gate) Answer(f *Follower) bool {
 	if !f.awaited.CompareAndSwap(g, nil) {
 		return false
 	}
+	f.missed.Store(false)
+	g.done()
+	return true
+}
+
+// GiveUp stops waiting for f without an answer: f is not Trusted until it
+// next answers in time. It reports whether g was waiting for f.
+func (g *Gate) GiveUp(f *Follower) bool {
+	if !f.awaited.CompareAndSwap(g, nil) {
+		return false
+	}
+	f.missed.Store(true)
 	g.done()
 	return true
 }

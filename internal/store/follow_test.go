@@ -41,3 +41,35 @@ func TestGate(t *testing.T) {
 	var nilF *Follower
 	nilF.Idle() // a nil follower is nobody
 }
+
+func TestGateGiveUp(t *testing.T) {
+	g := NewGate()
+	var f Follower
+	if !f.Trusted() {
+		t.Fatal("a new follower is not trusted")
+	}
+	if g.GiveUp(&f) || !f.Trusted() {
+		t.Fatal("GiveUp on a follower nobody awaits changed it")
+	}
+	g.Await(&f)
+	if !g.GiveUp(&f) || g.Pending() != 0 {
+		t.Fatalf("GiveUp: pending %d, want 0", g.Pending())
+	}
+	if f.Trusted() {
+		t.Fatal("a follower given up on is still trusted")
+	}
+	if g.Answer(&f) || f.Trusted() {
+		t.Fatal("an answer after the give-up restored trust")
+	}
+	g.Await(&f)
+	if !g.Answer(&f) || !f.Trusted() {
+		t.Fatal("an answer in time did not restore trust")
+	}
+	g.Await(&f)
+	g.GiveUp(&f)
+	g.Await(&f)
+	f.Idle()
+	if !f.Trusted() {
+		t.Fatal("Idle in time did not restore trust")
+	}
+}

@@ -29,8 +29,9 @@
 // one: its next group piled up while it waited, so without the wait each
 // fdatasync would cover only the first link to come back. The wait ends
 // when every awaited follower has answered, or after Options.FollowerWait
-// (500 µs), after which they are not waited for again; committers that
-// promised nothing are never waited for.
+// (500 µs), after which they are not waited for again and no longer
+// Trusted (Gate.GiveUp); committers that promised nothing are never
+// waited for.
 //
 // The preparer creates the next segment ahead of time: it fills a file
 // with zeros and syncs it, so that appending to it changes no file

@@ -118,12 +118,18 @@ func TestFollowerWaitIsBounded(t *testing.T) {
 		if got := s.LogStats().GatherTimeouts; got != 1 {
 			t.Fatalf("%d waits ran out, want 1", got)
 		}
+		if f.Trusted() {
+			t.Fatal("the silent follower is still trusted")
+		}
 		wait(t, commitAsync(s, 3, nil), "the next commit")
 		if got := s.LogStats().GatherTimeouts; got != 1 {
 			t.Fatalf("%d waits ran out after the follower was given up, want still 1", got)
 		}
 		// A late answer counts for nothing and blocks nobody.
 		wait(t, commitAsync(s, 4, &f), "the follower's late commit")
+		if f.Trusted() {
+			t.Fatal("a late answer restored the follower's trust")
+		}
 	})
 	t.Run("off", func(t *testing.T) {
 		s := followStore(t, -1)

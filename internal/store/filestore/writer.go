@@ -201,7 +201,7 @@ func (s *Store) syncLoop(done chan struct{}) {
 			}
 			// Whoever has not answered is not waited for any more.
 			for _, f := range awaited {
-				s.gate.Answer(f)
+				s.gate.GiveUp(f)
 			}
 			clear(awaited)
 			awaited = awaited[:0]
