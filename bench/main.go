@@ -363,9 +363,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			}
 			skipW4(t, name)
 			runAll(t)
-			// The server-confirmed variant of the receive workload.
-			t.Client.(*natsClient).doubleAck = true
-			t.Note = "work-queue stream; DoubleAck (server-confirmed)"
+			serverConfirmedAcks(t)
 			runAll(t, "W2")
 			stopN()
 		}

@@ -122,12 +122,19 @@ func NewNATSTarget(ctx context.Context, o NATSOptions, doubleAck bool) (*Target,
 			return p.start(ctx, false)
 		},
 	}
+	t.Note = "work-queue stream; Ack (not server-confirmed)"
 	if doubleAck {
-		t.Note = "work-queue stream; DoubleAck (server-confirmed)"
-	} else {
-		t.Note = "work-queue stream; Ack (not server-confirmed)"
+		serverConfirmedAcks(t)
 	}
 	return t, func() { p.stop(syscall.SIGTERM); os.RemoveAll(p.dir) }, nil
+}
+
+// serverConfirmedAcks switches a NATS target's receivers to DoubleAck:
+// each ack waits for the server's confirmation (the variant of W2 that
+// compares with a server-confirmed complete).
+func serverConfirmedAcks(t *Target) {
+	t.Client.(*natsClient).doubleAck = true
+	t.Note = "work-queue stream; DoubleAck (server-confirmed)"
 }
 
 type natsClient struct {
