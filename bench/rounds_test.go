@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -251,5 +253,50 @@ func TestRunsInRound(t *testing.T) {
 		if got := runsInRound(tc.w, tc.k); got != tc.want {
 			t.Errorf("runsInRound(%s, %d) = %v, want %v", tc.w, tc.k, got, tc.want)
 		}
+	}
+}
+
+// Main with -rounds runs W1 in every round and W4 (the 1M backlog and
+// kill -9) in the first round only.
+func TestMainRoundsRunW4Once(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the broker")
+	}
+	work := t.TempDir()
+	bin := filepath.Join(work, "busbar")
+	if err := BuildBusbar("..", bin); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(work, "out")
+	var stdout, stderr strings.Builder
+	args := []string{"-busbar-bin", bin, "-work", filepath.Join(work, "w"), "-out", out, "-plan", "smoke",
+		"-targets", "busbar", "-workloads", "W1,W4", "-w1-cells", "1x1", "-sizes", "none", "-w4-msgs", "300",
+		"-rounds", "2", "-limits", "0"}
+	if code := Main(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("Main exited %d: %s", code, stderr.String())
+	}
+	f, err := os.Open(filepath.Join(out, "results.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rs, err := ReadCSV(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := map[string]map[int]int{"W1": {}, "W4": {}}
+	for _, r := range rs {
+		if r.NA != "" {
+			t.Errorf("%s %s round %d: %s %s", r.Workload, r.Params, r.Round, r.NA, r.Note)
+		}
+		if m := n[r.Workload]; m != nil {
+			m[r.Round]++
+		}
+	}
+	if n["W1"][1] == 0 || n["W1"][2] == 0 {
+		t.Errorf("W1 rows per round %v, want some in rounds 1 and 2", n["W1"])
+	}
+	if n["W4"][1] == 0 || len(n["W4"]) != 1 {
+		t.Errorf("W4 rows per round %v, want them in round 1 only", n["W4"])
 	}
 }
