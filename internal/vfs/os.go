@@ -38,6 +38,14 @@ func (f *osFile) Sync() error {
 	}
 }
 
+// StartWriteback implements Writebacker.
+func (f *osFile) StartWriteback(off, n int64) error {
+	if err := syscall.SyncFileRange(f.fd, off, n, 2 /* SYNC_FILE_RANGE_WRITE */); err != nil {
+		return &os.PathError{Op: "sync_file_range", Path: f.Name(), Err: err}
+	}
+	return nil
+}
+
 func (f *osFile) Size() (int64, error) {
 	fi, err := f.Stat()
 	if err != nil {

@@ -20,6 +20,16 @@ type File interface {
 	Size() (int64, error)
 }
 
+// Writebacker is implemented by files that can start writing their
+// dirty bytes to the device ahead of a Sync, without waiting for them and
+// without flushing the device's cache (sync_file_range(2) with
+// SYNC_FILE_RANGE_WRITE on the OS file system): a later Sync then has
+// little left to write. It is only a hint and promises no durability;
+// the in-memory file systems do not implement it.
+type Writebacker interface {
+	StartWriteback(off, n int64) error
+}
+
 // FS is a file system.
 type FS interface {
 	// Create creates or truncates name and opens it for reading and writing.

@@ -122,6 +122,32 @@ func testFS(t *testing.T, fsys FS, dir string) {
 func TestOS(t *testing.T)  { testFS(t, OS(), filepath.ToSlash(t.TempDir())) }
 func TestMem(t *testing.T) { testFS(t, NewMem(), "/d") }
 
+// An OS file starts writeback of a range it wrote (a hint; the bytes are
+// there to read either way), and one with nothing dirty is no error.
+func TestOSWriteback(t *testing.T) {
+	f, err := OS().Create(filepath.Join(t.TempDir(), "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	wb, ok := f.(Writebacker)
+	if !ok {
+		t.Fatal("an OS file is not a Writebacker")
+	}
+	if _, err := f.WriteAt(make([]byte, 1<<16), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := wb.StartWriteback(0, 1<<16); err != nil {
+		t.Fatal(err)
+	}
+	if err := wb.StartWriteback(1<<16, 1<<16); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := any(&memFile{}).(Writebacker); ok {
+		t.Fatal("a Mem file claims writeback")
+	}
+}
+
 func TestCrashCloneKeepsOnlySynced(t *testing.T) {
 	m := NewMem()
 	m.MkdirAll("/d")

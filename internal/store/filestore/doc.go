@@ -36,8 +36,11 @@
 // The preparer creates the next segment ahead of time: it fills a file
 // with zeros and syncs it, so that appending to it changes no file
 // metadata and fdatasync has only data to flush. On this machine that made
-// group commit markedly faster than appending to a growing file.
-// Options.NoPreallocate turns it off.
+// group commit markedly faster than appending to a growing file. It writes
+// the zeros a chunk at a time, starting each chunk's writeback at once,
+// and keeps pace with the active segment (done when that is half full),
+// so that the log's fdatasyncs never find a whole segment of zeros ahead
+// of them in the device's cache. Options.NoPreallocate turns it off.
 //
 // # Directory
 //

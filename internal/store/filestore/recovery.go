@@ -161,6 +161,7 @@ func (s *Store) recover() error {
 	}
 	s.mu.active = active
 	s.w.seg, s.w.off = active, active.size
+	s.activeOff.Store(active.size)
 	s.w.nextLSN = r.expected
 	s.syncedLSN.Store(r.expected - 1)
 	s.mu.applied = r.expected - 1

@@ -61,6 +61,7 @@ type Store struct {
 	prepc           chan prepared // the preparer's next preallocated segment
 	prepReq         chan struct{} // asks the preparer for one
 	prepBytes       atomic.Int64  // size of a prepared, unused segment file
+	activeOff       atomic.Int64  // the writer's offset in the active segment (paces the preparer)
 	nGroups         atomic.Int64  // group writes, for benchmarks
 	nSyncs          atomic.Int64  // fdatasync calls by the syncer, for benchmarks
 	syncNanos       atomic.Int64  // time the syncer spent in them

@@ -388,6 +388,7 @@ func (s *Store) flush(buf []byte, off int64) error {
 		return fmt.Errorf("write %s: %w", s.w.seg.path, err)
 	}
 	s.w.off = off + int64(len(buf))
+	s.activeOff.Store(s.w.off)
 	return nil
 }
 
@@ -405,6 +406,7 @@ func (s *Store) rotate() error {
 	var err error
 	ok := false
 	if !s.opts.NoPreallocate {
+		s.activeOff.Store(s.opts.SegmentSize) // full: the preparer stops pacing itself
 		seg, ok, err = s.takePrepared(old.id+1, s.w.nextLSN)
 		if err != nil {
 			return err
@@ -422,6 +424,7 @@ func (s *Store) rotate() error {
 	s.mu.sealedAt = time.Now()
 	s.mu.Unlock()
 	s.w.seg, s.w.off = seg, segHeaderSize
+	s.activeOff.Store(segHeaderSize)
 	return nil
 }
 

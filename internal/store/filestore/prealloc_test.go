@@ -1,0 +1,90 @@
+package filestore
+
+import (
+	"testing"
+	"time"
+
+	"github.com/busbarmq/busbar/internal/store"
+	"github.com/busbarmq/busbar/internal/vfs"
+)
+
+// The preparer never has more than prepLead times the active segment's
+// fill written (plus the chunk it started), and a rotation that needs the
+// prepared segment ends the pacing at once.
+func TestPreparerPacesItself(t *testing.T) {
+	mem := vfs.NewMem()
+	opts := memOpts(mem)
+	opts.SegmentSize = 16 * prepChunk
+	s := mustOpen(t, opts)
+	defer s.Close()
+	prepared := func() int64 {
+		f, err := mem.Open(s.path(prepName))
+		if err != nil {
+			return 0
+		}
+		defer f.Close()
+		n, _ := f.Size()
+		return n
+	}
+	// waitFor polls until cond holds (the preparer is a goroutine of its
+	// own, paced by real time).
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s (prepared %d bytes, active segment at %d)", what, prepared(), s.activeOff.Load())
+			}
+		}
+	}
+	bound := func() int64 { return prepLead*s.activeOff.Load() + prepChunk }
+	if err := s.Commit(&store.Batch{Ops: []store.Op{{Kind: store.OpPutEntity, EntityID: 1, Name: "q"}}}, true); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the first chunk", func() bool { return prepared() >= prepChunk })
+	time.Sleep(10 * prepPoll) // (what must not happen takes its time)
+	if got, max := prepared(), bound(); got > max {
+		t.Fatalf("prepared %d bytes with the active segment at %d; want at most %d", got, s.activeOff.Load(), max)
+	}
+
+	data := make([]byte, 1000)
+	seq := uint64(0)
+	commit := func(n int) error {
+		var b store.Batch
+		for range n {
+			seq++
+			b.Add(store.Op{Kind: store.OpAppend, EntityID: 1, Seq: seq, Data: data})
+		}
+		return s.Commit(&b, true)
+	}
+	if err := commit(4 * prepChunk / 1000); err != nil { // the active segment grows by about four chunks
+		t.Fatal(err)
+	}
+	waitFor("the preparer to follow the writer", func() bool { return prepared() >= prepLead*s.activeOff.Load()-prepChunk })
+	time.Sleep(10 * prepPoll)
+	if got, max := prepared(), bound(); got > max {
+		t.Fatalf("prepared %d bytes with the active segment at %d; want at most %d", got, s.activeOff.Load(), max)
+	}
+
+	// Past the end of the segment the writer needs the prepared one now:
+	// the commit must not wait for the pacing (which, with the active
+	// segment no fuller, would never let the preparer finish).
+	active := func() uint32 {
+		s.mu.RLock()
+		defer s.mu.RUnlock()
+		return s.mu.active.id
+	}
+	id := active()
+	done := make(chan error, 1)
+	go func() { done <- commit(int(opts.SegmentSize) / 1000) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the rotating commit still waits for the preparer (prepared %d bytes)", prepared())
+	}
+	if active() == id {
+		t.Fatalf("no new segment after %d bytes", opts.SegmentSize)
+	}
+}
