@@ -6,6 +6,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 )
 
 // isNullTarget reports whether a target is the null broker (either
@@ -117,39 +118,50 @@ func WriteRounds(w io.Writer, rs []Result) {
 	if len(keys) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "Rounds (each figure against the ceiling measured in the same round: %s, same workload, parameters and size; for W5 its W1 %s; ratio = msgs/s ÷ ceiling; – = no ceiling in that round; last row of a cell: median (the lower middle one for an even count) and min–max):\n\n",
+	fmt.Fprintf(w, "Rounds (each figure against the ceiling measured in the same round: %s, same workload, parameters and size; for W5 its W1 %s; the figure is msgs/s, for W3 (paced: its rate is the plan's) the p99 latency; ratio = figure ÷ ceiling; – = no ceiling in that round; last row of a cell: median (the lower middle one for an even count) and min–max):\n\n",
 		nullGoAMQPName, w1Params(w5Conns, w5Window))
-	fmt.Fprintln(w, "| Target | Workload | Parameters | Size | Metric | Round | msgs/s | ceiling msgs/s | ratio |")
+	fmt.Fprintln(w, "| Target | Workload | Parameters | Size | Metric | Round | figure | ceiling | ratio |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
 	for _, k := range keys {
-		var rates, ceils, ratios []float64
+		fig, format := roundsFigure(k.wl)
+		var figs, ceils, ratios []float64
 		for i, r := range cells[k] {
 			lead := "| | | | | |"
 			if i == 0 {
 				lead = fmt.Sprintf("| %s | %s | %s | %s | %s |", shortTarget(k.target), k.wl, k.params, sizeName(k.size), k.metric)
 			}
-			rate, c, ratio := "–", "–", "–"
-			measured := r.NA == "" && r.Rate > 0
+			v, c, ratio := "–", "–", "–"
+			measured := r.NA == "" && fig(r) > 0
 			switch {
 			case r.NA != "":
-				rate = strings.ReplaceAll(r.NA, "|", "/")
+				v = strings.ReplaceAll(r.NA, "|", "/")
 			case measured:
-				rate = human(r.Rate)
-				rates = append(rates, r.Rate)
+				v = format(fig(r))
+				figs = append(figs, fig(r))
 			}
-			if cr, ok := ceil[ceilingOf(r)]; ok {
-				c = human(cr.Rate)
-				ceils = append(ceils, cr.Rate)
+			if cr, ok := ceil[ceilingOf(r)]; ok && fig(cr) > 0 {
+				c = format(fig(cr))
+				ceils = append(ceils, fig(cr))
 				if measured {
-					ratio = fmt.Sprintf("%.2f", r.Rate/cr.Rate)
-					ratios = append(ratios, r.Rate/cr.Rate)
+					ratio = fmt.Sprintf("%.2f", fig(r)/fig(cr))
+					ratios = append(ratios, fig(r)/fig(cr))
 				}
 			}
-			fmt.Fprintf(w, "%s %d | %s | %s | %s |\n", lead, r.Round, rate, c, ratio)
+			fmt.Fprintf(w, "%s %d | %s | %s | %s |\n", lead, r.Round, v, c, ratio)
 		}
 		fmt.Fprintf(w, "| | | | | | median (min–max) | %s | %s | %s |\n",
-			spread(rates, human), spread(ceils, human), spread(ratios, func(v float64) string { return fmt.Sprintf("%.2f", v) }))
+			spread(figs, format), spread(ceils, format), spread(ratios, func(v float64) string { return fmt.Sprintf("%.2f", v) }))
 	}
+}
+
+// roundsFigure is what the Rounds table compares for workload wl, and how
+// it prints: the rate, or for W3 the p99 latency in ms.
+func roundsFigure(wl string) (fig func(Result) float64, format func(float64) string) {
+	if wl == "W3" {
+		return func(r Result) float64 { return float64(r.Lat.P99) / float64(time.Millisecond) },
+			func(v float64) string { return fmt.Sprintf("%.1f ms", v) }
+	}
+	return func(r Result) float64 { return r.Rate }, human
 }
 
 // spread is "median (min–max)" of vs, or "–" when vs is empty.

@@ -90,6 +90,18 @@ func TestWriteRounds(t *testing.T) {
 			want: []string{"| median (min–max) | **12.0k** (10.0k–16.0k) | **20.0k** (20.0k–20.0k) | **0.60** (0.50–0.80) |"},
 		},
 		{
+			name: "W3: p99 latency against the ceiling's, not the paced rate",
+			rs: func() []Result {
+				n, b := rres(null, "W3", "5000 msg/s", 1024, 1, 5000), rres(busbar, "W3", "5000 msg/s", 1024, 1, 5000)
+				n.Lat.P99, b.Lat.P99 = 2500*time.Microsecond, 7500*time.Microsecond
+				return []Result{n, b}
+			}(),
+			want: []string{
+				"| Busbar (AMQP 1.0) | W3 | 5000 msg/s | 1 KB | send (confirmed) | 1 | 7.5 ms | 2.5 ms | 3.00 |",
+				"| | | | | | median (min–max) | **7.5 ms** (7.5 ms–7.5 ms) | **2.5 ms** (2.5 ms–2.5 ms) | **3.00** (3.00–3.00) |",
+			},
+		},
+		{
 			name: "pinned",
 			rs:   []Result{rres(null+" [pinned]", "W1", w1, 1024, 1, 20000), rres(busbar+" [pinned]", "W1", w1, 1024, 1, 5000)},
 			want: []string{"| Busbar (AMQP 1.0) [pinned] | W1 | 1 conn × window 256 | 1 KB | send (confirmed) | 1 | 5.00k | 20.0k | 0.25 |"},
