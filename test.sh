@@ -13,6 +13,6 @@ echo "== tests/js (official @azure/service-bus against busbar)"
 tests/js/run.sh
 
 if [ -f bench/go.mod ]; then
-	echo "== bench smoke (busbar only, seconds)"
+	echo "== bench smoke (Busbar, the null broker and the peers, seconds)"
 	(cd bench && go test "$@" ./...)
 fi
