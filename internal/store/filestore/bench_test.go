@@ -293,6 +293,8 @@ func BenchmarkPacedCommit(b *testing.B) {
 			lat := make([]time.Duration, b.N)
 			interval := time.Second / time.Duration(rate)
 			log0 := s.LogStats()
+			var ru0 syscall.Rusage
+			syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 			start := time.Now()
 			b.ResetTimer()
 			var wg sync.WaitGroup
@@ -319,7 +321,12 @@ func BenchmarkPacedCommit(b *testing.B) {
 			b.ReportMetric(q(0.5), "p50-ms")
 			b.ReportMetric(q(0.99), "p99-ms")
 			b.ReportMetric(q(0.999), "p99.9-ms")
+			var ru syscall.Rusage
+			syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+			cpu := ru.Utime.Nano() + ru.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano()
+			b.ReportMetric(float64(cpu)/1e3/float64(b.N), "cpu-µs/msg")
 			st := s.LogStats()
+			b.ReportMetric(float64(st.Recycled-log0.Recycled), "recycled")
 			if n := st.Syncs - log0.Syncs; n > 0 {
 				b.ReportMetric(float64(2*b.N)/float64(n), "commits/fsync")
 				b.ReportMetric(float64((st.SyncTime-log0.SyncTime).Microseconds())/float64(n), "µs/fsync")

@@ -213,14 +213,39 @@ func (s *Store) deleteSegments() error {
 	var err error
 	for _, seg := range victims {
 		// No directory sync: a segment that comes back after a crash is
-		// unreferenced and is deleted again on open.
-		if rerr := s.fs.Remove(seg.path); rerr != nil && err == nil {
+		// unreferenced and is deleted again on open (and a recycled one
+		// is a .tmp file, removed on open).
+		if s.recycle(seg) {
+			s.log.Debug("segment kept for reuse", "file", seg.path)
+		} else if rerr := s.fs.Remove(seg.path); rerr != nil && err == nil {
 			err = fmt.Errorf("filestore: %w", rerr)
+		} else {
+			s.log.Debug("segment deleted", "file", seg.path)
 		}
-		s.log.Debug("segment deleted", "file", seg.path)
 		seg.release()
 	}
 	return err
+}
+
+// recycle keeps a deleted segment's file under recycleName for the
+// preparer, which overwrites it with zeros instead of creating a file:
+// its blocks are allocated and its pages most likely cached, so that
+// costs about half the CPU and the disk time (the preparer, prealloc.go).
+// At most one file is kept, of exactly SegmentSize, and only one no
+// reader has open: the segment is already out of the map, so nobody can
+// pin it any more, and an in-flight read must not find zeros.
+func (s *Store) recycle(seg *segment) bool {
+	if s.opts.NoPreallocate || s.recycleBytes.Load() != 0 || seg.refs.Load() != 1 || seg.diskSize() != s.opts.SegmentSize {
+		return false
+	}
+	if n, err := seg.f.Size(); err != nil || n != s.opts.SegmentSize {
+		return false
+	}
+	if err := s.fs.Rename(seg.path, s.path(recycleName)); err != nil {
+		return false
+	}
+	s.recycleBytes.Store(s.opts.SegmentSize)
+	return true
 }
 
 // ckptInfo is what loadCheckpoint learned besides the index contents.

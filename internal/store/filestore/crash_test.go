@@ -3,6 +3,7 @@ package filestore
 import (
 	"fmt"
 	"math/rand"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -37,6 +38,13 @@ type crashImage struct {
 // and takes a CrashClone before every FS operation selected by crashAt.
 // Worker 0 also checkpoints and compacts from time to time.
 func runCrashWorkload(t *testing.T, seed int64, workers, batches int, crashAt func(n int64, op vfs.Op) bool, tune ...func(*Options)) ([]*crashWorker, []crashImage, Options) {
+	t.Helper()
+	return runCrashWorkloadOf(t, seed, workers, batches, nil, crashAt, tune...)
+}
+
+// runCrashWorkloadOf is runCrashWorkload with the batches made by next
+// (worker, batch number) instead of the worker's random generator.
+func runCrashWorkloadOf(t *testing.T, seed int64, workers, batches int, next func(w *crashWorker, k int) *store.Batch, crashAt func(n int64, op vfs.Op) bool, tune ...func(*Options)) ([]*crashWorker, []crashImage, Options) {
 	t.Helper()
 	mem := vfs.NewMem()
 	var (
@@ -100,7 +108,12 @@ func runCrashWorkload(t *testing.T, seed int64, workers, batches int, crashAt fu
 			defer wg.Done()
 			rng := w.gen.Rng
 			for k := range batches {
-				b := w.gen.Batch(w.models[len(w.models)-1], 5)
+				var b *store.Batch
+				if next != nil {
+					b = next(w, k)
+				} else {
+					b = w.gen.Batch(w.models[len(w.models)-1], 5)
+				}
 				next := w.models[len(w.models)-1].Clone()
 				next.Apply(b)
 				w.models = append(w.models, next)
@@ -225,6 +238,38 @@ func TestCrashDuringMaintenance(t *testing.T) {
 		t.Fatalf("crash points by kind: %v; want renames and removes", kinds)
 	}
 	t.Logf("%d crash points checked: %v", len(images), kinds)
+}
+
+// TestCrashWithRecycledSegments runs a queue (each batch appends a
+// message and removes the one ten before it, so segments die behind the
+// writer) through checkpoints that delete segments, whose files the
+// preparer reuses for new ones, and crashes at random points of it.
+func TestCrashWithRecycledSegments(t *testing.T) {
+	rng := rand.New(rand.NewSource(5))
+	var mu sync.Mutex
+	var reused atomic.Int64
+	data := make([]byte, 700)
+	ws, images, opts := runCrashWorkloadOf(t, 5, 2, 300, func(w *crashWorker, k int) *store.Batch {
+		b := &store.Batch{Ops: []store.Op{{Kind: store.OpAppend, EntityID: w.base + 1, Seq: uint64(k + 1), Meta: []byte("m"), Data: data}}}
+		if k >= 10 {
+			b.Add(store.Op{Kind: store.OpRemove, EntityID: w.base + 1, Seq: uint64(k - 9)})
+		}
+		return b
+	}, func(n int64, op vfs.Op) bool {
+		if op.Kind == vfs.OpRename && strings.HasSuffix(op.Path, recycleName) {
+			reused.Add(1)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return rng.Intn(10) == 0
+	})
+	if reused.Load() == 0 {
+		t.Fatal("no segment file was reused")
+	}
+	for _, img := range images {
+		checkImage(t, ws, img, opts)
+	}
+	t.Logf("%d crash points checked, %d segment files reused", len(images), reused.Load())
 }
 
 // TestCrashWithBackgroundWork lets the background goroutine checkpoint,

@@ -37,6 +37,11 @@ func (s *Store) prepLoop(done chan struct{}) {
 		}
 	default:
 	}
+	// (Maintenance has stopped: nothing recycles a segment any more.)
+	if s.recycleBytes.Load() != 0 {
+		s.fs.Remove(s.path(recycleName))
+		s.recycleBytes.Store(0)
+	}
 }
 
 // The preparer shares the disk with the log's fdatasyncs, each of which
@@ -65,7 +70,7 @@ var errStopping = errors.New("filestore: closing")
 // synced; paced (by the active segment) when paced is set.
 func (s *Store) preallocate(paced bool) (vfs.File, error) {
 	p := s.path(prepName)
-	f, err := s.fs.Create(p)
+	f, err := s.prepFile(p)
 	if err != nil {
 		return nil, err
 	}
@@ -108,6 +113,26 @@ func (s *Store) preallocate(paced bool) (vfs.File, error) {
 	}
 	s.prepBytes.Store(s.opts.SegmentSize)
 	return f, nil
+}
+
+// prepFile opens the file to prepare as p: the recycled segment file if
+// deleteSegments kept one (SegmentSize bytes of old log, to be
+// overwritten), else a new empty file.
+func (s *Store) prepFile(p string) (vfs.File, error) {
+	if s.recycleBytes.Load() != 0 {
+		err := s.fs.Rename(s.path(recycleName), p)
+		s.recycleBytes.Store(0)
+		if err == nil {
+			if f, err := s.fs.OpenReadWrite(p); err == nil {
+				s.nRecycled.Add(1)
+				return f, nil
+			}
+			s.fs.Remove(p)
+		} else {
+			s.fs.Remove(s.path(recycleName))
+		}
+	}
+	return s.fs.Create(p)
 }
 
 // takePrepared turns the prepared file into segment id: it writes the

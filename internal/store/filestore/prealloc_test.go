@@ -1,10 +1,13 @@
 package filestore
 
 import (
+	"bytes"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/busbarmq/busbar/internal/store"
+	"github.com/busbarmq/busbar/internal/store/storetest"
 	"github.com/busbarmq/busbar/internal/vfs"
 )
 
@@ -86,5 +89,91 @@ func TestPreparerPacesItself(t *testing.T) {
 	}
 	if active() == id {
 		t.Fatalf("no new segment after %d bytes", opts.SegmentSize)
+	}
+}
+
+// A deleted segment's file is kept (one at most, counted in DiskBytes) and
+// the preparer overwrites it instead of creating a file; the log reads
+// back the same after a clean reopen and after a crash.
+func TestSegmentsAreRecycled(t *testing.T) {
+	mem := vfs.NewMem()
+	opts := memOpts(mem)
+	opts.SegmentSize = 16 << 10
+	s := mustOpen(t, opts)
+	m := queueLoad(t, s, 400, 200, 0) // ≈ 6 segments, all dead
+	if err := s.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if s.recycleBytes.Load() != opts.SegmentSize {
+		t.Fatalf("no segment file kept for reuse (recycleBytes %d)", s.recycleBytes.Load())
+	}
+	if names, _ := mem.ReadDir("/db"); !slices.Contains(names, recycleName) {
+		t.Fatalf("no %s in %v", recycleName, names)
+	}
+	disk := s.Stats().DiskBytes
+	appendQueue(t, s, m, 400, 200) // rotations take the kept file (and, after the next deletions, others)
+	drainQueue(t, s, m, 400, 7)
+	if err := s.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	appendQueue(t, s, m, 200, 200)
+	if got := s.LogStats().Recycled; got == 0 {
+		t.Fatal("no segment was prepared from a kept file")
+	}
+	if d := storetest.Diff(m, storetest.MustDump(t, s)); d != "" {
+		t.Fatal(d)
+	}
+	if disk < opts.SegmentSize {
+		t.Fatalf("DiskBytes %d with a kept segment file", disk)
+	}
+	img := mem.CrashClone(vfs.CrashOptions{})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if names, _ := mem.ReadDir("/db"); slices.Contains(names, recycleName) {
+		t.Fatalf("%s left after Close: %v", recycleName, names)
+	}
+	s = mustOpen(t, opts)
+	if d := storetest.Diff(m, storetest.MustDump(t, s)); d != "" {
+		t.Fatalf("after reopen: %s", d)
+	}
+	s.Close()
+	opts.FS = img
+	s = mustOpen(t, opts)
+	defer s.Close()
+	if d := storetest.Diff(m, storetest.MustDump(t, s)); d != "" {
+		t.Fatalf("after a crash: %s", d)
+	}
+}
+
+// A kept file is prepared exactly as a new one: all zeros, whatever it
+// held before.
+func TestRecycledFileIsZeroed(t *testing.T) {
+	mem := vfs.NewMem()
+	opts := memOpts(mem)
+	s := mustOpen(t, opts)
+	defer s.Close()
+	f, err := mem.Create(s.path(recycleName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	junk := bytes.Repeat([]byte{0xA5}, int(opts.SegmentSize))
+	if _, err := f.WriteAt(junk, 0); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	s.recycleBytes.Store(opts.SegmentSize)
+	p, err := s.preallocate(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if s.recycleBytes.Load() != 0 || s.LogStats().Recycled != 1 {
+		t.Fatalf("the kept file was not used (recycleBytes %d, Recycled %d)", s.recycleBytes.Load(), s.LogStats().Recycled)
+	}
+	got := make([]byte, opts.SegmentSize+1)
+	n, _ := p.ReadAt(got, 0)
+	if int64(n) != opts.SegmentSize || !bytes.Equal(got[:n], make([]byte, n)) {
+		t.Fatalf("prepared file: %d bytes, not all zero", n)
 	}
 }

@@ -55,6 +55,8 @@ const (
 	tmpSuffix  = ".tmp"
 	// prepName is a preallocated segment file not yet in use.
 	prepName = "next-segment.tmp"
+	// recycleName is a deleted segment's file kept for the preparer.
+	recycleName = "recycled-segment.tmp"
 	// corruptSuffix marks a segment Salvage set aside.
 	corruptSuffix = ".corrupt"
 	lockName      = "LOCK"

@@ -62,6 +62,8 @@ type Store struct {
 	prepReq         chan struct{} // asks the preparer for one
 	prepBytes       atomic.Int64  // size of a prepared, unused segment file
 	activeOff       atomic.Int64  // the writer's offset in the active segment (paces the preparer)
+	recycleBytes    atomic.Int64  // size of recycleName, 0 if there is none (see deleteSegments)
+	nRecycled       atomic.Int64  // preparations that reused a deleted segment's file
 	nGroups         atomic.Int64  // group writes, for benchmarks
 	nSyncs          atomic.Int64  // fdatasync calls by the syncer, for benchmarks
 	syncNanos       atomic.Int64  // time the syncer spent in them
@@ -449,7 +451,7 @@ func (s *Store) Stats() store.Stats {
 	for _, seg := range s.mu.segs {
 		st.DiskBytes += seg.diskSize()
 	}
-	st.DiskBytes += s.prepBytes.Load()
+	st.DiskBytes += s.prepBytes.Load() + s.recycleBytes.Load()
 	return st
 }
 
@@ -511,10 +513,11 @@ type LogStats struct {
 	Syncs          int64
 	SyncTime       time.Duration
 	GatherTimeouts int64
+	Recycled       int64 // segments prepared from a deleted segment's file
 }
 
 // LogStats returns the group-commit counters.
 func (s *Store) LogStats() LogStats {
 	return LogStats{Groups: s.nGroups.Load(), Syncs: s.nSyncs.Load(), SyncTime: time.Duration(s.syncNanos.Load()),
-		GatherTimeouts: s.nGatherTimeouts.Load()}
+		GatherTimeouts: s.nGatherTimeouts.Load(), Recycled: s.nRecycled.Load()}
 }
