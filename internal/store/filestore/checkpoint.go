@@ -235,6 +235,8 @@ func (s *Store) deleteSegments() error {
 // reader has open: the segment is already out of the map, so nobody can
 // pin it any more, and an in-flight read must not find zeros.
 func (s *Store) recycle(seg *segment) bool {
+	s.recycleMu.Lock()
+	defer s.recycleMu.Unlock()
 	if s.opts.NoPreallocate || s.recycleBytes.Load() != 0 || seg.refs.Load() != 1 || seg.diskSize() != s.opts.SegmentSize {
 		return false
 	}
@@ -246,6 +248,29 @@ func (s *Store) recycle(seg *segment) bool {
 	}
 	s.recycleBytes.Store(s.opts.SegmentSize)
 	return true
+}
+
+// recycleIdle is how long a kept segment file may wait for the preparer:
+// a log that has not moved to a new segment for this long is not growing
+// fast (or was just drained), and the file would only keep the disk from
+// coming back down.
+const recycleIdle = 10 * time.Second
+
+// dropIdleRecycled removes the kept segment file when no segment was
+// started for recycleIdle.
+func (s *Store) dropIdleRecycled(now time.Time) {
+	s.mu.RLock()
+	idle := now.Sub(s.mu.sealedAt) >= recycleIdle
+	s.mu.RUnlock()
+	if !idle {
+		return
+	}
+	s.recycleMu.Lock()
+	defer s.recycleMu.Unlock()
+	if s.recycleBytes.Load() != 0 {
+		s.fs.Remove(s.path(recycleName))
+		s.recycleBytes.Store(0)
+	}
 }
 
 // ckptInfo is what loadCheckpoint learned besides the index contents.

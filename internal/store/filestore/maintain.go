@@ -111,6 +111,7 @@ func (s *Store) maintain(full bool) error {
 	if need {
 		return s.checkpoint() // deletes segments too
 	}
+	s.dropIdleRecycled(now)
 	return s.deleteSegments()
 }
 

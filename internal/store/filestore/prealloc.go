@@ -38,10 +38,12 @@ func (s *Store) prepLoop(done chan struct{}) {
 	default:
 	}
 	// (Maintenance has stopped: nothing recycles a segment any more.)
+	s.recycleMu.Lock()
 	if s.recycleBytes.Load() != 0 {
 		s.fs.Remove(s.path(recycleName))
 		s.recycleBytes.Store(0)
 	}
+	s.recycleMu.Unlock()
 }
 
 // The preparer shares the disk with the log's fdatasyncs, each of which
@@ -119,6 +121,8 @@ func (s *Store) preallocate(paced bool) (vfs.File, error) {
 // deleteSegments kept one (SegmentSize bytes of old log, to be
 // overwritten), else a new empty file.
 func (s *Store) prepFile(p string) (vfs.File, error) {
+	s.recycleMu.Lock()
+	defer s.recycleMu.Unlock()
 	if s.recycleBytes.Load() != 0 {
 		err := s.fs.Rename(s.path(recycleName), p)
 		s.recycleBytes.Store(0)

@@ -177,3 +177,35 @@ func TestRecycledFileIsZeroed(t *testing.T) {
 		t.Fatalf("prepared file: %d bytes, not all zero", n)
 	}
 }
+
+// A kept file that waits recycleIdle without a new segment is removed, so
+// that the disk comes back down after a drain.
+func TestIdleRecycledFileIsDropped(t *testing.T) {
+	mem := vfs.NewMem()
+	opts := memOpts(mem)
+	opts.SegmentSize = 16 << 10
+	s := mustOpen(t, opts)
+	defer s.Close()
+	queueLoad(t, s, 400, 200, 0)
+	if err := s.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if s.recycleBytes.Load() == 0 {
+		t.Fatal("no segment file kept")
+	}
+	s.mu.RLock()
+	sealed := s.mu.sealedAt
+	s.mu.RUnlock()
+	s.dropIdleRecycled(sealed.Add(recycleIdle / 2))
+	if s.recycleBytes.Load() == 0 {
+		t.Fatal("dropped before it was idle")
+	}
+	disk := s.Stats().DiskBytes
+	s.dropIdleRecycled(sealed.Add(recycleIdle))
+	if names, _ := mem.ReadDir("/db"); s.recycleBytes.Load() != 0 || slices.Contains(names, recycleName) {
+		t.Fatalf("idle kept file not dropped: %v", names)
+	}
+	if got := s.Stats().DiskBytes; got != disk-opts.SegmentSize {
+		t.Fatalf("DiskBytes %d after the drop, want %d", got, disk-opts.SegmentSize)
+	}
+}

@@ -62,6 +62,7 @@ type Store struct {
 	prepReq         chan struct{} // asks the preparer for one
 	prepBytes       atomic.Int64  // size of a prepared, unused segment file
 	activeOff       atomic.Int64  // the writer's offset in the active segment (paces the preparer)
+	recycleMu       sync.Mutex    // serializes keeping, taking and dropping recycleName
 	recycleBytes    atomic.Int64  // size of recycleName, 0 if there is none (see deleteSegments)
 	nRecycled       atomic.Int64  // preparations that reused a deleted segment's file
 	nGroups         atomic.Int64  // group writes, for benchmarks
