@@ -80,10 +80,16 @@ func TestCompactMovesStragglers(t *testing.T) {
 		t.Fatal(d)
 	}
 	s.Close()
-	s = mustOpen(t, opts)
+	reopenHolds(t, opts, m, "after reopen")
+}
+
+// reopenHolds opens a store with opts and checks that it holds m.
+func reopenHolds(t *testing.T, opts Options, m *storetest.State, when string) {
+	t.Helper()
+	s := mustOpen(t, opts)
 	defer s.Close()
 	if d := storetest.Diff(m, storetest.MustDump(t, s)); d != "" {
-		t.Fatalf("after reopen: %s", d)
+		t.Fatalf("%s: %s", when, d)
 	}
 }
 
