@@ -74,22 +74,18 @@ func (g *Gate) Await(f *Follower) bool {
 
 // Answer records that f answered by committing. It reports whether g was
 // waiting for f.
-func (g *Gate) Answer(f *Follower) bool {
-	if !f.awaited.CompareAndSwap(g, nil) {
-		return false
-	}
-	f.missed.Store(false)
-	g.done()
-	return true
-}
+func (g *Gate) Answer(f *Follower) bool { return g.end(f, true) }
 
 // GiveUp stops waiting for f without an answer: f is not Trusted until it
 // next answers in time. It reports whether g was waiting for f.
-func (g *Gate) GiveUp(f *Follower) bool {
+func (g *Gate) GiveUp(f *Follower) bool { return g.end(f, false) }
+
+// end stops g's wait for f, answered or not.
+func (g *Gate) end(f *Follower, answered bool) bool {
 	if !f.awaited.CompareAndSwap(g, nil) {
 		return false
 	}
-	f.missed.Store(true)
+	f.missed.Store(!answered)
 	g.done()
 	return true
 }

@@ -83,18 +83,17 @@ func (s *Store) preallocate(paced bool) (vfs.File, error) {
 		return nil, err
 	}
 	wb, _ := f.(vfs.Writebacker)
-	var poll *time.Timer
+	var poll <-chan time.Time // nil (never ready) unless paced
+	if paced {
+		t := time.NewTicker(prepPoll)
+		defer t.Stop()
+		poll = t.C
+	}
 	zero := make([]byte, min(s.opts.SegmentSize, prepChunk))
 	for off := int64(0); off < s.opts.SegmentSize; off += int64(len(zero)) {
 		for paced && off > prepLead*s.activeOff.Load() {
-			if poll == nil {
-				poll = time.NewTimer(prepPoll)
-				defer poll.Stop()
-			} else {
-				poll.Reset(prepPoll)
-			}
 			select {
-			case <-poll.C:
+			case <-poll:
 			case <-s.stopWriter:
 				return fail(errStopping)
 			}
