@@ -768,13 +768,23 @@ func (r *Reader) readMap(c byte) (any, error) {
 // ReadSymbolMap reads a map whose keys are symbols (annotations, fields,
 // filter-set). String keys are accepted and converted, since some peers
 // send them; any other key type is an error. Null reads as a nil map.
+//
+// Not inlined: a caller in another package would then call the generic
+// readTextKeyMap itself, and escape analysis, which cannot see through that
+// call, would move the caller's Reader to the heap (one allocation per
+// frame for the frame parser).
+//
+//go:noinline
 func (r *Reader) ReadSymbolMap() (map[Symbol]any, error) {
 	return readTextKeyMap[Symbol](r, "symbol map key")
 }
 
 // ReadStringMap reads a map whose keys are strings
 // (application-properties). Symbol keys are accepted and converted; any
-// other key type is an error. Null reads as a nil map.
+// other key type is an error. Null reads as a nil map. Not inlined, as
+// ReadSymbolMap.
+//
+//go:noinline
 func (r *Reader) ReadStringMap() (map[string]any, error) {
 	return readTextKeyMap[string](r, "string map key")
 }

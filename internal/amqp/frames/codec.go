@@ -210,6 +210,31 @@ func readUint32Ptr(r *encoding.Reader) (*uint32, error) {
 	return &v, nil
 }
 
+// uintSlots holds the values of a performative's optional uint fields
+// (Transfer.DeliveryID, Flow.LinkCredit, ...) when ParseBody allocates it
+// together with the performative, so that those pointers cost no
+// allocation of their own. A nil *uintSlots allocates each value, as
+// UnmarshalAMQP called on its own does.
+type uintSlots struct {
+	v [5]uint32 // Flow has the most: five
+	n int
+}
+
+// read reads a uint into the next free slot and returns its address.
+func (s *uintSlots) read(r *encoding.Reader) (*uint32, error) {
+	if s == nil || s.n == len(s.v) {
+		return readUint32Ptr(r)
+	}
+	v, err := r.ReadUint32()
+	if err != nil {
+		return nil, err
+	}
+	p := &s.v[s.n]
+	s.n++
+	*p = v
+	return p, nil
+}
+
 // unmarshalBytes decodes data, which must hold exactly one value, into u.
 func unmarshalBytes(data []byte, u encoding.Unmarshaler) error {
 	r := encoding.NewReader(data)

@@ -214,11 +214,17 @@ func ParseBody(body []byte) (Body, error) {
 		code = symbolicDescriptor(name)
 	}
 	// Concrete calls only: an interface call would move r to the heap.
+	// Transfers, flows and dispositions come with their uintSlots in the
+	// same allocation.
 	var b Body
 	switch code {
 	case DescriptorTransfer:
-		t := new(Transfer)
-		if err := t.UnmarshalAMQP(&r); err != nil {
+		v := new(struct {
+			t Transfer
+			s uintSlots
+		})
+		t := &v.t
+		if err := t.unmarshal(&r, &v.s); err != nil {
 			return nil, err
 		}
 		if r.Len() > 0 {
@@ -235,11 +241,17 @@ func ParseBody(body []byte) (Body, error) {
 		v := new(Attach)
 		err, b = v.UnmarshalAMQP(&r), v
 	case DescriptorFlow:
-		v := new(Flow)
-		err, b = v.UnmarshalAMQP(&r), v
+		v := new(struct {
+			f Flow
+			s uintSlots
+		})
+		err, b = v.f.unmarshal(&r, &v.s), &v.f
 	case DescriptorDisposition:
-		v := new(Disposition)
-		err, b = v.UnmarshalAMQP(&r), v
+		v := new(struct {
+			d Disposition
+			s uintSlots
+		})
+		err, b = v.d.unmarshal(&r, &v.s), &v.d
 	case DescriptorDetach:
 		v := new(Detach)
 		err, b = v.UnmarshalAMQP(&r), v

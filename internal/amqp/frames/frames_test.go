@@ -463,6 +463,32 @@ func TestAppendFrameReusesBuffer(t *testing.T) {
 	}
 }
 
+// TestParseBodyAllocations: the performatives of the hot path — a
+// transfer, a disposition, a flow — each cost ParseBody one allocation,
+// their optional uint fields included: a Reader that escaped (through the
+// generic map readers) or a uint per pointer field would cost more.
+func TestParseBodyAllocations(t *testing.T) {
+	for _, body := range []Body{
+		&Transfer{Handle: 1, DeliveryID: Ptr[uint32](7), DeliveryTag: make([]byte, 16), MessageFormat: Ptr[uint32](0), Payload: make([]byte, 64)},
+		&Disposition{Role: RoleReceiver, First: 1, Last: Ptr[uint32](9), Settled: true, State: &Accepted{}},
+		&Flow{NextIncomingID: Ptr[uint32](1), IncomingWindow: 1, NextOutgoingID: 1, OutgoingWindow: 1,
+			Handle: Ptr[uint32](0), DeliveryCount: Ptr[uint32](3), LinkCredit: Ptr[uint32](10), Available: Ptr[uint32](2)},
+	} {
+		frame, err := AppendFrame(nil, 1, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := frame[8:]
+		got, err := ParseBody(data)
+		if err != nil || !reflect.DeepEqual(got, body) {
+			t.Fatalf("ParseBody = %v, %v; want %v", got, err, body)
+		}
+		if allocs := testing.AllocsPerRun(100, func() { _, _ = ParseBody(data) }); allocs != 1 {
+			t.Errorf("%T: %v allocations per ParseBody, want 1", body, allocs)
+		}
+	}
+}
+
 func TestAppendFrameError(t *testing.T) {
 	prefix := []byte("keep")
 	p, err := AppendFrame(prefix, 0, &Open{ContainerID: "c", Properties: map[Symbol]any{"bad": struct{}{}}})

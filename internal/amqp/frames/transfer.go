@@ -102,7 +102,10 @@ func (o *Flow) marshal(b *encoding.Buffer) error {
 }
 
 // UnmarshalAMQP decodes a flow performative.
-func (o *Flow) UnmarshalAMQP(r *encoding.Reader) error {
+func (o *Flow) UnmarshalAMQP(r *encoding.Reader) error { return o.unmarshal(r, nil) }
+
+// unmarshal decodes a flow, keeping its optional uints in slots.
+func (o *Flow) unmarshal(r *encoding.Reader, slots *uintSlots) error {
 	c, err := beginComposite(r, DescriptorFlow, "flow")
 	if err != nil {
 		return err
@@ -116,7 +119,7 @@ func (o *Flow) UnmarshalAMQP(r *encoding.Reader) error {
 		present |= 1 << i
 		switch i {
 		case 0:
-			o.NextIncomingID, err = readUint32Ptr(r)
+			o.NextIncomingID, err = slots.read(r)
 		case 1:
 			o.IncomingWindow, err = r.ReadUint32()
 		case 2:
@@ -124,13 +127,13 @@ func (o *Flow) UnmarshalAMQP(r *encoding.Reader) error {
 		case 3:
 			o.OutgoingWindow, err = r.ReadUint32()
 		case 4:
-			o.Handle, err = readUint32Ptr(r)
+			o.Handle, err = slots.read(r)
 		case 5:
-			o.DeliveryCount, err = readUint32Ptr(r)
+			o.DeliveryCount, err = slots.read(r)
 		case 6:
-			o.LinkCredit, err = readUint32Ptr(r)
+			o.LinkCredit, err = slots.read(r)
 		case 7:
-			o.Available, err = readUint32Ptr(r)
+			o.Available, err = slots.read(r)
 		case 8:
 			o.Drain, err = r.ReadBool()
 		case 9:
@@ -259,7 +262,10 @@ func (o *Transfer) marshal(b *encoding.Buffer) error {
 
 // UnmarshalAMQP decodes a transfer performative. It leaves Payload
 // untouched; ParseBody sets it.
-func (o *Transfer) UnmarshalAMQP(r *encoding.Reader) error {
+func (o *Transfer) UnmarshalAMQP(r *encoding.Reader) error { return o.unmarshal(r, nil) }
+
+// unmarshal decodes a transfer, keeping its optional uints in slots.
+func (o *Transfer) unmarshal(r *encoding.Reader, slots *uintSlots) error {
 	c, err := beginComposite(r, DescriptorTransfer, "transfer")
 	if err != nil {
 		return err
@@ -275,14 +281,14 @@ func (o *Transfer) UnmarshalAMQP(r *encoding.Reader) error {
 		case 0:
 			o.Handle, err = r.ReadUint32()
 		case 1:
-			o.DeliveryID, err = readUint32Ptr(r)
+			o.DeliveryID, err = slots.read(r)
 		case 2:
 			o.DeliveryTag, err = r.ReadBinary()
 			if err == nil && len(o.DeliveryTag) > 32 {
 				err = fmt.Errorf("%w: delivery-tag of %d bytes", encoding.ErrInvalid, len(o.DeliveryTag))
 			}
 		case 3:
-			o.MessageFormat, err = readUint32Ptr(r)
+			o.MessageFormat, err = slots.read(r)
 		case 4:
 			o.Settled, err = r.ReadBool()
 		case 5:
@@ -376,7 +382,10 @@ func (o *Disposition) marshal(b *encoding.Buffer) error {
 }
 
 // UnmarshalAMQP decodes a disposition performative.
-func (o *Disposition) UnmarshalAMQP(r *encoding.Reader) error {
+func (o *Disposition) UnmarshalAMQP(r *encoding.Reader) error { return o.unmarshal(r, nil) }
+
+// unmarshal decodes a disposition, keeping its optional uint in slots.
+func (o *Disposition) unmarshal(r *encoding.Reader, slots *uintSlots) error {
 	c, err := beginComposite(r, DescriptorDisposition, "disposition")
 	if err != nil {
 		return err
@@ -396,7 +405,7 @@ func (o *Disposition) UnmarshalAMQP(r *encoding.Reader) error {
 		case 1:
 			o.First, err = r.ReadUint32()
 		case 2:
-			o.Last, err = readUint32Ptr(r)
+			o.Last, err = slots.read(r)
 		case 3:
 			o.Settled, err = r.ReadBool()
 		case 4:
