@@ -51,6 +51,14 @@ type senderLink struct {
 
 	mu      sync.Mutex
 	pending []*amqp.IncomingDelivery
+
+	// Owned by run: spare is the previous batch's slice, given back to
+	// pending so that onDelivery does not grow a new one for every batch;
+	// msgs, group and ds are store's scratch (see there).
+	spare []*amqp.IncomingDelivery
+	msgs  []*message.Message
+	group []decoded
+	ds    []*amqp.IncomingDelivery
 }
 
 func (c *conn) attachSender(l *amqp.IncomingLink, a address) error {
@@ -108,13 +116,16 @@ func (s *senderLink) run() {
 		for {
 			s.mu.Lock()
 			batch := s.pending
-			s.pending = nil
-			s.mu.Unlock()
 			if len(batch) == 0 {
+				s.mu.Unlock()
 				break
 			}
+			s.pending, s.spare = s.spare[:0], nil
+			s.mu.Unlock()
 			promise(&s.fol, len(batch))
 			s.store(batch)
+			clear(batch)
+			s.spare = batch[:0]
 		}
 	}
 }
@@ -134,11 +145,12 @@ func promise(f *broker.Follower, n int) {
 	f.Promise(n >= windowBound || f.Trusted())
 }
 
-// decoded is one transfer's messages, or why they cannot be sent.
+// decoded is one transfer's messages, msgs[lo:hi] of the slice store
+// decodes a batch into, or why they cannot be sent.
 type decoded struct {
-	d    *amqp.IncomingDelivery
-	msgs []*message.Message
-	err  error
+	d      *amqp.IncomingDelivery
+	lo, hi int
+	err    error
 }
 
 // store sends the deliveries in order, grouping runs of decodable ones.
@@ -146,17 +158,25 @@ type decoded struct {
 // is closing), and the broker keeps no reference to the decoded messages
 // (Send encodes what it stores): the frames' buffers are released for
 // reuse.
+//
+// The messages of all deliveries are decoded into one slice (s.msgs), so
+// that a group's messages lie side by side and go to Send as they are;
+// that slice and the group's are the link's, reused from batch to batch
+// and cleared after each, so that the hot path allocates neither.
 func (s *senderLink) store(ds []*amqp.IncomingDelivery) {
+	msgs, group := s.msgs[:0], s.group[:0]
 	defer func() {
 		for _, d := range ds {
 			d.Release()
 		}
+		clear(msgs)
+		clear(group)
+		s.msgs, s.group = msgs[:0], group[:0]
 	}()
-	group := make([]decoded, 0, len(ds))
 	bytes := 0
 	flush := func() {
 		if len(group) > 0 {
-			s.sendGroup(group)
+			s.sendGroup(group, msgs)
 		}
 		group, bytes = group[:0], 0
 	}
@@ -166,8 +186,11 @@ func (s *senderLink) store(ds []*amqp.IncomingDelivery) {
 			return
 		default:
 		}
-		msgs, err := decodeTransfer(d)
-		if err != nil {
+		lo := len(msgs)
+		var err error
+		if msgs, err = decodeTransfer(d, msgs); err != nil {
+			clear(msgs[lo:])
+			msgs = msgs[:lo]
 			flush()
 			s.settle(decoded{d: d, err: err})
 			continue
@@ -175,27 +198,26 @@ func (s *senderLink) store(ds []*amqp.IncomingDelivery) {
 		if len(group) >= maxGroupDeliveries || bytes+len(d.Payload) > maxGroupBytes {
 			flush()
 		}
-		group = append(group, decoded{d: d, msgs: msgs})
+		group = append(group, decoded{d: d, lo: lo, hi: len(msgs)})
 		bytes += len(d.Payload)
 	}
 	flush()
 }
 
-// sendGroup stores the group's messages in one atomic broker.Send. If that
-// fails and the group has several deliveries, each is retried on its own so
-// that only the guilty ones are rejected.
-func (s *senderLink) sendGroup(group []decoded) {
-	var all []*message.Message
-	for _, g := range group {
-		all = append(all, g.msgs...)
-	}
-	err := s.c.h.broker.Send(s.ctx, s.path, all)
+// sendGroup stores the group's messages (msgs[group[0].lo:], side by side)
+// in one atomic broker.Send. If that fails and the group has several
+// deliveries, each is retried on its own so that only the guilty ones are
+// rejected.
+func (s *senderLink) sendGroup(group []decoded, msgs []*message.Message) {
+	err := s.c.h.broker.Send(s.ctx, s.path, msgs[group[0].lo:group[len(group)-1].hi])
 	if err == nil {
-		ds := make([]*amqp.IncomingDelivery, len(group))
-		for i, g := range group {
-			ds[i] = g.d
+		ds := s.ds[:0]
+		for _, g := range group {
+			ds = append(ds, g.d)
 		}
-		s.l.SettleAll(ds, &frames.Accepted{})
+		s.l.SettleAll(ds, &frames.Accepted{}) // copies what it keeps
+		clear(ds)
+		s.ds = ds[:0]
 		return
 	}
 	if len(group) == 1 {
@@ -204,7 +226,7 @@ func (s *senderLink) sendGroup(group []decoded) {
 		return
 	}
 	for _, g := range group {
-		g.err = s.c.h.broker.Send(s.ctx, s.path, g.msgs)
+		g.err = s.c.h.broker.Send(s.ctx, s.path, msgs[g.lo:g.hi])
 		s.settle(g)
 	}
 }
@@ -221,34 +243,34 @@ func (s *senderLink) settle(g decoded) {
 	g.d.Settle(&frames.Rejected{Error: f.amqpError()})
 }
 
-// decodeTransfer decodes a transfer into its messages: one for format 0,
-// one per data section for the batch format.
-func decodeTransfer(d *amqp.IncomingDelivery) ([]*message.Message, error) {
+// decodeTransfer decodes a transfer into its messages — one for format 0,
+// one per data section for the batch format — and appends them to msgs.
+// On error, some of a batch's messages may have been appended.
+func decodeTransfer(d *amqp.IncomingDelivery, msgs []*message.Message) ([]*message.Message, error) {
 	switch d.MessageFormat {
 	case 0:
 		m, err := decodeMessage(d.Payload)
 		if err != nil {
-			return nil, badRequest("The message could not be decoded: %v", err)
+			return msgs, badRequest("The message could not be decoded: %v", err)
 		}
-		return []*message.Message{m}, nil
+		return append(msgs, m), nil
 	case messageFormatBatch:
 		var env frames.Message
 		if err := env.UnmarshalBinary(d.Payload); err != nil {
-			return nil, badRequest("The batch could not be decoded: %v", err)
+			return msgs, badRequest("The batch could not be decoded: %v", err)
 		}
 		parts, err := frames.SplitBatch(env.RawBody)
 		if err != nil {
-			return nil, badRequest("The batch could not be decoded: %v", err)
+			return msgs, badRequest("The batch could not be decoded: %v", err)
 		}
-		msgs := make([]*message.Message, 0, len(parts))
 		for i, p := range parts {
 			m, err := decodeMessage(p)
 			if err != nil {
-				return nil, badRequest("Message %d of the batch could not be decoded: %v", i, err)
+				return msgs, badRequest("Message %d of the batch could not be decoded: %v", i, err)
 			}
 			msgs = append(msgs, m)
 		}
 		return msgs, nil
 	}
-	return nil, badRequest("The message format %#x is not supported.", d.MessageFormat)
+	return msgs, badRequest("The message format %#x is not supported.", d.MessageFormat)
 }

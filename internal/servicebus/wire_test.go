@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -615,6 +616,85 @@ func TestWireSendFormats(t *testing.T) {
 			t.Fatalf("stored %d messages; want 4", len(ds))
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestWireSendGroups: a sender link stores the transfers that queued up
+// while it stored the previous ones as groups, the messages of all of them
+// decoded side by side into one reused slice. Many concurrent sends on one
+// link — plain messages, batches, a message the broker refuses (an id over
+// 128 characters: its group is retried one delivery at a time) and a batch
+// whose second message does not decode (its first was already decoded) —
+// must each be answered for themselves, and exactly the accepted messages
+// stored, once each.
+func TestWireSendGroups(t *testing.T) {
+	s := servicebustest.Start(t, &servicebustest.Options{Queues: []string{"q"}})
+	w := dialWire(t, s)
+	w.authorize("amqp://" + s.Addr + "/q")
+	snd, err := w.session().NewSender(w.ctx, "q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	encode := func(id string) []byte {
+		enc, err := (&amqp.Message{Data: [][]byte{[]byte("body " + id)}, Properties: &amqp.MessageProperties{MessageID: id}}).MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return enc
+	}
+	const n = 300
+	want := map[string]bool{}
+	msgs := make([]*amqp.Message, n)
+	for i := range msgs {
+		id := fmt.Sprint("m", i)
+		switch i % 5 {
+		case 0, 1:
+			msgs[i] = &amqp.Message{Data: [][]byte{[]byte("body " + id)}, Properties: &amqp.MessageProperties{MessageID: id}}
+			want[id] = true
+		case 2:
+			msgs[i] = &amqp.Message{Data: [][]byte{[]byte("refused")}, Properties: &amqp.MessageProperties{MessageID: strings.Repeat("x", 129)}}
+		case 3:
+			msgs[i] = &amqp.Message{Format: 0x80013700, Data: [][]byte{encode(id + "a"), []byte("not a message")}}
+		case 4:
+			msgs[i] = &amqp.Message{Format: 0x80013700, Data: [][]byte{encode(id + "a"), encode(id + "b")}}
+			want[id+"a"], want[id+"b"] = true, true
+		}
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := g; i < n; i += 16 {
+				errs[i] = snd.Send(w.ctx, msgs[i], nil)
+			}
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		var ae *amqp.Error
+		switch refused := i%5 == 2 || i%5 == 3; {
+		case !refused && err != nil:
+			t.Errorf("send %d: %v", i, err)
+		case refused && (!errors.As(err, &ae) || ae.Condition == ""):
+			t.Errorf("send %d = %v; want it rejected", i, err)
+		}
+	}
+	ds, err := s.Broker.Peek(w.ctx, "q", 0, 2*n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, d := range ds {
+		id, _ := d.Message.MessageID.(string)
+		if got[id] || !want[id] || !strings.Contains(string(d.Message.Body), "body "+id) {
+			t.Errorf("stored %q (body %q): duplicate, unexpected or with another's body", id, d.Message.Body)
+		}
+		got[id] = true
+	}
+	if len(got) != len(want) {
+		t.Errorf("stored %d messages; want %d", len(got), len(want))
 	}
 }
 
