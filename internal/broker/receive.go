@@ -362,11 +362,16 @@ func (q *entity) peekDeliveries(snap []rec, path string) ([]*Delivery, error) {
 // the caller's own (a store read) and becomes the message's: its body and
 // binary values alias it rather than being copied once more.
 func decodeDelivery(data []byte, r *rec, tok uuid.UUID) (*Delivery, error) {
-	m, err := message.UnmarshalShared(data)
-	if err != nil {
+	v := new(struct { // the delivery and its message in one allocation
+		d Delivery
+		m message.Message
+	})
+	m := &v.m
+	if err := m.UnmarshalShared(data); err != nil {
 		return nil, err
 	}
-	d := &Delivery{
+	d := &v.d
+	*d = Delivery{
 		Message:        m,
 		SequenceNumber: r.seq,
 		EnqueuedTime:   time.Unix(0, r.enq).UTC(),

@@ -359,10 +359,17 @@ func Unmarshal(data []byte) (*Message, error) {
 // writes into its neighbours.
 func UnmarshalShared(data []byte) (*Message, error) {
 	m := new(Message)
-	if err := m.unmarshal(data, true); err != nil {
+	if err := m.UnmarshalShared(data); err != nil {
 		return nil, err
 	}
 	return m, nil
+}
+
+// UnmarshalShared decodes data into m as the function UnmarshalShared
+// does (for a caller that allocates m along with something else). It
+// overwrites every field of m.
+func (m *Message) UnmarshalShared(data []byte) error {
+	return m.unmarshal(data, true)
 }
 
 // UnmarshalBinary implements encoding.BinaryUnmarshaler. It overwrites

@@ -58,7 +58,9 @@ func TestParseAddress(t *testing.T) {
 // TestLockTokenByteOrder is the example of amqp-wire §4.3.
 func TestLockTokenByteOrder(t *testing.T) {
 	u := message.UUID(uuid.MustParse("01234567-89ab-cdef-0123-456789abcdef"))
-	tag := dotNetGUIDBytes(u)
+	var b [16]byte
+	putDotNetGUID(&b, u)
+	tag := b[:]
 	if got := hex.EncodeToString(tag); got != "67452301ab89efcd0123456789abcdef" {
 		t.Fatalf("delivery tag %s", got)
 	}

@@ -7,17 +7,15 @@ import "github.com/busbarmq/busbar/internal/message"
 // .NET Guid.ToByteArray() order: the first 4-byte group and the next two
 // 2-byte groups little-endian, the last 8 bytes unchanged (§0.8, §4.3).
 
-// dotNetGUIDBytes returns u in .NET byte order, as a delivery tag.
-func dotNetGUIDBytes(u message.UUID) []byte {
-	b := make([]byte, 16)
+// putDotNetGUID writes u into b in .NET byte order, as a delivery tag.
+func putDotNetGUID(b *[16]byte, u message.UUID) {
 	b[0], b[1], b[2], b[3] = u[3], u[2], u[1], u[0]
 	b[4], b[5] = u[5], u[4]
 	b[6], b[7] = u[7], u[6]
 	copy(b[8:], u[8:])
-	return b
 }
 
-// uuidFromDotNetBytes is the inverse of dotNetGUIDBytes; ok is false
+// uuidFromDotNetBytes is the inverse of putDotNetGUID; ok is false
 // unless b has 16 bytes.
 func uuidFromDotNetBytes(b []byte) (u message.UUID, ok bool) {
 	if len(b) != 16 {

@@ -173,11 +173,13 @@ func (rl *receiverLink) send(ds []*broker.Delivery) bool {
 	for i, d := range ds {
 		payload, err := encodeDelivery(d, deliveryOpts{locked: rl.peekLock})
 		if err == nil {
-			err = rl.l.Send(&amqp.OutgoingDelivery{
-				Tag:     dotNetGUIDBytes([16]byte(d.LockToken)),
-				Payload: payload,
-				Settled: !rl.peekLock,
+			od := new(struct { // the delivery and its tag in one allocation
+				d   amqp.OutgoingDelivery
+				tag [16]byte
 			})
+			putDotNetGUID(&od.tag, [16]byte(d.LockToken))
+			od.d = amqp.OutgoingDelivery{Tag: od.tag[:], Payload: payload, Settled: !rl.peekLock}
+			err = rl.l.Send(&od.d)
 		}
 		if err == nil {
 			continue
