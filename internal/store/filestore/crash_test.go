@@ -292,3 +292,57 @@ func TestCrashWithBackgroundWork(t *testing.T) {
 	}
 	t.Logf("%d crash points checked", len(images))
 }
+
+// TestCrashWithSegmentDeletion runs the random workload with few live
+// messages per entity (storetest.Gen.MaxLive), so that most segments die
+// behind the writer, are deleted by checkpoints and compaction (worker
+// 0's, or the background goroutine's) and have their files reused by the
+// preparer. It crashes at random points and before every segment
+// deletion and reuse, and fails unless segments were both removed and
+// kept for reuse, and a kept file reused.
+func TestCrashWithSegmentDeletion(t *testing.T) {
+	for _, seed := range []int64{1, 2} {
+		for _, background := range []bool{false, true} {
+			t.Run(fmt.Sprintf("seed%d/background=%v", seed, background), func(t *testing.T) {
+				rng := rand.New(rand.NewSource(seed))
+				var mu sync.Mutex
+				var removed, kept, reused atomic.Int64
+				ws, images, opts := runCrashWorkloadOf(t, seed, 4, 300, func(w *crashWorker, k int) *store.Batch {
+					w.gen.MaxLive = 4 // each worker's gen is its goroutine's alone
+					return w.gen.Batch(w.models[len(w.models)-1], 5)
+				}, func(n int64, op vfs.Op) bool {
+					deletion := true
+					switch {
+					case op.Kind == vfs.OpRemove && strings.HasSuffix(op.Path, segSuffix):
+						removed.Add(1)
+					case op.Kind == vfs.OpRename && strings.HasSuffix(op.Path, segSuffix):
+						kept.Add(1) // deleteSegments keeps the file for the preparer
+					case op.Kind == vfs.OpRename && strings.HasSuffix(op.Path, recycleName):
+						reused.Add(1)
+					default:
+						deletion = false
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					return rng.Intn(15) == 0 || deletion
+				}, func(o *Options) {
+					o.SegmentSize = 8 << 10
+					if background {
+						o.BackgroundInterval = time.Millisecond
+						o.CheckpointInterval = 3 * time.Millisecond
+						o.CompactRate = 1 << 30
+						o.CompactLiveRatio = 0.5
+					}
+				})
+				t.Logf("%d segments removed, %d kept for reuse, %d kept files reused", removed.Load(), kept.Load(), reused.Load())
+				if removed.Load() == 0 || kept.Load() == 0 || reused.Load() == 0 {
+					t.Fatal("want segments both removed and kept for reuse, and a kept file reused")
+				}
+				for _, img := range images {
+					checkImage(t, ws, img, opts)
+				}
+				t.Logf("%d crash points checked", len(images))
+			})
+		}
+	}
+}

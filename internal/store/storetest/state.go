@@ -271,6 +271,13 @@ type Gen struct {
 	Rng *rand.Rand
 	// MaxData bounds the Data length of appended and rewritten messages.
 	MaxData int
+	// MaxLive, when positive, caps the messages of an entity: an append
+	// drawn for an entity that already holds MaxLive of them removes its
+	// oldest (mostly) or a random one instead. Live data then stays small
+	// while the log keeps growing, as in a queue that is being drained,
+	// so old segments die behind the writer. Zero leaves the mix (and the
+	// batches a seed makes) as they always were.
+	MaxLive int
 	nextID  uint64
 }
 
@@ -323,6 +330,12 @@ func (g *Gen) Batch(model *State, maxOps int) *store.Batch {
 			}
 			q := r.Intn(100)
 			switch {
+			case q < 45 && g.MaxLive > 0 && len(seqs) >= g.MaxLive:
+				seq := seqs[0]
+				if r.Intn(4) == 0 {
+					seq = seqs[r.Intn(len(seqs))]
+				}
+				op = store.Op{Kind: store.OpRemove, EntityID: id, Seq: seq}
 			case q < 45:
 				seq := e.LastSeq + 1 + uint64(r.Intn(2))
 				op = store.Op{Kind: store.OpAppend, EntityID: id, Seq: seq, Meta: randBytes(r, 40), Data: randBytes(r, g.MaxData)}
