@@ -217,8 +217,10 @@ func (s *Store) deleteSegments() error {
 		// is a .tmp file, removed on open).
 		if s.recycle(seg) {
 			s.log.Debug("segment kept for reuse", "file", seg.path)
-		} else if rerr := s.fs.Remove(seg.path); rerr != nil && err == nil {
-			err = fmt.Errorf("filestore: %w", rerr)
+		} else if rerr := s.fs.Remove(seg.path); rerr != nil {
+			if err == nil {
+				err = fmt.Errorf("filestore: %w", rerr)
+			}
 		} else {
 			s.log.Debug("segment deleted", "file", seg.path)
 		}
