@@ -123,6 +123,26 @@ func TestDescribe(t *testing.T) {
 	}
 }
 
+// TestDecodeMessageAllocations: a sent message with a header and a
+// message-id costs decodeMessage three allocations — the message with its
+// AMQP decoding, the id's string and its interface box — and one without
+// an id the same (the id it is given). The header and properties once cost
+// one each.
+func TestDecodeMessageAllocations(t *testing.T) {
+	for _, m := range []*frames.Message{
+		{Header: &frames.Header{Durable: true}, RawBody: frames.AppendDataSection(nil, make([]byte, 1024))},
+		{Header: &frames.Header{Durable: true}, Properties: &frames.Properties{MessageID: "id-1"}, RawBody: frames.AppendDataSection(nil, make([]byte, 1024))},
+	} {
+		data, err := m.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := testing.AllocsPerRun(100, func() { _, _ = decodeMessage(data) }); n > 3 {
+			t.Errorf("decodeMessage(%v): %v allocations, want 3", m.Properties, n)
+		}
+	}
+}
+
 func TestMessageConversionRoundTrip(t *testing.T) {
 	body := frames.AppendDataSection(nil, []byte("payload"))
 	in := &frames.Message{

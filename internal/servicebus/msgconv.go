@@ -19,11 +19,11 @@ import (
 // message and its message annotations cross; delivery annotations and
 // footers of incoming messages are dropped (Service Bus ignores them too).
 
-// fromAMQP converts a decoded AMQP message into a message.Message. The
-// body aliases m.RawBody, so the data m was decoded from must not be
-// reused afterwards; nothing else aliases m.
-func fromAMQP(m *frames.Message) (*message.Message, error) {
-	out := &message.Message{Priority: 4}
+// fromAMQP converts a decoded AMQP message into out, a message.Message
+// it overwrites. The body aliases m.RawBody, so the data m was decoded
+// from must not be reused afterwards; nothing else aliases m.
+func fromAMQP(out *message.Message, m *frames.Message) error {
+	*out = message.Message{Priority: 4}
 	if h := m.Header; h != nil {
 		out.Durable = h.Durable
 		out.Priority = h.Priority
@@ -34,7 +34,7 @@ func fromAMQP(m *frames.Message) (*message.Message, error) {
 		for k, v := range m.MessageAnnotations {
 			mv, err := toMessageValue(v)
 			if err != nil {
-				return nil, fmt.Errorf("message annotation %q: %w", string(k), err)
+				return fmt.Errorf("message annotation %q: %w", string(k), err)
 			}
 			out.Annotations[string(k)] = mv
 		}
@@ -42,10 +42,10 @@ func fromAMQP(m *frames.Message) (*message.Message, error) {
 	if p := m.Properties; p != nil {
 		var err error
 		if out.MessageID, err = toMessageValue(p.MessageID); err != nil {
-			return nil, fmt.Errorf("message-id: %w", err)
+			return fmt.Errorf("message-id: %w", err)
 		}
 		if out.CorrelationID, err = toMessageValue(p.CorrelationID); err != nil {
-			return nil, fmt.Errorf("correlation-id: %w", err)
+			return fmt.Errorf("correlation-id: %w", err)
 		}
 		out.UserID = clone(p.UserID)
 		out.To = p.To
@@ -64,13 +64,13 @@ func fromAMQP(m *frames.Message) (*message.Message, error) {
 		for k, v := range m.ApplicationProperties {
 			mv, err := toMessageValue(v)
 			if err != nil {
-				return nil, fmt.Errorf("application property %q: %w", k, err)
+				return fmt.Errorf("application property %q: %w", k, err)
 			}
 			out.ApplicationProperties[k] = mv
 		}
 	}
 	out.Body = m.RawBody
-	return out, nil
+	return nil
 }
 
 // decodeMessage decodes one encoded AMQP message a client sends into a
@@ -85,13 +85,19 @@ func fromAMQP(m *frames.Message) (*message.Message, error) {
 // send path): data must be owned by the caller and never reused, as an
 // amqp.IncomingDelivery's payload is (the endpoint gives each frame, and
 // each reassembled delivery, a buffer of its own).
+//
+// The message, the decoded AMQP message and its header and properties take
+// one allocation.
 func decodeMessage(data []byte) (*message.Message, error) {
-	var m frames.Message
-	if err := m.UnmarshalBinary(data); err != nil {
+	v := new(struct {
+		out message.Message
+		in  frames.MessageBuf
+	})
+	if err := v.in.UnmarshalBinary(data); err != nil {
 		return nil, err
 	}
-	out, err := fromAMQP(&m)
-	if err != nil {
+	out := &v.out
+	if err := fromAMQP(out, &v.in.Message); err != nil {
 		return nil, err
 	}
 	if out.MessageID == nil {

@@ -301,6 +301,25 @@ func readMessageID(r *encoding.Reader) (any, error) {
 // UnmarshalBinary decodes an encoded message. The result aliases data:
 // RawBody, UserID and binary values are sub-slices of it.
 func (m *Message) UnmarshalBinary(data []byte) error {
+	return m.unmarshal(data, nil, nil)
+}
+
+// MessageBuf is a Message with room for its header and properties: decoding
+// one costs no allocation of their own.
+type MessageBuf struct {
+	Message
+	header     Header
+	properties Properties
+}
+
+// UnmarshalBinary decodes data into b.Message as Message.UnmarshalBinary
+// does, its Header and Properties pointing into b.
+func (b *MessageBuf) UnmarshalBinary(data []byte) error {
+	return b.unmarshal(data, &b.header, &b.properties)
+}
+
+// unmarshal decodes data into m, into h and p if they are not nil.
+func (m *Message) unmarshal(data []byte, h *Header, p *Properties) error {
 	s, err := SplitMessage(data)
 	if err != nil {
 		return err
@@ -308,7 +327,10 @@ func (m *Message) UnmarshalBinary(data []byte) error {
 	*m = Message{RawBody: s.Body}
 	var r encoding.Reader
 	if s.Header != nil {
-		m.Header = new(Header)
+		if h == nil {
+			h = new(Header)
+		}
+		m.Header = h
 		r.Reset(s.Header)
 		if err := m.Header.UnmarshalAMQP(&r); err != nil {
 			return err
@@ -325,7 +347,10 @@ func (m *Message) UnmarshalBinary(data []byte) error {
 		}
 	}
 	if s.Properties != nil {
-		m.Properties = new(Properties)
+		if p == nil {
+			p = new(Properties)
+		}
+		m.Properties = p
 		r.Reset(s.Properties)
 		if err := m.Properties.UnmarshalAMQP(&r); err != nil {
 			return err

@@ -55,6 +55,11 @@ func TestMessageRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(&got, m) {
 		t.Fatalf("round trip\n got %+v\nwant %+v", got, *m)
 	}
+	var buf MessageBuf // the same, its header and properties inside it
+	if err := buf.UnmarshalBinary(p); err != nil || !reflect.DeepEqual(&buf.Message, m) ||
+		buf.Header != &buf.header || buf.Properties != &buf.properties {
+		t.Fatalf("MessageBuf round trip: %v\n got %+v\nwant %+v", err, buf.Message, *m)
+	}
 	p2, err := got.MarshalBinary()
 	if err != nil || !bytes.Equal(p, p2) {
 		t.Fatalf("re-encoding differs (%v):\n% x\n% x", err, p, p2)
