@@ -135,6 +135,10 @@ func ReadFrame(r *bufio.Reader, maxFrameSize uint32) (Frame, error) {
 		f.Body.(*Transfer).Buf = pb // the transfer descriptor parses as one
 		return f, nil
 	}
+	if b, ok := parsePeeked(r, n); ok {
+		f.Body = b
+		return f, nil
+	}
 	buf, err := readBody(r, n)
 	if err != nil {
 		return Frame{}, err
@@ -144,6 +148,47 @@ func ReadFrame(r *bufio.Reader, maxFrameSize uint32) (Frame, error) {
 		return Frame{}, err
 	}
 	return f, nil
+}
+
+// maxPeekedBody bounds the frame bodies parsePeeked tries: dispositions
+// and flows are some 10–40 bytes.
+const maxPeekedBody = 128
+
+// parsePeeked parses a small n-byte frame body where it lies in r's buffer
+// and consumes it, if the frame it holds cannot alias its bytes: a flow
+// without properties, or a disposition whose state, if any, is accepted or
+// released — one per settled message and per credit update, each of which
+// would otherwise cost a buffer of its own. ok is false, and nothing is
+// consumed, for any other body (and for one that does not parse: reading
+// it as usual reports the error).
+func parsePeeked(r *bufio.Reader, n int) (Body, bool) {
+	if n > maxPeekedBody || n > r.Buffered() {
+		return nil, false
+	}
+	p, err := r.Peek(n)
+	if err != nil {
+		return nil, false
+	}
+	b, err := ParseBody(p)
+	if err != nil {
+		return nil, false
+	}
+	switch b := b.(type) {
+	case *Flow:
+		if b.Properties != nil {
+			return nil, false
+		}
+	case *Disposition:
+		switch b.State.(type) {
+		case nil, *Accepted, *Released:
+		default:
+			return nil, false
+		}
+	default:
+		return nil, false
+	}
+	_, _ = r.Discard(n) // cannot fail: n bytes are buffered
+	return b, true
 }
 
 // readBody reads an n-byte frame body. Large bodies are read into a

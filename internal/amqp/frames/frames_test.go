@@ -594,3 +594,52 @@ func TestReadFramePools(t *testing.T) {
 		t.Fatalf("flow read as %T", f.Body)
 	}
 }
+
+// TestReadFramePeeksSmallFrames: a flow without properties and a
+// disposition that is accepted or released are parsed where they lie in
+// the reader's buffer (one allocation: the performative); frames that may
+// alias their bytes — properties, a rejected state's error info — still
+// get a buffer of their own, so refilling the reader leaves them intact.
+func TestReadFramePeeksSmallFrames(t *testing.T) {
+	accepted := &Disposition{Role: RoleReceiver, First: 4, Settled: true, State: &Accepted{}}
+	flow := &Flow{NextIncomingID: Ptr[uint32](1), IncomingWindow: 5000, NextOutgoingID: 1, OutgoingWindow: 5000,
+		Handle: Ptr[uint32](0), DeliveryCount: Ptr[uint32](7), LinkCredit: Ptr[uint32](200)}
+	rejected := &Disposition{Role: RoleReceiver, First: 5, Settled: true,
+		State: &Rejected{Error: &Error{Condition: "c", Info: map[Symbol]any{"k": []byte("value")}}}}
+	withProps := &Flow{IncomingWindow: 1, OutgoingWindow: 1, Properties: map[Symbol]any{"p": []byte("prop")}}
+	filler := appendFrame(t, 0, &Flow{IncomingWindow: 9, OutgoingWindow: 9, Properties: map[Symbol]any{"p": []byte("XXXX")}})
+	for _, want := range []Body{accepted, flow, rejected, withProps} {
+		stream := appendFrame(t, 0, want)
+		for range 300 { // more than the reader's buffer: it is refilled
+			stream = append(stream, filler...)
+		}
+		r := bufio.NewReaderSize(bytes.NewReader(stream), 4096)
+		f, err := ReadFrame(r, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 300 {
+			if _, err := ReadFrame(r, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !reflect.DeepEqual(f.Body, want) {
+			t.Errorf("read %v; want %v", f.Body, want)
+		}
+	}
+
+	for _, b := range []Body{accepted, flow} {
+		frame := appendFrame(t, 0, b)
+		src := bytes.NewReader(nil)
+		r := bufio.NewReaderSize(src, 4096)
+		if n := testing.AllocsPerRun(100, func() {
+			src.Reset(frame)
+			r.Reset(src)
+			if _, err := ReadFrame(r, 0); err != nil {
+				t.Fatal(err)
+			}
+		}); n != 1 {
+			t.Errorf("%T: %v allocations per ReadFrame, want 1", b, n)
+		}
+	}
+}
