@@ -38,6 +38,20 @@ func (f *osFile) Sync() error {
 	}
 }
 
+// SyncHeld implements HeldSyncer: fdatasync as a raw system call.
+func (f *osFile) SyncHeld() error {
+	for {
+		_, _, e := syscall.RawSyscall(syscall.SYS_FDATASYNC, uintptr(f.fd), 0, 0)
+		if e == syscall.EINTR {
+			continue
+		}
+		if e != 0 {
+			return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: e}
+		}
+		return nil
+	}
+}
+
 // StartWriteback implements Writebacker.
 func (f *osFile) StartWriteback(off, n int64) error {
 	if err := syscall.SyncFileRange(f.fd, off, n, 2 /* SYNC_FILE_RANGE_WRITE */); err != nil {

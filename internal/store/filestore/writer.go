@@ -2,11 +2,13 @@ package filestore
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/busbarmq/busbar/internal/store"
+	"github.com/busbarmq/busbar/internal/vfs"
 )
 
 // request is one Commit (rec set) or sync (rec nil) handed to the writer.
@@ -186,6 +188,7 @@ func (s *Store) syncLoop(done chan struct{}) {
 	var (
 		awaited []*store.Follower // released by the last round, answers awaited
 		timer   *time.Timer
+		held    = heldSyncs{limit: s.opts.HeldSyncLimit}
 	)
 	for job := range s.syncc {
 		jobs := s.drainJobs(s.addJob(make([]syncJob, 0, 4), job))
@@ -219,13 +222,21 @@ func (s *Store) syncLoop(done chan struct{}) {
 			slices.SortFunc(segs, func(a, b *segment) int { return int(a.id) - int(b.id) })
 			s.nSyncs.Add(1)
 			t0 := time.Now()
+			hold, didHold := held.use(t0, runtime.GOMAXPROCS(0)), false
 			for _, seg := range segs {
-				if serr := seg.f.Sync(); serr != nil {
+				h, serr := syncFile(seg.f, hold)
+				didHold = didHold || h
+				if serr != nil {
 					err = s.fail(fmt.Errorf("sync %s: %w", seg.path, serr))
 					break
 				}
 			}
-			s.syncNanos.Add(int64(time.Since(t0)))
+			t1 := time.Now()
+			if didHold {
+				s.nHeldSyncs.Add(1)
+				held.took(t1, t1.Sub(t0))
+			}
+			s.syncNanos.Add(int64(t1.Sub(t0)))
 			if err == nil {
 				s.raiseSynced(lsn)
 			}
@@ -243,6 +254,39 @@ func (s *Store) syncLoop(done chan struct{}) {
 		}
 		relc <- syncRound{jobs: jobs, err: err}
 	}
+}
+
+// heldSyncs decides whether the syncer's next fdatasync holds its
+// processor (Options.HeldSyncLimit).
+type heldSyncs struct {
+	limit time.Duration // ≤ 0: never
+	off   time.Time     // none before then: a held sync took limit or more
+}
+
+// heldSyncPause is how long the syncer syncs as usual after a held sync
+// that took limit or more.
+const heldSyncPause = time.Second
+
+// use reports whether a sync starting at now, with procs processors, holds
+// its processor.
+func (h *heldSyncs) use(now time.Time, procs int) bool {
+	return h.limit > 0 && procs > 1 && !now.Before(h.off)
+}
+
+// took records that a held sync ending at now took d.
+func (h *heldSyncs) took(now time.Time, d time.Duration) {
+	if d >= h.limit {
+		h.off = now.Add(heldSyncPause)
+	}
+}
+
+// syncFile syncs f, with the processor held if hold and f can; held says
+// whether it was.
+func syncFile(f vfs.File, hold bool) (held bool, err error) {
+	if hs, ok := f.(vfs.HeldSyncer); ok && hold {
+		return true, hs.SyncHeld()
+	}
+	return false, f.Sync()
 }
 
 // drainJobs appends the sync jobs already queued to jobs.
