@@ -162,11 +162,17 @@ const maxPeekedBody = 128
 // consumed, for any other body (and for one that does not parse: reading
 // it as usual reports the error).
 func parsePeeked(r *bufio.Reader, n int) (Body, bool) {
-	if n > maxPeekedBody || n > r.Buffered() {
+	if n < 3 || n > maxPeekedBody || n > r.Buffered() {
 		return nil, false
 	}
 	p, err := r.Peek(n)
 	if err != nil {
+		return nil, false
+	}
+	// Only flows and dispositions, as every encoder describes them (the
+	// small-ulong form, as for transferPrefix): other frames are not
+	// parsed twice.
+	if p[0] != 0x00 || p[1] != 0x53 || (p[2] != byte(DescriptorFlow) && p[2] != byte(DescriptorDisposition)) {
 		return nil, false
 	}
 	b, err := ParseBody(p)
