@@ -37,8 +37,9 @@ func TestHeldSyncsDecision(t *testing.T) {
 }
 
 // TestHeldSyncsOnOS: on the OS file system the syncer holds its processor
-// for its fdatasyncs when there are two or more, and not with one or with
-// held syncs off; the commits are there after a reopen either way.
+// for its fdatasyncs when there are two or more and a limit is set, and
+// not with one or without a limit (the default); the commits are there
+// after a reopen either way.
 func TestHeldSyncsOnOS(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	for _, c := range []struct {
@@ -47,9 +48,9 @@ func TestHeldSyncsOnOS(t *testing.T) {
 		limit time.Duration
 		held  bool
 	}{
-		{"2 procs", 2, 0, true},
-		{"1 proc", 1, 0, false},
-		{"off", 2, -1, false},
+		{"2 procs", 2, 5 * time.Millisecond, true},
+		{"1 proc", 1, 5 * time.Millisecond, false},
+		{"off by default", 2, 0, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			runtime.GOMAXPROCS(c.procs)
