@@ -222,7 +222,7 @@ func (s *Store) syncLoop(done chan struct{}) {
 			slices.SortFunc(segs, func(a, b *segment) int { return int(a.id) - int(b.id) })
 			s.nSyncs.Add(1)
 			t0 := time.Now()
-			hold, didHold := held.use(t0, runtime.GOMAXPROCS(0)), false
+			hold, didHold := held.limit > 0 && held.use(t0, runtime.GOMAXPROCS(0)), false // GOMAXPROCS(0) takes a lock
 			for _, seg := range segs {
 				h, serr := syncFile(seg.f, hold)
 				didHold = didHold || h
