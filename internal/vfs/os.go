@@ -25,9 +25,15 @@ func wrapOS(f *os.File, err error) (File, error) {
 	return &osFile{File: f, fd: int(f.Fd())}, nil
 }
 
-func (f *osFile) Sync() error {
+func (f *osFile) Sync() error { return f.fdatasync(syscall.Fdatasync) }
+
+// SyncHeld implements HeldSyncer: fdatasync as a raw system call.
+func (f *osFile) SyncHeld() error { return f.fdatasync(rawFdatasync) }
+
+// fdatasync calls call on f's descriptor until it is not interrupted.
+func (f *osFile) fdatasync(call func(fd int) error) error {
 	for {
-		err := syscall.Fdatasync(f.fd)
+		err := call(f.fd)
 		if err == syscall.EINTR {
 			continue
 		}
@@ -38,18 +44,11 @@ func (f *osFile) Sync() error {
 	}
 }
 
-// SyncHeld implements HeldSyncer: fdatasync as a raw system call.
-func (f *osFile) SyncHeld() error {
-	for {
-		_, _, e := syscall.RawSyscall(syscall.SYS_FDATASYNC, uintptr(f.fd), 0, 0)
-		if e == syscall.EINTR {
-			continue
-		}
-		if e != 0 {
-			return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: e}
-		}
-		return nil
+func rawFdatasync(fd int) error {
+	if _, _, e := syscall.RawSyscall(syscall.SYS_FDATASYNC, uintptr(fd), 0, 0); e != 0 {
+		return e
 	}
+	return nil
 }
 
 // StartWriteback implements Writebacker.

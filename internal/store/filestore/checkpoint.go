@@ -264,9 +264,13 @@ func (s *Store) dropIdleRecycled(now time.Time) {
 	s.mu.RLock()
 	idle := now.Sub(s.mu.sealedAt) >= recycleIdle
 	s.mu.RUnlock()
-	if !idle {
-		return
+	if idle {
+		s.dropRecycled()
 	}
+}
+
+// dropRecycled removes the kept segment file, if there is one.
+func (s *Store) dropRecycled() {
 	s.recycleMu.Lock()
 	defer s.recycleMu.Unlock()
 	if s.recycleBytes.Load() != 0 {

@@ -15,23 +15,24 @@ import (
 // limit or more turns them off for heldSyncPause; a negative limit never.
 func TestHeldSyncsDecision(t *testing.T) {
 	t0 := time.Unix(1000, 0)
+	one, two, eight := func() int { return 1 }, func() int { return 2 }, func() int { return 8 }
 	h := heldSyncs{limit: time.Millisecond}
-	if !h.use(t0, 2) || h.use(t0, 1) {
+	if !h.use(t0, two) || h.use(t0, one) {
 		t.Fatal("want held syncs with 2 processors and not with 1")
 	}
 	h.took(t0, 999*time.Microsecond)
-	if !h.use(t0, 2) {
+	if !h.use(t0, two) {
 		t.Fatal("a sync under the limit turned held syncs off")
 	}
 	h.took(t0, time.Millisecond)
-	if h.use(t0.Add(heldSyncPause-time.Nanosecond), 2) {
+	if h.use(t0.Add(heldSyncPause-time.Nanosecond), two) {
 		t.Fatal("held syncs back before the pause ended")
 	}
-	if !h.use(t0.Add(heldSyncPause), 2) {
+	if !h.use(t0.Add(heldSyncPause), two) {
 		t.Fatal("held syncs not back after the pause")
 	}
 	never := heldSyncs{limit: -1}
-	if never.use(t0, 8) {
+	if never.use(t0, eight) {
 		t.Fatal("a negative limit held a sync")
 	}
 }

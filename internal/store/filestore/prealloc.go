@@ -37,13 +37,7 @@ func (s *Store) prepLoop(done chan struct{}) {
 		}
 	default:
 	}
-	// (Maintenance has stopped: nothing recycles a segment any more.)
-	s.recycleMu.Lock()
-	if s.recycleBytes.Load() != 0 {
-		s.fs.Remove(s.path(recycleName))
-		s.recycleBytes.Store(0)
-	}
-	s.recycleMu.Unlock()
+	s.dropRecycled() // maintenance has stopped: nothing recycles a segment any more
 }
 
 // The preparer shares the disk with the log's fdatasyncs, each of which

@@ -222,7 +222,7 @@ func (s *Store) syncLoop(done chan struct{}) {
 			slices.SortFunc(segs, func(a, b *segment) int { return int(a.id) - int(b.id) })
 			s.nSyncs.Add(1)
 			t0 := time.Now()
-			hold, didHold := held.limit > 0 && held.use(t0, runtime.GOMAXPROCS(0)), false // GOMAXPROCS(0) takes a lock
+			hold, didHold := held.use(t0, gomaxprocs), false
 			for _, seg := range segs {
 				h, serr := syncFile(seg.f, hold)
 				didHold = didHold || h
@@ -267,11 +267,13 @@ type heldSyncs struct {
 // that took limit or more.
 const heldSyncPause = time.Second
 
-// use reports whether a sync starting at now, with procs processors, holds
-// its processor.
-func (h *heldSyncs) use(now time.Time, procs int) bool {
-	return h.limit > 0 && procs > 1 && !now.Before(h.off)
+// use reports whether a sync starting at now holds its processor; procs
+// says how many there are (asked last: GOMAXPROCS takes a lock).
+func (h *heldSyncs) use(now time.Time, procs func() int) bool {
+	return h.limit > 0 && !now.Before(h.off) && procs() > 1
 }
+
+func gomaxprocs() int { return runtime.GOMAXPROCS(0) }
 
 // took records that a held sync ending at now took d.
 func (h *heldSyncs) took(now time.Time, d time.Duration) {
@@ -283,8 +285,10 @@ func (h *heldSyncs) took(now time.Time, d time.Duration) {
 // syncFile syncs f, with the processor held if hold and f can; held says
 // whether it was.
 func syncFile(f vfs.File, hold bool) (held bool, err error) {
-	if hs, ok := f.(vfs.HeldSyncer); ok && hold {
-		return true, hs.SyncHeld()
+	if hold {
+		if hs, ok := f.(vfs.HeldSyncer); ok {
+			return true, hs.SyncHeld()
+		}
 	}
 	return false, f.Sync()
 }
