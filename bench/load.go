@@ -26,6 +26,9 @@ type meter struct {
 	wg      sync.WaitGroup
 	// cpus is the broker's Cpus_allowed_list when pinned (-pin).
 	cpus string
+	// all0, steal0: the machine's CPU ticks at the last mark (machineCPU);
+	// steal0 < 0 when unknown.
+	all0, steal0 int64
 }
 
 // pinNote says where the broker and the load generator ran when pinned
@@ -45,8 +48,7 @@ func startMeter(t *Target, disk bool) *meter {
 	if disk {
 		m.dir = t.dataDir()
 	}
-	m.cpu0, m.sys0 = m.cpuSplit()
-	m.self0 = selfCPU()
+	m.mark()
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -96,6 +98,20 @@ func (m *meter) cpuSplit() (total, sys time.Duration) {
 func (m *meter) mark() {
 	m.cpu0, m.sys0 = m.cpuSplit()
 	m.self0 = selfCPU()
+	m.all0, m.steal0 = -1, -1
+	if all, steal, ok := machineCPU(); ok {
+		m.all0, m.steal0 = all, steal
+	}
+}
+
+// stealPct returns the share of the machine's CPU time since the last
+// mark that the hypervisor took (steal), -1 when unknown.
+func (m *meter) stealPct() float64 {
+	all, steal, ok := machineCPU()
+	if !ok || m.steal0 < 0 || all-m.all0 <= 0 {
+		return -1
+	}
+	return 100 * float64(steal-m.steal0) / float64(all-m.all0)
 }
 
 func selfCPU() time.Duration {
@@ -126,12 +142,14 @@ func (m *meter) sysPct() float64 {
 	return 100 * float64(s-m.sys0) / float64(c-m.cpu0)
 }
 
-// record sets res's broker CPU per message, broker system share and
-// client CPU per message for msgs messages since the last mark.
+// record sets res's broker CPU per message, broker system share,
+// client CPU per message for msgs messages and the machine's steal since
+// the last mark.
 func (m *meter) record(res *Result, msgs int64) {
 	res.CPUus = m.cpuPerMsg(msgs)
 	res.SysPct = m.sysPct()
 	res.ClientUs = m.clientPerMsg(msgs)
+	res.StealPct = m.stealPct()
 }
 
 // finish ends the meter's cell: it records res's CPU figures (record),

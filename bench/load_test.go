@@ -1,6 +1,9 @@
 package bench
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // body copies its filler: the bytes are those of the byte-by-byte
 // definition, a..z repeated after the 16-byte header.
@@ -24,5 +27,32 @@ func TestBody(t *testing.T) {
 func BenchmarkBody1K(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		body(1024, int64(i), uint64(i))
+	}
+}
+
+// machineCPU reads /proc/stat's cpu line; the meter's steal share is a
+// percentage of the machine's time since its mark.
+func TestMachineCPU(t *testing.T) {
+	all0, steal0, ok := machineCPU()
+	if !ok {
+		t.Fatal("cannot read /proc/stat")
+	}
+	if all0 <= 0 || steal0 < 0 || steal0 > all0 {
+		t.Fatalf("all %d steal %d", all0, steal0)
+	}
+	m := &meter{t: &Target{}}
+	m.mark()
+	for end := time.Now().Add(50 * time.Millisecond); time.Now().Before(end); {
+	}
+	all1, steal1, _ := machineCPU()
+	if all1 <= all0 || steal1 < steal0 {
+		t.Errorf("not monotonic: all %d → %d, steal %d → %d", all0, all1, steal0, steal1)
+	}
+	if p := m.stealPct(); p < 0 || p > 100 {
+		t.Errorf("steal %.1f %%", p)
+	}
+	m.steal0 = -1
+	if p := m.stealPct(); p != -1 {
+		t.Errorf("unknown start: steal %.1f %%, want -1", p)
 	}
 }

@@ -44,6 +44,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	w3rates := fs.String("w3-rates", "", `override the W3 rates, e.g. "1000,5000"`)
 	sizes := fs.String("sizes", "", `override the extra W1 payload sizes, e.g. "128,65536" ("none" for none)`)
 	w5subs := fs.String("w5-subs", "", `override the W5 subscription counts, e.g. "1,5,20"`)
+	w5senders := fs.String("w5-senders", "", `override W5's senders, e.g. "1x256,4x64" (connections x window, as -w1-cells)`)
 	w5drain := fs.String("w5-drain", "", `override the W5 receiver variants: "no" (no receivers), "yes" (receivers draining) or "no,yes"`)
 	w5dur := fs.Duration("w5-dur", 0, "override the W5 cell duration")
 	w5msgs := fs.Int64("w5-msgs", 0, "override the W5 message count per cell")
@@ -123,6 +124,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if *w5subs != "" && perr == nil {
 		p.W5Subs, perr = ints(*w5subs)
 	}
+	if *w5senders != "" && perr == nil {
+		p.W5Senders, perr = pairs(*w5senders)
+	}
 	if *w5drain != "" && perr == nil {
 		p.W5Drain, perr = drains(*w5drain)
 	}
@@ -176,8 +180,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 			prog.log("%s%s %-44s %-26s %-10s %s %s", rn, res.Workload, res.Target, res.Params, res.Metric, res.NA, res.Note)
 			return
 		}
-		prog.log("%s%s %-44s %-26s %-22s %8s msg/s  p50 %s p99 %s p99.9 %s max %s ms  broker cpu %s µs/msg (sys %s%%)  client cpu %s µs/msg  load %.2f",
-			rn, res.Workload, res.Target, res.Params+" "+sizeName(res.Size), res.Metric, human(res.Rate), ms(res.Lat.P50), ms(res.Lat.P99), ms(res.Lat.P999), ms(res.Lat.Max), fnum(res.CPUus, 1), fnum(res.SysPct, 0), fnum(res.ClientUs, 1), res.Load)
+		prog.log("%s%s %-44s %-26s %-22s %8s msg/s  p50 %s p99 %s p99.9 %s max %s ms  broker cpu %s µs/msg (sys %s%%)  client cpu %s µs/msg  load %.2f  steal %s%%",
+			rn, res.Workload, res.Target, res.Params+" "+sizeName(res.Size), res.Metric, human(res.Rate), ms(res.Lat.P50), ms(res.Lat.P99), ms(res.Lat.P999), ms(res.Lat.Max), fnum(res.CPUus, 1), fnum(res.SysPct, 0), fnum(res.ClientUs, 1), res.Load, fnum(res.StealPct, 0))
 	}}
 	if pinNote != "" {
 		r.TargetSuffix = " [pinned]"

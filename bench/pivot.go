@@ -52,7 +52,7 @@ func ReadCSV(r io.Reader) ([]Result, error) {
 			Size: size, Metric: get(row, "metric"), Msgs: msgs, Secs: num(row, "secs"), Rate: num(row, "msgs_per_s"),
 			Lat:   dist{P50: dur(row, "p50_ms"), P99: dur(row, "p99_ms"), P999: dur(row, "p999_ms"), Max: dur(row, "max_ms")},
 			CPUus: num(row, "broker_cpu_us_per_msg"), SysPct: num(row, "broker_sys_pct"), ClientUs: num(row, "client_cpu_us_per_msg"),
-			RSSMB: num(row, "broker_rss_mb"), Load: num(row, "load1"), NA: get(row, "na"), Note: get(row, "note"), Round: round})
+			RSSMB: num(row, "broker_rss_mb"), Load: num(row, "load1"), StealPct: num(row, "steal_pct"), NA: get(row, "na"), Note: get(row, "note"), Round: round})
 	}
 	return out, nil
 }
@@ -182,9 +182,18 @@ func pivotFigure(r Result) string {
 		}
 		return strings.ReplaceAll(na, "|", "/")
 	case r.Metric == killMetric:
-		return fmt.Sprintf("**%.2f s** (load %.1f)", r.Lat.Max.Seconds(), r.Load)
+		return fmt.Sprintf("**%.2f s** (%s)", r.Lat.Max.Seconds(), r.machine())
 	case r.Workload == "W3":
-		return fmt.Sprintf("p50 %s / p99 **%s** / p99.9 %s / max %s ms (%s msg/s; load %.1f)", ms(r.Lat.P50), ms(r.Lat.P99), ms(r.Lat.P999), ms(r.Lat.Max), human(r.Rate), r.Load)
+		return fmt.Sprintf("p50 %s / p99 **%s** / p99.9 %s / max %s ms (%s msg/s; %s)", ms(r.Lat.P50), ms(r.Lat.P99), ms(r.Lat.P999), ms(r.Lat.Max), human(r.Rate), r.machine())
 	}
-	return fmt.Sprintf("**%s** · p99 %s ms · %s µs (load %.1f)", human(r.Rate), ms(r.Lat.P99), fnum(r.CPUus, 0), r.Load)
+	return fmt.Sprintf("**%s** · p99 %s ms · %s µs (%s)", human(r.Rate), ms(r.Lat.P99), fnum(r.CPUus, 0), r.machine())
+}
+
+// machine says how busy the machine was during a cell: the load average
+// and, when the hypervisor took 1 % of its CPU time or more, the steal.
+func (r Result) machine() string {
+	if r.StealPct >= 1 {
+		return fmt.Sprintf("load %.1f, steal %.0f %%", r.Load, r.StealPct)
+	}
+	return fmt.Sprintf("load %.1f", r.Load)
 }

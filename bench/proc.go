@@ -80,6 +80,34 @@ func procStatusKB(pid int, key string) int64 {
 	return 0
 }
 
+// machineCPU returns the machine's CPU time so far from /proc/stat's cpu
+// line, in USER_HZ ticks: all of it (user through steal) and the part the
+// hypervisor gave to others while this machine's CPUs wanted to run
+// (steal). ok is false when it cannot be read.
+func machineCPU() (all, steal int64, ok bool) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	// cpu user nice system idle iowait irq softirq steal [guest guest_nice]
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, 0, false
+	}
+	for i := 1; i <= 8; i++ {
+		v, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil {
+			return 0, 0, false
+		}
+		all += v
+		if i == 8 {
+			steal = v
+		}
+	}
+	return all, steal, true
+}
+
 // loadAvg returns the 1-minute load average.
 func loadAvg() float64 {
 	b, err := os.ReadFile("/proc/loadavg")

@@ -70,8 +70,7 @@ func lowerMedian(vs []float64) (med, lo, hi float64, ok bool) {
 
 // ceilingKey identifies the null broker result that is a result's
 // ceiling: the same round, workload, parameters, metric and size; for
-// W5 (the null broker has no topics) W1 with W5's sender, 1 connection ×
-// window 256.
+// W5 (the null broker has no topics) W1 with W5's sender's cell.
 type ceilingKey struct {
 	round              int
 	wl, params, metric string
@@ -80,7 +79,7 @@ type ceilingKey struct {
 
 func ceilingOf(r Result) ceilingKey {
 	if r.Workload == "W5" {
-		return ceilingKey{r.Round, "W1", w1Params(w5Conns, w5Window), w1Metric, r.Size}
+		return ceilingKey{r.Round, "W1", w5Sender(r.Params), w1Metric, r.Size}
 	}
 	return ceilingKey{r.Round, r.Workload, r.Params, r.Metric, r.Size}
 }
@@ -118,8 +117,8 @@ func WriteRounds(w io.Writer, rs []Result) {
 	if len(keys) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "Rounds (each figure against the ceiling measured in the same round: %s, same workload, parameters and size; for W5 its W1 %s; the figure is msgs/s, for W3 (paced: its rate is the plan's) the p99 latency; ratio = figure ÷ ceiling; – = no ceiling in that round; last row of a cell: median (the lower middle one for an even count) and min–max):\n\n",
-		nullGoAMQPName, w1Params(w5Conns, w5Window))
+	fmt.Fprintf(w, "Rounds (each figure against the ceiling measured in the same round: %s, same workload, parameters and size; for W5 W1 with its sender's cell; the figure is msgs/s, for W3 (paced: its rate is the plan's) the p99 latency; ratio = figure ÷ ceiling; – = no ceiling in that round; last row of a cell: median (the lower middle one for an even count) and min–max):\n\n",
+		nullGoAMQPName)
 	fmt.Fprintln(w, "| Target | Workload | Parameters | Size | Metric | Round | figure | ceiling | ratio |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
 	for _, k := range keys {

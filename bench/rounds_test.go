@@ -21,7 +21,7 @@ func rres(target, wl, params string, size, round int, rate float64) Result {
 		metric = "fan-out ingress"
 	}
 	return Result{Workload: wl, Target: target, Tier: "A", Params: params, Size: size, Metric: metric,
-		Msgs: int64(rate), Secs: 1, Rate: rate, Lat: dist{P99: 2 * time.Millisecond}, CPUus: 10, SysPct: 20, ClientUs: 5, RSSMB: 30, Load: 1.5, Round: round}
+		Msgs: int64(rate), Secs: 1, Rate: rate, Lat: dist{P99: 2 * time.Millisecond}, CPUus: 10, SysPct: 20, ClientUs: 5, RSSMB: 30, Load: 1.5, StealPct: 0.5, Round: round}
 }
 
 func TestWriteRounds(t *testing.T) {
@@ -50,6 +50,18 @@ func TestWriteRounds(t *testing.T) {
 				rres(busbar, "W5", testW5, 1024, 1, 5000),
 			},
 			want: []string{"| Busbar (AMQP 1.0) | W5 | " + testW5 + " | 1 KB | fan-out ingress | 1 | 5.00k | 20.0k | 0.25 |"},
+		},
+		{
+			name: "W5 with four connections against W1 4 × 64",
+			rs: []Result{
+				rres(null, "W1", w1, 1024, 1, 20000), rres(null, "W1", "4 conn × window 64", 1024, 1, 50000),
+				rres(busbar, "W5", "5 subscriptions, 4 conn × window 64, no receivers", 1024, 1, 40000),
+				rres(busbar, "W5", "5 subscriptions, 4 conn × window 64, 5 receivers draining", 1024, 1, 10000),
+			},
+			want: []string{
+				"| Busbar (AMQP 1.0) | W5 | 5 subscriptions, 4 conn × window 64, no receivers | 1 KB | fan-out ingress | 1 | 40.0k | 50.0k | 0.80 |",
+				"| Busbar (AMQP 1.0) | W5 | 5 subscriptions, 4 conn × window 64, 5 receivers draining | 1 KB | fan-out ingress | 1 | 10.0k | 50.0k | 0.20 |",
+			},
 		},
 		{
 			name: "no ceiling in that round",
@@ -145,8 +157,9 @@ func TestCSVRounds(t *testing.T) {
 		rres(nullGoAMQPName, "W1", "1 conn × window 256", 1024, 1, 20000),
 		rres(testBusbar, "W5", testW5, 1024, 2, 5000),
 		rres(testBusbar, "W1", "1 conn × window 1", 128, 0, 700),
-		{Workload: "W5", Target: nullGoAMQPName, Tier: "none", Size: 1024, CPUus: -1, SysPct: -1, ClientUs: -1, RSSMB: -1, Rate: 0, Load: 0.5, NA: nullNA, Note: "a, \"quoted\" note", Round: 3},
+		{Workload: "W5", Target: nullGoAMQPName, Tier: "none", Size: 1024, CPUus: -1, SysPct: -1, ClientUs: -1, RSSMB: -1, Rate: 0, Load: 0.5, StealPct: -1, NA: nullNA, Note: "a, \"quoted\" note", Round: 3},
 	}
+	rs[1].StealPct = 37.5
 	for i := range rs {
 		rs[i].Lat = dist{P50: time.Millisecond, P99: 2 * time.Millisecond, P999: 3 * time.Millisecond, Max: 4 * time.Millisecond}
 		if rs[i].NA != "" {
@@ -158,8 +171,8 @@ func TestCSVRounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	header := strings.SplitN(b.String(), "\n", 2)[0]
-	if !strings.HasSuffix(header, ",note,round") {
-		t.Errorf("header %q: want round as the last column", header)
+	if !strings.HasSuffix(header, ",note,round,steal_pct") {
+		t.Errorf("header %q: want round and steal_pct as the last columns", header)
 	}
 	got, err := ReadCSV(strings.NewReader(b.String()))
 	if err != nil {
@@ -169,7 +182,7 @@ func TestCSVRounds(t *testing.T) {
 		t.Errorf("read back\n%+v\nwant\n%+v", got, rs)
 	}
 
-	// A results.csv of an earlier version: no round column.
+	// A results.csv of an earlier version: no round or steal column.
 	old := "workload,target,tier,params,size_bytes,metric,msgs,secs,msgs_per_s,mb_per_s,p50_ms,p99_ms,p999_ms,max_ms,broker_cpu_us_per_msg,broker_sys_pct,client_cpu_us_per_msg,broker_rss_mb,load1,na,note\n" +
 		"W1,Busbar (AMQP 1.0 go-amqp),A,1 conn × window 256,1024,send (confirmed),80000,4.000,20000,20.48,1.000,2.000,3.000,4.000,10.0,20,5.0,30,1.50,,a note\n"
 	got, err = ReadCSV(strings.NewReader(old))
@@ -178,7 +191,7 @@ func TestCSVRounds(t *testing.T) {
 	}
 	want := Result{Workload: "W1", Target: "Busbar (AMQP 1.0 go-amqp)", Tier: "A", Params: "1 conn × window 256", Size: 1024, Metric: "send (confirmed)",
 		Msgs: 80000, Secs: 4, Rate: 20000, Lat: dist{P50: time.Millisecond, P99: 2 * time.Millisecond, P999: 3 * time.Millisecond, Max: 4 * time.Millisecond},
-		CPUus: 10, SysPct: 20, ClientUs: 5, RSSMB: 30, Load: 1.5, Note: "a note"}
+		CPUus: 10, SysPct: 20, ClientUs: 5, RSSMB: 30, Load: 1.5, StealPct: -1, Note: "a note"}
 	if len(got) != 1 || !reflect.DeepEqual(got[0], want) {
 		t.Errorf("old CSV read as\n%+v\nwant\n%+v", got, want)
 	}
@@ -240,6 +253,13 @@ func TestPivotNoRounds(t *testing.T) {
 	var b strings.Builder
 	WritePivot(&b, rs)
 	if out := b.String(); !strings.Contains(out, "**2.00k** · p99 2.0 ms · 10 µs (load 1.5) |") || strings.Contains(out, "median") {
+		t.Errorf("got\n%s", out)
+	}
+	// Steal of 1 % or more is shown with the load.
+	rs[1].StealPct = 12.3
+	b.Reset()
+	WritePivot(&b, rs)
+	if out := b.String(); !strings.Contains(out, "**2.00k** · p99 2.0 ms · 10 µs (load 1.5, steal 12 %) |") {
 		t.Errorf("got\n%s", out)
 	}
 }

@@ -104,6 +104,8 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("%s %s %s: no messages", res.Workload, res.Target, res.Params)
 		case res.Metric == killMetric && res.Lat.Max <= 0:
 			t.Errorf("W4: no first-delivery time")
+		case res.CPUus >= 0 && res.StealPct < 0:
+			t.Errorf("%s %s %s: broker CPU measured but not the machine's steal", res.Workload, res.Target, res.Params)
 		case strings.HasPrefix(res.Note, "drained") && !strings.HasPrefix(res.Note, "drained 2000 of 2000"):
 			t.Errorf("W4 drain: %s", res.Note)
 		}

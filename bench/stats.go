@@ -64,6 +64,10 @@ type Result struct {
 	ClientUs float64 // load generator (this process) CPU µs per message, -1 unknown
 	RSSMB    float64 // broker peak RSS in MB during the cell, -1 unknown
 	Load     float64 // 1-minute load average at the end of the cell
+	// StealPct is the share of the machine's CPU time that the hypervisor
+	// took during the cell (/proc/stat steal: a virtual CPU wanted to run
+	// and was not given its physical one), -1 unknown.
+	StealPct float64
 	Note     string
 	NA       string // when set, the cell was not measured and this says why
 	Round    int    // 1..N in a busbar-bench -rounds N run, else 0
@@ -124,30 +128,30 @@ func (r Result) notes() string {
 // WriteMarkdown writes results as a markdown table; a result of a
 // -rounds run has its round at the start of its notes.
 func WriteMarkdown(w io.Writer, rs []Result) {
-	fmt.Fprintln(w, "| Workload | Target | Tier | Parameters | Size | Metric | msgs/s | MB/s | p50 ms | p99 ms | p99.9 ms | max ms | broker CPU µs/msg | sys % | client CPU µs/msg | broker RSS MB | load | Notes |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| Workload | Target | Tier | Parameters | Size | Metric | msgs/s | MB/s | p50 ms | p99 ms | p99.9 ms | max ms | broker CPU µs/msg | sys % | client CPU µs/msg | broker RSS MB | load | steal % | Notes |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rs {
 		if r.NA != "" {
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | | | | | | | | | | | %s |\n", r.Workload, r.Target, r.Tier, r.Params, sizeName(r.Size), r.Metric, r.NA, r.notes())
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | | | | | | | | | | | | %s |\n", r.Workload, r.Target, r.Tier, r.Params, sizeName(r.Size), r.Metric, r.NA, r.notes())
 			continue
 		}
 		mbs := r.Rate * float64(r.Size) / 1e6
 		if r.Rate < 0 {
 			mbs = -1
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %s |\n",
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %s | %s |\n",
 			r.Workload, r.Target, r.Tier, r.Params, sizeName(r.Size), r.Metric, human(r.Rate), fnum(mbs, 1),
-			ms(r.Lat.P50), ms(r.Lat.P99), ms(r.Lat.P999), ms(r.Lat.Max), fnum(r.CPUus, 1), fnum(r.SysPct, 0), fnum(r.ClientUs, 1), fnum(r.RSSMB, 0), r.Load,
+			ms(r.Lat.P50), ms(r.Lat.P99), ms(r.Lat.P999), ms(r.Lat.Max), fnum(r.CPUus, 1), fnum(r.SysPct, 0), fnum(r.ClientUs, 1), fnum(r.RSSMB, 0), r.Load, fnum(r.StealPct, 0),
 			r.notes())
 	}
 }
 
-// WriteCSV writes results as CSV with a header row. The round column
-// (Result.Round) is the last, after the columns of older versions.
+// WriteCSV writes results as CSV with a header row. The round and steal
+// columns come last, after the columns of older versions.
 func WriteCSV(w io.Writer, rs []Result) error {
 	cw := csv.NewWriter(w)
 	_ = cw.Write([]string{"workload", "target", "tier", "params", "size_bytes", "metric", "msgs", "secs", "msgs_per_s", "mb_per_s",
-		"p50_ms", "p99_ms", "p999_ms", "max_ms", "broker_cpu_us_per_msg", "broker_sys_pct", "client_cpu_us_per_msg", "broker_rss_mb", "load1", "na", "note", "round"})
+		"p50_ms", "p99_ms", "p999_ms", "max_ms", "broker_cpu_us_per_msg", "broker_sys_pct", "client_cpu_us_per_msg", "broker_rss_mb", "load1", "na", "note", "round", "steal_pct"})
 	f := func(d time.Duration) string {
 		if d == 0 {
 			return ""
@@ -158,7 +162,7 @@ func WriteCSV(w io.Writer, rs []Result) error {
 		_ = cw.Write([]string{r.Workload, r.Target, r.Tier, r.Params, fmt.Sprint(r.Size), r.Metric, fmt.Sprint(r.Msgs),
 			fmt.Sprintf("%.3f", r.Secs), fmt.Sprintf("%.0f", r.Rate), fmt.Sprintf("%.2f", r.Rate*float64(r.Size)/1e6),
 			f(r.Lat.P50), f(r.Lat.P99), f(r.Lat.P999), f(r.Lat.Max), fmt.Sprintf("%.1f", r.CPUus), fmt.Sprintf("%.0f", r.SysPct), fmt.Sprintf("%.1f", r.ClientUs), fmt.Sprintf("%.0f", r.RSSMB),
-			fmt.Sprintf("%.2f", r.Load), r.NA, r.Note, fmt.Sprint(r.Round)})
+			fmt.Sprintf("%.2f", r.Load), r.NA, r.Note, fmt.Sprint(r.Round), fmt.Sprintf("%.1f", r.StealPct)})
 	}
 	cw.Flush()
 	return cw.Error()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,10 +35,11 @@ type Plan struct {
 	W4Settle time.Duration // wait after the drain before measuring disk again
 	W4Kill   bool
 
-	W5Subs  []int
-	W5Drain []bool // with receivers draining the subscriptions, and/or without
-	W5Msgs  int64
-	W5Dur   time.Duration
+	W5Subs    []int
+	W5Drain   []bool   // with receivers draining the subscriptions, and/or without
+	W5Senders [][2]int // {connections, window} of the sender, as W1's cells
+	W5Msgs    int64
+	W5Dur     time.Duration
 
 	Size int // default payload
 }
@@ -55,7 +57,8 @@ func DefaultPlan() Plan {
 		W3Rates: []int{1000, 5000}, W3Dur: 15 * time.Second,
 		W4Msgs: 1000000, W4Dur: 240 * time.Second, W4Settle: 60 * time.Second, W4Kill: true,
 		W5Subs: []int{1, 5, 20}, W5Drain: []bool{false, true}, W5Msgs: 300000, W5Dur: 10 * time.Second,
-		Size: 1024,
+		W5Senders: [][2]int{{1, 256}, {4, 64}},
+		Size:      1024,
 	}
 }
 
@@ -72,7 +75,8 @@ func SmokePlan() Plan {
 		W3Rates: []int{200}, W3Dur: time.Second,
 		W4Msgs: 2000, W4Dur: 5 * time.Second, W4Settle: 200 * time.Millisecond, W4Kill: true,
 		W5Subs: []int{1, 3}, W5Drain: []bool{false, true}, W5Msgs: 200, W5Dur: time.Second,
-		Size: 1024,
+		W5Senders: [][2]int{{1, 256}, {2, 8}},
+		Size:      1024,
 	}
 }
 
@@ -107,7 +111,7 @@ func (r *Runner) add(res Result) {
 }
 
 func (r *Runner) base(t *Target, wl, params, metric string, size int) Result {
-	return Result{Workload: wl, Target: t.Client.Name() + r.TargetSuffix, Tier: t.Client.Tier(), Params: params, Size: size, Metric: metric, CPUus: -1, SysPct: -1, ClientUs: -1, RSSMB: -1, Round: r.Round}
+	return Result{Workload: wl, Target: t.Client.Name() + r.TargetSuffix, Tier: t.Client.Tier(), Params: params, Size: size, Metric: metric, CPUus: -1, SysPct: -1, ClientUs: -1, RSSMB: -1, StealPct: -1, Round: r.Round}
 }
 
 // NA records a workload not run against t.
@@ -133,9 +137,6 @@ const w1Metric = "send (confirmed)"
 func w1Params(conns, win int) string {
 	return fmt.Sprintf("%d conn × window %d", conns, win)
 }
-
-// W5's sender is W1's "1 conn × window 256" cell sending into a topic.
-const w5Conns, w5Window = 1, 256
 
 // W1 is durable send throughput.
 func (r *Runner) W1(ctx context.Context, t *Target) {
@@ -514,22 +515,39 @@ func firstDelivery(ctx context.Context, t *Target, q string, start time.Time, li
 	return 0, fmt.Errorf("no delivery within %s: %v", limit, lastErr)
 }
 
-// W5 is fan-out: one sender into a topic with N subscriptions, either
+// W5 is fan-out: a sender into a topic with N subscriptions, either
 // with one receiver per subscription draining it (receive + complete) or
-// with no receivers (ingress only, the subscriptions fill up).
+// with no receivers (ingress only, the subscriptions fill up). The sender
+// is one of W1's cells (Plan.W5Senders): with one connection the load
+// generator's link, not the broker, sets the pace (the null broker's W1
+// at 1 × 256 is W5's ceiling there), so W5 runs with four as well.
 func (r *Runner) W5(ctx context.Context, t *Target) {
-	for _, nsub := range r.Plan.W5Subs {
-		for _, drain := range r.Plan.W5Drain {
-			r.w5(ctx, t, nsub, drain)
+	for _, snd := range r.Plan.W5Senders {
+		for _, nsub := range r.Plan.W5Subs {
+			for _, drain := range r.Plan.W5Drain {
+				r.w5(ctx, t, nsub, drain, snd[0], snd[1])
+			}
 		}
 	}
 }
 
-func (r *Runner) w5(ctx context.Context, t *Target, nsub int, drain bool) {
-	params := fmt.Sprintf("%d subscriptions, %s, no receivers", nsub, w1Params(w5Conns, w5Window))
+// w5Params names a W5 cell; w5Sender reads its sender's W1 cell back.
+func w5Params(nsub int, drain bool, conns, win int) string {
 	if drain {
-		params = fmt.Sprintf("%d subscriptions, %s, %d receivers draining", nsub, w1Params(w5Conns, w5Window), nsub)
+		return fmt.Sprintf("%d subscriptions, %s, %d receivers draining", nsub, w1Params(conns, win), nsub)
 	}
+	return fmt.Sprintf("%d subscriptions, %s, no receivers", nsub, w1Params(conns, win))
+}
+
+func w5Sender(params string) string {
+	if f := strings.Split(params, ", "); len(f) == 3 {
+		return f[1]
+	}
+	return ""
+}
+
+func (r *Runner) w5(ctx context.Context, t *Target, nsub int, drain bool, conns, win int) {
+	params := w5Params(nsub, drain, conns, win)
 	res := r.base(t, "W5", params, "fan-out ingress", r.Plan.Size)
 	tc, ok := t.Client.(TopicClient)
 	if t.TopicsNA != "" || !ok {
@@ -602,7 +620,7 @@ func (r *Runner) w5(ctx context.Context, t *Target, nsub int, drain bool) {
 	w := newWindow(r.Plan.Warm, m, prog)
 	lat := &recorder{}
 	start := time.Now()
-	sent, err := sendLoad(ctx, t.Client, sendAddr, w5Conns, w5Window, r.Plan.Size, n, r.Plan.W5Dur+r.Plan.Warm, w, lat)
+	sent, err := sendLoad(ctx, t.Client, sendAddr, conns, win, r.Plan.Size, n, r.Plan.W5Dur+r.Plan.Warm, w, lat)
 	msgs, secs := w.result(start)
 	m.record(&res, msgs)
 	if err != nil {
