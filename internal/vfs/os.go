@@ -25,15 +25,9 @@ func wrapOS(f *os.File, err error) (File, error) {
 	return &osFile{File: f, fd: int(f.Fd())}, nil
 }
 
-func (f *osFile) Sync() error { return f.fdatasync(syscall.Fdatasync) }
-
-// SyncHeld implements HeldSyncer: fdatasync as a raw system call.
-func (f *osFile) SyncHeld() error { return f.fdatasync(rawFdatasync) }
-
-// fdatasync calls call on f's descriptor until it is not interrupted.
-func (f *osFile) fdatasync(call func(fd int) error) error {
+func (f *osFile) Sync() error {
 	for {
-		err := call(f.fd)
+		err := syscall.Fdatasync(f.fd)
 		if err == syscall.EINTR {
 			continue
 		}
@@ -42,13 +36,6 @@ func (f *osFile) fdatasync(call func(fd int) error) error {
 		}
 		return nil
 	}
-}
-
-func rawFdatasync(fd int) error {
-	if _, _, e := syscall.RawSyscall(syscall.SYS_FDATASYNC, uintptr(fd), 0, 0); e != 0 {
-		return e
-	}
-	return nil
 }
 
 // StartWriteback implements Writebacker.

@@ -30,19 +30,6 @@ type Writebacker interface {
 	StartWriteback(off, n int64) error
 }
 
-// HeldSyncer is implemented by files that can also Sync without letting
-// the Go scheduler hand the caller's processor (P) to another thread while
-// the device flushes: a raw system call on the OS file system. For a
-// goroutine that syncs back to back that is cheaper — no hand-off and no
-// thread wake-up per call, and the runtime's monitor thread (sysmon), which
-// makes those hand-offs, can back off instead of waking every 20 µs — at
-// the price of one P held for the duration of the call, and of a
-// stop-the-world pause (for the garbage collector) that waits for the call
-// to return. Use it only with more than one P and while syncs are quick.
-type HeldSyncer interface {
-	SyncHeld() error
-}
-
 // FS is a file system.
 type FS interface {
 	// Create creates or truncates name and opens it for reading and writing.

@@ -149,24 +149,9 @@ func TestOSWriteback(t *testing.T) {
 	}
 }
 
-// An OS file syncs with its P held, and reports a failing fdatasync (on
-// a pipe) as Sync does; Mem files do not claim it.
-func TestOSSyncHeld(t *testing.T) {
-	f, err := OS().Create(filepath.Join(t.TempDir(), "f"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs, ok := f.(HeldSyncer)
-	if !ok {
-		t.Fatal("an OS file is not a HeldSyncer")
-	}
-	if _, err := f.WriteAt([]byte("data"), 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := hs.SyncHeld(); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+// An OS file's Sync reports a failing fdatasync (on a pipe) as a
+// PathError.
+func TestOSSyncError(t *testing.T) {
 	r, w, err := os.Pipe() // fdatasync on a pipe fails (EINVAL)
 	if err != nil {
 		t.Fatal(err)
@@ -175,11 +160,8 @@ func TestOSSyncHeld(t *testing.T) {
 	defer w.Close()
 	p, _ := wrapOS(r, nil)
 	var pe *fs.PathError
-	if err := p.(HeldSyncer).SyncHeld(); !errors.As(err, &pe) || pe.Op != "fdatasync" {
-		t.Fatalf("SyncHeld on a pipe = %v; want an fdatasync PathError", err)
-	}
-	if _, ok := any(&memFile{}).(HeldSyncer); ok {
-		t.Fatal("a Mem file claims held syncs")
+	if err := p.Sync(); !errors.As(err, &pe) || pe.Op != "fdatasync" {
+		t.Fatalf("Sync on a pipe = %v; want an fdatasync PathError", err)
 	}
 }
 

@@ -33,12 +33,6 @@
 // Trusted (Gate.GiveUp); committers that promised nothing are never
 // waited for.
 //
-// With Options.HeldSyncLimit set, the syncer's fdatasyncs keep its
-// processor (vfs.HeldSyncer, a raw system call) while there are two or
-// more and the syncs are quick: back-to-back blocking syncs otherwise have
-// the Go scheduler hand the processor to another thread and take it back
-// on every call, and keep its monitor thread waking every 20 µs to do so.
-//
 // The preparer creates the next segment ahead of time: it fills a file
 // with zeros and syncs it, so that appending to it changes no file
 // metadata and fdatasync has only data to flush. On this machine that made

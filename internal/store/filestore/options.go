@@ -57,18 +57,6 @@ type Options struct {
 	// commits of the followers (store.Follower) the previous one released.
 	// Default 500 µs; negative never waits.
 	FollowerWait time.Duration
-	// HeldSyncLimit, when positive, has the syncer make its fdatasyncs
-	// without letting the Go scheduler hand its processor to another thread
-	// (vfs.HeldSyncer) while there is more than one processor (GOMAXPROCS)
-	// and its held syncs take less than this; after one that takes longer
-	// it syncs as usual for the next second, so that a slow disk holds no
-	// processor (and delays no stop-the-world pause of the garbage
-	// collector, which waits for a held sync to return) for long. Off by
-	// default: in short cells it saved 8–16 % of the broker's CPU per
-	// message on the 2-core VM of docs/benchmarks.md, but in the full plan
-	// (a large backlog, the preparer and checkpoints busy) the one run with
-	// it was slower; see there.
-	HeldSyncLimit time.Duration
 	// NoSync never calls fsync: Commit(b, true) returns once b is written
 	// to the OS. For benchmarks of a non-durable tier only.
 	NoSync bool

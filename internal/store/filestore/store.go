@@ -68,7 +68,6 @@ type Store struct {
 	nGroups         atomic.Int64  // group writes, for benchmarks
 	nSyncs          atomic.Int64  // fdatasync calls by the syncer, for benchmarks
 	syncNanos       atomic.Int64  // time the syncer spent in them
-	nHeldSyncs      atomic.Int64  // of them, made with the processor held
 	gate            *store.Gate   // followers the syncer waits for
 	nGatherTimeouts atomic.Int64  // waits for followers that ran out
 	stopWriter      chan struct{}
@@ -516,12 +515,10 @@ type LogStats struct {
 	SyncTime       time.Duration
 	GatherTimeouts int64
 	Recycled       int64 // segments prepared from a deleted segment's file
-	HeldSyncs      int64 // fdatasyncs made with the syncer's processor held (Options.HeldSyncLimit)
 }
 
 // LogStats returns the group-commit counters.
 func (s *Store) LogStats() LogStats {
 	return LogStats{Groups: s.nGroups.Load(), Syncs: s.nSyncs.Load(), SyncTime: time.Duration(s.syncNanos.Load()),
-		GatherTimeouts: s.nGatherTimeouts.Load(), Recycled: s.nRecycled.Load(),
-		HeldSyncs: s.nHeldSyncs.Load()}
+		GatherTimeouts: s.nGatherTimeouts.Load(), Recycled: s.nRecycled.Load()}
 }

@@ -2,13 +2,11 @@ package filestore
 
 import (
 	"fmt"
-	"runtime"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/busbarmq/busbar/internal/store"
-	"github.com/busbarmq/busbar/internal/vfs"
 )
 
 // request is one Commit (rec set) or sync (rec nil) handed to the writer.
@@ -188,7 +186,6 @@ func (s *Store) syncLoop(done chan struct{}) {
 	var (
 		awaited []*store.Follower // released by the last round, answers awaited
 		timer   *time.Timer
-		held    = heldSyncs{limit: s.opts.HeldSyncLimit}
 	)
 	for job := range s.syncc {
 		jobs := s.drainJobs(s.addJob(make([]syncJob, 0, 4), job))
@@ -222,21 +219,13 @@ func (s *Store) syncLoop(done chan struct{}) {
 			slices.SortFunc(segs, func(a, b *segment) int { return int(a.id) - int(b.id) })
 			s.nSyncs.Add(1)
 			t0 := time.Now()
-			hold, didHold := held.use(t0, gomaxprocs), false
 			for _, seg := range segs {
-				h, serr := syncFile(seg.f, hold)
-				didHold = didHold || h
-				if serr != nil {
+				if serr := seg.f.Sync(); serr != nil {
 					err = s.fail(fmt.Errorf("sync %s: %w", seg.path, serr))
 					break
 				}
 			}
-			t1 := time.Now()
-			if didHold {
-				s.nHeldSyncs.Add(1)
-				held.took(t1, t1.Sub(t0))
-			}
-			s.syncNanos.Add(int64(t1.Sub(t0)))
+			s.syncNanos.Add(int64(time.Since(t0)))
 			if err == nil {
 				s.raiseSynced(lsn)
 			}
@@ -254,43 +243,6 @@ func (s *Store) syncLoop(done chan struct{}) {
 		}
 		relc <- syncRound{jobs: jobs, err: err}
 	}
-}
-
-// heldSyncs decides whether the syncer's next fdatasync holds its
-// processor (Options.HeldSyncLimit).
-type heldSyncs struct {
-	limit time.Duration // ≤ 0: never
-	off   time.Time     // none before then: a held sync took limit or more
-}
-
-// heldSyncPause is how long the syncer syncs as usual after a held sync
-// that took limit or more.
-const heldSyncPause = time.Second
-
-// use reports whether a sync starting at now holds its processor; procs
-// says how many there are (asked last: GOMAXPROCS takes a lock).
-func (h *heldSyncs) use(now time.Time, procs func() int) bool {
-	return h.limit > 0 && !now.Before(h.off) && procs() > 1
-}
-
-func gomaxprocs() int { return runtime.GOMAXPROCS(0) }
-
-// took records that a held sync ending at now took d.
-func (h *heldSyncs) took(now time.Time, d time.Duration) {
-	if d >= h.limit {
-		h.off = now.Add(heldSyncPause)
-	}
-}
-
-// syncFile syncs f, with the processor held if hold and f can; held says
-// whether it was.
-func syncFile(f vfs.File, hold bool) (held bool, err error) {
-	if hold {
-		if hs, ok := f.(vfs.HeldSyncer); ok {
-			return true, hs.SyncHeld()
-		}
-	}
-	return false, f.Sync()
 }
 
 // drainJobs appends the sync jobs already queued to jobs.
