@@ -119,8 +119,8 @@ func WriteRounds(w io.Writer, rs []Result) {
 	}
 	fmt.Fprintf(w, "Rounds (each figure against the ceiling measured in the same round: %s, same workload, parameters and size; for W5 W1 with its sender's cell; the figure is msgs/s, for W3 (paced: its rate is the plan's) the p99 latency; ratio = figure ÷ ceiling; – = no ceiling in that round; last row of a cell: median (the lower middle one for an even count) and min–max):\n\n",
 		nullGoAMQPName)
-	fmt.Fprintln(w, "| Target | Workload | Parameters | Size | Metric | Round | figure | ceiling | ratio |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| Target | Workload | Parameters | Size | Metric | Round | figure | ceiling | ratio | steal % |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
 	for _, k := range keys {
 		fig, format := roundsFigure(k.wl)
 		var figs, ceils, ratios []float64
@@ -129,7 +129,7 @@ func WriteRounds(w io.Writer, rs []Result) {
 			if i == 0 {
 				lead = fmt.Sprintf("| %s | %s | %s | %s | %s |", shortTarget(k.target), k.wl, k.params, sizeName(k.size), k.metric)
 			}
-			v, c, ratio := "–", "–", "–"
+			v, c, ratio, steal := "–", "–", "–", fnum(r.StealPct, 0)
 			measured := r.NA == "" && fig(r) > 0
 			switch {
 			case r.NA != "":
@@ -140,15 +140,16 @@ func WriteRounds(w io.Writer, rs []Result) {
 			}
 			if cr, ok := ceil[ceilingOf(r)]; ok && fig(cr) > 0 {
 				c = format(fig(cr))
+				steal += " / " + fnum(cr.StealPct, 0)
 				ceils = append(ceils, fig(cr))
 				if measured {
 					ratio = fmt.Sprintf("%.2f", fig(r)/fig(cr))
 					ratios = append(ratios, fig(r)/fig(cr))
 				}
 			}
-			fmt.Fprintf(w, "%s %d | %s | %s | %s |\n", lead, r.Round, v, c, ratio)
+			fmt.Fprintf(w, "%s %d | %s | %s | %s | %s |\n", lead, r.Round, v, c, ratio, steal)
 		}
-		fmt.Fprintf(w, "| | | | | | median (min–max) | %s | %s | %s |\n",
+		fmt.Fprintf(w, "| | | | | | median (min–max) | %s | %s | %s | |\n",
 			spread(figs, format), spread(ceils, format), spread(ratios, func(v float64) string { return fmt.Sprintf("%.2f", v) }))
 	}
 }

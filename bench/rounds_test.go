@@ -24,6 +24,11 @@ func rres(target, wl, params string, size, round int, rate float64) Result {
 		Msgs: int64(rate), Secs: 1, Rate: rate, Lat: dist{P99: 2 * time.Millisecond}, CPUus: 10, SysPct: 20, ClientUs: 5, RSSMB: 30, Load: 1.5, StealPct: 0.5, Round: round}
 }
 
+func withSteal(r Result, pct float64) Result {
+	r.StealPct = pct
+	return r
+}
+
 func TestWriteRounds(t *testing.T) {
 	null, busbar := nullGoAMQPName, testBusbar
 	w1 := "1 conn × window 256"
@@ -35,10 +40,10 @@ func TestWriteRounds(t *testing.T) {
 	}{
 		{
 			name: "ceiling found",
-			rs:   []Result{rres(null, "W1", w1, 1024, 1, 20000), rres(busbar, "W1", w1, 1024, 1, 10000)},
+			rs:   []Result{withSteal(rres(null, "W1", w1, 1024, 1, 20000), 3), withSteal(rres(busbar, "W1", w1, 1024, 1, 10000), 12)},
 			want: []string{
-				"| Busbar (AMQP 1.0) | W1 | 1 conn × window 256 | 1 KB | send (confirmed) | 1 | 10.0k | 20.0k | 0.50 |",
-				"| | | | | | median (min–max) | **10.0k** (10.0k–10.0k) | **20.0k** (20.0k–20.0k) | **0.50** (0.50–0.50) |",
+				"| Busbar (AMQP 1.0) | W1 | 1 conn × window 256 | 1 KB | send (confirmed) | 1 | 10.0k | 20.0k | 0.50 | 12 / 3 |",
+				"| | | | | | median (min–max) | **10.0k** (10.0k–10.0k) | **20.0k** (20.0k–20.0k) | **0.50** (0.50–0.50) | |",
 			},
 			not: []string{"| Null broker"},
 		},
@@ -134,8 +139,8 @@ func TestWriteRounds(t *testing.T) {
 			WriteRounds(&b, tc.rs)
 			out := b.String()
 			for _, l := range strings.Split(out, "\n") {
-				if strings.HasPrefix(l, "|") && strings.Count(l, "|") != 10 {
-					t.Errorf("row %q: %d cells, want 9", l, strings.Count(l, "|")-1)
+				if strings.HasPrefix(l, "|") && strings.Count(l, "|") != 11 {
+					t.Errorf("row %q: %d cells, want 10", l, strings.Count(l, "|")-1)
 				}
 			}
 			for _, w := range tc.want {
