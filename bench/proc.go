@@ -81,9 +81,11 @@ func procStatusKB(pid int, key string) int64 {
 }
 
 // machineCPU returns the machine's CPU time so far from /proc/stat's cpu
-// line, in USER_HZ ticks: all of it (user through steal) and the part the
-// hypervisor gave to others while this machine's CPUs wanted to run
-// (steal). ok is false when it cannot be read.
+// line, in USER_HZ ticks: all of it (user through steal) and steal, the
+// time its virtual CPUs were ready to run and the hypervisor did not run
+// them (for other tenants, and on some VMs for its own work on this
+// machine's devices: docs/benchmarks.md, session 8). ok is false when it
+// cannot be read.
 func machineCPU() (all, steal int64, ok bool) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {

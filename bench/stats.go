@@ -65,8 +65,7 @@ type Result struct {
 	RSSMB    float64 // broker peak RSS in MB during the cell, -1 unknown
 	Load     float64 // 1-minute load average at the end of the cell
 	// StealPct is the share of the machine's CPU time that the hypervisor
-	// took during the cell (/proc/stat steal: a virtual CPU wanted to run
-	// and was not given its physical one), -1 unknown.
+	// took during the cell (/proc/stat steal, see machineCPU), -1 unknown.
 	StealPct float64
 	Note     string
 	NA       string // when set, the cell was not measured and this says why
