@@ -73,10 +73,14 @@ var poisonReleased atomic.Bool
 // memory. For tests; it slows every release.
 func PoisonReleased(on bool) { poisonReleased.Store(on) }
 
-// transferPrefix is how a transfer's body starts: the descriptor
-// constructor and the small-ulong descriptor code 0x14 (the form every
-// encoder uses; a transfer described otherwise is simply not pooled).
-var transferPrefix = [3]byte{0x00, 0x53, byte(DescriptorTransfer)}
+// bodyPrefix is how a performative's body with descriptor code starts:
+// the descriptor constructor and the small-ulong code (the form every
+// encoder uses; a body described otherwise is simply read the general way).
+func bodyPrefix(code uint64) [3]byte { return [3]byte{0x00, 0x53, byte(code)} }
+
+// transferPrefix is how a transfer's body starts (a transfer described
+// otherwise is not pooled).
+var transferPrefix = bodyPrefix(DescriptorTransfer)
 
 // readPooledTransfer reads an n-byte frame body into a pooled Buffer if it
 // is a transfer small enough to pool; ok is false (nothing read) if not.

@@ -169,10 +169,9 @@ func parsePeeked(r *bufio.Reader, n int) (Body, bool) {
 	if err != nil {
 		return nil, false
 	}
-	// Only flows and dispositions, as every encoder describes them (the
-	// small-ulong form, as for transferPrefix): other frames are not
+	// Only flows and dispositions (bodyPrefix): other frames are not
 	// parsed twice.
-	if p[0] != 0x00 || p[1] != 0x53 || (p[2] != byte(DescriptorFlow) && p[2] != byte(DescriptorDisposition)) {
+	if d := [3]byte(p); d != bodyPrefix(DescriptorFlow) && d != bodyPrefix(DescriptorDisposition) {
 		return nil, false
 	}
 	b, err := ParseBody(p)
