@@ -22,6 +22,7 @@ type progress struct {
 	stop  chan struct{}
 	done  chan struct{}
 	quiet bool
+	every time.Duration // between status lines
 	// round of rounds (busbar-bench -rounds), shown when rounds > 1.
 	round, rounds int
 }
@@ -33,7 +34,17 @@ func newProgress(w io.Writer, quiet bool) *progress {
 			tty = true
 		}
 	}
-	p := &progress{w: w, tty: tty, stop: make(chan struct{}), done: make(chan struct{}), quiet: quiet}
+	every := 10 * time.Second
+	if tty {
+		every = 250 * time.Millisecond
+	}
+	return startProgress(w, tty, quiet, every)
+}
+
+// startProgress starts the status loop: a line every interval, rewritten
+// in place on a terminal (tty), or appended otherwise; quiet prints none.
+func startProgress(w io.Writer, tty, quiet bool, every time.Duration) *progress {
+	p := &progress{w: w, tty: tty, stop: make(chan struct{}), done: make(chan struct{}), quiet: quiet, every: every}
 	go p.loop()
 	return p
 }
@@ -87,11 +98,7 @@ func (p *progress) line() string {
 
 func (p *progress) loop() {
 	defer close(p.done)
-	every := 250 * time.Millisecond
-	if !p.tty {
-		every = 10 * time.Second
-	}
-	t := time.NewTicker(every)
+	t := time.NewTicker(p.every)
 	defer t.Stop()
 	for {
 		select {
