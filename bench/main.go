@@ -24,7 +24,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	repo := fs.String("repo", "..", "the Busbar checkout to build cmd/busbar from")
 	work := fs.String("work", filepath.Join(os.TempDir(), "busbar-bench"), "scratch directory for binaries and data directories (removed data at the end)")
 	out := fs.String("out", "", "directory to write results.md and results.csv into (default: stdout only)")
-	targets := fs.String("targets", "busbar,sdk,rabbitmq-amqp10,rabbitmq-amqp091,nats-always,nats-default", "targets to run, comma-separated; also null and null-sdk: the null broker (cmd/busbar-null, no broker work; W1, W2 and, with go-amqp, W3) with go-amqp and with the azservicebus SDK, and busbar-memory: Busbar with serve --memory (not durable; W1, W2, W3, W5)")
+	targets := fs.String("targets", "busbar,sdk,rabbitmq-amqp10,rabbitmq-amqp091,nats-always,nats-default", "targets to run, comma-separated; also null and null-sdk: the null broker (cmd/busbar-null, no broker work; W1, W2 and, with go-amqp, W3) with go-amqp and with the azservicebus SDK, null-durable: the null broker with a group-committed, fdatasync'd journal (the least a durable broker does; W1, W2), and busbar-memory: Busbar with serve --memory (not durable; W1, W2, W3, W5)")
 	workloads := fs.String("workloads", "W1,W2,W3,W4,W5", "workloads to run, comma-separated")
 	plan := fs.String("plan", "full", "full or smoke")
 	rmqSbin := fs.String("rabbitmq-sbin", "", "directory with RabbitMQ's rabbitmq-server and rabbitmqctl scripts (e.g. /usr/lib/rabbitmq/lib/rabbitmq_server-3.10.8/sbin); empty skips RabbitMQ")
@@ -50,7 +50,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	w5msgs := fs.Int64("w5-msgs", 0, "override the W5 message count per cell")
 	pivot := fs.String("pivot", "", "print the side-by-side table of an earlier run's results.csv and exit")
 	limits := fs.Duration("limits", 2*time.Second, "duration of each physical-limit probe (0 skips them)")
-	rounds := fs.Int("rounds", 1, "run the null-broker targets (null, null-sdk) and the Busbar targets (busbar-memory, busbar, sdk) this many times, interleaved (round 1: null broker then Busbar, round 2: …), so that each Busbar figure has a ceiling measured minutes apart (results.md: Rounds); W4 runs in the first round only; RabbitMQ and NATS run once, after the rounds")
+	rounds := fs.Int("rounds", 1, "run the null-broker targets (null, null-sdk, null-durable) and the Busbar targets (busbar-memory, busbar, sdk) this many times, interleaved (round 1: null broker then Busbar, round 2: …), so that each Busbar figure has a ceiling measured minutes apart (results.md: Rounds); W4 runs in the first round only; RabbitMQ and NATS run once, after the rounds")
 	pin := fs.Bool("pin", false, "pinned variant (performance.md §5.1): re-run the harness under taskset -c 0 and start every broker under taskset -c 1")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -241,7 +241,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	src := absRepo
 	exported := false
 	wantBusbar := want["busbar"] || want["sdk"] || want["busbar-memory"]
-	if wantBusbar && *busbarBin == "" || want["null"] || want["null-sdk"] {
+	wantNull := want["null"] || want["null-sdk"] || want["null-durable"]
+	if wantBusbar && *busbarBin == "" || wantNull {
 		if *source == "head" {
 			src = filepath.Join(*work, "src")
 			id, err := ExportHead(absRepo, *rev, src)
@@ -258,7 +259,6 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	// The null broker: the bench module's cmd/busbar-null, on the endpoint
 	// (internal/amqp) of the same source tree as Busbar.
-	wantNull := want["null"] || want["null-sdk"]
 	nullBin := filepath.Join(*work, "busbar-null")
 	if wantNull && ctx.Err() == nil {
 		prog.set("building busbar-null", 0)
@@ -307,6 +307,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 				runAll(sdk)
 			}
 			stopN()
+			if want["null-durable"] && ctx.Err() == nil {
+				dt, stopD := NewNullDurableTarget(NullOptions{Bin: nullBin, WorkDir: *work, Port: 25811, Size: p.Size})
+				runAll(dt)
+				stopD()
+			}
 		}
 		if !wantBusbar || ctx.Err() != nil {
 			continue

@@ -44,6 +44,8 @@ type nullProc struct {
 	logp string
 	// forward starts the process with --forward (W3); set before start.
 	forward bool
+	// syncDir, when set, starts it with --sync syncDir (null-durable).
+	syncDir string
 
 	mu     sync.Mutex
 	cmd    interface{ Signal(os.Signal) error }
@@ -58,12 +60,18 @@ func (p *nullProc) PID() int {
 	return p.pid
 }
 
-func (p *nullProc) DataDir() string { return "" }
+func (p *nullProc) DataDir() string { return p.syncDir }
 
 func (p *nullProc) start(ctx context.Context) error {
 	args := []string{"--amqp", fmt.Sprintf("127.0.0.1:%d", p.port), "--size", fmt.Sprint(p.size)}
 	if p.forward {
 		args = append(args, "--forward")
+	}
+	if p.syncDir != "" {
+		if err := os.MkdirAll(p.syncDir, 0o755); err != nil {
+			return err
+		}
+		args = append(args, "--sync", p.syncDir)
 	}
 	cmd, logf, exited, err := startBroker(p.bin, p.logp, args...)
 	if err != nil {
@@ -118,11 +126,19 @@ const nullNA = "n/a (null broker: W1, W2 and W3 only)"
 // the null broker.
 const nullSDKNA = "n/a (null broker with the SDK: W1 and W2 only)"
 
+// nullDurableNA is printed for the workloads the durable null broker
+// does not run.
+const nullDurableNA = "n/a (durable null broker: W1 and W2 only)"
+
 // The null broker's target names: the go-amqp one is the ceiling the
 // Rounds section (WriteRounds) divides the other targets' figures by.
+// The durable null broker is not a ceiling of that kind: it is measured
+// against it, as Busbar is.
 const (
-	nullGoAMQPName = "Null broker (AMQP 1.0, go-amqp)"
-	nullSDKName    = "Null broker (azservicebus SDK)"
+	nullGoAMQPName     = "Null broker (AMQP 1.0, go-amqp)"
+	nullSDKName        = "Null broker (azservicebus SDK)"
+	nullDurableName    = "Null broker, durable (AMQP 1.0, go-amqp)"
+	nullDurableJournal = "null-journal"
 )
 
 // NewNullTargets returns the null broker driven by go-amqp and by the
@@ -162,4 +178,34 @@ func NewNullTargets(o NullOptions) (goamqp, sdk *Target, stop func()) {
 	sdk = &Target{Client: sc, Proc: proc, Fresh: freshMode(false), Workloads: map[string]bool{"W1": true, "W2": true}, WorkloadsNA: nullSDKNA, TopicsNA: nullSDKNA, SkipW4: nullSDKNA, NoPrefill: true,
 		Note: "azservicebus v1.11.0 against the null broker: SendMessage per message; ReceiveMessages + CompleteMessage"}
 	return goamqp, sdk, p.stop
+}
+
+// NewNullDurableTarget returns the durable null broker (busbar-null
+// --sync, target null-durable) driven by go-amqp, and a stop function: the
+// null broker's default mode (W1 and W2), but every transfer and every
+// complete is settled only once a group commit of one pwrite and one
+// fdatasync has made it durable (nullbroker.Journal). It is the least a
+// durable broker must do per message on this machine — a durable
+// ceiling, Tier A — and, measured next to the null broker and Busbar,
+// splits Busbar's distance from the null broker into what durability
+// costs at least and what Busbar adds. A new process (and journal) per
+// cell.
+func NewNullDurableTarget(o NullOptions) (*Target, func()) {
+	if o.Size <= 0 {
+		o.Size = 1024
+	}
+	p := &nullProc{bin: o.Bin, port: o.Port, size: o.Size, logp: filepath.Join(o.WorkDir, "busbar-null-durable.log"),
+		syncDir: filepath.Join(o.WorkDir, nullDurableJournal)}
+	fresh := func(ctx context.Context, queues []string, topics map[string][]string) error {
+		p.stop()
+		return p.start(ctx)
+	}
+	c := &amqp10Client{name: nullDurableName, tier: "A", url: fmt.Sprintf("amqp://127.0.0.1:%d", o.Port), cbs: true, settleSecond: true}
+	t := &Target{Client: c, Proc: func() Process { return p }, Fresh: fresh,
+		Workloads: map[string]bool{"W1": true, "W2": true}, WorkloadsNA: nullDurableNA, TopicsNA: nullDurableNA, SkipW4: nullDurableNA, NoPrefill: true,
+		Note: "the null broker made durable at least cost: each transfer's payload and each complete's tag appended to a preallocated file, settled after the group commit's fdatasync (one pwrite + one fdatasync per round, no waiting); no records, no index, nothing read back"}
+	return t, func() {
+		p.stop()
+		_ = os.RemoveAll(p.syncDir)
+	}
 }

@@ -156,8 +156,10 @@ func TestDist(t *testing.T) {
 }
 
 // TestSmokeNull runs W1 and W2 against the null broker (cmd/busbar-null)
-// with go-amqp and with the SDK, and W3 (the null broker's forwarding
-// mode) with go-amqp, for a second or two each.
+// with go-amqp and with the SDK and against the durable null broker
+// (null-durable, whose journal must have synced every message), and W3
+// (the null broker's forwarding mode) with go-amqp, for a second or two
+// each.
 func TestSmokeNull(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the null broker")
@@ -167,8 +169,11 @@ func TestSmokeNull(t *testing.T) {
 	if err := BuildNull(".", os.Getenv("BUSBAR_BENCH_SRC"), bin); err != nil {
 		t.Fatal(err)
 	}
-	ga, sdk, stop := NewNullTargets(NullOptions{Bin: bin, WorkDir: work, Port: freePorts(t, 1)[0], Size: 1024})
+	ports := freePorts(t, 2)
+	ga, sdk, stop := NewNullTargets(NullOptions{Bin: bin, WorkDir: work, Port: ports[0], Size: 1024})
 	defer stop()
+	dt, stopD := NewNullDurableTarget(NullOptions{Bin: bin, WorkDir: work, Port: ports[1], Size: 1024})
+	defer stopD()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	prog := newProgress(io.Discard, true)
@@ -178,13 +183,39 @@ func TestSmokeNull(t *testing.T) {
 	r := &Runner{Plan: p, Prog: prog, OnResult: func(res Result) {
 		t.Logf("%s %s %s %s: %.0f msg/s p99 %s ms broker %.1f µs/msg client %.1f µs/msg %s %s", res.Workload, res.Target, res.Params, res.Metric, res.Rate, ms(res.Lat.P99), res.CPUus, res.ClientUs, res.NA, res.Note)
 	}}
-	for _, tg := range []*Target{ga, sdk} {
+	for _, tg := range []*Target{ga, sdk, dt} {
 		r.W1(ctx, tg)
 		r.W2(ctx, tg)
 	}
 	r.W3(ctx, ga)
-	if len(r.Results) != 9 {
-		t.Errorf("%d results, want 9", len(r.Results))
+	if len(r.Results) != 13 {
+		t.Errorf("%d results, want 13", len(r.Results))
+	}
+	// The durable null broker's processes (one per cell) each said, on
+	// exit, how much their journal synced.
+	stopD()
+	log, err := os.ReadFile(filepath.Join(work, "busbar-null-durable.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var syncs, bytes, want int64
+	for _, l := range strings.Split(string(log), "\n") {
+		var s, b int64
+		if _, err := fmt.Sscanf(l, "busbar-null: journal: %d fdatasyncs, %d bytes", &s, &b); err == nil {
+			syncs, bytes = syncs+s, bytes+b
+		}
+	}
+	for _, res := range r.Results {
+		switch {
+		case res.Target != nullDurableName:
+		case res.Workload == "W1":
+			want += res.Msgs * 1024 // each payload
+		case res.Workload == "W2":
+			want += res.Msgs * 16 // each complete's delivery tag
+		}
+	}
+	if syncs == 0 || want == 0 || bytes < want {
+		t.Errorf("durable null broker: %d fdatasyncs, %d bytes journaled, want ≥ %d", syncs, bytes, want)
 	}
 	for _, res := range r.Results {
 		checkW3(t, res)

@@ -34,6 +34,12 @@
 //
 // Nothing is stored: messages delivered and not yet settled by a
 // receiver that goes away are lost.
+//
+// With a Journal (busbar-null --sync DIR, the target null-durable; default
+// mode only) the broker is durable at the least cost there is: each
+// transfer's payload and each settlement the client asks for is appended
+// to one preallocated file, and it is settled only after the fdatasync of
+// a group commit that covers it (see Journal). Nothing is read back.
 package nullbroker
 
 import (
@@ -63,6 +69,10 @@ type Handler struct {
 	// MaxHeld bounds the messages held per address in forwarding mode
 	// (DefaultMaxHeld when 0).
 	MaxHeld int
+	// Journal, when set (not with Forward), makes the default mode
+	// durable: transfers and the client's settlements are settled only
+	// once the journal has synced them (see Journal).
+	Journal *Journal
 
 	mu    sync.Mutex
 	addrs map[string]*address
@@ -141,6 +151,13 @@ func (c *conn) AttachIncoming(l *amqp.IncomingLink) error {
 		}
 		return nil
 	}
+	if j := c.h.Journal; j != nil {
+		l.OnDelivery = func(d *amqp.IncomingDelivery) {
+			c.h.Received.Add(1)
+			j.Accept(d)
+		}
+		return nil
+	}
 	l.OnDelivery = func(d *amqp.IncomingDelivery) {
 		c.h.Received.Add(1)
 		d.Settle(accepted)
@@ -171,7 +188,11 @@ func (c *conn) AttachOutgoing(l *amqp.OutgoingLink) error {
 	accepted := &frames.Accepted{}
 	l.OnDisposition = func(d *amqp.OutgoingDelivery, _ frames.DeliveryState, isSettled bool) {
 		c.h.Settled.Add(1)
-		if !isSettled {
+		switch {
+		case isSettled:
+		case c.h.Journal != nil:
+			c.h.Journal.Complete(d)
+		default:
 			d.Settle(accepted)
 		}
 	}

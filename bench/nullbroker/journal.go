@@ -1,0 +1,223 @@
+package nullbroker
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/busbarmq/busbar/internal/amqp"
+	"github.com/busbarmq/busbar/internal/amqp/frames"
+)
+
+// Journal makes the null broker durable at the least cost a durable
+// broker can pay per message: what it must keep — every accepted
+// transfer's payload, every completed delivery's tag — is appended to one
+// file, and a settlement goes out only after an fdatasync that covers it.
+// One goroutine writes and syncs in groups (group commit): each round
+// takes everything that arrived while the previous one ran, writes it
+// with one pwrite and syncs it with one fdatasync, without waiting for
+// more. There is no record format, no index, and nothing is read back.
+//
+// The file is zero-filled and synced when the journal opens, and written
+// round and round (Size bytes, wrapping), so a sync never has to allocate
+// blocks or change the file's size — as a durable broker's preallocated
+// segments.
+//
+//	journal file (Size bytes):  | payload | tag | payload | payload | … → wraps to 0
+type Journal struct {
+	f    *os.File
+	fd   int
+	size int64
+	off  int64 // next write, owned by run
+
+	mu   sync.Mutex
+	pend []jentry
+	err  error // the first write or sync error; nothing is settled after it
+
+	wake chan struct{}
+	stop chan struct{}
+	done chan struct{}
+
+	Syncs atomic.Int64 // fdatasync rounds
+	Bytes atomic.Int64 // bytes written
+}
+
+// jentry is one thing to keep: an accepted transfer (in) or a complete
+// (out), and the bytes that stand for it.
+type jentry struct {
+	in   *amqp.IncomingDelivery
+	out  *amqp.OutgoingDelivery
+	data []byte
+}
+
+// DefaultJournalSize is the journal file's size: 64 MiB.
+const DefaultJournalSize = 64 << 20
+
+// OpenJournal creates (or truncates) the journal file in dir, size bytes
+// (DefaultJournalSize when 0), zero-filled and synced, and starts its
+// writer. Close stops it.
+func OpenJournal(dir string, size int64) (*Journal, error) {
+	if size <= 0 {
+		size = DefaultJournalSize
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "null-journal"), os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	zero := make([]byte, 1<<20)
+	for off := int64(0); off < size; off += int64(len(zero)) {
+		n := min(int64(len(zero)), size-off)
+		if _, err := f.WriteAt(zero[:n], off); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	j := &Journal{f: f, fd: int(f.Fd()), size: size, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	go j.run()
+	return j, nil
+}
+
+// errJournalClosed settles what arrives after Close: rejected, never
+// accepted without a sync.
+var errJournalClosed = errors.New("null broker: journal closed")
+
+// Accept keeps d's payload and settles d Accepted once it is synced.
+func (j *Journal) Accept(d *amqp.IncomingDelivery) {
+	j.add(jentry{in: d, data: d.Payload})
+}
+
+// Complete keeps d's tag and settles d Accepted once it is synced.
+func (j *Journal) Complete(d *amqp.OutgoingDelivery) {
+	j.add(jentry{out: d, data: d.Tag})
+}
+
+func (j *Journal) add(e jentry) {
+	j.mu.Lock()
+	if err := j.err; err != nil {
+		j.mu.Unlock()
+		reject(e, err)
+		return
+	}
+	j.pend = append(j.pend, e)
+	j.mu.Unlock()
+	select {
+	case j.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Close stops the writer after the round in progress; what has not been
+// synced by then is rejected.
+func (j *Journal) Close() error {
+	close(j.stop)
+	<-j.done
+	j.mu.Lock()
+	pend := j.pend
+	j.pend = nil
+	if j.err == nil {
+		j.err = errJournalClosed
+	}
+	j.mu.Unlock()
+	for _, e := range pend {
+		reject(e, errJournalClosed)
+	}
+	return j.f.Close()
+}
+
+func reject(e jentry, err error) {
+	state := &frames.Rejected{Error: &frames.Error{Condition: frames.ErrCondInternalError, Description: err.Error()}}
+	if e.in != nil {
+		e.in.Settle(state)
+	} else {
+		e.out.Settle(state)
+	}
+}
+
+// run is the writer: one pwrite and one fdatasync per round, then the
+// round's settlements, Accepted.
+func (j *Journal) run() {
+	defer close(j.done)
+	var (
+		buf   []byte
+		batch []jentry
+		ins   []*amqp.IncomingDelivery
+	)
+	accepted := &frames.Accepted{}
+	for {
+		select {
+		case <-j.stop:
+			return
+		case <-j.wake:
+		}
+		for {
+			j.mu.Lock()
+			batch, j.pend = j.pend, batch[:0]
+			j.mu.Unlock()
+			if len(batch) == 0 {
+				break
+			}
+			buf = buf[:0]
+			for _, e := range batch {
+				buf = append(buf, e.data...)
+			}
+			err := j.write(buf)
+			if err == nil {
+				err = syscall.Fdatasync(j.fd)
+			}
+			if err != nil {
+				err = fmt.Errorf("null broker: journal: %w", err)
+				j.mu.Lock()
+				j.err = err
+				j.mu.Unlock()
+				for _, e := range batch {
+					reject(e, err)
+				}
+				clear(batch)
+				continue
+			}
+			j.Syncs.Add(1)
+			j.Bytes.Add(int64(len(buf)))
+			// One SettleAll per run of one link's transfers: a link's
+			// group leaves as one disposition.
+			for i := 0; i < len(batch); {
+				e := batch[i]
+				if e.out != nil {
+					e.out.Settle(accepted)
+					i++
+					continue
+				}
+				ins = ins[:0]
+				for ; i < len(batch) && batch[i].in != nil && batch[i].in.Link == e.in.Link; i++ {
+					ins = append(ins, batch[i].in)
+				}
+				e.in.Link.SettleAll(ins, accepted)
+			}
+			clear(batch)
+			clear(ins)
+		}
+	}
+}
+
+// write writes b at the journal's offset, wrapping at its size.
+func (j *Journal) write(b []byte) error {
+	for len(b) > 0 {
+		if j.off == j.size {
+			j.off = 0
+		}
+		n := min(int64(len(b)), j.size-j.off)
+		if _, err := j.f.WriteAt(b[:n], j.off); err != nil {
+			return err
+		}
+		j.off += n
+		b = b[n:]
+	}
+	return nil
+}
