@@ -142,13 +142,17 @@ func reject(e jentry, err error) {
 }
 
 // run is the writer: one pwrite and one fdatasync per round, then the
-// round's settlements, Accepted.
+// round's settlements, Accepted, one SettleAll per link (a link's group
+// leaves as one disposition per run of delivery ids, as Busbar's do).
+// After a failed write or sync nothing more is accepted: what is pending
+// and what comes later is rejected.
 func (j *Journal) run() {
 	defer close(j.done)
 	var (
 		buf   []byte
 		batch []jentry
-		ins   []*amqp.IncomingDelivery
+		ins   []linkIns
+		outs  []linkOuts
 	)
 	accepted := &frames.Accepted{}
 	for {
@@ -160,23 +164,27 @@ func (j *Journal) run() {
 		for {
 			j.mu.Lock()
 			batch, j.pend = j.pend, batch[:0]
+			err := j.err
 			j.mu.Unlock()
 			if len(batch) == 0 {
 				break
 			}
-			buf = buf[:0]
-			for _, e := range batch {
-				buf = append(buf, e.data...)
-			}
-			err := j.write(buf)
 			if err == nil {
-				err = syscall.Fdatasync(j.fd)
+				buf = buf[:0]
+				for _, e := range batch {
+					buf = append(buf, e.data...)
+				}
+				if err = j.write(buf); err == nil {
+					err = syscall.Fdatasync(j.fd)
+				}
+				if err != nil {
+					err = fmt.Errorf("null broker: journal: %w", err)
+					j.mu.Lock()
+					j.err = err
+					j.mu.Unlock()
+				}
 			}
 			if err != nil {
-				err = fmt.Errorf("null broker: journal: %w", err)
-				j.mu.Lock()
-				j.err = err
-				j.mu.Unlock()
 				for _, e := range batch {
 					reject(e, err)
 				}
@@ -185,25 +193,70 @@ func (j *Journal) run() {
 			}
 			j.Syncs.Add(1)
 			j.Bytes.Add(int64(len(buf)))
-			// One SettleAll per run of one link's transfers: a link's
-			// group leaves as one disposition.
-			for i := 0; i < len(batch); {
-				e := batch[i]
-				if e.out != nil {
-					e.out.Settle(accepted)
-					i++
-					continue
+			for _, e := range batch {
+				if e.in != nil {
+					ins = addIn(ins, e.in)
+				} else {
+					outs = addOut(outs, e.out, accepted)
 				}
-				ins = ins[:0]
-				for ; i < len(batch) && batch[i].in != nil && batch[i].in.Link == e.in.Link; i++ {
-					ins = append(ins, batch[i].in)
-				}
-				e.in.Link.SettleAll(ins, accepted)
 			}
+			for i := range ins {
+				ins[i].l.SettleAll(ins[i].ds, accepted)
+				clear(ins[i].ds)
+			}
+			for i := range outs {
+				outs[i].l.SettleAll(outs[i].ds, outs[i].states)
+				clear(outs[i].ds)
+			}
+			ins, outs = ins[:0], outs[:0]
 			clear(batch)
-			clear(ins)
 		}
 	}
+}
+
+// linkIns and linkOuts gather one round's settlements per link (a round
+// has a few links: a linear search finds them).
+type linkIns struct {
+	l  *amqp.IncomingLink
+	ds []*amqp.IncomingDelivery
+}
+
+type linkOuts struct {
+	l      *amqp.OutgoingLink
+	ds     []*amqp.OutgoingDelivery
+	states []frames.DeliveryState
+}
+
+func addIn(gs []linkIns, d *amqp.IncomingDelivery) []linkIns {
+	for i := range gs {
+		if gs[i].l == d.Link {
+			gs[i].ds = append(gs[i].ds, d)
+			return gs
+		}
+	}
+	if len(gs) < cap(gs) { // reuse a slot's slice from an earlier round
+		gs = gs[:len(gs)+1]
+		g := &gs[len(gs)-1]
+		g.l, g.ds = d.Link, append(g.ds[:0], d)
+		return gs
+	}
+	return append(gs, linkIns{l: d.Link, ds: []*amqp.IncomingDelivery{d}})
+}
+
+func addOut(gs []linkOuts, d *amqp.OutgoingDelivery, state frames.DeliveryState) []linkOuts {
+	for i := range gs {
+		if gs[i].l == d.Link() {
+			gs[i].ds, gs[i].states = append(gs[i].ds, d), append(gs[i].states, state)
+			return gs
+		}
+	}
+	if len(gs) < cap(gs) {
+		gs = gs[:len(gs)+1]
+		g := &gs[len(gs)-1]
+		g.l, g.ds, g.states = d.Link(), append(g.ds[:0], d), append(g.states[:0], state)
+		return gs
+	}
+	return append(gs, linkOuts{l: d.Link(), ds: []*amqp.OutgoingDelivery{d}, states: []frames.DeliveryState{state}})
 }
 
 // write writes b at the journal's offset, wrapping at its size.
