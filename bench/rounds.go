@@ -122,6 +122,9 @@ func WriteRounds(w io.Writer, rs []Result) {
 	fmt.Fprintln(w, "| Target | Workload | Parameters | Size | Metric | Round | figure | ceiling | ratio | steal % |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
 	for _, k := range keys {
+		if skipsWorkload(cells[k]) {
+			continue
+		}
 		fig, format := roundsFigure(k.wl)
 		var figs, ceils, ratios []float64
 		for i, r := range cells[k] {
@@ -152,6 +155,18 @@ func WriteRounds(w io.Writer, rs []Result) {
 		fmt.Fprintf(w, "| | | | | | median (min–max) | %s | %s | %s | |\n",
 			spread(figs, format), spread(ceils, format), spread(ratios, func(v float64) string { return fmt.Sprintf("%.2f", v) }))
 	}
+}
+
+// skipsWorkload reports whether a cell is a target's "n/a" for a whole
+// workload it does not run, in every round (no parameters): no row in
+// the Rounds table. A cell that failed in some round keeps its rows.
+func skipsWorkload(rs []Result) bool {
+	for _, r := range rs {
+		if r.NA == "" || r.Params != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // roundsFigure is what the Rounds table compares for workload wl, and how

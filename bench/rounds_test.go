@@ -48,6 +48,21 @@ func TestWriteRounds(t *testing.T) {
 			not: []string{"| Null broker"},
 		},
 		{
+			name: "a workload a target does not run has no rows",
+			rs: []Result{
+				rres(null, "W1", w1, 1024, 1, 20000),
+				rres(nullDurableName, "W1", w1, 1024, 1, 15000),
+				{Workload: "W5", Target: nullDurableName, Size: 1024, Round: 1, NA: nullDurableNA},
+				{Workload: "W5", Target: nullDurableName, Size: 1024, Round: 2, NA: nullDurableNA},
+				{Workload: "W2", Target: busbar, Params: "4 receiver × credit 200", Size: 1024, Round: 1, NA: "failed: connection reset"},
+			},
+			want: []string{
+				"| Null broker, durable (AMQP 1.0) | W1 | 1 conn × window 256 | 1 KB | send (confirmed) | 1 | 15.0k | 20.0k | 0.75 |",
+				"| Busbar (AMQP 1.0) | W2 | 4 receiver × credit 200 | 1 KB |  | 1 | failed: connection reset |",
+			},
+			not: []string{"| W5 |", nullDurableNA},
+		},
+		{
 			name: "W5 against W1 1 × 256 of the same round and size",
 			rs: []Result{
 				rres(null, "W1", w1, 1024, 1, 20000), rres(null, "W1", "1 conn × window 16", 1024, 1, 9000), rres(null, "W1", w1, 128, 1, 30000),
