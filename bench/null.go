@@ -130,15 +130,18 @@ const nullSDKNA = "n/a (null broker with the SDK: W1 and W2 only)"
 // does not run.
 const nullDurableNA = "n/a (durable null broker: W1 and W2 only)"
 
+// nullDurableJournal is the durable null broker's journal directory under
+// the work directory.
+const nullDurableJournal = "null-journal"
+
 // The null broker's target names: the go-amqp one is the ceiling the
 // Rounds section (WriteRounds) divides the other targets' figures by.
 // The durable null broker is not a ceiling of that kind: it is measured
 // against it, as Busbar is.
 const (
-	nullGoAMQPName     = "Null broker (AMQP 1.0, go-amqp)"
-	nullSDKName        = "Null broker (azservicebus SDK)"
-	nullDurableName    = "Null broker, durable (AMQP 1.0, go-amqp)"
-	nullDurableJournal = "null-journal"
+	nullGoAMQPName  = "Null broker (AMQP 1.0, go-amqp)"
+	nullSDKName     = "Null broker (azservicebus SDK)"
+	nullDurableName = "Null broker, durable (AMQP 1.0, go-amqp)"
 )
 
 // NewNullTargets returns the null broker driven by go-amqp and by the

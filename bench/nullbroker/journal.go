@@ -23,11 +23,11 @@ import (
 // more. There is no record format, no index, and nothing is read back.
 //
 // The file is zero-filled and synced when the journal opens, and written
-// round and round (Size bytes, wrapping), so a sync never has to allocate
-// blocks or change the file's size — as a durable broker's preallocated
-// segments.
+// round and round (its whole size, then from offset 0 again), so a sync
+// never has to allocate blocks or change the file's size — as a durable
+// broker's preallocated segments.
 //
-//	journal file (Size bytes):  | payload | tag | payload | payload | … → wraps to 0
+//	journal file:  | payload | tag | payload | payload | … | → wraps to offset 0
 type Journal struct {
 	f    *os.File
 	fd   int

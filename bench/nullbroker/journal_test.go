@@ -13,9 +13,14 @@ import (
 	"time"
 
 	goamqp "github.com/Azure/go-amqp"
+	"go.uber.org/goleak"
 
 	"github.com/busbarmq/busbar/internal/amqp"
 )
+
+// TestMain checks that the journal's writer, the server and the client
+// stopped by the end of the tests.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // serve starts the null broker with h on a loopback port and returns a
 // go-amqp sender to address "q".
