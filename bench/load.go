@@ -105,13 +105,28 @@ func (m *meter) mark() {
 }
 
 // stealPct returns the share of the machine's CPU time since the last
-// mark that the hypervisor took (steal), -1 when unknown.
+// mark that the hypervisor took (steal), -1 when unknown (stealShare).
 func (m *meter) stealPct() float64 {
 	all, steal, ok := machineCPU()
-	if !ok || m.steal0 < 0 || all-m.all0 <= 0 {
+	if !ok {
 		return -1
 	}
-	return 100 * float64(steal-m.steal0) / float64(all-m.all0)
+	return stealShare(m.all0, m.steal0, all, steal)
+}
+
+// stealShare is the percentage of the machine's CPU time between two
+// /proc/stat readings (all0, steal0 → all, steal) that was steal; -1 when
+// the first is unknown (negative) or later than the second. An interval
+// shorter than one clock tick (10 ms) shows no machine time passing, and
+// no steal: 0.
+func stealShare(all0, steal0, all, steal int64) float64 {
+	switch {
+	case all0 < 0 || steal0 < 0 || all < all0:
+		return -1
+	case all == all0:
+		return 0
+	}
+	return 100 * float64(steal-steal0) / float64(all-all0)
 }
 
 func selfCPU() time.Duration {

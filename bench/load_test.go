@@ -55,4 +55,17 @@ func TestMachineCPU(t *testing.T) {
 	if p := m.stealPct(); p != -1 {
 		t.Errorf("unknown start: steal %.1f %%, want -1", p)
 	}
+	for _, c := range []struct {
+		all0, steal0, all, steal int64
+		want                     float64
+	}{
+		{100, 10, 200, 30, 20},
+		{100, 10, 100, 10, 0}, // within one tick (the smoke's 7 ms cells)
+		{-1, -1, 200, 30, -1}, // unknown start
+		{300, 10, 200, 30, -1},
+	} {
+		if got := stealShare(c.all0, c.steal0, c.all, c.steal); got != c.want {
+			t.Errorf("stealShare(%d, %d, %d, %d) = %v, want %v", c.all0, c.steal0, c.all, c.steal, got, c.want)
+		}
+	}
 }
