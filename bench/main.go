@@ -24,7 +24,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	repo := fs.String("repo", "..", "the Busbar checkout to build cmd/busbar from")
 	work := fs.String("work", filepath.Join(os.TempDir(), "busbar-bench"), "scratch directory for binaries and data directories (removed data at the end)")
 	out := fs.String("out", "", "directory to write results.md and results.csv into (default: stdout only)")
-	targets := fs.String("targets", "busbar,sdk,rabbitmq-amqp10,rabbitmq-amqp091,nats-always,nats-default", "targets to run, comma-separated; also null and null-sdk: the null broker (cmd/busbar-null, no broker work; W1, W2 and, with go-amqp, W3) with go-amqp and with the azservicebus SDK, null-durable: the null broker with a group-committed, fdatasync'd journal (the least a durable broker does; W1, W2), and busbar-memory: Busbar with serve --memory (not durable; W1, W2, W3, W5)")
+	targets := fs.String("targets", "busbar,sdk,rabbitmq-amqp10,rabbitmq-amqp091,nats-always,nats-default", "targets to run, comma-separated; also null and null-sdk: the null broker (cmd/busbar-null, no broker work; W1, W2 and, with go-amqp, W3) with go-amqp and with the azservicebus SDK, null-durable: the null broker with a group-committed, fdatasync'd journal (the least a durable broker does; W1, W2, W3), and busbar-memory: Busbar with serve --memory (not durable; W1, W2, W3, W5)")
 	workloads := fs.String("workloads", "W1,W2,W3,W4,W5", "workloads to run, comma-separated")
 	plan := fs.String("plan", "full", "full or smoke")
 	rmqSbin := fs.String("rabbitmq-sbin", "", "directory with RabbitMQ's rabbitmq-server and rabbitmqctl scripts (e.g. /usr/lib/rabbitmq/lib/rabbitmq_server-3.10.8/sbin); empty skips RabbitMQ")

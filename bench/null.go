@@ -128,7 +128,7 @@ const nullSDKNA = "n/a (null broker with the SDK: W1 and W2 only)"
 
 // nullDurableNA is printed for the workloads the durable null broker
 // does not run.
-const nullDurableNA = "n/a (durable null broker: W1 and W2 only)"
+const nullDurableNA = "n/a (durable null broker: W1, W2 and W3 only)"
 
 // nullDurableJournal is the durable null broker's journal directory under
 // the work directory.
@@ -185,9 +185,10 @@ func NewNullTargets(o NullOptions) (goamqp, sdk *Target, stop func()) {
 
 // NewNullDurableTarget returns the durable null broker (busbar-null
 // --sync, target null-durable) driven by go-amqp, and a stop function: the
-// null broker's default mode (W1 and W2), but every transfer and every
-// complete is settled only once a group commit of one pwrite and one
-// fdatasync has made it durable (nullbroker.Journal). It is the least a
+// null broker's modes (W1 and W2; W3 with --forward), but every transfer
+// and every complete is settled — and in W3 handed on — only once a group
+// commit of one pwrite and one fdatasync has made it durable
+// (nullbroker.Journal). It is the least a
 // durable broker must do per message on this machine — a durable
 // ceiling, Tier A — and, measured next to the null broker and Busbar,
 // splits Busbar's distance from the null broker into what durability
@@ -199,14 +200,17 @@ func NewNullDurableTarget(o NullOptions) (*Target, func()) {
 	}
 	p := &nullProc{bin: o.Bin, port: o.Port, size: o.Size, logp: filepath.Join(o.WorkDir, "busbar-null-durable.log"),
 		syncDir: filepath.Join(o.WorkDir, nullDurableJournal)}
-	fresh := func(ctx context.Context, queues []string, topics map[string][]string) error {
-		p.stop()
-		return p.start(ctx)
+	fresh := func(forward bool) func(ctx context.Context, queues []string, topics map[string][]string) error {
+		return func(ctx context.Context, queues []string, topics map[string][]string) error {
+			p.stop()
+			p.forward = forward
+			return p.start(ctx)
+		}
 	}
 	c := &amqp10Client{name: nullDurableName, tier: "A", url: fmt.Sprintf("amqp://127.0.0.1:%d", o.Port), cbs: true, settleSecond: true}
-	t := &Target{Client: c, Proc: func() Process { return p }, Fresh: fresh,
-		Workloads: map[string]bool{"W1": true, "W2": true}, WorkloadsNA: nullDurableNA, TopicsNA: nullDurableNA, SkipW4: nullDurableNA, NoPrefill: true,
-		Note: "the null broker made durable at least cost: each transfer's payload and each complete's tag appended to a preallocated file, settled after the group commit's fdatasync (one pwrite + one fdatasync per round, no waiting); no records, no index, nothing read back"}
+	t := &Target{Client: c, Proc: func() Process { return p }, Fresh: fresh(false), FreshW3: fresh(true),
+		Workloads: map[string]bool{"W1": true, "W2": true, "W3": true}, WorkloadsNA: nullDurableNA, TopicsNA: nullDurableNA, SkipW4: nullDurableNA, NoPrefill: true,
+		Note: "the null broker made durable at least cost: each transfer's payload and each complete's tag appended to a preallocated file, settled (W3, --forward: handed on) after the group commit's fdatasync (one pwrite + one fdatasync per round, no waiting); no records, no index, nothing read back"}
 	return t, func() {
 		p.stop()
 		_ = os.RemoveAll(p.syncDir)

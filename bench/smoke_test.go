@@ -158,7 +158,7 @@ func TestDist(t *testing.T) {
 // TestSmokeNull runs W1 and W2 against the null broker (cmd/busbar-null)
 // with go-amqp and with the SDK and against the durable null broker
 // (null-durable, whose journal must have synced every message), and W3
-// (the null broker's forwarding mode) with go-amqp, for a second or two
+// (the forwarding mode, also durable) with go-amqp, for a second or two
 // each.
 func TestSmokeNull(t *testing.T) {
 	if testing.Short() {
@@ -188,8 +188,9 @@ func TestSmokeNull(t *testing.T) {
 		r.W2(ctx, tg)
 	}
 	r.W3(ctx, ga)
-	if len(r.Results) != 13 {
-		t.Errorf("%d results, want 13", len(r.Results))
+	r.W3(ctx, dt)
+	if len(r.Results) != 14 {
+		t.Errorf("%d results, want 14", len(r.Results))
 	}
 	// The durable null broker's processes (one per cell) each said, on
 	// exit, how much their journal synced.
@@ -212,6 +213,8 @@ func TestSmokeNull(t *testing.T) {
 			want += res.Msgs * 1024 // each payload
 		case res.Workload == "W2":
 			want += res.Msgs * 16 // each complete's delivery tag
+		case res.Workload == "W3":
+			want += res.Msgs * 1024 // each payload, forwarded once synced
 		}
 	}
 	if syncs == 0 || want == 0 || bytes < want {

@@ -52,6 +52,9 @@ type jentry struct {
 	in   *amqp.IncomingDelivery
 	out  *amqp.OutgoingDelivery
 	data []byte
+	// then, when set, runs once in is synced, before it is settled: nil
+	// settles it Accepted, a state settles it with that state.
+	then func() frames.DeliveryState
 }
 
 // DefaultJournalSize is the journal file's size: 64 MiB.
@@ -92,6 +95,13 @@ var errJournalClosed = errors.New("null broker: journal closed")
 // Accept keeps d's payload and settles d Accepted once it is synced.
 func (j *Journal) Accept(d *amqp.IncomingDelivery) {
 	j.add(jentry{in: d, data: d.Payload})
+}
+
+// AcceptThen keeps d's payload and, once it is synced, calls then (in
+// the journal's order) and settles d Accepted, or with the state then
+// returns.
+func (j *Journal) AcceptThen(d *amqp.IncomingDelivery, then func() frames.DeliveryState) {
+	j.add(jentry{in: d, data: d.Payload, then: then})
 }
 
 // Complete keeps d's tag and settles d Accepted once it is synced.
@@ -194,6 +204,12 @@ func (j *Journal) run() {
 			j.Syncs.Add(1)
 			j.Bytes.Add(int64(len(buf)))
 			for _, e := range batch {
+				if e.then != nil {
+					if st := e.then(); st != nil {
+						e.in.Settle(st)
+						continue
+					}
+				}
 				if e.in != nil {
 					ins = addIn(ins, e.in)
 				} else {

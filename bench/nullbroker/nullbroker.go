@@ -35,11 +35,12 @@
 // Nothing is stored: messages delivered and not yet settled by a
 // receiver that goes away are lost.
 //
-// With a Journal (busbar-null --sync DIR, the target null-durable; default
-// mode only) the broker is durable at the least cost there is: each
-// transfer's payload and each settlement the client asks for is appended
-// to one preallocated file, and it is settled only after the fdatasync of
-// a group commit that covers it (see Journal). Nothing is read back.
+// With a Journal (busbar-null --sync DIR, the target null-durable) the
+// broker is durable at the least cost there is: each transfer's payload
+// and each settlement the client asks for is appended to one preallocated
+// file, and it is settled — and, with Forward, handed on to a receiver —
+// only after the fdatasync of a group commit that covers it (see
+// Journal). Nothing is read back.
 package nullbroker
 
 import (
@@ -69,9 +70,10 @@ type Handler struct {
 	// MaxHeld bounds the messages held per address in forwarding mode
 	// (DefaultMaxHeld when 0).
 	MaxHeld int
-	// Journal, when set (not with Forward), makes the default mode
-	// durable: transfers and the client's settlements are settled only
-	// once the journal has synced them (see Journal).
+	// Journal, when set, makes the broker durable: transfers and the
+	// client's settlements are settled only once the journal has synced
+	// them (see Journal); with Forward, a message is also handed on only
+	// then.
 	Journal *Journal
 
 	mu    sync.Mutex
@@ -141,6 +143,20 @@ func (c *conn) AttachIncoming(l *amqp.IncomingLink) error {
 	if c.h.Forward {
 		a := c.h.address(l.TargetAddress())
 		full := &frames.Rejected{Error: &frames.Error{Condition: frames.ErrCondResourceLimitExceeded, Description: "null broker: address holds the maximum of messages"}}
+		if j := c.h.Journal; j != nil {
+			// Durable forwarding: handed on only once synced.
+			l.OnDelivery = func(d *amqp.IncomingDelivery) {
+				p := d.Payload
+				j.AcceptThen(d, func() frames.DeliveryState {
+					if !a.put(c.h, p) {
+						return full
+					}
+					c.h.Received.Add(1)
+					return nil
+				})
+			}
+			return nil
+		}
 		l.OnDelivery = func(d *amqp.IncomingDelivery) {
 			if !a.put(c.h, d.Payload) {
 				d.Settle(full)
