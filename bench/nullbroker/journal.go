@@ -172,6 +172,11 @@ func (j *Journal) run() {
 		case <-j.wake:
 		}
 		for {
+			select {
+			case <-j.stop: // Close rejects what is still pending
+				return
+			default:
+			}
 			j.mu.Lock()
 			batch, j.pend = j.pend, batch[:0]
 			err := j.err
