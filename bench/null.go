@@ -89,6 +89,16 @@ func (p *nullProc) start(ctx context.Context) error {
 	return nil
 }
 
+// fresh is a Target's Fresh (or FreshW3): a new process per cell, as for
+// Busbar, in forwarding mode or not.
+func (p *nullProc) fresh(forward bool) func(ctx context.Context, queues []string, topics map[string][]string) error {
+	return func(ctx context.Context, queues []string, topics map[string][]string) error {
+		p.stop()
+		p.forward = forward
+		return p.start(ctx)
+	}
+}
+
 func (p *nullProc) stop() {
 	p.mu.Lock()
 	cmd, exited, logf := p.cmd, p.exited, p.logf
@@ -163,22 +173,14 @@ func NewNullTargets(o NullOptions) (goamqp, sdk *Target, stop func()) {
 		o.Size = 1024
 	}
 	p := &nullProc{bin: o.Bin, port: o.Port, size: o.Size, logp: filepath.Join(o.WorkDir, "busbar-null.log")}
-	freshMode := func(forward bool) func(ctx context.Context, queues []string, topics map[string][]string) error {
-		return func(ctx context.Context, queues []string, topics map[string][]string) error {
-			// A new process per cell, as for Busbar.
-			p.stop()
-			p.forward = forward
-			return p.start(ctx)
-		}
-	}
 	proc := func() Process { return p }
 	url := fmt.Sprintf("amqp://127.0.0.1:%d", o.Port)
 	c := &amqp10Client{name: nullGoAMQPName, tier: "none", url: url, cbs: true, settleSecond: true}
-	goamqp = &Target{Client: c, Proc: proc, Fresh: freshMode(false), FreshW3: freshMode(true),
+	goamqp = &Target{Client: c, Proc: proc, Fresh: p.fresh(false), FreshW3: p.fresh(true),
 		Workloads: map[string]bool{"W1": true, "W2": true, "W3": true}, WorkloadsNA: nullNA, TopicsNA: nullNA, SkipW4: nullNA, NoPrefill: true,
 		Note: "no broker work: CBS answered 202 unchecked, transfers accepted at once, dispositions settled at once; W1/W2: transfers dropped, one pre-encoded message per credit; W3 (--forward): each message handed as sent, in memory, to the address's receiver"}
 	sc := &sdkClient{name: nullSDKName, tier: "none", cs: fmt.Sprintf("Endpoint=sb://127.0.0.1:%d;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;", o.Port)}
-	sdk = &Target{Client: sc, Proc: proc, Fresh: freshMode(false), Workloads: map[string]bool{"W1": true, "W2": true}, WorkloadsNA: nullSDKNA, TopicsNA: nullSDKNA, SkipW4: nullSDKNA, NoPrefill: true,
+	sdk = &Target{Client: sc, Proc: proc, Fresh: p.fresh(false), Workloads: map[string]bool{"W1": true, "W2": true}, WorkloadsNA: nullSDKNA, TopicsNA: nullSDKNA, SkipW4: nullSDKNA, NoPrefill: true,
 		Note: "azservicebus v1.11.0 against the null broker: SendMessage per message; ReceiveMessages + CompleteMessage"}
 	return goamqp, sdk, p.stop
 }
@@ -200,15 +202,8 @@ func NewNullDurableTarget(o NullOptions) (*Target, func()) {
 	}
 	p := &nullProc{bin: o.Bin, port: o.Port, size: o.Size, logp: filepath.Join(o.WorkDir, "busbar-null-durable.log"),
 		syncDir: filepath.Join(o.WorkDir, nullDurableJournal)}
-	fresh := func(forward bool) func(ctx context.Context, queues []string, topics map[string][]string) error {
-		return func(ctx context.Context, queues []string, topics map[string][]string) error {
-			p.stop()
-			p.forward = forward
-			return p.start(ctx)
-		}
-	}
 	c := &amqp10Client{name: nullDurableName, tier: "A", url: fmt.Sprintf("amqp://127.0.0.1:%d", o.Port), cbs: true, settleSecond: true}
-	t := &Target{Client: c, Proc: func() Process { return p }, Fresh: fresh(false), FreshW3: fresh(true),
+	t := &Target{Client: c, Proc: func() Process { return p }, Fresh: p.fresh(false), FreshW3: p.fresh(true),
 		Workloads: map[string]bool{"W1": true, "W2": true, "W3": true}, WorkloadsNA: nullDurableNA, TopicsNA: nullDurableNA, SkipW4: nullDurableNA, NoPrefill: true,
 		Note: "the null broker made durable at least cost: each transfer's payload and each complete's tag appended to a preallocated file, settled (W3, --forward: handed on) after the group commit's fdatasync (one pwrite + one fdatasync per round, no waiting); no records, no index, nothing read back"}
 	return t, func() {

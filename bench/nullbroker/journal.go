@@ -159,10 +159,11 @@ func reject(e jentry, err error) {
 func (j *Journal) run() {
 	defer close(j.done)
 	var (
-		buf   []byte
-		batch []jentry
-		ins   []linkIns
-		outs  []linkOuts
+		buf    []byte
+		batch  []jentry
+		ins    []linkGroup[*amqp.IncomingLink, *amqp.IncomingDelivery]
+		outs   []linkGroup[*amqp.OutgoingLink, *amqp.OutgoingDelivery]
+		states []frames.DeliveryState // accepted, as many as the largest outs group
 	)
 	accepted := &frames.Accepted{}
 	for {
@@ -216,9 +217,9 @@ func (j *Journal) run() {
 					}
 				}
 				if e.in != nil {
-					ins = addIn(ins, e.in)
+					ins = addTo(ins, e.in.Link, e.in)
 				} else {
-					outs = addOut(outs, e.out, accepted)
+					outs = addTo(outs, e.out.Link(), e.out)
 				}
 			}
 			for i := range ins {
@@ -226,7 +227,10 @@ func (j *Journal) run() {
 				clear(ins[i].ds)
 			}
 			for i := range outs {
-				outs[i].l.SettleAll(outs[i].ds, outs[i].states)
+				for len(states) < len(outs[i].ds) {
+					states = append(states, accepted)
+				}
+				outs[i].l.SettleAll(outs[i].ds, states[:len(outs[i].ds)])
 				clear(outs[i].ds)
 			}
 			ins, outs = ins[:0], outs[:0]
@@ -235,49 +239,28 @@ func (j *Journal) run() {
 	}
 }
 
-// linkIns and linkOuts gather one round's settlements per link (a round
-// has a few links: a linear search finds them).
-type linkIns struct {
-	l  *amqp.IncomingLink
-	ds []*amqp.IncomingDelivery
+// linkGroup gathers one round's settlements of one link (a round has a
+// few links: a linear search finds them); its slices are reused from
+// round to round.
+type linkGroup[L comparable, D any] struct {
+	l  L
+	ds []D
 }
 
-type linkOuts struct {
-	l      *amqp.OutgoingLink
-	ds     []*amqp.OutgoingDelivery
-	states []frames.DeliveryState
-}
-
-func addIn(gs []linkIns, d *amqp.IncomingDelivery) []linkIns {
+func addTo[L comparable, D any](gs []linkGroup[L, D], l L, d D) []linkGroup[L, D] {
 	for i := range gs {
-		if gs[i].l == d.Link {
+		if gs[i].l == l {
 			gs[i].ds = append(gs[i].ds, d)
 			return gs
 		}
 	}
-	if len(gs) < cap(gs) { // reuse a slot's slice from an earlier round
+	if len(gs) < cap(gs) { // a slot of an earlier round
 		gs = gs[:len(gs)+1]
 		g := &gs[len(gs)-1]
-		g.l, g.ds = d.Link, append(g.ds[:0], d)
+		g.l, g.ds = l, append(g.ds[:0], d)
 		return gs
 	}
-	return append(gs, linkIns{l: d.Link, ds: []*amqp.IncomingDelivery{d}})
-}
-
-func addOut(gs []linkOuts, d *amqp.OutgoingDelivery, state frames.DeliveryState) []linkOuts {
-	for i := range gs {
-		if gs[i].l == d.Link() {
-			gs[i].ds, gs[i].states = append(gs[i].ds, d), append(gs[i].states, state)
-			return gs
-		}
-	}
-	if len(gs) < cap(gs) {
-		gs = gs[:len(gs)+1]
-		g := &gs[len(gs)-1]
-		g.l, g.ds, g.states = d.Link(), append(g.ds[:0], d), append(g.states[:0], state)
-		return gs
-	}
-	return append(gs, linkOuts{l: d.Link(), ds: []*amqp.OutgoingDelivery{d}, states: []frames.DeliveryState{state}})
+	return append(gs, linkGroup[L, D]{l: l, ds: []D{d}})
 }
 
 // write writes b at the journal's offset, wrapping at its size.
