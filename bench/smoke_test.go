@@ -104,6 +104,8 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("%s %s %s: no messages", res.Workload, res.Target, res.Params)
 		case res.Metric == killMetric && res.Lat.Max <= 0:
 			t.Errorf("W4: no first-delivery time")
+		case res.Metric != killMetric && (res.CPUus < 0 || res.RSSMB <= 0):
+			t.Errorf("%s %s %s: broker CPU %.1f µs/msg, RSS %.0f MB: not read from /proc", res.Workload, res.Target, res.Params, res.CPUus, res.RSSMB)
 		case res.CPUus >= 0 && res.StealPct < 0:
 			t.Errorf("%s %s %s: broker CPU measured but not the machine's steal", res.Workload, res.Target, res.Params)
 		case strings.HasPrefix(res.Note, "drained") && !strings.HasPrefix(res.Note, "drained 2000 of 2000"):
@@ -124,6 +126,14 @@ func TestSmoke(t *testing.T) {
 	}
 	if n := strings.Count(csv.String(), "\n"); n != len(r.Results)+1 {
 		t.Errorf("CSV has %d lines for %d results", n, len(r.Results))
+	}
+	// The tier stands next to every figure: in the side-by-side header.
+	var pv strings.Builder
+	WritePivot(&pv, r.Results)
+	for _, want := range []string{"Busbar (AMQP 1.0) [Tier A]", "Busbar (SDK) [Tier A]", "[Tier " + memoryTier + "]"} {
+		if !strings.Contains(pv.String(), want) {
+			t.Errorf("side-by-side table lacks %q:\n%s", want, pv.String())
+		}
 	}
 }
 
