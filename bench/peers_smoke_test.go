@@ -29,6 +29,9 @@ func TestSmokePeers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("installs and runs nats-server and RabbitMQ")
 	}
+	if os.Getenv("BUSBAR_BENCH_PEERS") != "1" {
+		t.Skip("runs RabbitMQ and nats-server: set BUSBAR_BENCH_PEERS=1 (CI sets it)")
+	}
 	t.Run("nats", func(t *testing.T) {
 		bin := natsServer(t)
 		for _, always := range []bool{true, false} {

@@ -177,11 +177,7 @@ func (a *app) admin() (*adminClient, error) {
 	}
 	addr = strings.TrimSuffix(addr, "/")
 	if addr == "" && cs.UseDevelopmentEmulator {
-		host := cs.Host
-		if h, _, err := net.SplitHostPort(host); err == nil {
-			host = h
-		}
-		addr = net.JoinHostPort(strings.Trim(host, "[]"), DefaultAdminPort)
+		addr = emulatorAdminAddr(cs.Host)
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	opts := &sbadmin.ClientOptions{ClientOptions: azcore.ClientOptions{
@@ -193,6 +189,16 @@ func (a *app) admin() (*adminClient, error) {
 		return nil, usageErrorf("connection string: %v", err)
 	}
 	return &adminClient{Client: c, transport: tr}, nil
+}
+
+// emulatorAdminAddr is the management API's address for an emulator
+// connection string whose endpoint is host (host or host:port): the same
+// host on DefaultAdminPort.
+func emulatorAdminAddr(host string) string {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	return net.JoinHostPort(strings.Trim(host, "[]"), DefaultAdminPort)
 }
 
 // withAdmin runs f with a management client.
