@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"regexp"
@@ -130,3 +131,75 @@ func TestServeBadConfigNamesPath(t *testing.T) {
 }
 
 func writeFile(path, s string) error { return os.WriteFile(path, []byte(s), 0o644) }
+
+// TestServeConfigSearchAndHealth runs serve as the container image does:
+// --config-search finds the emulator's Config.json at the second path, and
+// `busbar health` (the image's health check) reports the broker healthy,
+// then unreachable once it has stopped.
+func TestServeConfigSearchAndHealth(t *testing.T) {
+	dir := t.TempDir()
+	found := dir + "/emulator/Config.json"
+	if err := os.MkdirAll(dir+"/emulator", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFile(found, `{"UserConfig":{"Namespaces":[{"Name":"sbemulatorns","Queues":[{"Name":"orders","Properties":{}}]}],"Logging":{"Type":"Console"}}}`); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var out syncBuffer
+	env := func(k string) (string, bool) {
+		switch k {
+		case "BUSBAR_LOG_FORMAT":
+			return "json", true
+		case "BUSBAR_CONFIG_SEARCH":
+			return dir + "/missing/Config.json:" + found, true
+		}
+		return "", false
+	}
+	done := make(chan int)
+	go func() {
+		done <- run(ctx, []string{"serve", "--memory", "--amqp", "127.0.0.1:0", "--http", "127.0.0.1:0"}, io.Discard, &out, env)
+	}()
+	httpAddr := regexp.MustCompile(`"http":"([^"]+)"`)
+	var addr string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if m := httpAddr.FindStringSubmatch(out.String()); m != nil {
+			addr = m[1]
+			break
+		}
+	}
+	if addr == "" {
+		cancel()
+		<-done
+		t.Fatalf("no ready log line with the http address; output:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), `"config":"`+found+`"`) {
+		t.Errorf("serve did not log loading %s:\n%s", found, out.String())
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"health", "--http", addr}, &stdout, &stderr, noEnv); code != 0 {
+		t.Errorf("health exit %d: %s", code, stderr.String())
+	}
+	// The address from BUSBAR_HTTP, with an unspecified host probed on loopback.
+	_, port, _ := net.SplitHostPort(addr)
+	httpEnv := func(k string) (string, bool) {
+		if k == "BUSBAR_HTTP" {
+			return "0.0.0.0:" + port, true
+		}
+		return "", false
+	}
+	if code := run(context.Background(), []string{"health"}, io.Discard, &stderr, httpEnv); code != 0 {
+		t.Errorf("health from BUSBAR_HTTP exit %d: %s", code, stderr.String())
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("serve exit code %d; output:\n%s", code, out.String())
+	}
+	stderr.Reset()
+	if code := run(context.Background(), []string{"health", "--http", addr}, io.Discard, &stderr, noEnv); code != 1 || !strings.Contains(stderr.String(), "cannot reach") {
+		t.Errorf("health of a stopped broker: exit %d, %q; want 1 and 'cannot reach'", code, stderr.String())
+	}
+	if code := run(context.Background(), []string{"health", "--http", "nonsense"}, io.Discard, &stderr, noEnv); code != 2 {
+		t.Errorf("health --http nonsense: exit %d, want 2", code)
+	}
+}

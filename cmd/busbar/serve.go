@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -101,8 +102,9 @@ func serve(ctx context.Context, settings config.Server, logger *slog.Logger) err
 		}
 		opts.Policies = append(opts.Policies, auth.Policy{Name: p.Name, PrimaryKey: p.Key, Rights: rights})
 	}
-	if settings.ConfigFile != "" {
-		ec, err := config.LoadEmulatorConfigFile(settings.ConfigFile)
+	if file := settings.EffectiveConfigFile(fileExists); file != "" {
+		logger.Info("loading entities", "config", file)
+		ec, err := config.LoadEmulatorConfigFile(file)
 		if err != nil {
 			return err
 		}
@@ -124,6 +126,12 @@ func serve(ctx context.Context, settings config.Server, logger *slog.Logger) err
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// fileExists reports whether path names something that exists.
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {

@@ -11,12 +11,17 @@ import (
 // Server is busbar serve's own configuration.
 type Server struct {
 	ConfigFile string // emulator Config.json to load at start; "" for none
-	DataDir    string // where the store keeps its files; unused with Memory
-	AMQPAddr   string // host:port of the AMQP listener
-	HTTPAddr   string // host:port of the management (ATOM) and health listener
-	Memory     bool   // keep everything in memory, nothing on disk
-	LogFormat  string // "text" or "json"
-	LogLevel   string // "debug", "info", "warn" or "error"
+	// ConfigSearch lists Config.json paths separated by ':'; when
+	// ConfigFile is empty the first of them that exists is loaded, and
+	// none existing is not an error (the container image sets it, so that
+	// a file mounted at Busbar's path or at the emulator's is found).
+	ConfigSearch string
+	DataDir      string // where the store keeps its files; unused with Memory
+	AMQPAddr     string // host:port of the AMQP listener
+	HTTPAddr     string // host:port of the management (ATOM) and health listener
+	Memory       bool   // keep everything in memory, nothing on disk
+	LogFormat    string // "text" or "json"
+	LogLevel     string // "debug", "info", "warn" or "error"
 
 	AMQPSAddr string // host:port of the AMQP-over-TLS listener; "" for none
 	HTTPSAddr string // host:port of the HTTPS listener; "" for none
@@ -93,6 +98,7 @@ type Setting struct {
 func ServerSettings() []Setting {
 	return []Setting{
 		{Name: "config", Env: "BUSBAR_CONFIG", Usage: "emulator Config.json declaring namespaces, queues, topics, subscriptions and rules"},
+		{Name: "config-search", Env: "BUSBAR_CONFIG_SEARCH", Usage: "Config.json paths separated by ':'; without --config the first that exists is loaded, none is fine"},
 		{Name: "data", Env: "BUSBAR_DATA", Default: DefaultDataDir, Usage: "data directory"},
 		{Name: "amqp", Env: "BUSBAR_AMQP", Default: DefaultAMQPAddr, Usage: "AMQP listen address (host:port)"},
 		{Name: "http", Env: "BUSBAR_HTTP", Default: DefaultHTTPAddr, Usage: "HTTP management listen address (host:port)"},
@@ -121,6 +127,8 @@ func (s *Server) Set(name, value string) error {
 	switch name {
 	case "config":
 		s.ConfigFile = value
+	case "config-search":
+		s.ConfigSearch = value
 	case "data":
 		s.DataDir = value
 	case "amqp":
@@ -251,6 +259,21 @@ func (s Server) Validate() error {
 		add("log-level", "%q is not a log level (debug, info, warn or error)", s.LogLevel)
 	}
 	return errs.err()
+}
+
+// EffectiveConfigFile returns the Config.json to load: ConfigFile when
+// set, else the first ConfigSearch entry for which exists reports true
+// (os.Stat in production), else "".
+func (s Server) EffectiveConfigFile(exists func(path string) bool) string {
+	if s.ConfigFile != "" {
+		return s.ConfigFile
+	}
+	for _, p := range strings.Split(s.ConfigSearch, ":") {
+		if p = strings.TrimSpace(p); p != "" && exists(p) {
+			return p
+		}
+	}
+	return ""
 }
 
 // checkAddr returns what is wrong with a listen address, or "".

@@ -200,3 +200,32 @@ func TestServerTLSPoliciesAndLimits(t *testing.T) {
 		t.Errorf("https without a certificate: %v", err)
 	}
 }
+
+func TestEffectiveConfigFile(t *testing.T) {
+	present := map[string]bool{"/ServiceBus_Emulator/ConfigFiles/Config.json": true, "/config/Config.json": true}
+	exists := func(p string) bool { return present[p] }
+	for _, c := range []struct {
+		file, search, want string
+	}{
+		{"", "", ""},
+		{"my.json", "/config/Config.json", "my.json"}, // --config wins, even when missing
+		{"", "/config/Config.json:/ServiceBus_Emulator/ConfigFiles/Config.json", "/config/Config.json"},
+		{"", "/missing.json: /ServiceBus_Emulator/ConfigFiles/Config.json", "/ServiceBus_Emulator/ConfigFiles/Config.json"},
+		{"", "/missing.json:/also-missing.json", ""},
+	} {
+		s := DefaultServer()
+		s.ConfigFile, s.ConfigSearch = c.file, c.search
+		if got := s.EffectiveConfigFile(exists); got != c.want {
+			t.Errorf("config %q search %q: got %q, want %q", c.file, c.search, got, c.want)
+		}
+	}
+	s := DefaultServer()
+	if err := s.FromEnv(func(k string) (string, bool) {
+		if k == "BUSBAR_CONFIG_SEARCH" {
+			return "/a.json:/b.json", true
+		}
+		return "", false
+	}); err != nil || s.ConfigSearch != "/a.json:/b.json" {
+		t.Fatalf("BUSBAR_CONFIG_SEARCH: %v, %q", err, s.ConfigSearch)
+	}
+}
