@@ -39,6 +39,11 @@ if [ -f bench/go.mod ]; then
 		bash -c 'cd bench && go test "$@" ./...' bench "$@"
 fi
 
+if [ -f testcontainers/go.mod ]; then
+	part "testcontainers module (the container run skips without a runtime)" \
+		bash -c 'cd testcontainers && go test "$@" ./...' testcontainers "$@"
+fi
+
 echo "== summary"
 printf '%s\n' "${results[@]}"
 total=${#results[@]}
