@@ -17,7 +17,7 @@
 #    sequentially, and stops each process it started by PID (RabbitMQ with
 #    rabbitmqctl stop, then the epmd it spawned).
 # 3. Writes results.md and results.csv into $OUT (default
-#    /tmp/busbar-bench-results/<date>); copy the table into docs/benchmarks.md.
+#    /tmp/busbar-bench-results/<date>); replace the figures in docs/benchmarks.md and copy results.csv to bench/results/.
 set -euo pipefail
 cd "$(dirname "$0")"
 

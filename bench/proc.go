@@ -84,7 +84,7 @@ func procStatusKB(pid int, key string) int64 {
 // line, in USER_HZ ticks: all of it (user through steal) and steal, the
 // time its virtual CPUs were ready to run and the hypervisor did not run
 // them (for other tenants, and on some VMs for its own work on this
-// machine's devices: docs/benchmarks.md, session 8). ok is false when it
+// machine's devices: docs/benchmarks.md, "The machine"). ok is false when it
 // cannot be read.
 func machineCPU() (all, steal int64, ok bool) {
 	b, err := os.ReadFile("/proc/stat")

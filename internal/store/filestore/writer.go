@@ -173,7 +173,7 @@ func (s *Store) processGroup(group []*request) {
 // It hands each round's waiters to a releaser goroutine and goes straight
 // on to the next fdatasync: waking the waiters (often close to a hundred
 // committers) here left the disk idle between syncs for a good part of
-// each round (docs/benchmarks.md, "Durable send path, 2026-11-22").
+// each round (docs/benchmarks.md: durable sends, in process).
 func (s *Store) syncLoop(done chan struct{}) {
 	relc := make(chan syncRound, 64)
 	relDone := make(chan struct{})
