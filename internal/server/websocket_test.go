@@ -231,3 +231,25 @@ func TestWebSocketHTTPErrors(t *testing.T) {
 		t.Fatalf("subprotocol mqtt = %v", err)
 	}
 }
+
+// TestWebSocketHandshakeDeadline: a WebSocket that never starts the AMQP
+// handshake is closed after the handshake time-out, as a TCP one is.
+func TestWebSocketHandshakeDeadline(t *testing.T) {
+	s := start(t, Options{Memory: true, AMQP: amqp.Config{HandshakeTimeout: 200 * time.Millisecond}})
+	defer stop(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, "ws://"+s.HTTPAddr().String()+wsPath, &websocket.DialOptions{Subprotocols: []string{"amqp"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	begin := time.Now()
+	_, _, err = ws.Read(ctx)
+	if websocket.CloseStatus(err) != websocket.StatusNormalClosure {
+		t.Fatalf("silent WebSocket: read = %v; want the server's close", err)
+	}
+	if d := time.Since(begin); d > 5*time.Second {
+		t.Fatalf("closed after %v", d)
+	}
+}
