@@ -24,14 +24,14 @@ const testTimeout = 10 * time.Second
 // env is an HTTP server on loopback serving a Handler; the connections it
 // hands out arrive on conns and are closed at the end of the test.
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	url   string
 	srv   *http.Server
 	h     *Handler
 	conns chan *Conn
 }
 
-func newEnv(t *testing.T, srv *http.Server) *env {
+func newEnv(t testing.TB, srv *http.Server) *env {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -66,7 +66,7 @@ func newEnv(t *testing.T, srv *http.Server) *env {
 	return e
 }
 
-func ctxT(t *testing.T) context.Context {
+func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	t.Cleanup(cancel)
 	return ctx
@@ -99,7 +99,7 @@ func (e *env) dial(subprotocols ...string) (*websocket.Conn, *Conn) {
 	}
 }
 
-func readFull(t *testing.T, r io.Reader, n int) []byte {
+func readFull(t testing.TB, r io.Reader, n int) []byte {
 	t.Helper()
 	b := make([]byte, n)
 	if _, err := io.ReadFull(r, b); err != nil {
@@ -478,4 +478,44 @@ func TestConcurrentUse(t *testing.T) {
 	if got := readFull(t, c, 5); string(got) != "final" {
 		t.Fatalf("read %q", got)
 	}
+}
+
+// FuzzStream: however the client cuts a byte stream into binary messages
+// (empty ones included), Read returns exactly that stream. Each input is
+// the stream and the message sizes (one byte each, 0-255), cycled; one
+// connection serves every input. testdata/fuzz/FuzzStream holds the
+// corpus that every test run replays.
+func FuzzStream(f *testing.F) {
+	f.Add([]byte("AMQP\x00\x01\x00\x00"), []byte{8})
+	f.Add([]byte("AMQP\x03\x01\x00\x00\x00\x00\x00\x15\x02\x01\x00\x00"), []byte{1, 0, 3})
+	f.Add(bytes.Repeat([]byte{0xa5}, 3000), []byte{255, 0, 1})
+	f.Add([]byte{}, []byte{})
+	e := newEnv(f, &http.Server{})
+	ws, c := e.dial()
+	f.Fuzz(func(t *testing.T, data, sizes []byte) {
+		ctx := ctxT(t) // per input: fuzzing outlasts any one time-out
+		if len(sizes) == 0 {
+			sizes = []byte{byte(len(data))}
+		}
+		rest := data
+		for i := 0; len(rest) > 0 || i == 0; i++ {
+			n := min(int(sizes[i%len(sizes)]), len(rest))
+			if i >= len(sizes) && n == 0 && i%len(sizes) == len(sizes)-1 {
+				n = len(rest) // sizes of only zeros: the rest in one message
+			}
+			if err := ws.Write(ctx, websocket.MessageBinary, rest[:n]); err != nil {
+				t.Fatal(err)
+			}
+			rest = rest[n:]
+		}
+		_ = c.SetReadDeadline(time.Now().Add(testTimeout))
+		if got := readFull(t, c, len(data)); !bytes.Equal(got, data) {
+			t.Fatalf("read %x; want %x", got, data)
+		}
+		// Nothing more is waiting: a short deadline passes with no data.
+		_ = c.SetReadDeadline(time.Now().Add(time.Millisecond))
+		if n, err := c.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("extra read: %d %v", n, err)
+		}
+	})
 }
