@@ -139,6 +139,9 @@ func readError(err error) error {
 
 // Read reads the next bytes of the stream, whatever message they came in.
 func (c *Conn) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
 	if len(c.pending) == 0 {
@@ -169,8 +172,11 @@ func (c *Conn) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// Write sends p as one binary message.
+// Write sends p as one binary message (nothing for an empty p).
 func (c *Conn) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	select {
