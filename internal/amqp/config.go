@@ -112,10 +112,12 @@ type SASLConfig struct {
 	// ValidatePlain checks PLAIN credentials. nil accepts any.
 	ValidatePlain func(username, password string) error
 
-	// AllowNoSASL lets a client skip SASL and send the AMQP protocol
-	// header directly. Off by default: such a client is answered with the
-	// SASL header and disconnected.
-	AllowNoSASL bool
+	// RequireSASL refuses clients that skip SASL. Off by default: like
+	// Service Bus, the server also accepts the plain AMQP protocol header
+	// (a client configured with a SAS token and no key name sends it) and
+	// leaves authorisation to CBS. With it set, such a client is answered
+	// with the SASL header and disconnected.
+	RequireSASL bool
 }
 
 // withDefaults returns cfg with defaults applied, or an error for an

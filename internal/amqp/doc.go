@@ -6,6 +6,8 @@
 // # Using it
 //
 // NewServer takes a Handler and a Config; Serve runs a listener;
+// ServeConn serves one connection accepted elsewhere (AMQP tunnelled
+// through a WebSocket, for one) under the same limits and deadlines;
 // Shutdown closes everything. For each connection the Handler returns a
 // ConnHandler, which accepts or refuses links:
 //
@@ -22,6 +24,33 @@
 //
 // Conn.OutgoingLinkByTarget and Conn.OutgoingLink find a link by target
 // address or name, for routing request/response replies.
+//
+// # Handshake
+//
+// A client either negotiates SASL first or, as Service Bus also allows,
+// sends the AMQP protocol header at once and is authorised through CBS
+// alone (part 2 section 2.2, part 5 section 5.3):
+//
+//	with SASL                              without SASL
+//	client                  server         client                  server
+//	AMQP 3 1 0 0     ->                    AMQP 0 1 0 0     ->
+//	                 <-  AMQP 3 1 0 0,                      <-  AMQP 0 1 0 0
+//	                     sasl-mechanisms   open             ->
+//	sasl-init        ->                                     <-  open
+//	                 <-  sasl-outcome
+//	AMQP 0 1 0 0     ->
+//	                 <-  AMQP 0 1 0 0
+//	open             ->
+//	                 <-  open
+//
+// The server offers MSSBCBS, ANONYMOUS and PLAIN; the SDKs pick ANONYMOUS
+// and, like a client without SASL, put a token on $cbs before they attach
+// anything. Either way the open may be answered with open + close(error)
+// (connection limit reached, handler refused). Any other protocol header,
+// or the AMQP header when Config.SASL.RequireSASL is set, is answered with
+// the SASL header and the connection ends. The whole exchange is bounded
+// by Config.HandshakeTimeout. The bytes may come over TCP, TLS or any
+// other net.Conn handed to ServeConn.
 //
 // # Goroutines and ownership
 //

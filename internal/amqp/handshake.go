@@ -10,20 +10,10 @@ import (
 	"github.com/busbarmq/busbar/internal/amqp/frames"
 )
 
-// The connection handshake (part 2 section 2.2, part 5 section 5.3):
-//
-//	client                         server
-//	AMQP 3 1 0 0          ->
-//	                      <-      AMQP 3 1 0 0, sasl-mechanisms
-//	sasl-init             ->
-//	                      <-      sasl-outcome
-//	AMQP 0 1 0 0          ->
-//	                      <-      AMQP 0 1 0 0
-//	open                  ->
-//	                      <-      open            (or open + close(error))
-//
-// It runs on the reader goroutine with a deadline of HandshakeTimeout and
-// writes directly to the socket; the writer goroutine starts after it.
+// The connection handshake is drawn in the package documentation
+// (doc.go). It runs on the reader goroutine with a deadline of
+// HandshakeTimeout and writes directly to the socket; the writer goroutine
+// starts after it.
 
 var (
 	errBadHeader  = errors.New("amqp: unsupported protocol header")
@@ -63,7 +53,8 @@ func (c *Conn) handshake(refuse bool) error {
 		if hdr != frames.ProtocolHeaderAMQP {
 			return c.badHeader(hdr, frames.ProtocolHeaderAMQP)
 		}
-	case hdr == frames.ProtocolHeaderAMQP && c.cfg.SASL.AllowNoSASL:
+	case hdr == frames.ProtocolHeaderAMQP && !c.cfg.SASL.RequireSASL:
+		// No SASL: authorisation happens through CBS only.
 	default:
 		return c.badHeader(hdr, frames.ProtocolHeaderSASL)
 	}

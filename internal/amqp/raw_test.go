@@ -78,7 +78,7 @@ func checkServing(t *testing.T, addr string) {
 func TestBadProtocolHeader(t *testing.T) {
 	b := newTestBroker()
 	_, addr := startServer(t, b, Config{})
-	for _, hdr := range []string{"GET / HTTP/1.1\r\n\r\n", frames.ProtocolHeaderAMQP, frames.ProtocolHeaderTLS, "AMQP\x03\x02\x00\x00"} {
+	for _, hdr := range []string{"GET / HTTP/1.1\r\n\r\n", frames.ProtocolHeaderTLS, "AMQP\x03\x02\x00\x00", "AMQP\x00\x01\x00\x01"} {
 		r := dialRaw(t, addr)
 		r.write([]byte(hdr))
 		if got := r.readHeader(); got != frames.ProtocolHeaderSASL {
@@ -101,17 +101,47 @@ func TestBadProtocolHeader(t *testing.T) {
 	checkServing(t, addr)
 }
 
+// TestNoSASL: by default a client may skip SASL and open at once, as
+// Service Bus allows (go-amqp sends the plain AMQP header when no SASL
+// type is set); RequireSASL refuses it with the SASL header.
 func TestNoSASL(t *testing.T) {
 	b := newTestBroker()
-	_, addr := startServer(t, b, Config{SASL: SASLConfig{AllowNoSASL: true}})
+	_, addr := startServer(t, b, Config{})
 	conn, err := goamqp.Dial(testCtx(t), "amqp://"+addr, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	if _, err := conn.NewSession(testCtx(t), nil); err != nil {
+	snd, err := openSession(t, conn).NewSender(testCtx(t), "q", nil)
+	if err != nil {
 		t.Fatal(err)
 	}
+	if err := snd.Send(testCtx(t), goamqp.NewMessage([]byte("no SASL")), nil); err != nil {
+		t.Fatal(err)
+	}
+
+	// Byte by byte: the AMQP header is echoed and open answered with open.
+	r := dialRaw(t, addr)
+	r.write([]byte(frames.ProtocolHeaderAMQP))
+	if got := r.readHeader(); got != frames.ProtocolHeaderAMQP {
+		t.Fatalf("answered %q", got)
+	}
+	r.send(0, &frames.Open{ContainerID: "raw", MaxFrameSize: 65536})
+	if o, ok := r.next().(*frames.Open); !ok || o.ContainerID != "busbar" {
+		t.Fatalf("got %v; want open", o)
+	}
+
+	_, strict := startServer(t, b, Config{SASL: SASLConfig{RequireSASL: true}})
+	r = dialRaw(t, strict)
+	r.write([]byte(frames.ProtocolHeaderAMQP))
+	if got := r.readHeader(); got != frames.ProtocolHeaderSASL {
+		t.Errorf("RequireSASL answered %q", got)
+	}
+	r.expectEOF()
+	if _, err := goamqp.Dial(testCtx(t), "amqp://"+strict, nil); err == nil {
+		t.Fatal("RequireSASL: a client without SASL connected")
+	}
+	checkServing(t, strict)
 }
 
 func TestSASLUnknownMechanism(t *testing.T) {

@@ -85,6 +85,13 @@ func (s *Server) Serve(l net.Listener) error {
 	}
 }
 
+// ServeConn serves one connection the caller accepted itself, such as an
+// AMQP stream tunnelled through a WebSocket: it is counted against
+// MaxConnections, bounded by HandshakeTimeout and closed by Shutdown like
+// the connections Serve accepts. It returns at once; the server owns nc
+// from then on (after Shutdown it is closed at once).
+func (s *Server) ServeConn(nc net.Conn) { s.accept(nc) }
+
 func (s *Server) isClosed() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()

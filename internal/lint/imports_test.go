@@ -39,6 +39,9 @@ var rules = []rule{
 	{From: "internal/config", StdlibOnly: true},
 	// The protocol layer knows nothing of the broker.
 	{From: "internal/amqp", Forbidden: []string{"internal/broker", "internal/store", "internal/servicebus", "internal/server", "internal/admin"}},
+	// The WebSocket transport carries bytes; it knows nothing of AMQP's
+	// endpoint or anything above it.
+	{From: "internal/amqpws", Forbidden: []string{"internal/amqp", "internal/broker", "internal/store", "internal/servicebus", "internal/server", "internal/admin"}},
 	{From: "internal/amqp/encoding", StdlibOnly: true},
 	{From: "internal/amqp/frames", StdlibOnly: true, Allowed: []string{"internal/amqp/encoding"}},
 	{From: "internal/auth", StdlibOnly: true, Allowed: []string{"internal/clock"}},

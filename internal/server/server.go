@@ -6,9 +6,15 @@
 //
 //	Start:    HTTP listener (health 503) -> store (recovery) -> broker
 //	          -> Config.json entities -> broker timers -> AMQP listener
-//	          -> health 200
-//	Shutdown: health 503 -> AMQP (stop accepting, close connections)
+//	          -> AMQP over WebSockets -> health 200
+//	Shutdown: health 503 -> WebSocket upgrades refused -> AMQP (stop
+//	          accepting, close connections, WebSocket ones included)
 //	          -> HTTP -> broker timers -> broker -> store (sync, close)
+//
+// The HTTP and HTTPS listeners also carry AMQP over WebSockets at
+// /$servicebus/websocket (package amqpws): each upgraded request becomes
+// a connection of the AMQP server, under its limits and Shutdown. The
+// upgrade needs no admin authorisation; AMQP authorises through $cbs.
 //
 // Goroutines: one per listener (owned by Server, stopped by Shutdown) and
 // the broker's timer loop (owned by Server, stopped by cancelling its
@@ -28,6 +34,7 @@ import (
 
 	"github.com/busbarmq/busbar/internal/admin"
 	"github.com/busbarmq/busbar/internal/amqp"
+	"github.com/busbarmq/busbar/internal/amqpws"
 	"github.com/busbarmq/busbar/internal/auth"
 	"github.com/busbarmq/busbar/internal/broker"
 	"github.com/busbarmq/busbar/internal/clock"
@@ -85,6 +92,8 @@ type Server struct {
 	broker *broker.Broker
 	health health
 	admin  lateHandler
+	ws     lateHandler // AMQP over WebSockets, set once the AMQP server exists
+	wsH    *amqpws.Handler
 
 	httpLn  net.Listener
 	httpSrv *http.Server
@@ -146,6 +155,10 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		s.health.ServeHTTP(w, r)
 	}))
 	mux.Handle("/", &s.admin)
+	// AMQP over WebSockets, with or without a trailing slash; not behind
+	// the admin API's authorisation.
+	mux.Handle(amqpws.Path, &s.ws)
+	mux.Handle(amqpws.Path+"/{$}", &s.ws)
 	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	s.goServe("http", func() error { return s.httpSrv.Serve(s.httpLn) })
 	if o.HTTPSAddr != "" {
@@ -215,6 +228,8 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		s.amqpsLn = tls.NewListener(ln, tlsCfg)
 		s.goServe("amqps", func() error { return s.amqp.Serve(s.amqpsLn) })
 	}
+	s.wsH = amqpws.NewHandler(s.amqp.ServeConn, log.With("component", "amqpws"))
+	s.ws.set(s.wsH)
 
 	s.health.ready.Store(true)
 	dataDir := o.DataDir
@@ -278,6 +293,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) close(ctx context.Context) error {
 	s.health.ready.Store(false)
 	var errs []error
+	if s.wsH != nil {
+		// Upgrades in progress finish (their connections then belong to
+		// the AMQP server, which closes them next); later ones get 503.
+		errs = append(errs, s.wsH.Shutdown(ctx))
+	}
 	if s.amqp != nil {
 		errs = append(errs, s.amqp.Shutdown(ctx))
 	}
