@@ -55,6 +55,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/busbarmq/busbar/internal/amqp"
 	"github.com/busbarmq/busbar/internal/auth"
@@ -80,15 +81,19 @@ type Config struct {
 	// Namespace names the namespace in error descriptions'
 	// SystemTracker. Default "busbar".
 	Namespace string
+	// TokenCheckInterval is how often a connection with open links looks
+	// for links whose token expired (see cbs.go); zero means a second.
+	TokenCheckInterval time.Duration
 }
 
 // Handler is the Service Bus handler for an amqp.Server.
 type Handler struct {
-	broker    *broker.Broker
-	auth      *auth.Authenticator
-	clock     clock.Clock
-	log       *slog.Logger
-	namespace string
+	broker     *broker.Broker
+	auth       *auth.Authenticator
+	clock      clock.Clock
+	log        *slog.Logger
+	namespace  string
+	tokenCheck time.Duration
 }
 
 var _ amqp.Handler = (*Handler)(nil)
@@ -101,7 +106,10 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Auth == nil {
 		return nil, errors.New("servicebus: Config.Auth is required")
 	}
-	h := &Handler{broker: cfg.Broker, auth: cfg.Auth, clock: cfg.Clock, log: cfg.Logger, namespace: cfg.Namespace}
+	h := &Handler{broker: cfg.Broker, auth: cfg.Auth, clock: cfg.Clock, log: cfg.Logger, namespace: cfg.Namespace, tokenCheck: cfg.TokenCheckInterval}
+	if h.tokenCheck <= 0 {
+		h.tokenCheck = time.Second
+	}
 	if h.clock == nil {
 		h.clock = clock.Real{}
 	}
@@ -162,6 +170,10 @@ type conn struct {
 	grants  []auth.Grant
 	replies map[*amqp.OutgoingLink]*replyLink // $cbs and $management reply links
 
+	cbsIn, cbsOut *amqp.Link    // the $cbs request and reply links (cbs.go)
+	guarded       []guardedLink // entity links attached under a token (cbs.go)
+	watching      bool          // the token watcher runs
+
 	// sessionLinks are the session receivers by link name (string →
 	// *broker.Receiver), for management requests' associated-link-name
 	// (session.go).
@@ -220,6 +232,14 @@ func (c *conn) authorize(path string, want auth.Rights) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.authorizeLocked(path, want)
+}
+
+// authorizeLocked is authorize with c.mu held.
+func (c *conn) authorizeLocked(path string, want auth.Rights) error {
+	if c.h.auth.AllowAnyKey() {
+		return nil
+	}
 	now := c.h.clock.Now()
 	covered := false
 	for _, g := range c.grants {
@@ -274,6 +294,10 @@ func (c *conn) AttachIncoming(l *amqp.IncomingLink) error {
 	}
 	switch a.kind {
 	case nodeCBS:
+		if err := c.claimCBS(true, &l.Link); err != nil {
+			return c.refuse("attach", "", err)
+		}
+		l.OnDetach = func(error) { c.releaseCBS(&l.Link) }
 		return c.attachRequests(l, a)
 	case nodeManagement:
 		if err := c.authorize(a.String(), 0); err != nil {
@@ -296,7 +320,15 @@ func (c *conn) AttachOutgoing(l *amqp.OutgoingLink) error {
 	}
 	switch a.kind {
 	case nodeCBS:
+		if err := c.claimCBS(false, &l.Link); err != nil {
+			return c.refuse("attach", "", err)
+		}
 		c.attachReply(l, a)
+		detached := l.OnDetach
+		l.OnDetach = func(err error, unsent []*amqp.OutgoingDelivery) {
+			c.releaseCBS(&l.Link)
+			detached(err, unsent)
+		}
 		return nil
 	case nodeManagement:
 		if err := c.authorize(a.String(), 0); err != nil {
