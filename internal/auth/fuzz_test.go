@@ -35,3 +35,22 @@ func FuzzParseJWK(f *testing.F) {
 		_, _, _ = parseJWK(b)
 	})
 }
+
+// FuzzSAS: any token text, audience and host either authenticate or fail
+// with an *Error; nothing panics.
+func FuzzSAS(f *testing.F) {
+	f.Add("SharedAccessSignature sr=localhost&sig=abc%3D&se=99999999999&skn=RootManageSharedAccessKey", "amqp://localhost/q", "localhost:5672")
+	f.Add("sr=sb%3a%2f%2fmyns.servicebus.windows.net%2fq&sig=&se=1&skn=k", "q/$management", "myns.servicebus.windows.net")
+	f.Add("SharedAccessSignature sr=%zz", "", "")
+	a, err := New(Config{EntityRules: func(string) []Policy { return []Policy{{Name: "r", PrimaryKey: "k", Rights: Send}} }})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, tok, audience, host string) {
+		if _, err := a.Authenticate(context.Background(), Presented{Token: tok, Audience: audience, Host: host}); err != nil {
+			if _, ok := err.(*Error); !ok {
+				t.Fatalf("error %T is not an *Error", err)
+			}
+		}
+	})
+}

@@ -7,6 +7,7 @@ package servicebus_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -197,5 +198,41 @@ func TestSDKEntityRule(t *testing.T) {
 	}
 	if err := sendReceive(ctx, newClient(t, cs("q-send", "wrong")), "q"); !isUnauthorized(err) {
 		t.Fatalf("entity rule with a wrong key: %v", err)
+	}
+}
+
+// TestWireGrantCap: a connection holds tokens for at most 1024 audiences;
+// the next put-token is refused with amqp:resource-limit-exceeded, a
+// renewal of a held audience still works.
+func TestWireGrantCap(t *testing.T) {
+	var queues []string
+	for i := range 205 {
+		queues = append(queues, fmt.Sprintf("q%03d", i))
+	}
+	s := servicebustest.Start(t, &servicebustest.Options{Queues: queues})
+	w := dialWire(t, s)
+	cbs := w.cbsLink()
+	n := 0
+	put := func(path string) *amqp.Message {
+		aud := "amqp://" + s.Addr + "/" + path
+		return putToken(t, cbs, aud, auth.NewToken(auth.DefaultKeyName, auth.DefaultKey, aud, time.Now().Add(time.Hour)))
+	}
+	for _, q := range queues {
+		for _, p := range []string{q, q + "/$management", q + "/$DeadLetterQueue", q + "/$DeadLetterQueue/$management", q + "/$Transfer/$DeadLetterQueue"} {
+			if n == 1024 {
+				break
+			}
+			if code := status(t, put(p)); code != 202 {
+				t.Fatalf("put-token %d (%s): %d", n, p, code)
+			}
+			n++
+		}
+	}
+	resp := put("q204/$Transfer/$DeadLetterQueue")
+	if code := status(t, resp); code != 403 || errCond(resp) != "amqp:resource-limit-exceeded" {
+		t.Fatalf("put-token 1025: %d %s", code, errCond(resp))
+	}
+	if code := status(t, put("q000")); code != 202 {
+		t.Fatalf("renewal at the cap: %d", code)
 	}
 }

@@ -50,7 +50,9 @@ func (c *conn) cbsRequest(req *frames.Message) *response {
 			}
 		}
 	}
-	c.addGrant(g)
+	if err := c.addGrant(g); err != nil {
+		return failed(c.fail("put-token", g.Audience, err))
+	}
 	return &response{status: statusAccepted, desc: "Accepted"}
 }
 

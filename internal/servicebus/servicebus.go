@@ -50,6 +50,7 @@ package servicebus
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -206,9 +207,13 @@ func (c *conn) Disconnected(err error) {
 	c.log.Info("connection closed", "reason", err)
 }
 
+// maxGrants bounds the tokens one connection holds (one per audience).
+const maxGrants = 1024
+
 // addGrant records an authorisation from a put-token, replacing an
-// earlier one for the same audience.
-func (c *conn) addGrant(g auth.Grant) {
+// earlier one for the same audience and dropping expired ones. A
+// connection holding maxGrants tokens for other audiences is refused.
+func (c *conn) addGrant(g auth.Grant) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.h.clock.Now()
@@ -219,7 +224,14 @@ func (c *conn) addGrant(g auth.Grant) {
 		}
 		kept = append(kept, old)
 	}
+	clear(c.grants[len(kept):])
+	c.grants = kept
+	if len(kept) >= maxGrants {
+		return &broker.Error{Kind: broker.KindQuotaExceeded, Msg: fmt.Sprintf(
+			"The connection already holds tokens for %d audiences, the most one connection may; open another connection.", maxGrants)}
+	}
 	c.grants = append(kept, g)
+	return nil
 }
 
 // authorize checks that the connection holds an unexpired token covering
