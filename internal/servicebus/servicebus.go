@@ -4,10 +4,13 @@
 //
 // Handler implements amqp.Handler. Per connection it serves
 //
-//   - $cbs: claims-based security. put-token validates a SAS token with
-//     package auth and records the audience, rights and expiry for the
-//     connection; later attaches and management operations are checked
-//     against those grants (Send, Listen, Manage).
+//   - $cbs: claims-based security (cbs.go). put-token validates a SAS
+//     token or an Entra ID JWT with package auth and records the
+//     audience, rights and expiry for the connection (at most maxGrants
+//     audiences); later attaches and management operations are checked
+//     against those grants (Send, Listen, Manage), and open links whose
+//     token expired unrenewed are detached. One $cbs link pair per
+//     connection.
 //   - sender links to a queue or a topic: each transfer (single message or
 //     the 0x80013700 batch format) is decoded into message.Message and
 //     sent to the broker, which fans a topic's messages out to its
