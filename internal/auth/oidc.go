@@ -86,8 +86,8 @@ func (o *oidcKeys) match(ctx context.Context, iss string) (*issuer, error) {
 	}
 	for _, is := range o.issuers {
 		is.mu.Lock()
-		if is.fetched.IsZero() {
-			is.refreshLocked(ctx, o)
+		if is.docIssuer == "" && (is.fetched.IsZero() || o.clock.Now().Sub(is.fetched) >= o.minRefresh) {
+			is.refreshLocked(ctx, o) // discover the issuer it declares
 		}
 		ok := is.docIssuer != "" && iss == strings.TrimRight(is.docIssuer, "/")
 		is.mu.Unlock()

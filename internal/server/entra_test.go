@@ -162,13 +162,14 @@ func TestEntraDevSDK(t *testing.T) {
 		t.Fatalf("Data Sender manages: %v", err)
 	}
 
-	for name, cred := range map[string]jwtCredential{
-		"wrong audience": {claims: map[string]any{"aud": "https://storage.azure.com"}},
-		"expired":        {claims: map[string]any{"exp": time.Now().Add(-time.Minute).Unix()}},
-		"no role":        {claims: map[string]any{"roles": []string{"Reader"}}},
+	for want, cred := range map[string]jwtCredential{
+		"InvalidAudience":          {claims: map[string]any{"aud": "https://storage.azure.com"}},
+		"ExpiredToken":             {claims: map[string]any{"exp": time.Now().Add(-time.Minute).Unix()}},
+		"no Service Bus data role": {claims: map[string]any{"roles": []string{"Reader"}}},
 	} {
+		name := want
 		c := newEntraClients(t, s, tlsCfg, cred)
-		if err := c.sendReceive(ctx, "orders"); !unauthorizedSB(err) {
+		if err := c.sendReceive(ctx, "orders"); !unauthorizedSB(err) || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: send = %v, want unauthorized", name, err)
 		}
 		if _, err := c.adm.GetQueue(ctx, "orders", nil); !status401(err) {
@@ -197,14 +198,15 @@ func TestEntraOIDCSDK(t *testing.T) {
 		t.Fatalf("send/receive: %v", err)
 	}
 	other := authtest.NewIssuer(t)
-	for name, cred := range map[string]jwtCredential{
-		"bad signature": {claims: owner, kid: authtest.KidRSA, key: other.RSA},
-		"unsigned":      {claims: owner},
-		"no roles":      {claims: map[string]any{"iss": is.URL}, kid: authtest.KidEC, key: is.EC},
-		"other tenant":  {claims: map[string]any{"iss": is.URL, "tid": "tenant-2", "roles": []string{"Azure Service Bus Data Owner"}}, kid: authtest.KidRSA, key: is.RSA},
+	for want, cred := range map[string]jwtCredential{
+		"InvalidSignature":         {claims: owner, kid: authtest.KidRSA, key: other.RSA},
+		"algorithm \"none\"":       {claims: owner},
+		"no Service Bus data role": {claims: map[string]any{"iss": is.URL}, kid: authtest.KidEC, key: is.EC},
+		"InvalidTenant":            {claims: map[string]any{"iss": is.URL, "tid": "tenant-2", "roles": []string{"Azure Service Bus Data Owner"}}, kid: authtest.KidRSA, key: is.RSA},
 	} {
+		name := want
 		c := newEntraClients(t, s, tlsCfg, cred)
-		if err := c.sendReceive(ctx, "q"); !unauthorizedSB(err) {
+		if err := c.sendReceive(ctx, "q"); !unauthorizedSB(err) || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: send = %v, want unauthorized", name, err)
 		}
 		if _, err := c.adm.GetQueue(ctx, "q", nil); !status401(err) {
