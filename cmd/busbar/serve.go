@@ -84,11 +84,23 @@ func serve(ctx context.Context, settings config.Server, logger *slog.Logger) err
 		TLSKey:      settings.TLSKey,
 		DevTLS:      settings.DevTLS,
 		AllowAnyKey: settings.AllowAnyKey,
-		Salvage:     settings.Salvage,
-		PprofAddr:   settings.PprofAddr,
-		Logger:      logger,
-		AMQP:        amqp.Config{MaxConnections: settings.MaxConnections, MaxLinks: settings.MaxLinks},
+		Entra: auth.EntraConfig{
+			DevDefaultRole: settings.EntraDevRole,
+			Issuers:        config.SplitList(settings.OIDCIssuers),
+			Audiences:      config.SplitList(settings.OIDCAudiences),
+			Tenants:        config.SplitList(settings.OIDCTenants),
+			ClockSkew:      settings.OIDCClockSkew,
+		},
+		Salvage:   settings.Salvage,
+		PprofAddr: settings.PprofAddr,
+		Logger:    logger,
+		AMQP:      amqp.Config{MaxConnections: settings.MaxConnections, MaxLinks: settings.MaxLinks},
 	}
+	mode, err := auth.ParseEntraMode(settings.Entra)
+	if err != nil {
+		return usageError{err}
+	}
+	opts.Entra.Mode = mode
 	specs, err := settings.PolicyList()
 	if err != nil {
 		return usageError{err}

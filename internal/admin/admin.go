@@ -22,9 +22,9 @@ import (
 type Options struct {
 	// Broker is the queue engine. Required.
 	Broker *broker.Broker
-	// Auth validates the SAS token of every request (Manage rights
-	// required) and the supplementary tokens for forwarding targets.
-	// Required.
+	// Auth validates the token of every request — a SAS token, or an
+	// Entra ID JWT as "Bearer <jwt>" or bare — (Manage rights required)
+	// and the supplementary tokens for forwarding targets. Required.
 	Auth *auth.Authenticator
 	// Namespace is the namespace name in entries' <author> and in
 	// $namespaceinfo. Default "busbar".
@@ -177,7 +177,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) serve(rq *request) (*reply, error) {
-	g, err := h.auth.ValidateHeader(rq.r.Header.Get("Authorization"), rq.path)
+	g, err := h.auth.AuthenticateHeader(rq.r.Context(), rq.r.Header.Get("Authorization"), rq.path, rq.r.Host)
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +210,7 @@ func (h *Handler) authorizeForwarding(rq *request, target, header string) error 
 	if tok == "" {
 		return errorf(http.StatusUnauthorized, "Forwarding to '%s' requires Send rights on it: the request's token does not grant them, and it has no %s header.", target, header)
 	}
-	g, err := h.auth.ValidateHeader(tok, target)
+	g, err := h.auth.AuthenticateHeader(rq.r.Context(), tok, target, rq.r.Host)
 	if err != nil {
 		var ae *auth.Error
 		if errors.As(err, &ae) {

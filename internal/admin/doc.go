@@ -41,7 +41,7 @@
 //
 // # Layers
 //
-//	ServeHTTP ── authenticate (SAS, Manage) ── parseResource ── routes[kind][method]
+//	ServeHTTP ── authenticate (SAS or JWT, Manage) ── parseResource ── routes[kind][method]
 //	                                                                  │
 //	   endpoint (getEntity, putEntity, …): decode body, call a data function,
 //	   render its result as an ATOM entry or feed

@@ -254,7 +254,7 @@ func TestHTTPAuth(t *testing.T) {
 	e.queue("other")
 	url := func(p string) string { return "https://" + e.host + "/" + p }
 	e.fails(401, "GET", "/q", "", "Authorization", "", "~SubCode=40100", "~MissingToken")
-	e.fails(401, "GET", "/q", "", "Authorization", "Bearer eyJ0eXAi", "~Bearer")
+	e.fails(401, "GET", "/q", "", "Authorization", "Bearer eyJ0eXAi", "~not a JWT")
 	e.fails(401, "GET", "/q", "", "Authorization", "SharedAccessSignature sr=x")
 	e.fails(401, "GET", "/q", "", "Authorization", auth.NewToken(auth.DefaultKeyName, "wrong", url("q"), time.Now().Add(time.Hour)), "~signature")
 	e.fails(401, "GET", "/q", "", "Authorization", auth.NewToken("nobody", auth.DefaultKey, url("q"), time.Now().Add(time.Hour)), "~nobody")

@@ -18,6 +18,14 @@ var (
 	ErrExpired = errors.New("token expired")
 	// ErrWrongAudience: sr does not cover the requested audience.
 	ErrWrongAudience = errors.New("wrong audience")
+	// ErrNoRole: a JWT carries no Service Bus data role (or dev mode's
+	// default role for tokens without roles is none).
+	ErrNoRole = errors.New("no Service Bus role")
+	// ErrKeysUnavailable: the signing keys of a JWT's issuer could not be
+	// fetched.
+	ErrKeysUnavailable = errors.New("signing keys unavailable")
+	// ErrNotEnabled: the token is a JWT and Entra ID tokens are off.
+	ErrNotEnabled = errors.New("token type not enabled")
 )
 
 // Error is a token validation failure: Kind is one of the Err* values

@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
@@ -52,7 +53,7 @@ func parseToken(s string, lenient bool) (Token, error) {
 		}
 		k, v, ok := strings.Cut(field, "=")
 		if !ok {
-			return t, newError(ErrMalformed, "MalformedToken: The token field %q has no value.", field)
+			return t, newError(ErrMalformed, "MalformedToken: The token field %q has no value.", short(field, 8))
 		}
 		var dup bool
 		switch strings.ToLower(strings.TrimSpace(k)) {
@@ -68,7 +69,7 @@ func parseToken(s string, lenient bool) (Token, error) {
 			// Unknown fields are ignored, as Service Bus does.
 		}
 		if dup {
-			return t, newError(ErrMalformed, "MalformedToken: The token field %q appears twice.", k)
+			return t, newError(ErrMalformed, "MalformedToken: The token field %q appears twice.", short(k, 8))
 		}
 	}
 
@@ -95,7 +96,7 @@ func parseToken(s string, lenient bool) (Token, error) {
 		if n, err := strconv.ParseInt(strings.TrimSpace(se), 10, 64); err == nil && n >= 0 {
 			t.ExpiresAt, t.rawExpiry = time.Unix(n, 0).UTC(), se
 		} else if !lenient {
-			return t, newError(ErrMalformed, "MalformedToken: The token's expiry (se) %q is not a number of seconds since 1970.", se)
+			return t, newError(ErrMalformed, "MalformedToken: The token's expiry (se) %q is not a number of seconds since 1970.", short(se, 12))
 		}
 	} else if !lenient {
 		return t, newError(ErrMalformed, "MalformedToken: The token has no expiry (se).")
@@ -221,4 +222,69 @@ func pathCovers(res, path string) bool {
 		return false
 	}
 	return len(path) == len(res) || path[len(res)] == '/'
+}
+
+// splitResource splits a token's resource (or a JWT audience) into the
+// host it names, if any, and its entity path. A scheme://host prefix names
+// a host; without a scheme so does a first segment that carries a port,
+// equals connected (the host the client connected to), is "localhost" or
+// ends in a Service Bus domain — "myns.servicebus.windows.net" is how the
+// Go SDK signs a namespace-wide token. Otherwise the whole text is an
+// entity path, as before.
+func splitResource(s, connected string) (host, path string) {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexAny(s, "?#"); i >= 0 {
+		s = s[:i]
+	}
+	if scheme, rest, ok := strings.Cut(s, "://"); ok && isAudienceScheme(scheme) {
+		h, p, _ := strings.Cut(rest, "/")
+		return h, NormalizeAudience(p)
+	}
+	first, rest, _ := strings.Cut(strings.TrimLeft(s, "/"), "/")
+	if strings.Contains(first, ":") || (connected != "" && sameHost(first, connected)) ||
+		strings.EqualFold(first, "localhost") || hasServiceBusSuffix(first) {
+		return first, NormalizeAudience(rest)
+	}
+	return "", NormalizeAudience(s)
+}
+
+// serviceBusDomains are the DNS suffixes of Service Bus namespaces in
+// Azure's clouds.
+var serviceBusDomains = []string{".servicebus.windows.net", ".servicebus.chinacloudapi.cn", ".servicebus.usgovcloudapi.net", ".servicebus.cloudapi.de"}
+
+func hasServiceBusSuffix(h string) bool {
+	h = strings.ToLower(hostPart(h))
+	for _, d := range serviceBusDomains {
+		if strings.HasSuffix(h, d) {
+			return true
+		}
+	}
+	return false
+}
+
+// hostPart strips a port (and IPv6 brackets) from host[:port].
+func hostPart(h string) string {
+	if host, _, err := net.SplitHostPort(h); err == nil {
+		return host
+	}
+	return strings.Trim(h, "[]")
+}
+
+// sameHost reports whether two host[:port] values name the same host,
+// ports ignored, case-insensitively; every loopback name (localhost,
+// 127.0.0.0/8, ::1) is the same host.
+func sameHost(a, b string) bool {
+	a, b = hostPart(a), hostPart(b)
+	if strings.EqualFold(a, b) {
+		return true
+	}
+	return isLoopback(a) && isLoopback(b)
+}
+
+func isLoopback(h string) bool {
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Server is busbar serve's own configuration.
@@ -37,6 +39,18 @@ type Server struct {
 	AllowAnyKey bool // accept tokens signed with any key
 	Salvage     bool // open a damaged data directory, dropping what cannot be read
 
+	// Entra ID (JWT) tokens: Entra is "auto" (oidc with issuers, dev with
+	// the emulator key or AllowAnyKey, else off), "off", "dev" or "oidc";
+	// EntraDevRole the role of a development-mode token without a roles
+	// claim ("owner", "sender", "receiver" or "none"); the OIDC lists are
+	// comma-separated.
+	Entra         string
+	EntraDevRole  string
+	OIDCIssuers   string
+	OIDCAudiences string
+	OIDCTenants   string
+	OIDCClockSkew time.Duration
+
 	MaxConnections int // concurrent AMQP connections; 0 means unlimited
 	MaxLinks       int // attached links per AMQP connection; 0 means unlimited
 
@@ -50,6 +64,10 @@ const (
 	DefaultHTTPAddr  = "localhost:5300"
 	DefaultLogFormat = "text"
 	DefaultLogLevel  = "info"
+
+	DefaultEntra         = "auto"
+	DefaultEntraDevRole  = "owner"
+	DefaultOIDCClockSkew = 5 * time.Minute
 
 	// Generous on purpose: the emulator's cap of 10 connections is its
 	// users' most common complaint.
@@ -65,6 +83,10 @@ func DefaultServer() Server {
 		HTTPAddr:  DefaultHTTPAddr,
 		LogFormat: DefaultLogFormat,
 		LogLevel:  DefaultLogLevel,
+
+		Entra:         DefaultEntra,
+		EntraDevRole:  DefaultEntraDevRole,
+		OIDCClockSkew: DefaultOIDCClockSkew,
 
 		MaxConnections: DefaultMaxConnections,
 		MaxLinks:       DefaultMaxLinks,
@@ -112,6 +134,12 @@ func ServerSettings() []Setting {
 		{Name: "dev-tls", Env: "BUSBAR_DEV_TLS", Default: "false", Usage: "create a self-signed certificate for localhost in the data directory and use it", Bool: true},
 		{Name: "policies", Env: "BUSBAR_POLICIES", Usage: `shared access policies replacing the default: "NAME=KEY[:Manage|Send,Listen];..."`},
 		{Name: "allow-any-key", Env: "BUSBAR_ALLOW_ANY_KEY", Default: "false", Usage: "accept tokens signed with any key, as the emulator is assumed to (no authentication)", Bool: true},
+		{Name: "entra", Env: "BUSBAR_ENTRA", Default: DefaultEntra, Usage: "Entra ID (JWT) tokens: auto (oidc with --oidc-issuer, dev with the emulator key or --allow-any-key, else off), off, dev (signatures unchecked) or oidc"},
+		{Name: "entra-dev-role", Env: "BUSBAR_ENTRA_DEV_ROLE", Default: DefaultEntraDevRole, Usage: "role of a development-mode token without a roles claim (DefaultAzureCredential's): owner, sender, receiver or none"},
+		{Name: "oidc-issuer", Env: "BUSBAR_OIDC_ISSUER", Usage: "OpenID Connect issuer URLs whose keys sign accepted Entra ID tokens, comma-separated (e.g. https://login.microsoftonline.com/TENANT/v2.0)"},
+		{Name: "oidc-audience", Env: "BUSBAR_OIDC_AUDIENCE", Usage: "audiences accepted besides https://servicebus.azure.net and the namespace's URLs, comma-separated"},
+		{Name: "oidc-tenant", Env: "BUSBAR_OIDC_TENANT", Usage: "tenant ids (tid) accepted, comma-separated; any when empty"},
+		{Name: "oidc-clock-skew", Env: "BUSBAR_OIDC_CLOCK_SKEW", Default: DefaultOIDCClockSkew.String(), Usage: "tolerance on the exp and nbf of OIDC-verified tokens (Go duration)"},
 		{Name: "max-connections", Env: "BUSBAR_MAX_CONNECTIONS", Default: strconv.Itoa(DefaultMaxConnections), Usage: "most concurrent AMQP connections (0: unlimited)"},
 		{Name: "max-links", Env: "BUSBAR_MAX_LINKS", Default: strconv.Itoa(DefaultMaxLinks), Usage: "most links attached on one AMQP connection (0: unlimited)"},
 		{Name: "salvage", Env: "BUSBAR_SALVAGE", Default: "false", Usage: "open a damaged data directory, dropping records that cannot be read", Bool: true},
@@ -147,6 +175,22 @@ func (s *Server) Set(name, value string) error {
 		s.TLSKey = value
 	case "policies":
 		s.Policies = value
+	case "entra":
+		s.Entra = strings.ToLower(strings.TrimSpace(value))
+	case "entra-dev-role":
+		s.EntraDevRole = strings.TrimSpace(value)
+	case "oidc-issuer":
+		s.OIDCIssuers = value
+	case "oidc-audience":
+		s.OIDCAudiences = value
+	case "oidc-tenant":
+		s.OIDCTenants = value
+	case "oidc-clock-skew":
+		d, err := time.ParseDuration(strings.TrimSpace(value))
+		if err != nil || d < 0 || d > time.Hour {
+			return &FieldError{Path: name, Msg: fmt.Sprintf("%q is not a duration from 0s to 1h (e.g. 5m)", value)}
+		}
+		s.OIDCClockSkew = d
 	case "max-connections", "max-links":
 		n, err := strconv.Atoi(strings.TrimSpace(value))
 		if err != nil || n < 0 {
@@ -252,6 +296,22 @@ func (s Server) Validate() error {
 	if _, err := s.PolicyList(); err != nil {
 		add("policies", "%s", err.Error())
 	}
+	switch s.Entra {
+	case "auto", "off", "dev", "oidc":
+	default:
+		add("entra", "%q is not an Entra ID mode (auto, off, dev or oidc)", s.Entra)
+	}
+	if s.Entra == "oidc" && len(SplitList(s.OIDCIssuers)) == 0 {
+		add("oidc-issuer", "--entra oidc needs at least one --oidc-issuer")
+	}
+	for _, u := range SplitList(s.OIDCIssuers) {
+		if p, err := url.Parse(u); err != nil || (p.Scheme != "https" && p.Scheme != "http") || p.Host == "" {
+			add("oidc-issuer", "%q is not an http(s) URL", u)
+		}
+	}
+	if !isRole(s.EntraDevRole) {
+		add("entra-dev-role", "%q is not a Service Bus data role (owner, sender, receiver or none)", s.EntraDevRole)
+	}
 	if s.LogFormat != "text" && s.LogFormat != "json" {
 		add("log-format", "%q is not a log format (text or json)", s.LogFormat)
 	}
@@ -274,6 +334,32 @@ func (s Server) EffectiveConfigFile(exists func(path string) bool) string {
 		}
 	}
 	return ""
+}
+
+// SplitList splits a comma-separated setting, dropping empty entries.
+func SplitList(v string) []string {
+	var out []string
+	for _, e := range strings.Split(v, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// isRole reports whether r names a Service Bus data role as package auth
+// reads them: owner, sender, receiver (optionally as "Data Owner" or
+// "Azure Service Bus Data Owner"), a role definition id, or none.
+func isRole(r string) bool {
+	s := strings.ToLower(strings.TrimSpace(r))
+	s = strings.TrimPrefix(s, "azure service bus ")
+	s = strings.TrimPrefix(s, "data ")
+	switch s {
+	case "", "none", "owner", "sender", "receiver",
+		"090c5cfd-751d-490a-894a-3ce6f1109419", "69a216fc-b8fb-44d8-bc22-1f3c2cd27a39", "4f6d3b9b-027b-4f4c-9142-0e5a2a2247e0":
+		return true
+	}
+	return false
 }
 
 // checkAddr returns what is wrong with a listen address, or "".

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 )
 
 func env(m map[string]string) func(string) (string, bool) {
@@ -19,6 +20,7 @@ func TestDefaultServer(t *testing.T) {
 	want := Server{
 		DataDir: "./busbar-data", AMQPAddr: "localhost:5672", HTTPAddr: "localhost:5300",
 		LogFormat: "text", LogLevel: "info", MaxConnections: 10000, MaxLinks: 4096,
+		Entra: "auto", EntraDevRole: "owner", OIDCClockSkew: 5 * time.Minute,
 	}
 	if s != want {
 		t.Errorf("got %+v, want %+v", s, want)
@@ -59,6 +61,7 @@ func TestServerFromEnv(t *testing.T) {
 		ConfigFile: "/etc/busbar/Config.json", DataDir: "/var/lib/busbar", AMQPAddr: "0.0.0.0:5671",
 		HTTPAddr: ":8080", Memory: true, LogFormat: "json", LogLevel: "warn",
 		MaxConnections: 10000, MaxLinks: 4096,
+		Entra: "auto", EntraDevRole: "owner", OIDCClockSkew: 5 * time.Minute,
 	}
 	if s != want {
 		t.Errorf("got %+v\nwant %+v", s, want)
@@ -128,6 +131,12 @@ func TestServerValidate(t *testing.T) {
 		{"any port twice", func(s *Server) { s.AMQPAddr, s.HTTPAddr = "localhost:0", "localhost:0" }, ""},
 		{"same address", func(s *Server) { s.HTTPAddr = s.AMQPAddr }, `config: http: "localhost:5672" is also the AMQP address`},
 		{"log format", func(s *Server) { s.LogFormat = "xml" }, `config: log-format: "xml" is not a log format (text or json)`},
+		{"entra mode", func(s *Server) { s.Entra = "on" }, `config: entra: "on" is not an Entra ID mode (auto, off, dev or oidc)`},
+		{"oidc without issuer", func(s *Server) { s.Entra = "oidc" }, `config: oidc-issuer: --entra oidc needs at least one --oidc-issuer`},
+		{"oidc issuer not a URL", func(s *Server) { s.OIDCIssuers = "https://login.example/t/v2.0, login.example" }, `config: oidc-issuer: "login.example" is not an http(s) URL`},
+		{"oidc", func(s *Server) { s.Entra, s.OIDCIssuers = "oidc", "https://login.example/t/v2.0" }, ""},
+		{"dev role", func(s *Server) { s.EntraDevRole = "Azure Service Bus Data Receiver" }, ""},
+		{"bad dev role", func(s *Server) { s.EntraDevRole = "admin" }, `config: entra-dev-role: "admin" is not a Service Bus data role (owner, sender, receiver or none)`},
 		{"log level", func(s *Server) { s.LogLevel = "trace" }, `config: log-level: "trace" is not a log level (debug, info, warn or error)`},
 		{"several", func(s *Server) { s.LogFormat, s.LogLevel = "", "" },
 			"config: log-format: \"\" is not a log format (text or json)\nconfig: log-level: \"\" is not a log level (debug, info, warn or error)"},

@@ -26,10 +26,12 @@ func newAMQPServer(b *broker.Broker, a *auth.Authenticator, o Options, log *slog
 	return amqp.NewServer(h, cfg)
 }
 
-// newAuthenticator builds the SAS authenticator both listeners share.
-func newAuthenticator(o Options, log *slog.Logger) (*auth.Authenticator, error) {
+// newAuthenticator builds the authenticator both listeners share. Entity
+// rules are read from the broker get returns (nil until it is open).
+func newAuthenticator(o Options, log *slog.Logger, get func() *broker.Broker) (*auth.Authenticator, error) {
 	var clk clock.Clock = o.Clock
-	a, err := auth.New(auth.Config{Policies: o.Policies, AllowAnyKey: o.AllowAnyKey, Clock: clk})
+	a, err := auth.New(auth.Config{Policies: o.Policies, AllowAnyKey: o.AllowAnyKey, Clock: clk, Entra: o.Entra,
+		EntityRules: servicebus.EntityRules(get)})
 	if err != nil {
 		return nil, err
 	}
@@ -40,6 +42,12 @@ func newAuthenticator(o Options, log *slog.Logger) (*auth.Authenticator, error) 
 		if p.IsWellKnownDefault() {
 			log.Warn("the well-known emulator key is in use; set your own policy keys for anything but local development", "policy", p.Name)
 		}
+	}
+	switch a.EntraMode() {
+	case auth.EntraDev:
+		log.Warn("Entra ID tokens in development mode: their signatures are not checked (--entra)", "defaultRole", o.Entra.DevDefaultRole)
+	case auth.EntraOIDC:
+		log.Info("Entra ID tokens verified against OpenID Connect issuers", "issuers", o.Entra.Issuers)
 	}
 	return a, nil
 }

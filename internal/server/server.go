@@ -71,6 +71,9 @@ type Options struct {
 	Policies []auth.Policy
 	// AllowAnyKey accepts tokens signed with any key.
 	AllowAnyKey bool
+	// Entra configures Entra ID (JWT) tokens; the zero value is auto
+	// mode (development mode while the emulator key is in use).
+	Entra auth.EntraConfig
 
 	// AMQP tunes the AMQP endpoint (limits, time-outs); zero values take
 	// the endpoint's defaults.
@@ -128,7 +131,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		}
 	}()
 
-	authn, err := newAuthenticator(o, log)
+	authn, err := newAuthenticator(o, log, func() *broker.Broker { return s.broker })
 	if err != nil {
 		return nil, err
 	}

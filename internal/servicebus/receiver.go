@@ -85,6 +85,7 @@ func (c *conn) attachReceiver(l *amqp.OutgoingLink, a address) error {
 		r.Close()
 		return c.refuse("attach", a.path(), &broker.Error{Kind: broker.KindClosed, Msg: "The connection is closing."})
 	}
+	c.guard(&l.Link, rl.done, a.path(), auth.Listen)
 	return nil
 }
 

@@ -351,7 +351,7 @@ func TestWireRuleRights(t *testing.T) {
 		}})
 	w := dialWire(t, s)
 	aud := "amqp://" + s.Addr + "/t/Subscriptions/s/$management"
-	cbs := w.newRPC("$cbs", "cbs-"+uuid.NewString(), false)
+	cbs := w.cbsLink()
 	if code := status(t, putToken(t, cbs, aud, auth.NewToken("listenonly", "l", aud, time.Now().Add(time.Hour)))); code != 202 {
 		t.Fatalf("put-token: %d", code)
 	}
@@ -390,7 +390,7 @@ func TestWireCBSTopics(t *testing.T) {
 	s := servicebustest.Start(t, &servicebustest.Options{Topics: []string{"t"}, TopicProps: map[string]broker.TopicProperties{"t": tp},
 		Subscriptions: []servicebustest.Subscription{{Topic: "t", Name: "s"}}})
 	w := dialWire(t, s)
-	cbs := w.newRPC("$cbs", "cbs-"+uuid.NewString(), false)
+	cbs := w.cbsLink()
 	tok := func(aud string) string {
 		return auth.NewToken(auth.DefaultKeyName, auth.DefaultKey, aud, time.Now().Add(time.Hour))
 	}

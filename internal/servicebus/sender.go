@@ -88,6 +88,7 @@ func (c *conn) attachSender(l *amqp.IncomingLink, a address) error {
 	if !c.spawn(s.run) {
 		return c.refuse("attach", a.path(), &broker.Error{Kind: broker.KindClosed, Msg: "The connection is closing."})
 	}
+	c.guard(&l.Link, s.done, a.path(), auth.Send)
 	return nil
 }
 

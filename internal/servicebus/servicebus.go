@@ -4,10 +4,13 @@
 //
 // Handler implements amqp.Handler. Per connection it serves
 //
-//   - $cbs: claims-based security. put-token validates a SAS token with
-//     package auth and records the audience, rights and expiry for the
-//     connection; later attaches and management operations are checked
-//     against those grants (Send, Listen, Manage).
+//   - $cbs: claims-based security (cbs.go). put-token validates a SAS
+//     token or an Entra ID JWT with package auth and records the
+//     audience, rights and expiry for the connection (at most maxGrants
+//     audiences); later attaches and management operations are checked
+//     against those grants (Send, Listen, Manage), and open links whose
+//     token expired unrenewed are detached. One $cbs link pair per
+//     connection.
 //   - sender links to a queue or a topic: each transfer (single message or
 //     the 0x80013700 batch format) is decoded into message.Message and
 //     sent to the broker, which fans a topic's messages out to its
@@ -50,11 +53,13 @@ package servicebus
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/busbarmq/busbar/internal/amqp"
 	"github.com/busbarmq/busbar/internal/auth"
@@ -80,15 +85,19 @@ type Config struct {
 	// Namespace names the namespace in error descriptions'
 	// SystemTracker. Default "busbar".
 	Namespace string
+	// TokenCheckInterval is how often a connection with open links looks
+	// for links whose token expired (see cbs.go); zero means a second.
+	TokenCheckInterval time.Duration
 }
 
 // Handler is the Service Bus handler for an amqp.Server.
 type Handler struct {
-	broker    *broker.Broker
-	auth      *auth.Authenticator
-	clock     clock.Clock
-	log       *slog.Logger
-	namespace string
+	broker     *broker.Broker
+	auth       *auth.Authenticator
+	clock      clock.Clock
+	log        *slog.Logger
+	namespace  string
+	tokenCheck time.Duration
 }
 
 var _ amqp.Handler = (*Handler)(nil)
@@ -101,7 +110,10 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Auth == nil {
 		return nil, errors.New("servicebus: Config.Auth is required")
 	}
-	h := &Handler{broker: cfg.Broker, auth: cfg.Auth, clock: cfg.Clock, log: cfg.Logger, namespace: cfg.Namespace}
+	h := &Handler{broker: cfg.Broker, auth: cfg.Auth, clock: cfg.Clock, log: cfg.Logger, namespace: cfg.Namespace, tokenCheck: cfg.TokenCheckInterval}
+	if h.tokenCheck <= 0 {
+		h.tokenCheck = time.Second
+	}
 	if h.clock == nil {
 		h.clock = clock.Real{}
 	}
@@ -162,6 +174,10 @@ type conn struct {
 	grants  []auth.Grant
 	replies map[*amqp.OutgoingLink]*replyLink // $cbs and $management reply links
 
+	cbsIn, cbsOut *amqp.Link    // the $cbs request and reply links (cbs.go)
+	guarded       []guardedLink // entity links attached under a token (cbs.go)
+	watching      bool          // the token watcher runs
+
 	// sessionLinks are the session receivers by link name (string →
 	// *broker.Receiver), for management requests' associated-link-name
 	// (session.go).
@@ -194,9 +210,13 @@ func (c *conn) Disconnected(err error) {
 	c.log.Info("connection closed", "reason", err)
 }
 
+// maxGrants bounds the tokens one connection holds (one per audience).
+const maxGrants = 1024
+
 // addGrant records an authorisation from a put-token, replacing an
-// earlier one for the same audience.
-func (c *conn) addGrant(g auth.Grant) {
+// earlier one for the same audience and dropping expired ones. A
+// connection holding maxGrants tokens for other audiences is refused.
+func (c *conn) addGrant(g auth.Grant) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.h.clock.Now()
@@ -207,7 +227,14 @@ func (c *conn) addGrant(g auth.Grant) {
 		}
 		kept = append(kept, old)
 	}
+	clear(c.grants[len(kept):])
+	c.grants = kept
+	if len(kept) >= maxGrants {
+		return &broker.Error{Kind: broker.KindQuotaExceeded, Msg: fmt.Sprintf(
+			"The connection already holds tokens for %d audiences, the most one connection may; open another connection.", maxGrants)}
+	}
 	c.grants = append(kept, g)
+	return nil
 }
 
 // authorize checks that the connection holds an unexpired token covering
@@ -220,6 +247,14 @@ func (c *conn) authorize(path string, want auth.Rights) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.authorizeLocked(path, want)
+}
+
+// authorizeLocked is authorize with c.mu held.
+func (c *conn) authorizeLocked(path string, want auth.Rights) error {
+	if c.h.auth.AllowAnyKey() {
+		return nil
+	}
 	now := c.h.clock.Now()
 	covered := false
 	for _, g := range c.grants {
@@ -274,6 +309,10 @@ func (c *conn) AttachIncoming(l *amqp.IncomingLink) error {
 	}
 	switch a.kind {
 	case nodeCBS:
+		if err := c.claimCBS(true, &l.Link); err != nil {
+			return c.refuse("attach", "", err)
+		}
+		l.OnDetach = func(error) { c.releaseCBS(&l.Link) }
 		return c.attachRequests(l, a)
 	case nodeManagement:
 		if err := c.authorize(a.String(), 0); err != nil {
@@ -296,7 +335,15 @@ func (c *conn) AttachOutgoing(l *amqp.OutgoingLink) error {
 	}
 	switch a.kind {
 	case nodeCBS:
+		if err := c.claimCBS(false, &l.Link); err != nil {
+			return c.refuse("attach", "", err)
+		}
 		c.attachReply(l, a)
+		detached := l.OnDetach
+		l.OnDetach = func(err error, unsent []*amqp.OutgoingDelivery) {
+			c.releaseCBS(&l.Link)
+			detached(err, unsent)
+		}
 		return nil
 	case nodeManagement:
 		if err := c.authorize(a.String(), 0); err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/busbarmq/busbar/internal/amqp"
 	"github.com/busbarmq/busbar/internal/amqp/encoding"
 	"github.com/busbarmq/busbar/internal/amqp/frames"
+	"github.com/busbarmq/busbar/internal/auth"
 	"github.com/busbarmq/busbar/internal/broker"
 )
 
@@ -149,7 +150,11 @@ func (c *conn) attachSessionReceiver(l *amqp.OutgoingLink, a address, f sessionF
 			return c.refuse("attach", path, err)
 		}
 		l.OnDetach = rl.onDetach
-		return c.startSessionLink(rl, r, f)
+		if err := c.startSessionLink(rl, r, f); err != nil {
+			return err
+		}
+		c.guard(&l.Link, rl.done, path, auth.Listen)
+		return nil
 	}
 	timeout := acceptTimeout(l.Properties())
 	ctx, cancel := context.WithTimeout(c.ctx, timeout)
@@ -172,7 +177,11 @@ func (c *conn) attachSessionReceiver(l *amqp.OutgoingLink, a address, f sessionF
 			l.CompleteAttach(c.refuse("attach", path, err))
 			return
 		}
-		l.CompleteAttach(c.startSessionLink(rl, r, f))
+		err = c.startSessionLink(rl, r, f)
+		if err == nil {
+			c.guard(&l.Link, rl.done, path, auth.Listen)
+		}
+		l.CompleteAttach(err)
 	})
 	if !ok {
 		cancel()

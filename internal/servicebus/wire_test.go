@@ -32,6 +32,7 @@ type wire struct {
 	s    *servicebustest.Server
 	conn *amqp.Conn
 	ctx  context.Context
+	cbs  *rpc // the connection's $cbs link pair, once authorize opened it
 }
 
 func dialWire(t *testing.T, s *servicebustest.Server) *wire {
@@ -126,10 +127,19 @@ func putToken(t *testing.T, r *rpc, audience, token string) *amqp.Message {
 	}, token)
 }
 
+// cbsLink is the connection's $cbs link pair, opened on first use: a
+// connection may hold only one.
+func (w *wire) cbsLink() *rpc {
+	w.t.Helper()
+	if w.cbs == nil {
+		w.cbs = w.newRPC("$cbs", "$cbs-reply-"+uuid.NewString(), false)
+	}
+	return w.cbs
+}
+
 func (w *wire) authorize(audience string) {
 	w.t.Helper()
-	r := w.newRPC("$cbs", "$cbs-reply-"+uuid.NewString(), false)
-	resp := putToken(w.t, r, audience, auth.NewToken(auth.DefaultKeyName, auth.DefaultKey, audience, time.Now().Add(time.Hour)))
+	resp := putToken(w.t, w.cbsLink(), audience, auth.NewToken(auth.DefaultKeyName, auth.DefaultKey, audience, time.Now().Add(time.Hour)))
 	if code := status(w.t, resp); code != 202 {
 		w.t.Fatalf("put-token for %s: %d %v", audience, code, resp.ApplicationProperties)
 	}
@@ -159,9 +169,15 @@ func TestWireCBS(t *testing.T) {
 
 	// JS: the $cbs reply link has no target; its name is the reply-to
 	// (§0.5). JS tokens URL-encode differently and put sr last.
-	jsRPC := w.newRPC("$cbs", "cbs-"+uuid.NewString(), true)
+	// One $cbs pair per connection: each client style gets its own.
+	jsw := dialWire(t, s)
+	jsName := "cbs-" + uuid.NewString()
+	jsRPC := &rpc{w: jsw, replyTo: jsName}
+	if jsRPC.rcv, err = jsw.session().NewReceiver(jsw.ctx, "$cbs", &amqp.ReceiverOptions{Name: jsName, Credit: 100}); err != nil {
+		t.Fatal(err)
+	}
 	// Send from another session, so that only the name can route it.
-	if jsRPC.snd, err = w.session().NewSender(w.ctx, "$cbs", nil); err != nil {
+	if jsRPC.snd, err = jsw.session().NewSender(jsw.ctx, "$cbs", nil); err != nil {
 		t.Fatal(err)
 	}
 	if code := status(t, putToken(t, jsRPC, "sb://localhost/q", jsToken(auth.DefaultKeyName, auth.DefaultKey, "sb://localhost/q"))); code != 202 {
@@ -170,7 +186,7 @@ func TestWireCBS(t *testing.T) {
 
 	// Last resort: a reply-to that names no link goes to the node's reply
 	// link in the same session.
-	odd := w.newRPC("$cbs", "some-target", false)
+	odd := dialWire(t, s).newRPC("$cbs", "some-target", false)
 	odd.replyTo = "matches-nothing"
 	if code := status(t, putToken(t, odd, aud, good)); code != 202 {
 		t.Fatalf("put-token routed by session: %d", code)

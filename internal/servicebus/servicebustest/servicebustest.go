@@ -48,6 +48,13 @@ type Options struct {
 	Subscriptions []Subscription
 	// AMQP adjusts the endpoint configuration (limits, timeouts).
 	AMQP amqp.Config
+	// TokenClock tells token validation and the handler's token-expiry
+	// checks the time; nil is the wall clock (SDKs sign tokens with it).
+	TokenClock clock.Clock
+	// TokenCheckInterval is servicebus.Config.TokenCheckInterval.
+	TokenCheckInterval time.Duration
+	// Entra configures Entra ID tokens (auth.Config.Entra).
+	Entra auth.EntraConfig
 	// Logger receives broker, endpoint and handler logs; nil discards
 	// them.
 	Logger *slog.Logger
@@ -99,11 +106,12 @@ func Start(t testing.TB, opts *Options) *Server {
 	if err != nil {
 		t.Fatalf("servicebustest: broker.Open: %v", err)
 	}
-	a, err := auth.New(auth.Config{Policies: opts.Policies, AllowAnyKey: opts.AllowAnyKey})
+	a, err := auth.New(auth.Config{Policies: opts.Policies, AllowAnyKey: opts.AllowAnyKey, Clock: opts.TokenClock, Entra: opts.Entra,
+		EntityRules: servicebus.EntityRules(func() *broker.Broker { return b })})
 	if err != nil {
 		t.Fatalf("servicebustest: auth.New: %v", err)
 	}
-	h, err := servicebus.New(servicebus.Config{Broker: b, Auth: a, Logger: log})
+	h, err := servicebus.New(servicebus.Config{Broker: b, Auth: a, Logger: log, Clock: opts.TokenClock, TokenCheckInterval: opts.TokenCheckInterval})
 	if err != nil {
 		t.Fatalf("servicebustest: servicebus.New: %v", err)
 	}
