@@ -85,6 +85,7 @@ func serve(ctx context.Context, settings config.Server, logger *slog.Logger) err
 		AllowAnyKey: settings.AllowAnyKey,
 		Salvage:     settings.Salvage,
 		PprofAddr:   settings.PprofAddr,
+		MetricsOpen: settings.MetricsOpen,
 		Logger:      logger,
 		AMQP:        amqp.Config{MaxConnections: settings.MaxConnections, MaxLinks: settings.MaxLinks},
 	}

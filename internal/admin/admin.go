@@ -146,6 +146,35 @@ func (s *site) entry(status int, m entryMeta, content func(*xmlWriter)) *reply {
 // ServeHTTP authenticates the request, routes it to its endpoint and
 // writes the endpoint's reply, or the error.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rq := h.newRequest(r)
+	rep, err := h.serve(rq)
+	if err != nil {
+		h.writeError(w, rq, err)
+		return
+	}
+	if rep.contentType != "" {
+		w.Header().Set("Content-Type", rep.contentType)
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(rep.body)))
+	w.WriteHeader(rep.status)
+	_, _ = w.Write(rep.body)
+}
+
+// Protect puts next (GET /metrics) behind the API's own check: a SAS token
+// granting Manage in the Authorization header, a failure answered as the
+// API answers it (401 with an <Error> body).
+func (h *Handler) Protect(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rq := h.newRequest(r)
+		if err := h.authorize(rq); err != nil {
+			h.writeError(w, rq, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (h *Handler) newRequest(r *http.Request) *request {
 	rq := &request{
 		r:    r,
 		path: strings.Trim(r.URL.Path, "/"),
@@ -163,28 +192,27 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rq.site.host == "" { // HTTP/1.0 without a Host header
 		rq.site.host = h.namespace
 	}
-	rep, err := h.serve(rq)
+	return rq
+}
+
+// authorize checks the request's token: valid, and granting Manage.
+func (h *Handler) authorize(rq *request) error {
+	g, err := h.auth.ValidateHeader(rq.r.Header.Get("Authorization"), rq.path)
 	if err != nil {
-		h.writeError(w, rq, err)
-		return
+		return err
 	}
-	if rep.contentType != "" {
-		w.Header().Set("Content-Type", rep.contentType)
+	if !g.Rights.Has(auth.Manage) {
+		return errorf(http.StatusUnauthorized, "Unauthorized access. 'Manage' claim(s) are required to perform this operation; the key '%s' grants %s.", g.KeyName, g.Rights)
 	}
-	w.Header().Set("Content-Length", strconv.Itoa(len(rep.body)))
-	w.WriteHeader(rep.status)
-	_, _ = w.Write(rep.body)
+	rq.grant = g
+	return nil
 }
 
 func (h *Handler) serve(rq *request) (*reply, error) {
-	g, err := h.auth.ValidateHeader(rq.r.Header.Get("Authorization"), rq.path)
-	if err != nil {
+	if err := h.authorize(rq); err != nil {
 		return nil, err
 	}
-	if !g.Rights.Has(auth.Manage) {
-		return nil, errorf(http.StatusUnauthorized, "Unauthorized access. 'Manage' claim(s) are required to perform this operation; the key '%s' grants %s.", g.KeyName, g.Rights)
-	}
-	rq.grant = g
+	var err error
 	if rq.res, err = parseResource(rq.path); err != nil {
 		return nil, err
 	}

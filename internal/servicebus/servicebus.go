@@ -56,6 +56,8 @@ import (
 	"strings"
 	"sync"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/busbarmq/busbar/internal/amqp"
 	"github.com/busbarmq/busbar/internal/auth"
 	"github.com/busbarmq/busbar/internal/broker"
@@ -80,6 +82,12 @@ type Config struct {
 	// Namespace names the namespace in error descriptions'
 	// SystemTracker. Default "busbar".
 	Namespace string
+	// Observer is told of connections and failed requests (metrics); nil
+	// tells no one.
+	Observer Observer
+	// Tracer makes the spans of sends, deliveries, settlements and
+	// management operations (observe.go); nil makes none.
+	Tracer trace.Tracer
 }
 
 // Handler is the Service Bus handler for an amqp.Server.
@@ -89,6 +97,8 @@ type Handler struct {
 	clock     clock.Clock
 	log       *slog.Logger
 	namespace string
+	obs       Observer
+	tracer    trace.Tracer // nil: tracing off
 }
 
 var _ amqp.Handler = (*Handler)(nil)
@@ -101,7 +111,10 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Auth == nil {
 		return nil, errors.New("servicebus: Config.Auth is required")
 	}
-	h := &Handler{broker: cfg.Broker, auth: cfg.Auth, clock: cfg.Clock, log: cfg.Logger, namespace: cfg.Namespace}
+	h := &Handler{broker: cfg.Broker, auth: cfg.Auth, clock: cfg.Clock, log: cfg.Logger, namespace: cfg.Namespace, obs: cfg.Observer, tracer: cfg.Tracer}
+	if h.obs == nil {
+		h.obs = noObserver{}
+	}
 	if h.clock == nil {
 		h.clock = clock.Real{}
 	}
@@ -126,6 +139,7 @@ func (h *Handler) Connect(c *amqp.Conn) (amqp.ConnHandler, error) {
 		host:   hostOnly(c.Hostname()),
 	}
 	cn.replies = make(map[*amqp.OutgoingLink]*replyLink)
+	h.obs.ConnectionOpened()
 	return cn, nil
 }
 
@@ -191,6 +205,7 @@ func (c *conn) Disconnected(err error) {
 	c.mu.Unlock()
 	c.cancel()
 	c.wg.Wait()
+	c.h.obs.ConnectionClosed()
 	c.log.Info("connection closed", "reason", err)
 }
 
@@ -256,7 +271,9 @@ func (c *conn) fail(op, entity string, err error) failure {
 		typ, _, rerr := c.h.broker.Resolve(entity)
 		topic = rerr == nil && typ == broker.EntityTopic
 	}
-	return describe(c.log, c.h.clock.Now(), c.h.namespace, op, entity, topic, err)
+	f := describe(c.log, c.h.clock.Now(), c.h.namespace, op, entity, topic, err)
+	c.h.obs.RequestFailed(entity, string(f.cond), f.status)
+	return f
 }
 
 // refuse turns err into the error an Attach callback returns to refuse a
