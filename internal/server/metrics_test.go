@@ -3,8 +3,11 @@ package server
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -243,6 +246,51 @@ func TestMetricsNeedAuthentication(t *testing.T) {
 	}
 	if code, body := scrape(t, s, metricsToken(s)); code != http.StatusOK || !strings.Contains(body, "busbar_active_connections") {
 		t.Errorf("with a token: %d, want 200 and the metrics", code)
+	}
+	// With api-version the admin API answers for an entity named
+	// "metrics" (there is none).
+	req, _ := http.NewRequest(http.MethodGet, "http://"+s.HTTPAddr().String()+"/metrics?api-version=2021-05", nil)
+	req.Header.Set("Authorization", metricsToken(s))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	http.DefaultClient.CloseIdleConnections()
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), "<Error>") {
+		t.Errorf("GET /metrics?api-version = %d %s, want the admin API's 404", resp.StatusCode, body)
+	}
+}
+
+func TestMetricsOverHTTPS(t *testing.T) {
+	s := start(t, Options{DataDir: t.TempDir(), DevTLS: true, HTTPSAddr: "127.0.0.1:0"})
+	defer stop(t, s)
+	pem, err := os.ReadFile(s.DevCertificate())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
+		TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "localhost"}}}
+	for _, tc := range []struct {
+		token string
+		want  int
+	}{{"", http.StatusUnauthorized}, {metricsToken(s), http.StatusOK}} {
+		req, _ := http.NewRequest(http.MethodGet, "https://"+s.HTTPSAddr().String()+"/metrics", nil)
+		if tc.token != "" {
+			req.Header.Set("Authorization", tc.token)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.want || (tc.want == http.StatusOK && !strings.Contains(string(body), "busbar_store_bytes")) {
+			t.Errorf("GET https /metrics (token %v) = %d, want %d", tc.token != "", resp.StatusCode, tc.want)
+		}
 	}
 }
 
