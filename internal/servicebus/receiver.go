@@ -329,7 +329,9 @@ func (rl *receiverLink) settleCompletes() {
 		promise(&rl.fol, len(batch))
 		span := rl.c.h.traceSettle(rl.path, "completed", len(toks))
 		errs := rl.c.h.broker.CompleteBatch(rl.settleCtx, rl.path, toks)
-		endSpan(span, errors.Join(errs...))
+		if span != nil {
+			endSpan(span, errors.Join(errs...))
+		}
 		ds, states = ds[:0], states[:0]
 		for i, p := range batch {
 			ds = append(ds, p.d)

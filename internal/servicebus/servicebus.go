@@ -30,7 +30,10 @@
 //     a subscription, the rule manager's add-rule, remove-rule and
 //     enumerate-rules (rules.go).
 //
-// entities.go says which address may name what.
+// entities.go says which address may name what. observe.go has the
+// hooks for metrics (Config.Observer: connections, failed requests) and
+// the spans made when Config.Tracer is set (send, deliver, settle,
+// management), which join the trace a message carries.
 //
 // The wire contract it follows is the team's amqp-wire.md (Azure Service
 // Bus AMQP wire contract); section numbers in comments (§0.5 and so on)
