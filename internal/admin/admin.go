@@ -35,6 +35,16 @@ type Options struct {
 	// Logger receives failed requests (each with the tracking id the
 	// client sees); nil discards them.
 	Logger *slog.Logger
+	// Observer is told of every failed request (metrics); nil tells no
+	// one.
+	Observer Observer
+}
+
+// Observer is told of failed requests: the request's path and the HTTP
+// status it was answered with (cond is always empty here; the AMQP
+// endpoint's observer has the same method).
+type Observer interface {
+	RequestFailed(path, cond string, status int32)
 }
 
 // Handler serves the management API (see the package documentation for
@@ -46,6 +56,7 @@ type Handler struct {
 	namespace string
 	clock     clock.Clock
 	log       *slog.Logger
+	obs       Observer  // nil: none
 	started   time.Time // the namespace's CreatedTime and ModifiedTime
 }
 
@@ -59,7 +70,7 @@ func New(o Options) (*Handler, error) {
 	if o.Auth == nil {
 		return nil, errors.New("admin: Options.Auth is required")
 	}
-	h := &Handler{broker: o.Broker, auth: o.Auth, namespace: o.Namespace, clock: o.Clock, log: o.Logger}
+	h := &Handler{broker: o.Broker, auth: o.Auth, namespace: o.Namespace, clock: o.Clock, log: o.Logger, obs: o.Observer}
 	if h.namespace == "" {
 		h.namespace = "busbar"
 	}
@@ -257,6 +268,9 @@ func (h *Handler) authorizeForwarding(rq *request, target, header string) error 
 // ending in a tracking id that is also logged.
 func (h *Handler) writeError(w http.ResponseWriter, rq *request, err error) {
 	status, subCode, msg := httpStatus(err)
+	if h.obs != nil {
+		h.obs.RequestFailed(rq.path, "", int32(status))
+	}
 	tracking := uuid.NewString()
 	detail := msg
 	if subCode != 0 {

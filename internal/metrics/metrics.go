@@ -5,7 +5,8 @@
 // Metrics is the observer the rest of Busbar reports to: the broker
 // (broker.Observer: sends, deliveries, settlements), the file store
 // (store.SyncObserver: fsync rounds) and the AMQP handler
-// (servicebus.Observer, by method set: connections, failed requests). Each
+// (servicebus.Observer, by method set: connections, failed requests) and
+// the admin API (admin.Observer: failed requests). Each
 // report is an atomic add or a histogram observation, no lock.
 //
 // What the broker already counts is not counted again: the per-entity
@@ -111,10 +112,10 @@ func New() *Metrics {
 		Name: "busbar_active_connections", Help: "AMQP connections open now (Azure: ActiveConnections).",
 	}, func() float64 { return float64(m.activeConns.Load()) })
 	m.serverErrors = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "busbar_server_errors_total", Help: "AMQP requests that failed with a server error (Azure: ServerErrors).",
+		Name: "busbar_server_errors_total", Help: "AMQP and admin API requests that failed with a server error (Azure: ServerErrors).",
 	})
 	m.userErrors = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "busbar_user_errors_total", Help: "AMQP requests that failed because of the request: unauthorized, not found, invalid, lock lost, … (Azure: UserErrors).",
+		Name: "busbar_user_errors_total", Help: "AMQP and admin API requests that failed because of the request: unauthorized, not found, invalid, lock lost, … (Azure: UserErrors).",
 	})
 	m.throttled = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "busbar_throttled_requests_total", Help: "AMQP requests refused as server-busy (Azure: ThrottledRequests).",
@@ -209,7 +210,8 @@ func (m *Metrics) ConnectionClosed() {
 	m.activeConns.Add(-1)
 }
 
-// RequestFailed implements servicebus.Observer: a server-busy condition
+// RequestFailed implements servicebus.Observer and admin.Observer (AMQP
+// and admin API requests alike): a server-busy condition
 // is throttled, a status of 500 or more a server error, anything else
 // the client's.
 func (m *Metrics) RequestFailed(_, cond string, status int32) {

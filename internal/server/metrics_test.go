@@ -261,6 +261,10 @@ func TestMetricsNeedAuthentication(t *testing.T) {
 	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), "<Error>") {
 		t.Errorf("GET /metrics?api-version = %d %s, want the admin API's 404", resp.StatusCode, body)
 	}
+	// The three 401s and the 404 are the clients' errors.
+	_, text := scrape(t, s, metricsToken(s))
+	wantSeries(t, text, `busbar_user_errors_total`, 4)
+	wantSeries(t, text, `busbar_server_errors_total`, 0)
 }
 
 func TestMetricsOverHTTPS(t *testing.T) {

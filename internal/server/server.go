@@ -214,7 +214,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		}
 		log.Info("declared entities from config", "created", created, "updated", updated)
 	}
-	adm, err := admin.New(admin.Options{Broker: s.broker, Auth: authn, Clock: o.Clock, Logger: log.With("component", "admin")})
+	adm, err := admin.New(admin.Options{Broker: s.broker, Auth: authn, Clock: o.Clock, Logger: log.With("component", "admin"), Observer: s.metrics})
 	if err != nil {
 		return nil, err
 	}
