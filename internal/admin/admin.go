@@ -35,6 +35,16 @@ type Options struct {
 	// Logger receives failed requests (each with the tracking id the
 	// client sees); nil discards them.
 	Logger *slog.Logger
+	// Observer is told of every failed request (metrics); nil tells no
+	// one.
+	Observer Observer
+}
+
+// Observer is told of failed requests: the request's path and the HTTP
+// status it was answered with (cond is always empty here; the AMQP
+// endpoint's observer has the same method).
+type Observer interface {
+	RequestFailed(path, cond string, status int32)
 }
 
 // Handler serves the management API (see the package documentation for
@@ -46,6 +56,7 @@ type Handler struct {
 	namespace string
 	clock     clock.Clock
 	log       *slog.Logger
+	obs       Observer  // nil: none
 	started   time.Time // the namespace's CreatedTime and ModifiedTime
 }
 
@@ -59,7 +70,7 @@ func New(o Options) (*Handler, error) {
 	if o.Auth == nil {
 		return nil, errors.New("admin: Options.Auth is required")
 	}
-	h := &Handler{broker: o.Broker, auth: o.Auth, namespace: o.Namespace, clock: o.Clock, log: o.Logger}
+	h := &Handler{broker: o.Broker, auth: o.Auth, namespace: o.Namespace, clock: o.Clock, log: o.Logger, obs: o.Observer}
 	if h.namespace == "" {
 		h.namespace = "busbar"
 	}
@@ -146,6 +157,35 @@ func (s *site) entry(status int, m entryMeta, content func(*xmlWriter)) *reply {
 // ServeHTTP authenticates the request, routes it to its endpoint and
 // writes the endpoint's reply, or the error.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rq := h.newRequest(r)
+	rep, err := h.serve(rq)
+	if err != nil {
+		h.writeError(w, rq, err)
+		return
+	}
+	if rep.contentType != "" {
+		w.Header().Set("Content-Type", rep.contentType)
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(rep.body)))
+	w.WriteHeader(rep.status)
+	_, _ = w.Write(rep.body)
+}
+
+// Protect puts next (GET /metrics) behind the API's own check: a SAS token
+// granting Manage in the Authorization header, a failure answered as the
+// API answers it (401 with an <Error> body).
+func (h *Handler) Protect(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rq := h.newRequest(r)
+		if err := h.authorize(rq); err != nil {
+			h.writeError(w, rq, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (h *Handler) newRequest(r *http.Request) *request {
 	rq := &request{
 		r:    r,
 		path: strings.Trim(r.URL.Path, "/"),
@@ -163,28 +203,27 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rq.site.host == "" { // HTTP/1.0 without a Host header
 		rq.site.host = h.namespace
 	}
-	rep, err := h.serve(rq)
+	return rq
+}
+
+// authorize checks the request's token: valid, and granting Manage.
+func (h *Handler) authorize(rq *request) error {
+	g, err := h.auth.AuthenticateHeader(rq.r.Context(), rq.r.Header.Get("Authorization"), rq.path, rq.r.Host)
 	if err != nil {
-		h.writeError(w, rq, err)
-		return
+		return err
 	}
-	if rep.contentType != "" {
-		w.Header().Set("Content-Type", rep.contentType)
+	if !g.Rights.Has(auth.Manage) {
+		return errorf(http.StatusUnauthorized, "Unauthorized access. 'Manage' claim(s) are required to perform this operation; the key '%s' grants %s.", g.KeyName, g.Rights)
 	}
-	w.Header().Set("Content-Length", strconv.Itoa(len(rep.body)))
-	w.WriteHeader(rep.status)
-	_, _ = w.Write(rep.body)
+	rq.grant = g
+	return nil
 }
 
 func (h *Handler) serve(rq *request) (*reply, error) {
-	g, err := h.auth.AuthenticateHeader(rq.r.Context(), rq.r.Header.Get("Authorization"), rq.path, rq.r.Host)
-	if err != nil {
+	if err := h.authorize(rq); err != nil {
 		return nil, err
 	}
-	if !g.Rights.Has(auth.Manage) {
-		return nil, errorf(http.StatusUnauthorized, "Unauthorized access. 'Manage' claim(s) are required to perform this operation; the key '%s' grants %s.", g.KeyName, g.Rights)
-	}
-	rq.grant = g
+	var err error
 	if rq.res, err = parseResource(rq.path); err != nil {
 		return nil, err
 	}
@@ -229,6 +268,9 @@ func (h *Handler) authorizeForwarding(rq *request, target, header string) error 
 // ending in a tracking id that is also logged.
 func (h *Handler) writeError(w http.ResponseWriter, rq *request, err error) {
 	status, subCode, msg := httpStatus(err)
+	if h.obs != nil {
+		h.obs.RequestFailed(rq.path, "", int32(status))
+	}
 	tracking := uuid.NewString()
 	detail := msg
 	if subCode != 0 {

@@ -21,6 +21,9 @@ type Options struct {
 	Clock clock.Clock
 	// Logger receives operational events; nil discards them.
 	Logger *slog.Logger
+	// Observer is told of sends, deliveries and settlements (metrics);
+	// nil tells no one.
+	Observer Observer
 }
 
 // Broker is the queue and topic engine. All methods are safe for
@@ -36,6 +39,7 @@ type Broker struct {
 	store store.Store
 	clock clock.Clock
 	log   *slog.Logger
+	obs   Observer
 
 	// admin serialises entity create, update and delete (held across
 	// their store commits, which are rare and small) and guards nsID and
@@ -73,6 +77,7 @@ func newBroker(opts Options) *Broker {
 		store: opts.Store,
 		clock: opts.Clock,
 		log:   opts.Logger,
+		obs:   opts.Observer,
 		wake:  make(chan struct{}, 1),
 		done:  make(chan struct{}),
 	}
@@ -81,6 +86,9 @@ func newBroker(opts Options) *Broker {
 	}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
+	}
+	if b.obs == nil {
+		b.obs = noObserver{}
 	}
 	b.mu.queues = make(map[string]*entity)
 	b.mu.topics = make(map[string]*topic)

@@ -329,6 +329,9 @@ func (q *entity) deliverLocked(sub SubQueue, mode ReceiveMode, out []taken, ts [
 	if len(ds) == 0 && readErr != nil {
 		return nil, internal(readErr, "reading messages of %s", q.name)
 	}
+	if len(ds) > 0 {
+		q.b.obs.Delivered(q.name, len(ds))
+	}
 	return ds, nil
 }
 

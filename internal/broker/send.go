@@ -157,13 +157,19 @@ func (b *Broker) enqueue(ctx context.Context, path string, msgs []*message.Messa
 		return nil, err
 	}
 	var seqs []int64
+	var name string
 	if t != nil {
 		setDedupKeys(pend)
 		seqs, err = t.enqueue(ctx, pend, total, nowT.UnixNano(), nil)
+		name = t.name
 	} else {
 		seqs, err = q.enqueue(ctx, pend, total, nowT.UnixNano(), nil)
+		name = q.name
 	}
 	releaseSendData(pend)
+	if err == nil {
+		b.obs.Sent(name, len(msgs), b.clock.Now().Sub(nowT))
+	}
 	return seqs, err
 }
 

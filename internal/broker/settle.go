@@ -87,7 +87,9 @@ func (b *Broker) CompleteBatch(ctx context.Context, path string, toks []uuid.UUI
 		for _, i := range done {
 			errs[i] = err
 		}
+		return errs
 	}
+	b.obs.Settled(q.name, OutcomeComplete, len(done), time.Duration(b.now()-now))
 	return errs
 }
 
@@ -123,7 +125,7 @@ func (b *Broker) Defer(ctx context.Context, path string, token uuid.UUID, props 
 	return b.settle(ctx, path, token, settleDefer, props, "", "")
 }
 
-func (b *Broker) settle(ctx context.Context, path string, tok uuid.UUID, k settleKind, props map[string]any, reason, desc string) error {
+func (b *Broker) settle(ctx context.Context, path string, tok uuid.UUID, k settleKind, props map[string]any, reason, desc string) (err error) {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -136,6 +138,11 @@ func (b *Broker) settle(ctx context.Context, path string, tok uuid.UUID, k settl
 	}
 	sub := p.SubQueue
 	now := b.now()
+	defer func() {
+		if err == nil {
+			b.obs.Settled(q.name, outcomeOf(k), 1, time.Duration(b.now()-now))
+		}
+	}()
 	q.lockAt(now)
 	if q.mu.gone != nil {
 		defer q.mu.Unlock()

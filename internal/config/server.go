@@ -55,6 +55,8 @@ type Server struct {
 	MaxLinks       int // attached links per AMQP connection; 0 means unlimited
 
 	PprofAddr string // host:port serving Go runtime profiles (/debug/pprof/); "" for none
+
+	MetricsOpen bool // serve GET /metrics without authentication
 }
 
 // Server defaults.
@@ -143,6 +145,7 @@ func ServerSettings() []Setting {
 		{Name: "max-connections", Env: "BUSBAR_MAX_CONNECTIONS", Default: strconv.Itoa(DefaultMaxConnections), Usage: "most concurrent AMQP connections (0: unlimited)"},
 		{Name: "max-links", Env: "BUSBAR_MAX_LINKS", Default: strconv.Itoa(DefaultMaxLinks), Usage: "most links attached on one AMQP connection (0: unlimited)"},
 		{Name: "salvage", Env: "BUSBAR_SALVAGE", Default: "false", Usage: "open a damaged data directory, dropping records that cannot be read", Bool: true},
+		{Name: "metrics-open", Env: "BUSBAR_METRICS_OPEN", Default: "false", Usage: "serve GET /metrics without authentication (by default it needs a token granting Manage, as the admin API)", Bool: true},
 		{Name: "pprof", Env: "BUSBAR_PPROF", Usage: "serve Go runtime profiles (/debug/pprof/) on this address (host:port, unauthenticated: keep it on loopback); off when empty"},
 	}
 }
@@ -201,7 +204,7 @@ func (s *Server) Set(name, value string) error {
 		} else {
 			s.MaxLinks = n
 		}
-	case "memory", "dev-tls", "allow-any-key", "salvage":
+	case "memory", "dev-tls", "allow-any-key", "salvage", "metrics-open":
 		b, err := parseBool(value)
 		if err != nil {
 			return &FieldError{Path: name, Msg: err.Error()}
@@ -215,6 +218,8 @@ func (s *Server) Set(name, value string) error {
 			s.AllowAnyKey = b
 		case "salvage":
 			s.Salvage = b
+		case "metrics-open":
+			s.MetricsOpen = b
 		}
 	case "log-format":
 		s.LogFormat = strings.ToLower(strings.TrimSpace(value))

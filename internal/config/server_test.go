@@ -96,12 +96,12 @@ func TestServerFlagsOverrideEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	// What the command layer does for each flag the user set.
-	for name, value := range map[string]string{"amqp": "localhost:2", "memory": "true"} {
+	for name, value := range map[string]string{"amqp": "localhost:2", "memory": "true", "metrics-open": "on"} {
 		if err := s.Set(name, value); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if s.AMQPAddr != "localhost:2" || !s.Memory || s.LogLevel != "debug" {
+	if s.AMQPAddr != "localhost:2" || !s.Memory || s.LogLevel != "debug" || !s.MetricsOpen {
 		t.Errorf("got %+v", s)
 	}
 	if err := s.Set("colour", "red"); err == nil || err.Error() != "config: colour: unknown setting" {

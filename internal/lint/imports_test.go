@@ -30,8 +30,8 @@ type rule struct {
 
 var rules = []rule{
 	// The core knows nothing of protocols or transports.
-	{From: "internal/broker", Forbidden: []string{"internal/amqp", "internal/servicebus", "internal/server", "internal/admin", "internal/config", "net/http", "net"}},
-	{From: "internal/store", Forbidden: []string{"internal/broker", "internal/amqp", "internal/servicebus", "internal/server", "internal/admin", "net/http"}},
+	{From: "internal/broker", Forbidden: []string{"internal/amqp", "internal/servicebus", "internal/server", "internal/admin", "internal/config", "internal/metrics", "internal/tracing", "net/http", "net"}},
+	{From: "internal/store", Forbidden: []string{"internal/broker", "internal/amqp", "internal/servicebus", "internal/server", "internal/admin", "internal/metrics", "net/http"}},
 	{From: "internal/vfs", StdlibOnly: true},
 	{From: "internal/message", StdlibOnly: true},
 	{From: "internal/clock", StdlibOnly: true},
@@ -47,7 +47,12 @@ var rules = []rule{
 	{From: "internal/auth", StdlibOnly: true, Allowed: []string{"internal/clock"}},
 	// The admin API speaks HTTP to the broker; it knows nothing of AMQP.
 	{From: "internal/admin", Forbidden: []string{"internal/amqp", "internal/servicebus", "internal/server"}},
-	{From: "internal/servicebus", Forbidden: []string{"internal/server", "internal/admin", "net/http"}},
+	{From: "internal/servicebus", Forbidden: []string{"internal/server", "internal/admin", "internal/metrics", "internal/tracing", "net/http"}},
+	// Metrics read the broker and the store; the layers that report to
+	// them know them only as an observer interface of their own.
+	{From: "internal/metrics", Forbidden: []string{"internal/amqp", "internal/servicebus", "internal/server", "internal/admin"}},
+	// Tracing owns the tracer provider and knows nothing of Busbar.
+	{From: "internal/tracing", Forbidden: []string{"internal/broker", "internal/store", "internal/amqp", "internal/servicebus", "internal/server", "internal/admin", "internal/metrics"}},
 }
 
 func TestImportDirection(t *testing.T) {

@@ -3,6 +3,8 @@ package server
 import (
 	"log/slog"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/busbarmq/busbar/internal/amqp"
 	"github.com/busbarmq/busbar/internal/auth"
 	"github.com/busbarmq/busbar/internal/broker"
@@ -11,12 +13,14 @@ import (
 )
 
 // newAMQPServer builds the AMQP endpoint speaking Service Bus's dialect.
-func newAMQPServer(b *broker.Broker, a *auth.Authenticator, o Options, log *slog.Logger) (*amqp.Server, error) {
+func newAMQPServer(b *broker.Broker, a *auth.Authenticator, obs servicebus.Observer, tracer trace.Tracer, o Options, log *slog.Logger) (*amqp.Server, error) {
 	h, err := servicebus.New(servicebus.Config{
-		Broker: b,
-		Auth:   a,
-		Clock:  o.Clock,
-		Logger: log.With("component", "servicebus"),
+		Broker:   b,
+		Auth:     a,
+		Observer: obs,
+		Tracer:   tracer,
+		Clock:    o.Clock,
+		Logger:   log.With("component", "servicebus"),
 	})
 	if err != nil {
 		return nil, err

@@ -5,20 +5,27 @@
 // Start-up and shutdown order:
 //
 //	Start:    HTTP listener (health 503) -> store (recovery) -> broker
-//	          -> Config.json entities -> broker timers -> AMQP listener
-//	          -> AMQP over WebSockets -> health 200
+//	          -> Config.json entities -> admin API, /metrics -> tracer
+//	          provider (if OTEL_* turns it on) -> broker timers
+//	          -> AMQP listener -> AMQP over WebSockets -> health 200
 //	Shutdown: health 503 -> WebSocket upgrades refused -> AMQP (stop
 //	          accepting, close connections, WebSocket ones included)
 //	          -> HTTP -> broker timers -> broker -> store (sync, close)
+//	          -> tracer provider (flush spans, stop exporter)
 //
 // The HTTP and HTTPS listeners also carry AMQP over WebSockets at
 // /$servicebus/websocket (package amqpws): each upgraded request becomes
 // a connection of the AMQP server, under its limits and Shutdown. The
 // upgrade needs no admin authorisation; AMQP authorises through $cbs.
 //
-// Goroutines: one per listener (owned by Server, stopped by Shutdown) and
-// the broker's timer loop (owned by Server, stopped by cancelling its
-// context). Shutdown waits for all of them.
+// Goroutines: one per listener (owned by Server, stopped by Shutdown), the
+// broker's timer loop (owned by Server, stopped by cancelling its
+// context) and, with tracing on, the span batcher (owned by the tracer
+// provider, stopped by its Shutdown). Shutdown waits for all of them.
+//
+// Metrics (package metrics) are always collected; GET /metrics on the
+// HTTP and HTTPS listeners serves them, behind the admin API's token check
+// unless Options.MetricsOpen.
 package server
 
 import (
@@ -29,6 +36,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -39,9 +47,11 @@ import (
 	"github.com/busbarmq/busbar/internal/broker"
 	"github.com/busbarmq/busbar/internal/clock"
 	"github.com/busbarmq/busbar/internal/config"
+	"github.com/busbarmq/busbar/internal/metrics"
 	"github.com/busbarmq/busbar/internal/store"
 	"github.com/busbarmq/busbar/internal/store/filestore"
 	"github.com/busbarmq/busbar/internal/store/memstore"
+	"github.com/busbarmq/busbar/internal/tracing"
 )
 
 // Options configure a Server.
@@ -84,19 +94,26 @@ type Options struct {
 	// of their own, never on the admin port.
 	PprofAddr string
 
+	// MetricsOpen serves GET /metrics without authentication; by default
+	// it needs a token granting Manage, as the admin API does.
+	MetricsOpen bool
+
 	Logger *slog.Logger // nil discards
 	Clock  clock.Clock  // nil means the wall clock
 }
 
 // Server is a running broker.
 type Server struct {
-	log    *slog.Logger
-	store  store.Store
-	broker *broker.Broker
-	health health
-	admin  lateHandler
-	ws     lateHandler // AMQP over WebSockets, set once the AMQP server exists
-	wsH    *amqpws.Handler
+	log     *slog.Logger
+	store   store.Store
+	broker  *broker.Broker
+	health  health
+	admin   lateHandler
+	ws      lateHandler // AMQP over WebSockets, set once the AMQP server exists
+	wsH     *amqpws.Handler
+	metrics *metrics.Metrics
+	metricH lateHandler // GET /metrics, set once the admin API's check exists
+	tracing *tracing.Provider
 
 	httpLn  net.Listener
 	httpSrv *http.Server
@@ -157,6 +174,16 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		}
 		s.health.ServeHTTP(w, r)
 	}))
+	// GET /metrics likewise, with an entity named "metrics" reached the
+	// same way.
+	s.metrics = metrics.New()
+	mux.Handle("GET /metrics", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Has("api-version") {
+			s.admin.ServeHTTP(w, r)
+			return
+		}
+		s.metricH.ServeHTTP(w, r)
+	}))
 	mux.Handle("/", &s.admin)
 	// AMQP over WebSockets, with or without a trailing slash; not behind
 	// the admin API's authorisation.
@@ -182,7 +209,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if o.Memory {
 		s.store = memstore.New()
 	} else {
-		fs, err := filestore.Open(filestore.Options{Dir: o.DataDir, Salvage: o.Salvage, Logger: log.With("component", "store")})
+		fs, err := filestore.Open(filestore.Options{Dir: o.DataDir, Salvage: o.Salvage, Logger: log.With("component", "store"), SyncObserver: s.metrics})
 		if err != nil {
 			return nil, fmt.Errorf("open data directory %s: %w", o.DataDir, err)
 		}
@@ -191,10 +218,11 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	s.broker, err = broker.Open(broker.Options{Store: s.store, Clock: o.Clock, Logger: log.With("component", "broker")})
+	s.broker, err = broker.Open(broker.Options{Store: s.store, Clock: o.Clock, Logger: log.With("component", "broker"), Observer: s.metrics})
 	if err != nil {
 		return nil, fmt.Errorf("recover broker state: %w", err)
 	}
+	s.metrics.Watch(s.broker, s.store)
 	if o.Entities != nil {
 		created, updated, err := applyEntities(s.broker, o.Entities)
 		if err != nil {
@@ -202,11 +230,22 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		}
 		log.Info("declared entities from config", "created", created, "updated", updated)
 	}
-	adm, err := admin.New(admin.Options{Broker: s.broker, Auth: authn, Clock: o.Clock, Logger: log.With("component", "admin")})
+	adm, err := admin.New(admin.Options{Broker: s.broker, Auth: authn, Clock: o.Clock, Logger: log.With("component", "admin"), Observer: s.metrics})
 	if err != nil {
 		return nil, err
 	}
 	s.admin.set(adm)
+	if o.MetricsOpen {
+		s.metricH.set(s.metrics.Handler())
+	} else {
+		s.metricH.set(adm.Protect(s.metrics.Handler()))
+	}
+	if s.tracing, err = tracing.Start(ctx, os.LookupEnv, "", log.With("component", "tracing")); err != nil {
+		return nil, err
+	}
+	if s.tracing != nil {
+		log.Info("exporting traces over OTLP/HTTP")
+	}
 
 	timerCtx, cancel := context.WithCancel(context.Background())
 	s.cancelTimers = cancel
@@ -219,7 +258,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if s.amqpLn, err = net.Listen("tcp", o.AMQPAddr); err != nil {
 		return nil, fmt.Errorf("amqp listener: %w", err)
 	}
-	if s.amqp, err = newAMQPServer(s.broker, authn, o, log); err != nil {
+	if s.amqp, err = newAMQPServer(s.broker, authn, s.metrics, s.tracing.Tracer(), o, log); err != nil {
 		return nil, err
 	}
 	s.goServe("amqp", func() error { return s.amqp.Serve(s.amqpLn) })
@@ -282,6 +321,10 @@ func addrOf(ln net.Listener) net.Addr {
 	return ln.Addr()
 }
 
+// Metrics is the server's metrics (GET /metrics); SetVersion on it sets
+// busbar_build_info.
+func (s *Server) Metrics() *metrics.Metrics { return s.metrics }
+
 // Broker is the running broker core.
 func (s *Server) Broker() *broker.Broker { return s.broker }
 
@@ -336,6 +379,8 @@ func (s *Server) close(ctx context.Context) error {
 	if s.store != nil {
 		errs = append(errs, s.store.Close())
 	}
+	// Last, so that the spans of the work above are exported.
+	errs = append(errs, s.tracing.Shutdown(ctx))
 	return errors.Join(errs...)
 }
 

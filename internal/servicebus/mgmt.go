@@ -2,9 +2,11 @@ package servicebus
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/busbarmq/busbar/internal/amqp/encoding"
 	"github.com/busbarmq/busbar/internal/amqp/frames"
@@ -57,6 +59,21 @@ var mgmtOps = map[string]mgmtOp{
 func (c *conn) managementRequest(req *frames.Message, node address) *response {
 	opName := appProp(req, "operation")
 	path := node.path()
+	span := c.h.traceManagement(path, opName, req.ApplicationProperties)
+	resp := c.runManagement(req, node, opName, path)
+	if span != nil {
+		span.SetAttributes(attribute.Int("messaging.servicebus.status_code", int(resp.status)))
+		var err error
+		if resp.status >= 400 {
+			err = errors.New(resp.desc)
+		}
+		endSpan(span, err)
+	}
+	return resp
+}
+
+// runManagement is managementRequest without its span.
+func (c *conn) runManagement(req *frames.Message, node address, opName, path string) *response {
 	op, ok := mgmtOps[opName]
 	if !ok {
 		return failed(c.fail(opName, path, &broker.Error{Kind: broker.KindNotAllowed,
@@ -201,6 +218,7 @@ func (c *conn) receiveBySequence(ctx context.Context, path string, b body) (*res
 		if err != nil {
 			return nil, err
 		}
+		c.h.traceDeliver(path, d, nil)
 		list = append(list, encoding.Map{
 			{Key: "lock-token", Value: encoding.UUID(d.LockToken)},
 			{Key: "message", Value: p},

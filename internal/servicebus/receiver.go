@@ -182,6 +182,7 @@ func (rl *receiverLink) send(ds []*broker.Delivery) bool {
 			od.d = amqp.OutgoingDelivery{Tag: od.tag[:], Payload: payload, Settled: !rl.peekLock}
 			err = rl.l.Send(&od.d)
 		}
+		rl.c.h.traceDeliver(rl.path, d, err)
 		if err == nil {
 			continue
 		}
@@ -327,7 +328,11 @@ func (rl *receiverLink) settleCompletes() {
 			toks = append(toks, p.tok)
 		}
 		promise(&rl.fol, len(batch))
+		span := rl.c.h.traceSettle(rl.path, "completed", len(toks))
 		errs := rl.c.h.broker.CompleteBatch(rl.settleCtx, rl.path, toks)
+		if span != nil {
+			endSpan(span, errors.Join(errs...))
+		}
 		ds, states = ds[:0], states[:0]
 		for i, p := range batch {
 			ds = append(ds, p.d)
@@ -362,7 +367,9 @@ func (rl *receiverLink) settleCompletes() {
 //
 // A successful dead-letter is answered with rejected without an error:
 // go-amqp treats a rejected with an error as a failed settlement.
-func (c *conn) settle(path string, tok uuid.UUID, state frames.DeliveryState) (frames.DeliveryState, error) {
+func (c *conn) settle(path string, tok uuid.UUID, state frames.DeliveryState) (_ frames.DeliveryState, err error) {
+	span := c.h.traceSettle(path, outcomeName(state), 1)
+	defer func() { endSpan(span, err) }()
 	b := c.h.broker
 	switch s := state.(type) {
 	case *frames.Accepted:
@@ -428,4 +435,20 @@ func deadLetterInfo(e *frames.Error) (reason, desc string, props map[string]any,
 		props = nil
 	}
 	return reason, desc, props, nil
+}
+
+// outcomeName names an AMQP outcome as the settlement span records it.
+func outcomeName(state frames.DeliveryState) string {
+	switch s := state.(type) {
+	case *frames.Accepted:
+		return "completed"
+	case *frames.Modified:
+		if s.UndeliverableHere {
+			return "deferred"
+		}
+		return "abandoned"
+	case *frames.Rejected:
+		return "dead_lettered"
+	}
+	return "released"
 }

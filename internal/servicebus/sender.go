@@ -210,7 +210,7 @@ func (s *senderLink) store(ds []*amqp.IncomingDelivery) {
 // deliveries, each is retried on its own so that only the guilty ones are
 // rejected.
 func (s *senderLink) sendGroup(group []decoded, msgs []*message.Message) {
-	err := s.c.h.broker.Send(s.ctx, s.path, msgs[group[0].lo:group[len(group)-1].hi])
+	err := s.send(msgs[group[0].lo:group[len(group)-1].hi])
 	if err == nil {
 		ds := s.ds[:0]
 		for _, g := range group {
@@ -227,9 +227,17 @@ func (s *senderLink) sendGroup(group []decoded, msgs []*message.Message) {
 		return
 	}
 	for _, g := range group {
-		g.err = s.c.h.broker.Send(s.ctx, s.path, msgs[g.lo:g.hi])
+		g.err = s.send(msgs[g.lo:g.hi])
 		s.settle(g)
 	}
+}
+
+// send stores msgs with one broker.Send, traced.
+func (s *senderLink) send(msgs []*message.Message) error {
+	span := s.c.h.traceSend(s.path, msgs)
+	err := s.c.h.broker.Send(s.ctx, s.path, msgs)
+	endSpan(span, err)
+	return err
 }
 
 // settle answers a delivery: accepted, or rejected with the mapped

@@ -33,7 +33,10 @@
 //     a subscription, the rule manager's add-rule, remove-rule and
 //     enumerate-rules (rules.go).
 //
-// entities.go says which address may name what.
+// entities.go says which address may name what. observe.go has the
+// hooks for metrics (Config.Observer: connections, failed requests) and
+// the spans made when Config.Tracer is set (send, deliver, settle,
+// management), which join the trace a message carries.
 //
 // The wire contract it follows is the team's amqp-wire.md (Azure Service
 // Bus AMQP wire contract); section numbers in comments (§0.5 and so on)
@@ -60,6 +63,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/busbarmq/busbar/internal/amqp"
 	"github.com/busbarmq/busbar/internal/auth"
@@ -88,6 +93,12 @@ type Config struct {
 	// TokenCheckInterval is how often a connection with open links looks
 	// for links whose token expired (see cbs.go); zero means a second.
 	TokenCheckInterval time.Duration
+	// Observer is told of connections and failed requests (metrics); nil
+	// tells no one.
+	Observer Observer
+	// Tracer makes the spans of sends, deliveries, settlements and
+	// management operations (observe.go); nil makes none.
+	Tracer trace.Tracer
 }
 
 // Handler is the Service Bus handler for an amqp.Server.
@@ -98,6 +109,8 @@ type Handler struct {
 	log        *slog.Logger
 	namespace  string
 	tokenCheck time.Duration
+	obs        Observer
+	tracer     trace.Tracer // nil: tracing off
 }
 
 var _ amqp.Handler = (*Handler)(nil)
@@ -110,7 +123,10 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Auth == nil {
 		return nil, errors.New("servicebus: Config.Auth is required")
 	}
-	h := &Handler{broker: cfg.Broker, auth: cfg.Auth, clock: cfg.Clock, log: cfg.Logger, namespace: cfg.Namespace, tokenCheck: cfg.TokenCheckInterval}
+	h := &Handler{broker: cfg.Broker, auth: cfg.Auth, clock: cfg.Clock, log: cfg.Logger, namespace: cfg.Namespace, tokenCheck: cfg.TokenCheckInterval, obs: cfg.Observer, tracer: cfg.Tracer}
+	if h.obs == nil {
+		h.obs = noObserver{}
+	}
 	if h.tokenCheck <= 0 {
 		h.tokenCheck = time.Second
 	}
@@ -138,6 +154,7 @@ func (h *Handler) Connect(c *amqp.Conn) (amqp.ConnHandler, error) {
 		host:   hostOnly(c.Hostname()),
 	}
 	cn.replies = make(map[*amqp.OutgoingLink]*replyLink)
+	h.obs.ConnectionOpened()
 	return cn, nil
 }
 
@@ -207,6 +224,7 @@ func (c *conn) Disconnected(err error) {
 	c.mu.Unlock()
 	c.cancel()
 	c.wg.Wait()
+	c.h.obs.ConnectionClosed()
 	c.log.Info("connection closed", "reason", err)
 }
 
@@ -291,7 +309,9 @@ func (c *conn) fail(op, entity string, err error) failure {
 		typ, _, rerr := c.h.broker.Resolve(entity)
 		topic = rerr == nil && typ == broker.EntityTopic
 	}
-	return describe(c.log, c.h.clock.Now(), c.h.namespace, op, entity, topic, err)
+	f := describe(c.log, c.h.clock.Now(), c.h.namespace, op, entity, topic, err)
+	c.h.obs.RequestFailed(entity, string(f.cond), f.status)
+	return f
 }
 
 // refuse turns err into the error an Attach callback returns to refuse a

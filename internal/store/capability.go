@@ -1,5 +1,7 @@
 package store
 
+import "time"
+
 // Optional capabilities. A Store may implement any of these; callers test
 // for them with a type assertion, so the base interface stays small.
 
@@ -25,4 +27,12 @@ type StatsReporter interface {
 // Commits for long.
 type Compacter interface {
 	Compact() error
+}
+
+// SyncObserver is told of a store's group commits (for metrics): each
+// fsync round, how long its syncs took and how many commits it made
+// durable. It is called on the store's syncer goroutine, so it must be
+// fast and must not call back into the store.
+type SyncObserver interface {
+	Synced(d time.Duration, commits int)
 }

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/busbarmq/busbar/internal/store"
 	"github.com/busbarmq/busbar/internal/vfs"
 )
 
@@ -57,6 +58,9 @@ type Options struct {
 	// commits of the followers (store.Follower) the previous one released.
 	// Default 500 µs; negative never waits.
 	FollowerWait time.Duration
+	// SyncObserver, if set, is told of every fsync round: its duration
+	// and the number of commits it made durable.
+	SyncObserver store.SyncObserver
 	// NoSync never calls fsync: Commit(b, true) returns once b is written
 	// to the OS. For benchmarks of a non-durable tier only.
 	NoSync bool

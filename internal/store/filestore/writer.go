@@ -225,7 +225,11 @@ func (s *Store) syncLoop(done chan struct{}) {
 					break
 				}
 			}
-			s.syncNanos.Add(int64(time.Since(t0)))
+			d := time.Since(t0)
+			s.syncNanos.Add(int64(d))
+			if o := s.opts.SyncObserver; o != nil && err == nil {
+				o.Synced(d, countWaiters(jobs))
+			}
 			if err == nil {
 				s.raiseSynced(lsn)
 			}
@@ -454,4 +458,13 @@ func (s *Store) createSegment(id uint32, firstLSN uint64) (*segment, error) {
 	seg.firstLSN = firstLSN
 	seg.size = segHeaderSize
 	return seg, nil
+}
+
+// countWaiters is the number of commits a sync round makes durable.
+func countWaiters(jobs []syncJob) int {
+	n := 0
+	for _, j := range jobs {
+		n += len(j.waiters)
+	}
+	return n
 }

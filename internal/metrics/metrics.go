@@ -1,0 +1,226 @@
+// Package metrics is Busbar's Prometheus instrumentation: the series
+// GET /metrics serves, named after Azure Monitor's Service Bus metrics
+// where one exists (docs/observability.md has the table).
+//
+// Metrics is the observer the rest of Busbar reports to: the broker
+// (broker.Observer: sends, deliveries, settlements), the file store
+// (store.SyncObserver: fsync rounds) and the AMQP handler
+// (servicebus.Observer, by method set: connections, failed requests) and
+// the admin API (admin.Observer: failed requests). Each
+// report is an atomic add or a histogram observation, no lock.
+//
+// What the broker already counts is not counted again: the per-entity
+// gauges (active, scheduled, dead-lettered, deferred messages, size) and
+// the store's size are read from the broker and the store when Prometheus
+// scrapes (Collect), as are the per-entity counters' current set of
+// entities, so a deleted entity's series disappear with it:
+//
+//	report (hot path)                 scrape (Collect)
+//	Sent/Delivered/Settled ──► entity counters ─┐
+//	Synced ──► fsync, group-commit histograms   ├──► exposition, live entities only
+//	broker.ListQueues/Topics/Subscriptions ─────┤
+//	store.Stats ────────────────────────────────┘
+//
+// Per-entity series carry the label entity: a queue or topic name, or a
+// subscription's path "topic/Subscriptions/sub". Namespace-wide series
+// (connections, errors, latencies) carry none; summing an entity series
+// over entity gives its namespace figure. Failed requests are counted per
+// namespace only, since a client can name any number of entities that do
+// not exist.
+package metrics
+
+import (
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/busbarmq/busbar/internal/broker"
+	"github.com/busbarmq/busbar/internal/store"
+)
+
+// conditionServerBusy is the AMQP condition of a throttled request.
+const conditionServerBusy = "com.microsoft:server-busy"
+
+// Metrics collects Busbar's metrics. The zero value is not usable; call
+// New. All methods are safe for concurrent use.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	entities sync.Map // entity name → *entityCounters
+
+	sendSeconds   prometheus.Histogram
+	settleSeconds prometheus.Histogram
+	fsyncSeconds  prometheus.Histogram
+	groupCommit   prometheus.Histogram
+
+	connOpened   prometheus.Counter
+	connClosed   prometheus.Counter
+	activeConns  atomic.Int64
+	serverErrors prometheus.Counter
+	userErrors   prometheus.Counter
+	throttled    prometheus.Counter
+
+	buildInfo *prometheus.GaugeVec
+
+	src atomic.Pointer[source]
+}
+
+// source is what Collect reads at scrape time.
+type source struct {
+	b  *broker.Broker
+	st store.Store
+}
+
+type entityCounters struct {
+	incoming, outgoing, complete, abandon, deadLetter atomic.Uint64
+}
+
+// New returns Metrics with the Go runtime and process collectors
+// registered. Its entity and store series appear once Watch has been
+// called.
+func New() *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry()}
+	latency := prometheus.ExponentialBuckets(0.0001, 2, 16) // 100 µs … 3.3 s
+	m.sendSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "busbar_send_seconds", Buckets: latency,
+		Help: "Duration of a broker send (one or more messages, durable when it ends).",
+	})
+	m.settleSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "busbar_settle_seconds", Buckets: latency,
+		Help: "Duration of a settlement call (one message, or a batch of completes), durable when it ends.",
+	})
+	m.fsyncSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "busbar_store_fsync_seconds", Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16), // 50 µs … 1.6 s
+		Help: "Duration of one fsync round of the store's log.",
+	})
+	m.groupCommit = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "busbar_store_group_commit_size", Buckets: prometheus.ExponentialBuckets(1, 2, 12), // 1 … 2048
+		Help: "Commits made durable by one fsync round (group commit).",
+	})
+	m.connOpened = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "busbar_connections_opened_total", Help: "AMQP connections opened (Azure: ConnectionsOpened).",
+	})
+	m.connClosed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "busbar_connections_closed_total", Help: "AMQP connections closed (Azure: ConnectionsClosed).",
+	})
+	active := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "busbar_active_connections", Help: "AMQP connections open now (Azure: ActiveConnections).",
+	}, func() float64 { return float64(m.activeConns.Load()) })
+	m.serverErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "busbar_server_errors_total", Help: "AMQP and admin API requests that failed with a server error (Azure: ServerErrors).",
+	})
+	m.userErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "busbar_user_errors_total", Help: "AMQP and admin API requests that failed because of the request: unauthorized, not found, invalid, lock lost, … (Azure: UserErrors).",
+	})
+	m.throttled = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "busbar_throttled_requests_total", Help: "AMQP requests refused as server-busy (Azure: ThrottledRequests).",
+	})
+	m.buildInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "busbar_build_info", Help: "Always 1; the label version is Busbar's version.",
+	}, []string{"version"})
+	m.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.sendSeconds, m.settleSeconds, m.fsyncSeconds, m.groupCommit,
+		m.connOpened, m.connClosed, active,
+		m.serverErrors, m.userErrors, m.throttled,
+		m.buildInfo,
+		entityCollector{m},
+	)
+	return m
+}
+
+// Watch makes the broker's entities and the store's size part of every
+// scrape from now on.
+func (m *Metrics) Watch(b *broker.Broker, st store.Store) {
+	m.src.Store(&source{b: b, st: st})
+}
+
+// SetVersion sets busbar_build_info's version label (one series).
+func (m *Metrics) SetVersion(version string) {
+	m.buildInfo.Reset()
+	m.buildInfo.WithLabelValues(version).Set(1)
+}
+
+// Handler serves the metrics in the Prometheus text format (OpenMetrics
+// when the scraper asks for it). It does not authenticate.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{EnableOpenMetrics: true})
+}
+
+// Registry is the registry behind Handler, for tests and embedding.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+func (m *Metrics) counters(entity string) *entityCounters {
+	if c, ok := m.entities.Load(entity); ok {
+		return c.(*entityCounters)
+	}
+	c, _ := m.entities.LoadOrStore(entity, new(entityCounters))
+	return c.(*entityCounters)
+}
+
+var _ broker.Observer = (*Metrics)(nil)
+
+// Sent implements broker.Observer.
+func (m *Metrics) Sent(entity string, n int, d time.Duration) {
+	m.counters(entity).incoming.Add(uint64(n))
+	m.sendSeconds.Observe(d.Seconds())
+}
+
+// Delivered implements broker.Observer.
+func (m *Metrics) Delivered(entity string, n int) {
+	m.counters(entity).outgoing.Add(uint64(n))
+}
+
+// Settled implements broker.Observer.
+func (m *Metrics) Settled(entity string, o broker.Outcome, n int, d time.Duration) {
+	switch o {
+	case broker.OutcomeComplete:
+		m.counters(entity).complete.Add(uint64(n))
+	case broker.OutcomeAbandon:
+		m.counters(entity).abandon.Add(uint64(n))
+	case broker.OutcomeDeadLetter:
+		m.counters(entity).deadLetter.Add(uint64(n))
+	}
+	m.settleSeconds.Observe(d.Seconds())
+}
+
+var _ store.SyncObserver = (*Metrics)(nil)
+
+// Synced implements store.SyncObserver.
+func (m *Metrics) Synced(d time.Duration, commits int) {
+	m.fsyncSeconds.Observe(d.Seconds())
+	m.groupCommit.Observe(float64(commits))
+}
+
+// ConnectionOpened implements servicebus.Observer.
+func (m *Metrics) ConnectionOpened() {
+	m.connOpened.Inc()
+	m.activeConns.Add(1)
+}
+
+// ConnectionClosed implements servicebus.Observer.
+func (m *Metrics) ConnectionClosed() {
+	m.connClosed.Inc()
+	m.activeConns.Add(-1)
+}
+
+// RequestFailed implements servicebus.Observer and admin.Observer (AMQP
+// and admin API requests alike): a server-busy condition
+// is throttled, a status of 500 or more a server error, anything else
+// the client's.
+func (m *Metrics) RequestFailed(_, cond string, status int32) {
+	switch {
+	case cond == conditionServerBusy:
+		m.throttled.Inc()
+	case status >= 500:
+		m.serverErrors.Inc()
+	default:
+		m.userErrors.Inc()
+	}
+}
