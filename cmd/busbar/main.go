@@ -37,6 +37,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newServeCmd(env))
+	root.AddCommand(newVersionCmd())
 	root.AddCommand(cli.Commands(env)...)
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(stderr, "busbar:", err)

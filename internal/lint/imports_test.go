@@ -35,6 +35,7 @@ var rules = []rule{
 	{From: "internal/vfs", StdlibOnly: true},
 	{From: "internal/message", StdlibOnly: true},
 	{From: "internal/clock", StdlibOnly: true},
+	{From: "internal/version", StdlibOnly: true},
 	{From: "internal/filter", StdlibOnly: true, Allowed: []string{"internal/message"}},
 	{From: "internal/config", StdlibOnly: true},
 	// The protocol layer knows nothing of the broker.

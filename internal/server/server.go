@@ -35,6 +35,7 @@ import (
 	"github.com/busbarmq/busbar/internal/store"
 	"github.com/busbarmq/busbar/internal/store/filestore"
 	"github.com/busbarmq/busbar/internal/store/memstore"
+	"github.com/busbarmq/busbar/internal/version"
 )
 
 // Options configure a Server.
@@ -234,7 +235,9 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if devCert != "" {
 		attrs = append(attrs, "dev_certificate", devCert)
 	}
+	v := version.Get()
 	log.Info("busbar ready", append(attrs,
+		"version", v.Version, "commit", v.Commit,
 		"data", dataDir,
 		"queues", len(s.broker.ListQueues()),
 		"startup", time.Since(begin).Round(time.Millisecond).String())...)
