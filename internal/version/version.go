@@ -5,17 +5,15 @@
 //
 // Where the values come from, first match wins:
 //
-//  1. Release builds set them with the linker:
-//
-//     go build -ldflags "-X github.com/busbarmq/busbar/internal/version.version=v1.2.3
-//     -X github.com/busbarmq/busbar/internal/version.commit=$(git rev-parse HEAD)" ./cmd/busbar
-//
-//  2. Otherwise the Go toolchain's build information (runtime/debug.ReadBuildInfo):
-//     the main module's version ("v1.2.3" when built by `go install module@v1.2.3`,
-//     "(devel)" or a pseudo-version in a checkout) and the vcs.revision and
-//     vcs.modified settings `go build` records inside a git checkout.
-//  3. "(devel)" and "unknown" when neither says anything (go test, go run of
-//     a single file).
+//   - Release builds set them with the linker (see the README):
+//     -ldflags "-X github.com/busbarmq/busbar/internal/version.version=v1.2.3
+//     -X github.com/busbarmq/busbar/internal/version.commit=<git hash>".
+//   - Otherwise the Go toolchain's build information
+//     (runtime/debug.ReadBuildInfo): the main module's version ("v1.2.3"
+//     when built by `go install module@v1.2.3`, "(devel)" or a
+//     pseudo-version in a checkout), and the vcs.revision and vcs.modified
+//     settings `go build` records inside a git checkout.
+//   - "(devel)" and "unknown" when neither says anything (go test, for one).
 package version
 
 import (
