@@ -147,7 +147,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		s.health.ServeHTTP(w, r)
 	}))
 	mux.Handle("/", &s.admin)
-	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	s.httpSrv = &http.Server{Handler: keepDotSegments(mux, &s.admin), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	s.goServe("http", func() error { return s.httpSrv.Serve(s.httpLn) })
 	if o.HTTPSAddr != "" {
 		ln, err := net.Listen("tcp", o.HTTPSAddr)
