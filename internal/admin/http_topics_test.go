@@ -377,6 +377,9 @@ func TestHTTPNameRule(t *testing.T) {
 	e.fails(400, "PUT", "/a/../b", jsCreateBody, "~SubCode=40000", `~The queue or topic name "a/../b" is not valid: it has the path segment ".."`, "~Queue and topic names are 1 to 260")
 	e.fails(400, "PUT", "/a/%2E%2E/b", jsCreateBody, `~The queue or topic name "a/../b" is not valid`)
 	e.fails(400, "PUT", "/..", jsCreateBody, `~The queue or topic name ".." is not valid`)
+	// A token scoped to "sq" does not get "evil2" either (the issue's probe).
+	sq := auth.NewToken(auth.DefaultKeyName, auth.DefaultKey, "https://"+e.host+"/sq", time.Now().Add(time.Hour))
+	e.fails(400, "PUT", "/sq/../evil2", jsCreateBody, "Authorization", sq, `~The queue or topic name "sq/../evil2" is not valid`)
 	e.fails(400, "PUT", "/x/./y", topicBody(""), `~The queue or topic name "x/./y" is not valid`)
 	e.fails(400, "PUT", "/-lead", topicBody(""), "~must start and end with a letter or digit")
 	e.fails(400, "PUT", "/t/Subscriptions/my%20sub", subBody(""), `~The subscription name "my sub" is not valid: it contains ' '`)
