@@ -237,7 +237,9 @@ func (h *Handler) writeError(w http.ResponseWriter, rq *request, err error) {
 	detail += fmt.Sprintf(" TrackingId:%s, SystemTracker:%s:%s, Timestamp:%s",
 		tracking, rq.site.host, rq.path, rq.site.now.Format("2006-01-02T15:04:05"))
 
-	level := slog.LevelDebug
+	// One line per failure: client mistakes at info, the broker's own
+	// failures at error (the AMQP side does the same).
+	level := slog.LevelInfo
 	if status >= http.StatusInternalServerError {
 		level = slog.LevelError
 	}

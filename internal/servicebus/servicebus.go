@@ -191,7 +191,7 @@ func (c *conn) Disconnected(err error) {
 	c.mu.Unlock()
 	c.cancel()
 	c.wg.Wait()
-	c.log.Info("connection closed", "reason", err)
+	c.log.Debug("connection closed", "reason", err)
 }
 
 // addGrant records an authorisation from a put-token, replacing an
