@@ -36,6 +36,8 @@ type Broker struct {
 	store store.Store
 	clock clock.Clock
 	log   *slog.Logger
+	// retries logs failing background work once per episode.
+	retries retryLog
 
 	// admin serialises entity create, update and delete (held across
 	// their store commits, which are rare and small) and guards nsID and
@@ -82,6 +84,7 @@ func newBroker(opts Options) *Broker {
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
 	}
+	b.retries.log = b.log
 	b.mu.queues = make(map[string]*entity)
 	b.mu.topics = make(map[string]*topic)
 	b.timers.byID = make(map[uint64]timerOwner)
