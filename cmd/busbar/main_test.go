@@ -137,6 +137,23 @@ func TestServeBadConfigNamesPath(t *testing.T) {
 	}
 }
 
+// TestServeBadNameInConfig: a Config.json entity whose name breaks the
+// naming rule stops start-up with an error naming the entity.
+func TestServeBadNameInConfig(t *testing.T) {
+	path := t.TempDir() + "/Config.json"
+	if err := writeFile(path, `{"UserConfig":{"Namespaces":[{"Name":"sbemulatorns","Queues":[{"Name":"a/../b"}]}],"Logging":{"Type":"Console"}}}`); err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	code := run(context.Background(), []string{"serve", "--memory", "--config", path, "--amqp", "127.0.0.1:0", "--http", "127.0.0.1:0"}, io.Discard, &stderr, noEnv)
+	if code == 0 {
+		t.Fatal("serve accepted a queue named a/../b")
+	}
+	if want := `UserConfig.Namespaces[0].Queues[0].Name: The queue or topic name "a/../b" is not valid: it has the path segment ".."`; !strings.Contains(stderr.String(), want) {
+		t.Fatalf("stderr %q does not contain %q", stderr.String(), want)
+	}
+}
+
 func writeFile(path, s string) error { return os.WriteFile(path, []byte(s), 0o644) }
 
 func TestVersionCommand(t *testing.T) {
