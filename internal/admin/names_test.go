@@ -75,7 +75,7 @@ func TestHTTPLegacyNames(t *testing.T) {
 		}
 	}
 	_, body := e.get("/a/../b")
-	if !strings.Contains(body, `<title type="text">a/../b</title>`) {
+	if !strings.Contains(body, "<id>https://"+e.host+"/a/%2E%2E/b</id><title type=\"text\">a/../b</title>") {
 		t.Errorf("GET a/../b:\n%s", body)
 	}
 	_, body = e.get("/a/%2E%2E/b")
