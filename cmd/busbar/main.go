@@ -36,7 +36,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newServeCmd(env), newHealthCmd(env))
+	root.AddCommand(newServeCmd(env), newHealthCmd(env), newVersionCmd())
 	root.AddCommand(cli.Commands(env)...)
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(stderr, "busbar:", err)

@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -14,6 +17,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/busbarmq/busbar/internal/version"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -79,6 +84,9 @@ func TestServeStartsAndStops(t *testing.T) {
 	if code := <-done; code != 0 {
 		t.Fatalf("exit code %d; output:\n%s", code, out.String())
 	}
+	if !strings.Contains(out.String(), `"version":"`+version.Version()+`","commit":"`+version.Commit()+`"`) {
+		t.Errorf("the ready line does not carry the version:\n%s", out.String())
+	}
 	if !strings.Contains(out.String(), `"msg":"stopped"`) {
 		t.Fatalf("no clean stop logged:\n%s", out.String())
 	}
@@ -127,6 +135,23 @@ func TestServeBadConfigNamesPath(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "UserConfig.Namespaces[0].Queues[0].Properties.LockDuration") {
 		t.Fatalf("error does not name the JSON path: %s", stderr.String())
+	}
+}
+
+// TestServeBadNameInConfig: a Config.json entity whose name breaks the
+// naming rule stops start-up with an error naming the entity.
+func TestServeBadNameInConfig(t *testing.T) {
+	path := t.TempDir() + "/Config.json"
+	if err := writeFile(path, `{"UserConfig":{"Namespaces":[{"Name":"sbemulatorns","Queues":[{"Name":"a/../b"}]}],"Logging":{"Type":"Console"}}}`); err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	code := run(context.Background(), []string{"serve", "--memory", "--config", path, "--amqp", "127.0.0.1:0", "--http", "127.0.0.1:0"}, io.Discard, &stderr, noEnv)
+	if code == 0 {
+		t.Fatal("serve accepted a queue named a/../b")
+	}
+	if want := `UserConfig.Namespaces[0].Queues[0].Name: The queue or topic name "a/../b" is not valid: it has the path segment ".."`; !strings.Contains(stderr.String(), want) {
+		t.Fatalf("stderr %q does not contain %q", stderr.String(), want)
 	}
 }
 
@@ -201,5 +226,51 @@ func TestServeConfigSearchAndHealth(t *testing.T) {
 	}
 	if code := run(context.Background(), []string{"health", "--http", "nonsense"}, io.Discard, &stderr, noEnv); code != 2 {
 		t.Errorf("health --http nonsense: exit %d, want 2", code)
+	}
+}
+
+func TestVersionCommand(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"version"}, &stdout, &stderr, noEnv); code != 0 {
+		t.Fatalf("exit code %d: %s", code, stderr.String())
+	}
+	v := version.Get()
+	if got, want := stdout.String(), "busbar "+v.String()+"\n"; got != want {
+		t.Errorf("version printed %q, want %q", got, want)
+	}
+	stdout.Reset()
+	if code := run(context.Background(), []string{"version", "--json"}, &stdout, &stderr, noEnv); code != 0 {
+		t.Fatalf("exit code %d: %s", code, stderr.String())
+	}
+	var got struct {
+		Version, Commit, Go string
+		Modified            bool
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil || got.Version != v.Version || got.Commit != v.Commit || got.Go != v.GoVersion {
+		t.Errorf("version --json = %s (%v), want %+v", stdout.String(), err, v)
+	}
+	if code := run(context.Background(), []string{"version", "extra"}, io.Discard, io.Discard, noEnv); code == 0 {
+		t.Error("version accepted an argument")
+	}
+}
+
+// TestVersionLdflags builds the binary as a release would, with the version
+// and commit set by the linker, and checks that they win.
+func TestVersionLdflags(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "busbar")
+	const pkg = "github.com/busbarmq/busbar/internal/version"
+	ld := "-X " + pkg + ".version=v9.8.7 -X " + pkg + ".commit=0123456789abcdef"
+	if out, err := exec.Command("go", "build", "-ldflags", ld, "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("busbar version: %v\n%s", err, out)
+	}
+	if !strings.HasPrefix(string(out), "busbar v9.8.7 (commit 0123456789abcdef, go1.") {
+		t.Errorf("busbar version = %q", out)
 	}
 }

@@ -130,11 +130,17 @@ func (s *site) url(path, query string) string {
 // escapePath percent-escapes each segment of a path that needs it (names
 // may hold spaces and other characters a URL cannot carry as they are);
 // '$' stays as it is, so $Resources and $Default read as the service
-// writes them.
+// writes them. A "." or ".." segment (names from before the naming rule)
+// is written %2E or %2E%2E, so that no client resolves it to another path.
 func escapePath(path string) string {
 	segs := strings.Split(path, "/")
 	for i, seg := range segs {
-		segs[i] = url.PathEscape(seg)
+		switch seg {
+		case ".", "..":
+			segs[i] = strings.Repeat("%2E", len(seg))
+		default:
+			segs[i] = url.PathEscape(seg)
+		}
 	}
 	return strings.Join(segs, "/")
 }
@@ -279,7 +285,9 @@ func (h *Handler) writeError(w http.ResponseWriter, rq *request, err error) {
 	detail += fmt.Sprintf(" TrackingId:%s, SystemTracker:%s:%s, Timestamp:%s",
 		tracking, rq.site.host, rq.path, rq.site.now.Format("2006-01-02T15:04:05"))
 
-	level := slog.LevelDebug
+	// One line per failure: client mistakes at info, the broker's own
+	// failures at error (the AMQP side does the same).
+	level := slog.LevelInfo
 	if status >= http.StatusInternalServerError {
 		level = slog.LevelError
 	}

@@ -10,7 +10,10 @@
 //
 // Paths are relative to the namespace root. Path words are matched
 // case-insensitively, from the end, after percent-decoding; queue and topic
-// names may contain '/'. A trailing '/' (JS lists) is ignored:
+// names may contain '/'. A "." or ".." segment is never resolved: it is part
+// of a name, which only entities from before the naming rule (package
+// names) can have; new ones are refused with 400. A trailing '/' (JS lists)
+// is ignored:
 //
 //	/$namespaceinfo                             GET     namespace entry
 //	/$Resources/Queues  ?$skip=N&$top=M         GET     feed of queues

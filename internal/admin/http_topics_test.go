@@ -367,21 +367,29 @@ func TestDataFunctionsTopics(t *testing.T) {
 
 // TestHTTPNameEscaping: names with characters a URL cannot carry as they
 // are come back escaped in ids and links and as sent in titles.
-func TestHTTPNameEscaping(t *testing.T) {
+// TestHTTPNameRule: the admin API refuses to create a queue, topic,
+// subscription or rule whose name breaks the naming rule, with a 400 that
+// states the rule (names that need escaping can only come from older data:
+// see TestHTTPLegacyNames).
+func TestHTTPNameRule(t *testing.T) {
 	e := newEnv(t)
 	e.topic("t")
-	status, _, body := e.do("PUT", "/t/Subscriptions/my%20sub", subBody(""))
+	e.fails(400, "PUT", "/a/../b", jsCreateBody, "~SubCode=40000", `~The queue or topic name "a/../b" is not valid: it has the path segment ".."`, "~Queue and topic names are 1 to 260")
+	e.fails(400, "PUT", "/a/%2E%2E/b", jsCreateBody, `~The queue or topic name "a/../b" is not valid`)
+	e.fails(400, "PUT", "/..", jsCreateBody, `~The queue or topic name ".." is not valid`)
+	// A token scoped to "sq" does not get "evil2" either (the issue's probe).
+	sq := auth.NewToken(auth.DefaultKeyName, auth.DefaultKey, "https://"+e.host+"/sq", time.Now().Add(time.Hour))
+	e.fails(400, "PUT", "/sq/../evil2", jsCreateBody, "Authorization", sq, `~The queue or topic name "sq/../evil2" is not valid`)
+	e.fails(400, "PUT", "/x/./y", topicBody(""), `~The queue or topic name "x/./y" is not valid`)
+	e.fails(400, "PUT", "/-lead", topicBody(""), "~must start and end with a letter or digit")
+	e.fails(400, "PUT", "/t/Subscriptions/my%20sub", subBody(""), `~The subscription name "my sub" is not valid: it contains ' '`)
+	e.fails(400, "PUT", "/t/Subscriptions/s", subBody(`<DefaultRuleDescription><Name>r 1</Name></DefaultRuleDescription>`), `~The rule name "r 1" is not valid`)
+	status, _, body := e.do("PUT", "/t/Subscriptions/s", subBody(""))
 	if status != http.StatusCreated {
-		t.Fatalf("create: %d\n%s", status, body)
+		t.Fatalf("create s: %d\n%s", status, body)
 	}
-	if !strings.Contains(body, "<id>https://"+e.host+"/t/Subscriptions/my%20sub</id><title type=\"text\">my sub</title>") {
-		t.Errorf("entry:\n%s", body)
-	}
-	f := e.list("/t/Subscriptions/my%20sub/Rules/")
-	if self := f.link("self"); self != "https://"+e.host+"/t/Subscriptions/my%20sub/Rules" {
-		t.Errorf("self = %s", self)
-	}
-	if len(f.Entries) != 1 || f.Entries[0].ID != "https://"+e.host+"/t/Subscriptions/my%20sub/Rules/$Default" {
-		t.Errorf("rule entries %+v", f.Entries)
+	e.fails(400, "PUT", "/t/Subscriptions/s/Rules/r%201", ruleBody(""), `~The rule name "r 1" is not valid`)
+	if got := e.b.ListQueues(); len(got) != 0 {
+		t.Errorf("queues created: %v", got)
 	}
 }

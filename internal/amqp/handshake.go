@@ -107,7 +107,7 @@ func (c *Conn) handshake(refuse bool) error {
 	c.rd.idle = 2 * c.cfg.IdleTimeout
 	c.rd.deadline = time.Time{}
 	c.startWriter()
-	c.log.Info("connection opened", "container", open.ContainerID, "hostname", open.Hostname,
+	c.log.Debug("connection opened", "container", open.ContainerID, "hostname", open.Hostname,
 		"sasl", c.saslMechanism, "max-frame-size", open.MaxFrameSize, "idle-time-out", open.IdleTimeOut)
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/busbarmq/busbar/internal/names"
 	"github.com/busbarmq/busbar/internal/store"
 )
 
@@ -95,7 +96,7 @@ func (b *Broker) Resolve(path string) (EntityType, Path, error) {
 
 // topicByName finds a topic.
 func (b *Broker) topicByName(name string) (*topic, error) {
-	if err := ValidateEntityName(name); err != nil {
+	if err := validateExistingName(names.Entity, name); err != nil {
 		return nil, err
 	}
 	b.mu.RLock()
@@ -340,6 +341,9 @@ func (b *Broker) CreateSubscription(topicName, name string, p SubscriptionProper
 		if rd.Name == "" {
 			rd.Name = DefaultRuleName
 		}
+	}
+	if err := ValidateRuleName(rd.Name); err != nil {
+		return SubscriptionInfo{}, err
 	}
 	rule, err := compileRule(rd)
 	if err != nil {

@@ -40,6 +40,8 @@ type Broker struct {
 	clock clock.Clock
 	log   *slog.Logger
 	obs   Observer
+	// retries logs failing background work once per episode.
+	retries retryLog
 
 	// admin serialises entity create, update and delete (held across
 	// their store commits, which are rare and small) and guards nsID and
@@ -90,6 +92,7 @@ func newBroker(opts Options) *Broker {
 	if b.obs == nil {
 		b.obs = noObserver{}
 	}
+	b.retries.log = b.log
 	b.mu.queues = make(map[string]*entity)
 	b.mu.topics = make(map[string]*topic)
 	b.timers.byID = make(map[uint64]timerOwner)

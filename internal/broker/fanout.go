@@ -504,7 +504,7 @@ func (t *topic) fanOutScheduled(due []rec, ops []store.Op, garbage []int64, now 
 			m, err = message.Unmarshal(data)
 		}
 		if err != nil {
-			t.b.log.Error("cannot read a scheduled message; retrying", "topic", t.name, "seq", r.seq, "err", err)
+			t.b.retries.failed("read scheduled "+t.name, "cannot read a scheduled message; retrying", err, "topic", t.name, "seq", r.seq)
 			failed[i] = true
 			continue
 		}
@@ -519,7 +519,12 @@ func (t *topic) fanOutScheduled(due []rec, ops []store.Op, garbage []int64, now 
 	ops, per, copyBytes := f.finish(ops)
 	cerr := t.b.store.Commit(&store.Batch{Ops: ops}, false)
 	if cerr != nil {
-		t.b.log.Error("fanning out scheduled messages failed; retrying", "topic", t.name, "err", cerr)
+		t.b.retries.failed("fan out scheduled "+t.name, "fanning out scheduled messages failed; retrying", cerr, "topic", t.name)
+	} else {
+		t.b.retries.succeeded("fan out scheduled "+t.name, "fanning out scheduled messages recovered", "topic", t.name)
+		if !slices.Contains(failed, true) {
+			t.b.retries.succeeded("read scheduled "+t.name, "reading scheduled messages recovered", "topic", t.name)
+		}
 	}
 
 	t.lock()

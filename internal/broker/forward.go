@@ -390,8 +390,11 @@ func (q *entity) forward(job forwardJob, now int64) {
 	var ferr error
 	if len(failed) > 0 {
 		ferr = q.persist(nil, failed, nil, true)
+		key := "transfer dead-letter " + q.path(job.sub)
 		if ferr != nil {
-			q.b.log.Error("moving messages to the transfer dead-letter queue failed; retrying", "entity", q.path(job.sub), "err", ferr)
+			q.b.retries.failed(key, "moving messages to the transfer dead-letter queue failed; retrying", ferr, "entity", q.path(job.sub))
+		} else {
+			q.b.retries.succeeded(key, "moving messages to the transfer dead-letter queue recovered", "entity", q.path(job.sub))
 		}
 	}
 	q.lock()

@@ -4,6 +4,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/busbarmq/busbar/internal/names"
 )
 
 // Infinite is the duration that means "never" for DefaultMessageTimeToLive
@@ -43,7 +45,7 @@ const (
 	MaxMaxMessageSizeInKB          = 102400
 	MaxUserMetadataLength          = 1024
 	MaxAuthorizationRules          = 12
-	MaxEntityNameLength            = 260
+	MaxEntityNameLength            = names.MaxEntityLength
 	MaxHeaderSize                  = 64 * 1024 // header + all properties of one message
 	MaxMessageIDLength             = 128
 	MaxSessionIDLength             = 128
@@ -178,8 +180,8 @@ func (p QueueProperties) Validate() error {
 		if f.v == "" {
 			continue
 		}
-		if err := ValidateEntityName(f.v); err != nil {
-			return invalidProp(f.name, "%s", err.(*Error).Msg)
+		if err := names.CheckExisting(names.Entity, f.v); err != nil {
+			return invalidProp(f.name, "%s", err)
 		}
 	}
 	return nil
@@ -200,34 +202,26 @@ func checkImmutable(old, p QueueProperties) error {
 	return nil
 }
 
-// ValidateEntityName checks a queue (or topic) name the way Service Bus
-// does: 1–260 characters of ASCII letters, digits, '.', '-', '_' and '/',
-// not starting or ending with '/', without empty segments ("a//b").
+// ValidateEntityName checks a name for a new queue or topic against
+// Service Bus's naming rule (package names). Its error is
+// KindInvalidArgument and states the rule.
 func ValidateEntityName(name string) error {
-	if name == "" {
-		return errorf(KindInvalidArgument, "entity name is empty")
+	return nameError(names.Check(names.Entity, name))
+}
+
+// validateExistingName checks a name that looks up an entity, which may
+// have been created under the looser rule of earlier versions
+// (names.CheckExisting): those stay reachable.
+func validateExistingName(k names.Kind, name string) error {
+	return nameError(names.CheckExisting(k, name))
+}
+
+// nameError is a names error as a broker error (KindInvalidArgument).
+func nameError(err error) error {
+	if err == nil {
+		return nil
 	}
-	if len(name) > MaxEntityNameLength {
-		return errorf(KindInvalidArgument, "entity name %q is %d characters long; the maximum is %d", name, len(name), MaxEntityNameLength)
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '-', c == '_', c == '/':
-		default:
-			return errorf(KindInvalidArgument, "entity name %q contains %q; only letters, digits, '.', '-', '_' and '/' are allowed", name, rune(c))
-		}
-	}
-	if name[0] == '/' || name[len(name)-1] == '/' {
-		return errorf(KindInvalidArgument, "entity name %q must not start or end with '/'", name)
-	}
-	if strings.Contains(name, "//") {
-		return errorf(KindInvalidArgument, "entity name %q must not contain an empty segment ('//')", name)
-	}
-	if hasReservedSegment(name) {
-		return errorf(KindInvalidArgument, "entity name %q must not contain the segment %q: it is reserved for subscription paths", name, subscriptionsSegment)
-	}
-	return nil
+	return &Error{Kind: KindInvalidArgument, Msg: err.Error()}
 }
 
 // SubQueue names one of an entity's sub-queues.
@@ -294,7 +288,8 @@ func (p Path) String() string {
 // "queue/$Transfer/$DeadLetterQueue", "topic", "topic/Subscriptions/sub"
 // and the sub-queue paths of a subscription (the "Subscriptions" segment
 // and the suffixes are matched case-insensitively) and validates the
-// names. Whether the entity is a queue or a topic is not known here.
+// names as names of existing entities (names.CheckExisting). Whether the
+// entity is a queue or a topic is not known here.
 func ParsePath(s string) (Path, error) {
 	p := Path{Entity: s}
 	switch {
@@ -306,11 +301,11 @@ func ParsePath(s string) (Path, error) {
 	if i := indexSubscriptions(p.Entity); i >= 0 {
 		p.Subscription = p.Entity[i+len(subscriptionsSegment)+2:]
 		p.Entity = p.Entity[:i]
-		if err := ValidateSubscriptionName(p.Subscription); err != nil {
+		if err := validateExistingName(names.Subscription, p.Subscription); err != nil {
 			return Path{}, err
 		}
 	}
-	if err := ValidateEntityName(p.Entity); err != nil {
+	if err := validateExistingName(names.Entity, p.Entity); err != nil {
 		return Path{}, err
 	}
 	return p, nil

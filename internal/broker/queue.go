@@ -717,7 +717,9 @@ func (q *entity) tickTimers(now int64) (idle bool) {
 		return idle
 	}
 	if err := q.commitLocked(ts, ops, false, now); err != nil {
-		q.b.log.Error("timer work failed; retrying", "queue", q.name, "err", err)
+		q.b.retries.failed("timer "+q.name, "timer work failed; retrying", err, "queue", q.name)
+	} else {
+		q.b.retries.succeeded("timer "+q.name, "timer work recovered", "queue", q.name)
 	}
 	return idle
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/busbarmq/busbar/internal/filter"
 	"github.com/busbarmq/busbar/internal/message"
+	"github.com/busbarmq/busbar/internal/names"
 	"github.com/busbarmq/busbar/internal/store"
 )
 
@@ -171,9 +172,12 @@ func (ev *evaluation) copies() int {
 }
 
 // compileRule validates and compiles r. Its errors are KindInvalidArgument
-// and name what is wrong (with the position, for a syntax error).
+// and name what is wrong (with the position, for a syntax error). The name
+// is checked as an existing rule's (names.CheckExisting): a rule created
+// under the older rule still compiles; new rules are checked by their
+// creators with ValidateRuleName.
 func compileRule(r RuleDescription) (*compiledRule, error) {
-	if err := ValidateRuleName(r.Name); err != nil {
+	if err := validateExistingName(names.Rule, r.Name); err != nil {
 		return nil, err
 	}
 	c := &compiledRule{key: entityKey(r.Name)}
@@ -549,6 +553,11 @@ func ruleNotFound(topic, sub, name string) *Error {
 // subscription's routing (fan-outs already under way keep the old rules).
 func (b *Broker) createRule(topicName, subName string, r RuleDescription, replace bool) (RuleDescription, error) {
 	r = cloneRule(r)
+	if !replace {
+		if err := ValidateRuleName(r.Name); err != nil {
+			return RuleDescription{}, err
+		}
+	}
 	c, err := compileRule(r)
 	if err != nil {
 		return RuleDescription{}, err

@@ -431,9 +431,11 @@ func (t *topic) tick(now int64) (idle bool) {
 	err := t.b.store.Commit(&store.Batch{Ops: ops}, false)
 	t.lock()
 	if err != nil {
-		t.b.log.Error("topic timer work failed", "topic", t.name, "err", err)
+		t.b.retries.failed("topic timer "+t.name, "topic timer work failed; retrying", err, "topic", t.name)
 		t.mu.garbage = append(t.mu.garbage, garbage...)
 		t.garbageN.Store(int32(len(t.mu.garbage)))
+	} else {
+		t.b.retries.succeeded("topic timer "+t.name, "topic timer work recovered", "topic", t.name)
 	}
 	t.rearmLocked()
 	t.mu.Unlock()

@@ -1,10 +1,10 @@
 package broker
 
 import (
-	"strings"
 	"time"
 
 	"github.com/busbarmq/busbar/internal/filter"
+	"github.com/busbarmq/busbar/internal/names"
 )
 
 // Topic, subscription and rule limits (management-and-rules.md §4).
@@ -13,8 +13,8 @@ const (
 	MaxSQLFiltersPerTopic         = 2000 // SQL, true and false filters
 	MaxCorrelationFiltersPerTopic = 100000
 	// MaxSubscriptionNameLength and MaxRuleNameLength: 50 characters.
-	MaxSubscriptionNameLength = 50
-	MaxRuleNameLength         = 50
+	MaxSubscriptionNameLength = names.MaxSubscriptionLength
+	MaxRuleNameLength         = names.MaxRuleLength
 	// DefaultRuleName is the rule a subscription gets when created without
 	// a default rule of its own.
 	DefaultRuleName = "$Default"
@@ -216,8 +216,8 @@ func (p SubscriptionProperties) Validate() error {
 		if f.v == "" {
 			continue
 		}
-		if err := ValidateEntityName(f.v); err != nil {
-			return invalidProp(f.name, "%s", err.(*Error).Msg)
+		if err := names.CheckExisting(names.Entity, f.v); err != nil {
+			return invalidProp(f.name, "%s", err)
 		}
 	}
 	return nil
@@ -246,36 +246,16 @@ func (p SubscriptionProperties) receiving() QueueProperties {
 	return q
 }
 
-// ValidateSubscriptionName checks a subscription name as Service Bus
-// does: 1–50 characters, none of them '/', '\', '?', '#', '@', '*' or a
-// control character (management-and-rules.md §1.13). It may not start
-// with '$' either, which would make its sub-queue paths ambiguous.
+// ValidateSubscriptionName checks a name for a new subscription against
+// Service Bus's naming rule (package names).
 func ValidateSubscriptionName(name string) error {
-	return validateShortName("subscription", name, MaxSubscriptionNameLength, false)
+	return nameError(names.Check(names.Subscription, name))
 }
 
-// ValidateRuleName checks a rule name: like a subscription name, except
-// that it may start with '$' ($Default).
+// ValidateRuleName checks a name for a new rule: like a subscription name,
+// or $Default.
 func ValidateRuleName(name string) error {
-	return validateShortName("rule", name, MaxRuleNameLength, true)
-}
-
-func validateShortName(what, name string, maxLen int, dollar bool) error {
-	if name == "" {
-		return errorf(KindInvalidArgument, "%s name is empty", what)
-	}
-	if n := len([]rune(name)); n > maxLen {
-		return errorf(KindInvalidArgument, "%s name %q is %d characters long; the maximum is %d", what, name, n, maxLen)
-	}
-	if name[0] == '$' && !dollar {
-		return errorf(KindInvalidArgument, "%s name %q must not start with '$'", what, name)
-	}
-	for _, c := range name {
-		if c < 0x20 || c == 0x7f || strings.ContainsRune(`/\?#@*`, c) {
-			return errorf(KindInvalidArgument, "%s name %q contains %q; '/', '\\', '?', '#', '@', '*' and control characters are not allowed", what, name, c)
-		}
-	}
-	return nil
+	return nameError(names.Check(names.Rule, name))
 }
 
 // FilterKind is the kind of a rule's filter.
@@ -364,17 +344,6 @@ type RuleDescription struct {
 // "topic/Subscriptions/name".
 func SubscriptionPath(topic, name string) string {
 	return Path{Entity: topic, Subscription: name}.String()
-}
-
-// hasReservedSegment reports whether an entity name has a segment that
-// would make its paths ambiguous with subscription paths.
-func hasReservedSegment(name string) bool {
-	for seg := range strings.SplitSeq(name, "/") {
-		if strings.EqualFold(seg, subscriptionsSegment) {
-			return true
-		}
-	}
-	return false
 }
 
 const subscriptionsSegment = "Subscriptions"

@@ -6,6 +6,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/spf13/cobra"
+
+	"github.com/busbarmq/busbar/internal/names"
 )
 
 // entityRef is what a messaging command works on: a queue, a topic (send
@@ -105,6 +107,17 @@ func parseEntityPath(arg string) (entityRef, error) {
 		return entityRef{name: strings.Join(segs[:i], "/"), sub: segs[i+1]}, nil
 	}
 	return entityRef{name: arg}, nil
+}
+
+// checkNewName refuses, as a usage error, a name the broker would refuse
+// for a new entity (package names states the rule), without asking it.
+// Commands that work on existing entities do not check: entities created
+// under the looser rule of earlier versions stay manageable.
+func checkNewName(k names.Kind, name string) error {
+	if err := names.Check(k, name); err != nil {
+		return &exitError{code: ExitUsage, err: err}
+	}
+	return nil
 }
 
 // topicName names a topic in messages: topic "events".

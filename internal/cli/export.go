@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/busbarmq/busbar/internal/broker"
 	"github.com/busbarmq/busbar/internal/config"
+	"github.com/busbarmq/busbar/internal/names"
 )
 
 // emulatorNamespace is the namespace name of the emulator's sample
@@ -40,6 +42,11 @@ broker's order. Config.json knows SQL and correlation filters only: a TrueFilter
 is written as the SQL filter 1=1 and a FalseFilter as 1=0, which match the same
 messages (the management API then reports them as SqlFilters).
 
+Entities an earlier Busbar created under names that today's naming rule refuses
+("a/../b", a subscription "my sub") are exported too, each with a warning on
+standard error: busbar serve --config refuses such a file, as it would create
+them, until they are renamed in the file (or deleted from the broker).
+
 Not exported, because Config.json cannot hold them: entity authorization rules,
 and SupportOrdering of queues, which the management API does not report. These
 stop the export with an error naming each one, as writing them would load back
@@ -59,8 +66,14 @@ filter properties that are not strings, numbers or booleans.`,
 			if err != nil {
 				return err
 			}
-			if err := cfg.Validate(config.Options{}); err != nil {
+			// Entities from before the naming rule may have names a new
+			// broker refuses; they are exported all the same (the file is
+			// the broker's topology), each with a warning.
+			if err := cfg.Validate(config.Options{ExistingNames: true}); err != nil {
 				return fmt.Errorf("the exported configuration would not load back: %w", err)
+			}
+			for _, w := range legacyNames(cfg) {
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", w)
 			}
 			data, err := cfg.Marshal()
 			if err != nil {
@@ -388,4 +401,32 @@ func nonEmpty(p *string) *string {
 		return nil
 	}
 	return p
+}
+
+// legacyNames describes each entity of cfg whose name only entities from
+// before the naming rule can have (see package names).
+func legacyNames(cfg *config.EmulatorConfig) []string {
+	var out []string
+	check := func(k names.Kind, what, name string) {
+		err := names.Check(k, name)
+		var ne *names.Error
+		if errors.As(err, &ne) {
+			out = append(out, fmt.Sprintf("%s has a name new entities may not have (%s); busbar serve --config refuses this file until it is renamed there", what, ne.Problem))
+		}
+	}
+	for _, ns := range cfg.Namespaces {
+		for _, q := range ns.Queues {
+			check(names.Entity, queueName(q.Name), q.Name)
+		}
+		for _, t := range ns.Topics {
+			check(names.Entity, topicName(t.Name), t.Name)
+			for _, sub := range t.Subscriptions {
+				check(names.Subscription, subscriptionName(t.Name, sub.Name), sub.Name)
+				for _, r := range sub.Rules {
+					check(names.Rule, ruleName(t.Name, sub.Name, r.Name), r.Name)
+				}
+			}
+		}
+	}
+	return out
 }

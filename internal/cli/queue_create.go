@@ -5,6 +5,8 @@ import (
 
 	sbadmin "github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 	"github.com/spf13/cobra"
+
+	"github.com/busbarmq/busbar/internal/names"
 )
 
 func newQueueCreateCmd(a *app) *cobra.Command {
@@ -28,6 +30,9 @@ Exits with 5 if the queue already exists.`,
 		Args: exactArgs(1, "a queue name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
+			if err := checkNewName(names.Entity, name); err != nil {
+				return err
+			}
 			var props sbadmin.QueueProperties
 			if err := f.apply(cmd.Flags(), &props); err != nil {
 				return err

@@ -5,6 +5,8 @@ import (
 
 	sbadmin "github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 	"github.com/spf13/cobra"
+
+	"github.com/busbarmq/busbar/internal/names"
 )
 
 // ruleFilterHelp describes the filter flags, for rule create and update.
@@ -45,6 +47,9 @@ Exits with 3 if the topic or subscription does not exist, 5 if the rule does.`,
 		Args: exactArgs(3, "a topic, a subscription and a rule name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			topic, sub, name := args[0], args[1], args[2]
+			if err := checkNewName(names.Rule, name); err != nil {
+				return err
+			}
 			filter, err := f.filter(cmd.Flags())
 			if err != nil {
 				return err

@@ -6,6 +6,8 @@ import (
 
 	sbadmin "github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 	"github.com/spf13/cobra"
+
+	"github.com/busbarmq/busbar/internal/names"
 )
 
 func newSubscriptionCreateCmd(a *app) *cobra.Command {
@@ -42,6 +44,9 @@ Exits with 3 if the topic does not exist, 5 if the subscription does.`,
 		Args: exactArgs(2, "a topic and a subscription name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			topic, name := args[0], args[1]
+			if err := checkNewName(names.Subscription, name); err != nil {
+				return err
+			}
 			var props sbadmin.SubscriptionProperties
 			if err := f.apply(cmd.Flags(), &props); err != nil {
 				return err
@@ -54,6 +59,9 @@ Exits with 3 if the topic does not exist, 5 if the subscription does.`,
 			if filter != nil || action != nil || cmd.Flags().Changed("rule-name") {
 				if ruleName == "" {
 					return usageErrorf("--rule-name: empty name")
+				}
+				if err := checkNewName(names.Rule, ruleName); err != nil {
+					return err
 				}
 				if filter == nil {
 					filter = &sbadmin.TrueFilter{}

@@ -6,6 +6,8 @@ import (
 
 	sbadmin "github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 	"github.com/spf13/cobra"
+
+	"github.com/busbarmq/busbar/internal/names"
 )
 
 func newTopicCreateCmd(a *app) *cobra.Command {
@@ -29,6 +31,9 @@ Exits with 5 if a topic or queue of that name already exists.`,
 		Args: exactArgs(1, "a topic name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
+			if err := checkNewName(names.Entity, name); err != nil {
+				return err
+			}
 			var props sbadmin.TopicProperties
 			if err := f.apply(cmd.Flags(), &props); err != nil {
 				return err

@@ -61,8 +61,12 @@
 //     absolute URIs Service Bus stores (sb://host/name, https://host/name)
 //     are accepted; ForwardEntityName extracts the name.
 //   - Queues, Topics, a topic's Subscriptions and Logging may be left out.
-//   - Rule names follow the entity-name pattern, and "$Default" is also
-//     accepted so that an export of a live namespace loads back.
+//   - Queue, topic, subscription and rule names follow Busbar's one naming
+//     rule (package names), which is stricter than the emulator's pattern
+//     where that lets through names that are not Service Bus's ("a/../b")
+//     and accepts "$Default" as a rule name so that an export of a live
+//     namespace loads back. Options.ExistingNames relaxes it to the names
+//     entities from before the rule may have, for checking an export.
 //   - "Subject" is accepted as a synonym of "Label" in a CorrelationFilter.
 //   - An unknown Logging.Type is a warning (Busbar logs by its own settings).
 //

@@ -173,6 +173,12 @@ type Options struct {
 	// e.g. an entity already in the data directory. When nil, such a target
 	// is an error.
 	EntityExists func(namespace, name string) bool
+	// ExistingNames accepts queue, topic, subscription and rule names that
+	// only entities created before Busbar's naming rule can have
+	// (names.CheckExisting): for checking a description of entities that
+	// exist, such as an export. Without it, names must follow the rule
+	// (names.Check), as for any entity a file declares.
+	ExistingNames bool
 }
 
 // maxFileSize bounds what LoadEmulatorConfig reads.

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/busbarmq/busbar/internal/names"
 )
 
 // Service Bus limits checked by the validator (management-and-rules.md
@@ -19,8 +21,8 @@ const (
 	MinDuplicateDetection  = 20 * time.Second
 	MaxDuplicateDetection  = 7 * 24 * time.Hour
 	MinAutoDeleteOnIdle    = 5 * time.Minute
-	MaxEntityNameLength    = 260 // queue and topic paths
-	MaxChildNameLength     = 50  // subscription, rule and namespace names
+	MaxEntityNameLength    = names.MaxEntityLength       // queue and topic paths
+	MaxChildNameLength     = names.MaxSubscriptionLength // subscription, rule and namespace names
 	MaxSQLExpressionLength = 1024
 	MaxUserMetadataLength  = 1024
 	MaxMessageSizeKB       = 102400
@@ -29,7 +31,7 @@ const (
 // DefaultRuleName is the name of the rule Service Bus gives a subscription
 // created without one. It is accepted as a rule name although the emulator's
 // name pattern does not allow '$'.
-const DefaultRuleName = "$Default"
+const DefaultRuleName = names.DefaultRule
 
 type validator struct {
 	opts     Options
@@ -91,29 +93,29 @@ func (v *validator) unique(seen map[string]string, path, name string) {
 }
 
 func (v *validator) namespace(ns *Namespace, path string) {
-	// names holds the declared queues and topics, lower-cased, for the
+	// declared holds the declared queues and topics, lower-cased, for the
 	// uniqueness and forward checks.
-	names := map[string]string{}
+	declared := map[string]string{}
 	for i := range ns.Queues {
 		q := &ns.Queues[i]
 		qp := index(join(path, "Queues"), i)
 		if v.name(join(qp, "Name"), q.Name, nameEntity) {
-			v.unique(names, join(qp, "Name"), q.Name)
+			v.unique(declared, join(qp, "Name"), q.Name)
 		}
 	}
 	for i := range ns.Topics {
 		t := &ns.Topics[i]
 		tp := index(join(path, "Topics"), i)
 		if v.name(join(tp, "Name"), t.Name, nameEntity) {
-			v.unique(names, join(tp, "Name"), t.Name)
+			v.unique(declared, join(tp, "Name"), t.Name)
 		}
 	}
 	for i := range ns.Queues {
 		q := &ns.Queues[i]
 		pp := join(index(join(path, "Queues"), i), "Properties")
 		v.queueProps(&q.Props, pp)
-		v.forward(ns.Name, names, q.Name, join(pp, "ForwardTo"), q.Props.ForwardTo)
-		v.forward(ns.Name, names, q.Name, join(pp, "ForwardDeadLetteredMessagesTo"), q.Props.ForwardDeadLetteredMessagesTo)
+		v.forward(ns.Name, declared, q.Name, join(pp, "ForwardTo"), q.Props.ForwardTo)
+		v.forward(ns.Name, declared, q.Name, join(pp, "ForwardDeadLetteredMessagesTo"), q.Props.ForwardDeadLetteredMessagesTo)
 	}
 	for i := range ns.Topics {
 		t := &ns.Topics[i]
@@ -130,8 +132,8 @@ func (v *validator) namespace(ns *Namespace, path string) {
 			v.subProps(&s.Props, pp)
 			// A subscription is not a forward target, so it cannot name
 			// itself; "" never matches an entity.
-			v.forward(ns.Name, names, "", join(pp, "ForwardTo"), s.Props.ForwardTo)
-			v.forward(ns.Name, names, "", join(pp, "ForwardDeadLetteredMessagesTo"), s.Props.ForwardDeadLetteredMessagesTo)
+			v.forward(ns.Name, declared, "", join(pp, "ForwardTo"), s.Props.ForwardTo)
+			v.forward(ns.Name, declared, "", join(pp, "ForwardDeadLetteredMessagesTo"), s.Props.ForwardDeadLetteredMessagesTo)
 			rules := map[string]string{}
 			for k := range s.Rules {
 				r := &s.Rules[k]
@@ -147,7 +149,7 @@ func (v *validator) namespace(ns *Namespace, path string) {
 
 // forward checks a ForwardTo or ForwardDeadLetteredMessagesTo of the entity
 // self (a queue name, or "" for a subscription).
-func (v *validator) forward(ns string, names map[string]string, self, path string, target *string) {
+func (v *validator) forward(ns string, declared map[string]string, self, path string, target *string) {
 	if target == nil || *target == "" {
 		return
 	}
@@ -156,14 +158,17 @@ func (v *validator) forward(ns string, names map[string]string, self, path strin
 		v.errorf(path, "%q names no entity", *target)
 		return
 	}
-	if !v.name(path, name, nameEntity) {
+	// The target may be an entity that exists already under a name from
+	// before the names rule.
+	if err := names.CheckExisting(names.Entity, name); err != nil {
+		v.errorf(path, "%s", err)
 		return
 	}
 	if self != "" && strings.EqualFold(name, self) {
 		v.errorf(path, "%q is the entity itself; an entity cannot forward to itself", *target)
 		return
 	}
-	if _, ok := names[strings.ToLower(name)]; ok {
+	if _, ok := declared[strings.ToLower(name)]; ok {
 		return
 	}
 	if v.opts.EntityExists != nil && v.opts.EntityExists(ns, name) {
@@ -191,47 +196,60 @@ func ForwardEntityName(target string) string {
 type nameKind int
 
 const (
-	nameEntity    nameKind = iota // queue or topic: may contain '/', ≤ 260
-	nameChild                     // subscription: no '/', ≤ 50
-	nameRule                      // rule: as nameChild, or "$Default"
-	nameNamespace                 // namespace: as nameChild
+	nameEntity    nameKind = iota // queue or topic
+	nameChild                     // subscription
+	nameRule                      // rule
+	nameNamespace                 // namespace: as a subscription
 )
 
-// name checks a name against the emulator's pattern
-// ^[A-Za-z0-9]$|^[A-Za-z0-9][\w-.\/]*[A-Za-z0-9]$ (\w being ASCII here) and
-// the Service Bus limits for its kind. It reports false after an error.
+// name checks a name: a namespace's against the emulator's pattern
+// ^[A-Za-z0-9]$|^[A-Za-z0-9][\w-.]*[A-Za-z0-9]$ (\w being ASCII here) and
+// at most 50 characters, the others against Busbar's one naming rule
+// (package names), or with Options.ExistingNames the rule for names of
+// entities that may exist already. It reports false after an error.
 func (v *validator) name(path, name string, kind nameKind) bool {
+	var k names.Kind
+	switch kind {
+	case nameEntity:
+		k = names.Entity
+	case nameChild:
+		k = names.Subscription
+	case nameRule:
+		k = names.Rule
+	default:
+		return v.namespaceName(path, name)
+	}
 	if name == "" {
 		v.errorf(path, "is required")
 		return false
 	}
-	if kind == nameRule && name == DefaultRuleName {
-		return true
+	check := names.Check
+	if v.opts.ExistingNames {
+		check = names.CheckExisting
 	}
-	slash := kind == nameEntity
+	if err := check(k, name); err != nil {
+		v.errorf(path, "%s", err)
+		return false
+	}
+	return true
+}
+
+func (v *validator) namespaceName(path, name string) bool {
+	if name == "" {
+		v.errorf(path, "is required")
+		return false
+	}
 	ok := alnum(name[0]) && alnum(name[len(name)-1])
 	for i := 0; ok && i < len(name); i++ {
 		c := name[i]
-		ok = alnum(c) || c == '_' || c == '-' || c == '.' || (slash && c == '/')
+		ok = alnum(c) || c == '_' || c == '-' || c == '.'
 	}
 	if !ok {
-		allowed := "letters, digits, '.', '-' and '_'"
-		if slash {
-			allowed = "letters, digits, '.', '-', '_' and '/'"
-		}
-		v.errorf(path, "%q is not a valid name: use only %s, and start and end with a letter or digit", name, allowed)
+		v.errorf(path, "%q is not a valid name: use only letters, digits, '.', '-' and '_', and start and end with a letter or digit", name)
 		return false
 	}
-	if slash && strings.Contains(name, "//") {
-		v.errorf(path, "%q is not a valid name: empty path segment", name)
-		return false
-	}
-	limit := MaxChildNameLength
-	if slash {
-		limit = MaxEntityNameLength
-	}
-	if len(name) > limit {
-		v.errorf(path, "%q is too long (%d characters, at most %d)", name, len(name), limit)
+	if len(name) > MaxChildNameLength {
+		v.errorf(path, "%q is too long (%d characters, at most %d)", name, len(name), MaxChildNameLength)
 		return false
 	}
 	return true

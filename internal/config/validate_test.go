@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/busbarmq/busbar/internal/names"
 )
 
 // checkErrors loads text and compares the error lines with want.
@@ -119,19 +121,22 @@ func TestNames(t *testing.T) {
 	for _, tc := range []struct{ name, text, want string }{
 		{"queue missing", wrap(`{"Properties": {}}`, ``), q0 + `.Name: is required`},
 		{"queue empty", wrap(`{"Name": ""}`, ``), q0 + `.Name: is required`},
-		{"queue space", wrap(`{"Name": "my queue"}`, ``), q0 + `.Name: "my queue" is not a valid name: use only letters, digits, '.', '-', '_' and '/', and start and end with a letter or digit`},
-		{"queue leading slash", wrap(`{"Name": "/q"}`, ``), q0 + `.Name: "/q" is not a valid name: use only letters, digits, '.', '-', '_' and '/', and start and end with a letter or digit`},
-		{"queue trailing dot", wrap(`{"Name": "q."}`, ``), q0 + `.Name: "q." is not a valid name: use only letters, digits, '.', '-', '_' and '/', and start and end with a letter or digit`},
-		{"queue empty segment", wrap(`{"Name": "a//b"}`, ``), q0 + `.Name: "a//b" is not a valid name: empty path segment`},
-		{"queue too long", wrap(`{"Name": "`+long+`"}`, ``), q0 + `.Name: "` + long + `" is too long (261 characters, at most 260)`},
-		{"queue unicode", wrap(`{"Name": "qé"}`, ``), q0 + `.Name: "qé" is not a valid name: use only letters, digits, '.', '-', '_' and '/', and start and end with a letter or digit`},
+		{"queue space", wrap(`{"Name": "my queue"}`, ``), q0 + `.Name: ` + nameErr(names.Entity, "my queue", "it contains ' ', which Service Bus does not allow in names")},
+		{"queue leading slash", wrap(`{"Name": "/q"}`, ``), q0 + `.Name: ` + nameErr(names.Entity, "/q", "it must start and end with a letter or digit")},
+		{"queue trailing dot", wrap(`{"Name": "q."}`, ``), q0 + `.Name: ` + nameErr(names.Entity, "q.", "it must start and end with a letter or digit")},
+		{"queue empty segment", wrap(`{"Name": "a//b"}`, ``), q0 + `.Name: ` + nameErr(names.Entity, "a//b", "it has an empty path segment")},
+		{"queue dot-dot segment", wrap(`{"Name": "a/../b"}`, ``), q0 + `.Name: ` + nameErr(names.Entity, "a/../b", `it has the path segment ".."`)},
+		{"queue dot-dot", wrap(`{"Name": ".."}`, ``), q0 + `.Name: ` + nameErr(names.Entity, "..", "it must start and end with a letter or digit")},
+		{"queue reserved segment", wrap(`{"Name": "a/subscriptions/b"}`, ``), q0 + `.Name: ` + nameErr(names.Entity, "a/subscriptions/b", `it has the path segment "subscriptions", which is reserved for subscription paths`)},
+		{"queue too long", wrap(`{"Name": "`+long+`"}`, ``), q0 + `.Name: ` + nameErr(names.Entity, long, "it is 261 characters long; at most 260 are allowed")},
+		{"queue unicode", wrap(`{"Name": "qé"}`, ``), q0 + `.Name: ` + nameErr(names.Entity, "qé", "it contains 'é', which Service Bus does not allow in names")},
 		{"topic missing", wrap(``, `{"Subscriptions": []}`), t0 + `.Name: is required`},
-		{"sub slash", wrap(``, `{"Name": "t", "Subscriptions": [{"Name": "a/b"}]}`), s0 + `.Name: "a/b" is not a valid name: use only letters, digits, '.', '-' and '_', and start and end with a letter or digit`},
-		{"sub too long", wrap(``, `{"Name": "t", "Subscriptions": [{"Name": "`+strings.Repeat("s", 51)+`"}]}`), s0 + `.Name: "` + strings.Repeat("s", 51) + `" is too long (51 characters, at most 50)`},
+		{"sub slash", wrap(``, `{"Name": "t", "Subscriptions": [{"Name": "a/b"}]}`), s0 + `.Name: ` + nameErr(names.Subscription, "a/b", "it contains '/', which Service Bus does not allow in names")},
+		{"sub too long", wrap(``, `{"Name": "t", "Subscriptions": [{"Name": "`+strings.Repeat("s", 51)+`"}]}`), s0 + `.Name: ` + nameErr(names.Subscription, strings.Repeat("s", 51), "it is 51 characters long; at most 50 are allowed")},
 		{"rule missing", wrap(``, `{"Name": "t", "Subscriptions": [{"Name": "s", "Rules": [{"Properties": {"FilterType": "Sql", "SqlFilter": {"SqlExpression": "1=1"}}}]}]}`),
 			r0 + `.Name: is required`},
 		{"rule dollar", wrap(``, `{"Name": "t", "Subscriptions": [{"Name": "s", "Rules": [{"Name": "$Other", "Properties": {"FilterType": "Sql", "SqlFilter": {"SqlExpression": "1=1"}}}]}]}`),
-			r0 + `.Name: "$Other" is not a valid name: use only letters, digits, '.', '-' and '_', and start and end with a letter or digit`},
+			r0 + `.Name: ` + nameErr(names.Rule, "$Other", "it contains '$', which Service Bus does not allow in names")},
 		{"namespace", `{"UserConfig": {"Namespaces": [{"Name": "-ns"}]}}`, `config: UserConfig.Namespaces[0].Name: "-ns" is not a valid name: use only letters, digits, '.', '-' and '_', and start and end with a letter or digit`},
 	} {
 		checkErrors(t, tc.name, tc.text, tc.want)
@@ -217,7 +222,7 @@ func TestForwardValidation(t *testing.T) {
 		{"undeclared dlq", subWith(`"ForwardDeadLetteredMessagesTo": "nowhere"`), sp0 + `.ForwardDeadLetteredMessagesTo: "nowhere" is not a queue or topic of namespace "sbemulatorns"`},
 		{"self", queueWith(`"ForwardTo": "Q"`), qp0 + `.ForwardTo: "Q" is the entity itself; an entity cannot forward to itself`},
 		{"self dlq", queueWith(`"ForwardDeadLetteredMessagesTo": "q"`), qp0 + `.ForwardDeadLetteredMessagesTo: "q" is the entity itself; an entity cannot forward to itself`},
-		{"bad name", queueWith(`"ForwardTo": "a b"`), qp0 + `.ForwardTo: "a b" is not a valid name: use only letters, digits, '.', '-', '_' and '/', and start and end with a letter or digit`},
+		{"bad name", queueWith(`"ForwardTo": "a b"`), qp0 + `.ForwardTo: ` + nameErr(names.Entity, "a b", "it contains ' ', which Service Bus does not allow in names")},
 		{"uri without entity", queueWith(`"ForwardTo": "sb://host/"`), qp0 + `.ForwardTo: "sb://host/" names no entity`},
 	} {
 		checkErrors(t, tc.name, tc.text, tc.want)
@@ -245,7 +250,7 @@ func TestMultipleErrors(t *testing.T) {
 }`
 	checkErrors(t, "many", text,
 		`config: UserConfig.Namespaces[0].Queues[1].Properties.RequiresSession: must be true or false, not a string`,
-		`config: UserConfig.Namespaces[0].Queues[2].Name: "bad name" is not a valid name: use only letters, digits, '.', '-', '_' and '/', and start and end with a letter or digit`,
+		`config: UserConfig.Namespaces[0].Queues[2].Name: `+nameErr(names.Entity, "bad name", "it contains ' ', which Service Bus does not allow in names"),
 		`config: UserConfig.Namespaces[0].Queues[0].Properties.LockDuration: "PT10M" is out of range (5 s … 5 min)`,
 		`config: UserConfig.Namespaces[0].Queues[0].Properties.MaxDeliveryCount: 0 is out of range (≥ 1)`,
 		`config: UserConfig.Namespaces[0].Queues[2].Properties.ForwardTo: "ghost" is not a queue or topic of namespace "sbemulatorns"`,
@@ -285,4 +290,35 @@ func TestWarningsJoinErrors(t *testing.T) {
 	checkErrors(t, "misspelt Name", wrap(`{"Nmae": "q"}`, ``),
 		q0+`.Name: is required`,
 		q0+`.Nmae: unknown key (did you mean "Name"?)`)
+}
+
+// nameErr is the text of a names.Error.
+func nameErr(k names.Kind, name, problem string) string {
+	return (&names.Error{Kind: k, Name: name, Problem: problem}).Error()
+}
+
+// TestExistingNames: with Options.ExistingNames, names only entities from
+// before the naming rule can have pass (an export of such a broker checks
+// itself this way); without it they are errors that name the entity.
+func TestExistingNames(t *testing.T) {
+	file := `{"UserConfig": {"Namespaces": [{"Name": "ns", "Queues": [{"Name": "a/../b"}, {"Name": "-lead"}],
+		"Topics": [{"Name": "t", "Subscriptions": [{"Name": "my sub", "Rules": [{"Name": "r 1", "Properties": {"FilterType": "Sql", "SqlFilter": {"SqlExpression": "1=1"}}}]}]}]}]}}`
+	if _, err := ParseEmulatorConfig([]byte(file), Options{ExistingNames: true}); err != nil {
+		t.Fatalf("with ExistingNames: %v", err)
+	}
+	_, err := ParseEmulatorConfig([]byte(file), Options{})
+	for _, want := range []string{
+		`UserConfig.Namespaces[0].Queues[0].Name: The queue or topic name "a/../b" is not valid`,
+		`UserConfig.Namespaces[0].Queues[1].Name: The queue or topic name "-lead" is not valid`,
+		`UserConfig.Namespaces[0].Topics[0].Subscriptions[0].Name: The subscription name "my sub" is not valid`,
+		`UserConfig.Namespaces[0].Topics[0].Subscriptions[0].Rules[0].Name: The rule name "r 1" is not valid`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not contain %q", err, want)
+		}
+	}
+	bad := `{"UserConfig": {"Namespaces": [{"Name": "ns", "Queues": [{"Name": "a b"}]}]}}`
+	if _, err := ParseEmulatorConfig([]byte(bad), Options{ExistingNames: true}); err == nil {
+		t.Error("ExistingNames accepted a name no Busbar ever accepted")
+	}
 }

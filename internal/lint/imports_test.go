@@ -35,8 +35,11 @@ var rules = []rule{
 	{From: "internal/vfs", StdlibOnly: true},
 	{From: "internal/message", StdlibOnly: true},
 	{From: "internal/clock", StdlibOnly: true},
+	{From: "internal/version", StdlibOnly: true},
+	// The one entity-name rule; everything that takes a name may import it.
+	{From: "internal/names", StdlibOnly: true},
 	{From: "internal/filter", StdlibOnly: true, Allowed: []string{"internal/message"}},
-	{From: "internal/config", StdlibOnly: true},
+	{From: "internal/config", StdlibOnly: true, Allowed: []string{"internal/names"}},
 	// The protocol layer knows nothing of the broker.
 	{From: "internal/amqp", Forbidden: []string{"internal/broker", "internal/store", "internal/servicebus", "internal/server", "internal/admin"}},
 	// The WebSocket transport carries bytes; it knows nothing of AMQP's

@@ -52,6 +52,7 @@ import (
 	"github.com/busbarmq/busbar/internal/store/filestore"
 	"github.com/busbarmq/busbar/internal/store/memstore"
 	"github.com/busbarmq/busbar/internal/tracing"
+	"github.com/busbarmq/busbar/internal/version"
 )
 
 // Options configure a Server.
@@ -189,7 +190,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	// the admin API's authorisation.
 	mux.Handle(amqpws.Path, &s.ws)
 	mux.Handle(amqpws.Path+"/{$}", &s.ws)
-	s.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	s.httpSrv = &http.Server{Handler: keepDotSegments(mux, &s.admin), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	s.goServe("http", func() error { return s.httpSrv.Serve(s.httpLn) })
 	if o.HTTPSAddr != "" {
 		ln, err := net.Listen("tcp", o.HTTPSAddr)
@@ -291,7 +292,9 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if devCert != "" {
 		attrs = append(attrs, "dev_certificate", devCert)
 	}
+	v := version.Get()
 	log.Info("busbar ready", append(attrs,
+		"version", v.Version, "commit", v.Commit,
 		"data", dataDir,
 		"queues", len(s.broker.ListQueues()),
 		"startup", time.Since(begin).Round(time.Millisecond).String())...)

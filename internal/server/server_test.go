@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/busbarmq/busbar/internal/config"
+	"github.com/busbarmq/busbar/internal/version"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -62,8 +63,9 @@ func get(t *testing.T, url string) (int, string) {
 func TestHealthAndShutdown(t *testing.T) {
 	s := start(t, Options{Memory: true})
 	code, body := get(t, "http://"+s.HTTPAddr().String()+"/health")
-	if code != 200 || body != `{"status":"healthy"}` {
-		t.Fatalf("health = %d %s, want 200 {\"status\":\"healthy\"}", code, body)
+	want := `{"status":"healthy","version":"` + version.Version() + `"}`
+	if code != 200 || body != want {
+		t.Fatalf("health = %d %s, want 200 %s", code, body, want)
 	}
 	stop(t, s)
 	if err := s.Shutdown(context.Background()); err != nil {
@@ -217,7 +219,7 @@ func TestQueueNamedHealth(t *testing.T) {
 	if err != nil || q == nil || q.QueueName != "health" {
 		t.Fatalf("GetQueue health = %+v, %v", q, err)
 	}
-	if code, body := get(t, "http://"+s.HTTPAddr().String()+"/health"); code != 200 || body != `{"status":"healthy"}` {
+	if code, body := get(t, "http://"+s.HTTPAddr().String()+"/health"); code != 200 || !strings.HasPrefix(body, `{"status":"healthy",`) {
 		t.Fatalf("health = %d %s", code, body)
 	}
 }

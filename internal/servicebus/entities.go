@@ -27,10 +27,16 @@ type entityRef struct {
 // not-found error with the cloud's wording naming the whole address (with
 // sub-queue and $management, as the client asked). A topic has no
 // sub-queues: "topic/$DeadLetterQueue" is not found.
+//
+// An address whose names no entity can have (names.CheckExisting: "a b",
+// "q//x") is not found either, with the reason appended.
 func (c *conn) checkEntity(a address) (entityRef, error) {
 	typ, p, err := c.h.broker.Resolve(a.path())
-	if broker.KindOf(err) == broker.KindNotFound {
+	switch broker.KindOf(err) {
+	case broker.KindNotFound:
 		return entityRef{}, notFound(c.entityURI(a.String()))
+	case broker.KindInvalidArgument:
+		return entityRef{}, &broker.Error{Kind: broker.KindNotFound, Msg: entityNotFoundText(c.entityURI(a.String())) + " " + err.Error()}
 	}
 	if err != nil {
 		return entityRef{}, err

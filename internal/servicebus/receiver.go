@@ -206,7 +206,7 @@ func (rl *receiverLink) unsent(ds []*broker.Delivery) {
 			continue
 		}
 		if err := rl.c.h.broker.Release(rl.c.ctx, rl.path, d.LockToken); err != nil && broker.KindOf(err) != broker.KindLockLost && broker.KindOf(err) != broker.KindSessionLockLost {
-			rl.c.log.Info("releasing unsent message", "entity", rl.path, "seq", d.SequenceNumber, "err", err)
+			rl.c.log.Warn("releasing unsent message failed; it is redelivered when its lock expires", "entity", rl.path, "seq", d.SequenceNumber, "err", err)
 		}
 	}
 }

@@ -705,6 +705,24 @@ func TestUnknownEntity(t *testing.T) {
 	}
 }
 
+// TestInvalidNameAddress: an address whose entity name no entity can have
+// is not found, and the description says why; a name the rule refuses for
+// new entities but older data may hold ("x/../y") is simply not found.
+func TestInvalidNameAddress(t *testing.T) {
+	s := servicebustest.Start(t, &servicebustest.Options{Queues: []string{"q", "y"}})
+	c := newClient(t, s.ConnectionString)
+	ctx := testCtx(t, 30*time.Second)
+	err := newSender(t, c, "a b").SendMessage(ctx, &azservicebus.Message{Body: []byte("x")}, nil)
+	if sbCode(err) != azservicebus.CodeNotFound || !strings.Contains(err.Error(), "The messaging entity 'sb://127.0.0.1/a b' could not be found.") ||
+		!strings.Contains(err.Error(), `The queue or topic name "a b" is not valid: it contains ' '`) {
+		t.Errorf("send to \"a b\" = %v; want CodeNotFound with the reason", err)
+	}
+	_, err = newReceiver(t, c, "x/../y", nil).ReceiveMessages(ctx, 1, nil)
+	if sbCode(err) != azservicebus.CodeNotFound || !strings.Contains(err.Error(), "The messaging entity 'sb://127.0.0.1/x/../y' could not be found.") {
+		t.Errorf("receive from x/../y = %v; want CodeNotFound", err)
+	}
+}
+
 func TestWrongKeyUnauthorized(t *testing.T) {
 	s := servicebustest.Start(t, &servicebustest.Options{Queues: []string{"q"}})
 	ctx := testCtx(t, 30*time.Second)

@@ -225,7 +225,7 @@ func (c *conn) Disconnected(err error) {
 	c.cancel()
 	c.wg.Wait()
 	c.h.obs.ConnectionClosed()
-	c.log.Info("connection closed", "reason", err)
+	c.log.Debug("connection closed", "reason", err)
 }
 
 // maxGrants bounds the tokens one connection holds (one per audience).
