@@ -57,6 +57,15 @@ type Options struct {
 	// commits of the followers (store.Follower) the previous one released.
 	// Default 500 µs; negative never waits.
 	FollowerWait time.Duration
+	// MinFreeBytes and MinFreePercent set the low-disk watermark: while
+	// the file system holding Dir has less free space, CheckGrowth refuses
+	// new data (the broker refuses sends and new entities) so that the
+	// space left serves settlements, which free space. With both zero the
+	// watermark is 1 GiB or 5 % of the file system, whichever is smaller;
+	// with one set, that one; with both, the smaller. A negative
+	// MinFreeBytes turns the watermark off.
+	MinFreeBytes   int64
+	MinFreePercent float64
 	// NoSync never calls fsync: Commit(b, true) returns once b is written
 	// to the OS. For benchmarks of a non-durable tier only.
 	NoSync bool
@@ -101,6 +110,9 @@ func (o *Options) setDefaults() error {
 	}
 	if o.FollowerWait == 0 {
 		o.FollowerWait = 500 * time.Microsecond
+	}
+	if o.MinFreePercent < 0 || o.MinFreePercent > 100 {
+		return errors.New("filestore: MinFreePercent must be in [0, 100]")
 	}
 	if o.MaxGroupBytes <= 0 {
 		o.MaxGroupBytes = 4 << 20
