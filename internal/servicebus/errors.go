@@ -43,6 +43,7 @@ const (
 	statusTooLarge     int32 = 413
 	statusInternal     int32 = 500
 	statusUnavailable  int32 = 503
+	statusNoStorage    int32 = 507
 )
 
 // errUnauthorized is a missing or insufficient authorisation found by this
@@ -89,6 +90,17 @@ func entityNotFoundText(entity string) string {
 // ("invalid SQL filter of rule 'r': filter: 1:9: …"; the JS SDK 7.9.5
 // reports GeneralError with that text), and too many filters on the topic
 // amqp:resource-limit-exceeded / 403.
+//
+// A change the store cannot make durable (a full disk, the low-disk
+// watermark, a store stopped by an I/O error) is
+// amqp:resource-limit-exceeded with the store's reason ("the broker's disk
+// is full: N bytes free of M"), 507 (no space) or 503 (stopped) on the
+// management link. Not amqp:internal-error: the Go SDK retries that after
+// recovering the connection, and for a settlement on the receive link
+// go-amqp then finds the delivery already settled by the first attempt
+// and reports success, so the application would be told that a
+// settlement that failed had succeeded. The SDKs treat
+// resource-limit-exceeded as final and hand it to the application.
 func classify(err error) (frames.Symbol, int32) {
 	var ae *auth.Error
 	var ue *errUnauthorized
@@ -124,6 +136,10 @@ func classify(err error) (frames.Symbol, int32) {
 		return frames.ErrCondNotAllowed, statusForbidden
 	case broker.KindClosed:
 		return frames.ErrCondConnectionForced, statusUnavailable
+	case broker.KindNoSpace:
+		return frames.ErrCondResourceLimitExceeded, statusNoStorage
+	case broker.KindStoreFailed:
+		return frames.ErrCondResourceLimitExceeded, statusUnavailable
 	}
 	return frames.ErrCondInternalError, statusInternal
 }
