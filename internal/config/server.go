@@ -362,7 +362,7 @@ func ParseMinFreeDisk(v string) (bytes int64, percent float64, err error) {
 	}
 	if num, ok := strings.CutSuffix(t, "%"); ok {
 		p, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
-		if err != nil || p < 0 || p > 100 {
+		if err != nil || !(p >= 0 && p <= 100) { // NaN too
 			return 0, 0, fmt.Errorf("%q is not a percentage between 0 and 100", v)
 		}
 		return 0, p, nil
@@ -383,7 +383,7 @@ func ParseMinFreeDisk(v string) (bytes int64, percent float64, err error) {
 		}
 	}
 	n, err := strconv.ParseFloat(t, 64)
-	if err != nil || n < 0 || n*mult > 1<<62 {
+	if err != nil || !(n >= 0 && n*mult <= 1<<62) { // NaN and Inf too
 		return 0, 0, fmt.Errorf(`%q is not a size ("2GiB", "500MB"), a percentage ("10%%"), "auto" or 0`, v)
 	}
 	if n == 0 {
