@@ -424,3 +424,110 @@ func TestShutdownOnFullDisk(t *testing.T) {
 		t.Fatalf("after restart %d messages, %d acknowledged", info.Counts.Active, acked)
 	}
 }
+
+// TestDeferredSettlementRetriedEndToEnd: a settlement by lock token (a
+// deferred message, settled on the management link) refused for lack of
+// space is not reported as done and keeps its lock, so the application's
+// retry once space is back succeeds (not "lock lost").
+func TestDeferredSettlementRetriedEndToEnd(t *testing.T) {
+	mnt := tmpfs(t, 8<<20)
+	s := start(t, Options{DataDir: filepath.Join(mnt, "data"), MinFreeBytes: -1, SegmentSize: 256 << 10})
+	defer stop(t, s)
+	props := broker.DefaultQueueProperties()
+	props.LockDuration = 5 * time.Minute
+	if _, err := s.Broker().CreateQueue("q", props); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	client, err := azservicebus.NewClientFromConnectionString(connString(s), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close(ctx)
+	sender, err := client.NewSender("q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sender.Close(ctx)
+	for i := range 31 {
+		if err := sender.SendMessage(ctx, &azservicebus.Message{Body: []byte(fmt.Sprint(i))}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	receiver, err := client.NewReceiverForQueue("q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer receiver.Close(ctx)
+	var held []*azservicebus.ReceivedMessage
+	for len(held) < 31 {
+		ms, err := receiver.ReceiveMessages(ctx, 31-len(held), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, ms...)
+	}
+	if err := receiver.DeferMessage(ctx, held[0], nil); err != nil {
+		t.Fatal(err)
+	}
+	deferred, err := receiver.ReceiveDeferredMessages(ctx, []int64{*held[0].SequenceNumber}, nil)
+	if err != nil || len(deferred) != 1 {
+		t.Fatalf("receive deferred: %v", err)
+	}
+
+	filler := fillDisk(t, mnt)
+	pad := strings.Repeat("x", 1000)
+	for i := 0; ; i++ {
+		if i == 2000 {
+			t.Fatal("2000 sends of 1 KB accepted on a full disk")
+		}
+		if err := sender.SendMessage(ctx, &azservicebus.Message{Body: []byte(pad)}, nil); err != nil {
+			wantNoSpace(t, "send", err)
+			break
+		}
+	}
+	// Use up what is left at the end of the log file: small sends, then
+	// completions.
+	for i := 0; ; i++ {
+		if i == 200 {
+			t.Fatal("200 small sends accepted on a full disk")
+		}
+		if err := sender.SendMessage(ctx, &azservicebus.Message{Body: []byte("s")}, nil); err != nil {
+			wantNoSpace(t, "send", err)
+			break
+		}
+	}
+	for i := 1; ; i++ {
+		if i == len(held) {
+			t.Fatal("30 completions accepted on a full disk")
+		}
+		if err := receiver.CompleteMessage(ctx, held[i], nil); err != nil {
+			wantNoSpace(t, "complete", err)
+			break
+		}
+	}
+	// The Go SDK retries a refused management-link settlement with its
+	// default back-off (4 s, 8 s, 16 s: it does not apply the client's
+	// RetryOptions to settlements) before it reports the refusal; give up
+	// sooner. What matters: it is not reported as done.
+	cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
+	err = receiver.CompleteMessage(cctx, deferred[0], nil)
+	ccancel()
+	if err == nil {
+		t.Fatal("complete of a deferred message on a full disk reported success")
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if err := receiver.CompleteMessage(ctx, deferred[0], nil); err != nil {
+		t.Fatalf("complete of the deferred message with space again: %v", err)
+	}
+	info, err := s.Broker().GetQueue("q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Counts.Deferred != 0 {
+		t.Fatalf("deferred message still there: %+v", info.Counts)
+	}
+}

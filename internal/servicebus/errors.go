@@ -43,7 +43,6 @@ const (
 	statusTooLarge     int32 = 413
 	statusInternal     int32 = 500
 	statusUnavailable  int32 = 503
-	statusNoStorage    int32 = 507
 )
 
 // errUnauthorized is a missing or insufficient authorisation found by this
@@ -94,8 +93,10 @@ func entityNotFoundText(entity string) string {
 // A change the store cannot make durable (a full disk, the low-disk
 // watermark, a store stopped by an I/O error) is
 // amqp:resource-limit-exceeded with the store's reason ("the broker's disk
-// is full: N bytes free of M"), 507 (no space) or 503 (stopped) on the
-// management link. Not amqp:internal-error: the Go SDK retries that after
+// is full: N bytes free of M"), and 503 on the management link: the Go SDK
+// retries a 503 there as it is (a real retry: the request reaches the
+// broker again) and then reports it, where an unknown status such as 507
+// would make it tear down and rebuild the whole connection first. Not amqp:internal-error: the Go SDK retries that after
 // recovering the connection, and for a settlement on the receive link
 // go-amqp then finds the delivery already settled by the first attempt
 // and reports success, so the application would be told that a
@@ -137,7 +138,7 @@ func classify(err error) (frames.Symbol, int32) {
 	case broker.KindClosed:
 		return frames.ErrCondConnectionForced, statusUnavailable
 	case broker.KindNoSpace:
-		return frames.ErrCondResourceLimitExceeded, statusNoStorage
+		return frames.ErrCondResourceLimitExceeded, statusUnavailable
 	case broker.KindStoreFailed:
 		return frames.ErrCondResourceLimitExceeded, statusUnavailable
 	}
