@@ -2,6 +2,7 @@ package filestore
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/busbarmq/busbar/internal/store"
@@ -19,25 +20,38 @@ const (
 	defaultMinFreePercent = 5
 )
 
-// spaceCache remembers the last statfs of the store's file system.
+// spaceCache remembers the last statfs of the store's file system. It is
+// read on every send (CheckGrowth), so reads take no lock.
 type spaceCache struct {
-	mu          sync.Mutex
-	at          time.Time
-	free, total uint64
-	err         error
+	mu          sync.Mutex   // serialises lookups
+	at          atomic.Int64 // time of the last lookup (Unix ns), 0 for none
+	free, total atomic.Uint64
+	err         atomic.Pointer[error]
 }
+
+// forget makes the next freeSpace look again.
+func (c *spaceCache) forget() { c.at.Store(0) }
 
 // freeSpace returns the file system's free and total bytes, looked up at
 // most every spaceRefresh.
 func (s *Store) freeSpace() (free, total uint64, err error) {
 	c := &s.space
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if now := time.Now(); c.at.IsZero() || now.Sub(c.at) >= spaceRefresh {
-		c.free, c.total, c.err = vfs.Space(s.fs, s.opts.Dir)
-		c.at = now
+	now := time.Now().UnixNano()
+	if at := c.at.Load(); at == 0 || now-at >= int64(spaceRefresh) {
+		c.mu.Lock()
+		if at := c.at.Load(); at == 0 || now-at >= int64(spaceRefresh) {
+			f, t, err := vfs.Space(s.fs, s.opts.Dir)
+			c.free.Store(f)
+			c.total.Store(t)
+			c.err.Store(&err)
+			c.at.Store(now)
+		}
+		c.mu.Unlock()
 	}
-	return c.free, c.total, c.err
+	if p := c.err.Load(); p != nil && *p != nil {
+		return 0, 0, *p
+	}
+	return c.free.Load(), c.total.Load(), nil
 }
 
 // minFree is the low-disk watermark for a file system of total bytes; 0
@@ -66,9 +80,7 @@ func (s *Store) minFree(total uint64) uint64 {
 // noSpaceError is the refusal for a write that failed with err (ENOSPC),
 // with the free space as it is now.
 func (s *Store) noSpaceError(err error) *store.NoSpaceError {
-	s.space.mu.Lock()
-	s.space.at = time.Time{} // look again: it changed
-	s.space.mu.Unlock()
+	s.space.forget() // look again: it changed
 	free, total, _ := s.freeSpace()
 	return &store.NoSpaceError{Free: free, Total: total, Err: err}
 }

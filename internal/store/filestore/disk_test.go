@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/busbarmq/busbar/internal/store"
 	"github.com/busbarmq/busbar/internal/store/storetest"
@@ -122,7 +121,7 @@ func TestDiskFullAndBack(t *testing.T) {
 			}
 
 			mem.SetCapacity(1 << 30) // space is back
-			s.space.at = time.Time{} // forget the cached free space
+			s.space.forget()
 			if err := s.Health(); err != nil {
 				t.Fatalf("Health with space again: %v", err)
 			}
@@ -219,13 +218,13 @@ func TestWatermark(t *testing.T) {
 		t.Fatalf("CheckGrowth with the space unknown: %v", err)
 	}
 	mem.SetCapacity(1 << 20)
-	s.space.at = s.space.at.Add(-time.Second) // forget the cached answer
+	s.space.forget()
 	if err := s.CheckGrowth(); err != nil {
 		t.Fatalf("CheckGrowth with room: %v", err)
 	}
 	st := s.Stats()
 	mem.SetCapacity(st.DiskBytes + 40<<10)
-	s.space.at = s.space.at.Add(-time.Second)
+	s.space.forget()
 	err := s.CheckGrowth()
 	var ns *store.NoSpaceError
 	if !errors.As(err, &ns) || ns.MinFree != 50<<10 || ns.Free >= 50<<10 {
@@ -258,4 +257,20 @@ func TestDefaultWatermark(t *testing.T) {
 			t.Errorf("minFree(%d, %v%%, total %d) = %d, want %d", c.bytes, c.percent, c.total, got, c.want)
 		}
 	}
+}
+
+// BenchmarkCheckGrowth is the cost the watermark adds to every send.
+func BenchmarkCheckGrowth(b *testing.B) {
+	s, err := Open(Options{Dir: b.TempDir(), BackgroundInterval: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := s.CheckGrowth(); err != nil && !errors.Is(err, store.ErrNoSpace) {
+				b.Fatal(err)
+			}
+		}
+	})
 }
