@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -174,4 +175,24 @@ func TestLowDisk(t *testing.T) {
 	wantKind(t, e.b.Health(), ErrNoSpace)
 	ds.low.Store(nil)
 	e.send("q", msg("y"))
+}
+
+// TestStoreStopped: a store stopped by an I/O error gives KindStoreFailed
+// with the cause, for sends and settlements alike, and Health says so.
+func TestStoreStopped(t *testing.T) {
+	ds := &diskStore{spyStore: &spyStore{Store: memstore.New()}}
+	e := newEnvOn(t, ds)
+	e.queue("q")
+	e.sendN("q", 1)
+	d := e.recv1("q")
+	ds.mu.Lock()
+	ds.fail = fmt.Errorf("%w: filestore: sync 1.seg: input/output error", store.ErrFailed)
+	ds.mu.Unlock()
+	err := e.b.Send(ctx, "q", []*message.Message{msg("x")})
+	wantKind(t, err, ErrStoreFailed)
+	if !strings.Contains(err.Error(), "input/output error") {
+		t.Fatalf("error %q does not give the cause", err)
+	}
+	wantKind(t, e.b.Complete(ctx, "q", d.LockToken), ErrStoreFailed)
+	wantKind(t, e.b.Health(), ErrStoreFailed)
 }
