@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/busbarmq/busbar/internal/store"
 	"github.com/busbarmq/busbar/internal/store/storetest"
@@ -273,4 +275,46 @@ func BenchmarkCheckGrowth(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestRotationFailureGoesOn: when the next segment cannot be installed
+// (here its rename fails), commits go on in the active segment, later
+// rotations are tried again and succeed, and nothing is lost in a crash.
+func TestRotationFailureGoesOn(t *testing.T) {
+	defer func(d time.Duration) { rotateRetry = d }(rotateRetry)
+	rotateRetry = 0 // try again with the next group
+	for _, what := range []vfs.OpKind{vfs.OpRename, vfs.OpCreate} {
+		t.Run(what.String(), func(t *testing.T) {
+			mem := vfs.NewMem()
+			var fails atomic.Int32
+			fs := vfs.WithErrors(mem, func(op vfs.Op) error {
+				if op.Kind == what && (strings.HasSuffix(op.Path, prepName) || strings.HasSuffix(op.Path, ".seg")) && fails.Add(-1) >= 0 {
+					return syscall.ENOSPC
+				}
+				return nil
+			})
+			s := mustOpen(t, memOpts(fs))
+			want := fill(t, s, 1, 5, true)
+			fails.Store(3)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				commitAll(t, s, want, 100, 400)
+			}()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatal("commits stuck after a failed rotation")
+			}
+			if len(want.Entities[1].Msgs) != 305 {
+				t.Fatalf("%d messages acknowledged, want 305", len(want.Entities[1].Msgs))
+			}
+			for seed := range int64(5) {
+				checkAfterCrash(t, mem, want, seed)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
 }

@@ -433,7 +433,7 @@ func (s *Store) writeGroup(group []*request) (int, error) {
 				// No new segment (the disk is full, say): the active one
 				// grows past SegmentSize meanwhile.
 				s.log.Warn("cannot start a new log segment; the current one grows meanwhile", "err", err)
-				s.w.noRotateUntil = time.Now().Add(time.Second)
+				s.w.noRotateUntil = time.Now().Add(rotateRetry)
 			}
 			buf, bufStart = buf[:0], s.w.off
 			synced = s.syncedLSN.Load()
@@ -490,6 +490,11 @@ func (s *Store) writePart(part []*request, buf []byte, off int64) error {
 	return nil
 }
 
+// rotateRetry is how long the active segment grows past SegmentSize after
+// a failure to start the next one, before the next attempt (a variable
+// for tests).
+var rotateRetry = time.Second
+
 // flush writes buf at off in the active segment.
 func (s *Store) flush(buf []byte, off int64) error {
 	if len(buf) == 0 {
@@ -520,10 +525,12 @@ func (s *Store) rotate() error {
 	if !s.opts.NoPreallocate {
 		s.activeOff.Store(s.opts.SegmentSize) // full: the preparer stops pacing itself
 		seg, ok, err = s.takePrepared(old.id+1, s.w.nextLSN)
+		// Ask for the one after (or another try) even on failure: the
+		// next rotation waits for it.
+		s.prepReq <- struct{}{}
 		if err != nil {
 			return err
 		}
-		s.prepReq <- struct{}{} // and the one after
 	}
 	if !ok {
 		if seg, err = s.createSegment(old.id+1, s.w.nextLSN); err != nil {
