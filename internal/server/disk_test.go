@@ -176,7 +176,11 @@ func TestFullDiskEndToEnd(t *testing.T) {
 	err = receiver.DeadLetterMessage(ctx, held[next+1], nil)
 	wantNoSpace(t, "dead-letter", err)
 	wantNoSpace(t, "send", send("refused"))
-	// Reads go on: peek sees the messages (the locked ones too).
+	// Reads go on: a peek-lock receive (locks are not written)...
+	if ms, err := receiver.ReceiveMessages(ctx, 1, nil); err != nil || len(ms) != 1 {
+		t.Fatalf("receive on a full disk: %d messages, %v", len(ms), err)
+	}
+	// ... and peek, which sees the messages (the locked ones too).
 	peeked, err := receiver.PeekMessages(ctx, 10, &azservicebus.PeekMessagesOptions{FromSequenceNumber: to.Ptr(int64(0))})
 	if err != nil || len(peeked) != 10 {
 		t.Fatalf("peek on a full disk: %d messages, %v", len(peeked), err)
