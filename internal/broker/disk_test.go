@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -186,12 +187,12 @@ func TestStoreStopped(t *testing.T) {
 	e.sendN("q", 1)
 	d := e.recv1("q")
 	ds.mu.Lock()
-	ds.fail = fmt.Errorf("%w: filestore: sync 1.seg: input/output error", store.ErrFailed)
+	ds.fail = fmt.Errorf("%w: filestore: sync /secret/1.seg: %w", store.ErrFailed, &os.PathError{Op: "fdatasync", Path: "/secret/1.seg", Err: syscall.EIO})
 	ds.mu.Unlock()
 	err := e.b.Send(ctx, "q", []*message.Message{msg("x")})
 	wantKind(t, err, ErrStoreFailed)
-	if !strings.Contains(err.Error(), "input/output error") {
-		t.Fatalf("error %q does not give the cause", err)
+	if !strings.Contains(err.Error(), "input/output error") || strings.Contains(err.Error(), "secret") {
+		t.Fatalf("error %q does not give the cause, or shows a path", err)
 	}
 	wantKind(t, e.b.Complete(ctx, "q", d.LockToken), ErrStoreFailed)
 	wantKind(t, e.b.Health(), ErrStoreFailed)

@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"syscall"
 
 	"github.com/busbarmq/busbar/internal/store"
 )
@@ -184,7 +185,13 @@ func storeError(err error) *Error {
 		}
 		return &Error{Kind: KindNoSpace, Msg: "the broker's disk is full"}
 	case errors.Is(err, store.ErrFailed):
-		return &Error{Kind: KindStoreFailed, Msg: "the broker cannot write to its disk until it is restarted", Err: err}
+		// The cause without file names (the store logged those).
+		cause := "I/O error"
+		var errno syscall.Errno
+		if errors.As(err, &errno) {
+			cause = errno.Error()
+		}
+		return &Error{Kind: KindStoreFailed, Msg: "the broker cannot write to its disk until it is restarted: " + cause}
 	}
 	return nil
 }
