@@ -20,7 +20,12 @@
 // A Batch is applied atomically: after a crash either all of its operations
 // are visible on recovery or none are. Commit with sync=true returns only
 // once the batch is durable (fsync'd); concurrent committers share one fsync
-// (group commit). Commit with sync=false returns once the batch is ordered
+// (group commit). A Commit refused with ErrNoSpace applied nothing, now
+// or after a restart, and the store goes on: a later Commit may succeed.
+// After ErrFailed the store takes no writes until it is reopened, and a
+// batch that failed with it may or may not be found then (what reached
+// the disk before the failed fsync is unknown). Commit with sync=false
+// returns once the batch is ordered
 // in the log; it becomes durable with the next synced commit or flush. A
 // committer that runs a closed loop can say so (Follower), so that a store
 // may wait for its next commit before an fsync.
