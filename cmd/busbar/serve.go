@@ -91,11 +91,13 @@ func serve(ctx context.Context, settings config.Server, logger *slog.Logger) err
 			Tenants:        config.SplitList(settings.OIDCTenants),
 			ClockSkew:      settings.OIDCClockSkew,
 		},
-		Salvage:     settings.Salvage,
-		PprofAddr:   settings.PprofAddr,
-		MetricsOpen: settings.MetricsOpen,
-		Logger:      logger,
-		AMQP:        amqp.Config{MaxConnections: settings.MaxConnections, MaxLinks: settings.MaxLinks},
+		Salvage:        settings.Salvage,
+		PprofAddr:      settings.PprofAddr,
+		MetricsOpen:    settings.MetricsOpen,
+		MinFreeBytes:   settings.MinFreeBytes,
+		MinFreePercent: settings.MinFreePercent,
+		Logger:         logger,
+		AMQP:           amqp.Config{MaxConnections: settings.MaxConnections, MaxLinks: settings.MaxLinks},
 	}
 	mode, err := auth.ParseEntraMode(settings.Entra)
 	if err != nil {

@@ -72,6 +72,12 @@ func httpStatus(err error) (status, subCode int, msg string) {
 		return http.StatusForbidden, 40301, be.Error()
 	case broker.KindClosed:
 		return http.StatusServiceUnavailable, 0, "The namespace is shutting down; retry against the restarted server."
+	case broker.KindNoSpace:
+		// The disk is full (or below the low-disk watermark): nothing was
+		// changed; the text gives the free and total bytes.
+		return http.StatusInsufficientStorage, 0, be.Error()
+	case broker.KindStoreFailed:
+		return http.StatusServiceUnavailable, 0, be.Error()
 	default:
 		return http.StatusInternalServerError, 0, internalMsg
 	}

@@ -392,6 +392,8 @@ func TestHTTPStatus(t *testing.T) {
 		{&broker.Error{Kind: broker.KindQuotaExceeded, Msg: "x"}, 403, 40300},
 		{&broker.Error{Kind: broker.KindEntityDisabled, Msg: "x"}, 403, 40301},
 		{&broker.Error{Kind: broker.KindClosed, Msg: "x"}, 503, 0},
+		{&broker.Error{Kind: broker.KindNoSpace, Msg: "x"}, 507, 0},
+		{&broker.Error{Kind: broker.KindStoreFailed, Msg: "x"}, 503, 0},
 		{&broker.Error{Kind: broker.KindInternal, Msg: "x"}, 500, 0},
 		{errors.New("boom"), 500, 0},
 		{badRequest("x"), 400, 40000},

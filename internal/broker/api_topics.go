@@ -129,6 +129,9 @@ func (b *Broker) CreateTopic(name string, p TopicProperties) (TopicInfo, error) 
 	if err := p.Validate(); err != nil {
 		return TopicInfo{}, err
 	}
+	if err := b.checkGrowth(); err != nil {
+		return TopicInfo{}, err
+	}
 	p.AuthorizationRules = slices.Clone(p.AuthorizationRules)
 	b.admin.Lock()
 	defer b.admin.Unlock()
@@ -144,7 +147,7 @@ func (b *Broker) CreateTopic(name string, p TopicProperties) (TopicInfo, error) 
 	now := b.clock.Now().UTC()
 	t := newTopic(b, id, name, p, now)
 	batch.Add(store.Op{Kind: store.OpPutEntity, EntityID: id, Name: name, Data: encodeSpec(t.specLocked())})
-	if err := b.store.Commit(&batch, true); err != nil {
+	if err := b.commitCreateLocked(&batch); err != nil {
 		return TopicInfo{}, internal(err, "creating topic %q", name)
 	}
 	b.mu.Lock()
@@ -223,16 +226,25 @@ func (b *Broker) DeleteTopic(name string) error {
 	return b.deleteTopicLocked(t)
 }
 
-// deleteTopicLocked removes t and its subscriptions from memory, waits
-// for their in-flight work and deletes them from the store in one batch.
-// b.admin is held.
+// deleteTopicLocked deletes t and its subscriptions from the store in
+// one batch, then from memory (so a failed commit changes nothing), and
+// waits for their in-flight work (whose ops, if they reach the store after
+// the delete, are no-ops there). b.admin is held.
 func (b *Broker) deleteTopicLocked(t *topic) error {
+	subs := t.subs.Load().list
+	var batch store.Batch
+	for _, q := range subs {
+		batch.Add(store.Op{Kind: store.OpDeleteEntity, EntityID: q.id})
+	}
+	batch.Add(store.Op{Kind: store.OpDeleteEntity, EntityID: t.id})
+	if err := b.store.Commit(&batch, true); err != nil {
+		return internal(err, "deleting topic %q", t.name)
+	}
 	b.mu.Lock()
 	if b.mu.topics[entityKey(t.name)] == t {
 		delete(b.mu.topics, entityKey(t.name))
 	}
 	b.mu.Unlock()
-	subs := t.subs.Load().list
 	b.timers.Lock()
 	delete(b.timers.byID, t.id)
 	for _, q := range subs {
@@ -252,7 +264,6 @@ func (b *Broker) deleteTopicLocked(t *topic) error {
 	t.fanout.Unlock()
 	t.inflight.Wait()
 
-	var batch store.Batch
 	for _, q := range subs {
 		q.deleted.Store(true)
 		q.lock()
@@ -261,11 +272,6 @@ func (b *Broker) deleteTopicLocked(t *topic) error {
 		q.releaseLocked()
 		q.mu.Unlock()
 		q.inflight.Wait()
-		batch.Add(store.Op{Kind: store.OpDeleteEntity, EntityID: q.id})
-	}
-	batch.Add(store.Op{Kind: store.OpDeleteEntity, EntityID: t.id})
-	if err := b.store.Commit(&batch, true); err != nil {
-		return internal(err, "deleting topic %q", t.name)
 	}
 	return nil
 }
@@ -349,6 +355,9 @@ func (b *Broker) CreateSubscription(topicName, name string, p SubscriptionProper
 	if err != nil {
 		return SubscriptionInfo{}, err
 	}
+	if err := b.checkGrowth(); err != nil {
+		return SubscriptionInfo{}, err
+	}
 	b.admin.Lock()
 	defer b.admin.Unlock()
 	t, err := b.topicByName(topicName)
@@ -377,7 +386,7 @@ func (b *Broker) CreateSubscription(topicName, name string, p SubscriptionProper
 	q.route.Store(newRouting([]*compiledRule{rule}, p))
 	batch.Add(store.Op{Kind: store.OpPutEntity, EntityID: id, Name: q.name, Data: encodeSpec(q.specLocked())})
 	batch.Add(store.Op{Kind: store.OpPutValue, EntityID: id, Key: ruleValueKey(rule.desc.Name), Data: encodeRule(rule.desc)})
-	if err := b.store.Commit(&batch, true); err != nil {
+	if err := b.commitCreateLocked(&batch); err != nil {
 		return SubscriptionInfo{}, internal(err, "creating subscription %q", q.name)
 	}
 	t.subs.Store(set.with(q))
@@ -465,6 +474,19 @@ func (b *Broker) DeleteSubscription(topicName, name string) error {
 // (the data left without any is removed in the same batch as the
 // subscription). b.admin is held.
 func (b *Broker) deleteSubscriptionLocked(t *topic, q *entity) error {
+	// The store first, so that a failed commit changes nothing. Ops of
+	// fan-outs and settlements that reach the store after it are no-ops
+	// there (store rules).
+	var batch store.Batch
+	batch.Add(store.Op{Kind: store.OpDeleteEntity, EntityID: q.id})
+	t.lock()
+	// The copies' sequence numbers survive in the topic (see recovery).
+	batch.Add(store.Op{Kind: store.OpPutValue, EntityID: t.id, Key: valueLastSeq, Data: be64(t.mu.nextSeq - 1)})
+	t.mu.Unlock()
+	if err := b.store.Commit(&batch, true); err != nil {
+		return internal(err, "deleting subscription %q", q.name)
+	}
+
 	t.fanout.Lock()
 	t.subs.Store(t.subs.Load().without(q))
 	t.fanout.Unlock()
@@ -488,21 +510,22 @@ func (b *Broker) deleteSubscriptionLocked(t *topic, q *entity) error {
 	q.wakeAllLocked()
 	q.releaseLocked()
 	q.mu.Unlock()
-	q.inflight.Wait() // their ops reach the store before the delete
+	q.inflight.Wait()
 
 	t.size.Add(-size)
 	t.dropRefs(shared)
-	var batch store.Batch
-	batch.Add(store.Op{Kind: store.OpDeleteEntity, EntityID: q.id})
+	// The shared data left without a reference goes in a second batch
+	// (with the last sequence number as it is now); if that fails, the
+	// topic's next commit takes the garbage along.
+	var tail store.Batch
 	t.lock()
-	// The copies' sequence numbers survive in the topic (see recovery).
-	batch.Add(store.Op{Kind: store.OpPutValue, EntityID: t.id, Key: valueLastSeq, Data: be64(t.mu.nextSeq - 1)})
+	tail.Add(store.Op{Kind: store.OpPutValue, EntityID: t.id, Key: valueLastSeq, Data: be64(t.mu.nextSeq - 1)})
 	garbage := t.takeGarbageLocked()
 	t.mu.Unlock()
-	batch.Ops = t.appendGarbageOps(batch.Ops, garbage)
-	if err := b.store.Commit(&batch, true); err != nil {
+	tail.Ops = t.appendGarbageOps(tail.Ops, garbage)
+	if err := b.store.Commit(&tail, true); err != nil {
 		t.returnGarbage(garbage)
-		return internal(err, "deleting subscription %q", q.name)
+		b.log.Warn("freeing a deleted subscription's shared data failed; retried with the topic's next commit", "subscription", q.name, "err", err)
 	}
 	return nil
 }

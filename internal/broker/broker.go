@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"sync"
@@ -37,6 +38,7 @@ type Options struct {
 // its topic's mutex from under their own, never the other way round.)
 type Broker struct {
 	store store.Store
+	disk  store.DiskChecker // the store's, if it has one
 	clock clock.Clock
 	log   *slog.Logger
 	obs   Observer
@@ -77,6 +79,7 @@ func (b *Broker) now() int64 { return b.clock.Now().UnixNano() }
 func newBroker(opts Options) *Broker {
 	b := &Broker{
 		store: opts.Store,
+		disk:  diskChecker(opts.Store),
 		clock: opts.Clock,
 		log:   opts.Logger,
 		obs:   opts.Observer,
@@ -149,6 +152,13 @@ func (b *Broker) Close() error {
 	}
 	if batch.Len() > 0 {
 		if err := b.store.Commit(&batch, true); err != nil {
+			if errors.Is(err, store.ErrNoSpace) {
+				// Access times and unreferenced shared data only: nothing
+				// acknowledged depends on them (recovery drops such data
+				// again). A full disk must not fail the shutdown.
+				b.log.Warn("no space to save access times on close", "err", err)
+				return nil
+			}
 			return internal(err, "saving access times")
 		}
 	}
@@ -218,6 +228,9 @@ func (b *Broker) CreateQueue(name string, p QueueProperties) (QueueInfo, error) 
 	if err := p.Validate(); err != nil {
 		return QueueInfo{}, err
 	}
+	if err := b.checkGrowth(); err != nil {
+		return QueueInfo{}, err
+	}
 	p.AuthorizationRules = slices.Clone(p.AuthorizationRules)
 	b.admin.Lock()
 	defer b.admin.Unlock()
@@ -236,7 +249,7 @@ func (b *Broker) CreateQueue(name string, p QueueProperties) (QueueInfo, error) 
 	now := b.clock.Now().UTC()
 	q := newEntity(b, id, name, p, now)
 	batch.Add(store.Op{Kind: store.OpPutEntity, EntityID: id, Name: name, Data: encodeSpec(q.specLocked())})
-	if err := b.store.Commit(&batch, true); err != nil {
+	if err := b.commitCreateLocked(&batch); err != nil {
 		return QueueInfo{}, internal(err, "creating queue %q", name)
 	}
 	b.mu.Lock()
@@ -259,6 +272,57 @@ func (b *Broker) lookupQueue(name string) (*entity, Path, error) {
 		return nil, p, errEntityNotFound(name)
 	}
 	return q, p, err
+}
+
+// commitCreateLocked commits batch, which creates an entity (its ops
+// from allocIDLocked first). If the commit fails, the namespace entity
+// that the batch would have created is forgotten, so the next creation
+// adds it again (the id counter stays ahead: ids are never reused).
+func (b *Broker) commitCreateLocked(batch *store.Batch) error {
+	err := b.store.Commit(batch, true)
+	if err != nil && len(batch.Ops) > 0 && batch.Ops[0].Kind == store.OpPutEntity && batch.Ops[0].EntityID == b.nsID {
+		b.nsID = 0
+	}
+	return err
+}
+
+// diskChecker returns st's DiskChecker, nil if it has none.
+func diskChecker(st store.Store) store.DiskChecker {
+	d, _ := st.(store.DiskChecker)
+	return d
+}
+
+// checkGrowth refuses new data (messages, entities) while the store says
+// the disk is below its low-disk watermark or the store has stopped
+// (KindNoSpace, KindStoreFailed). Settlements are not checked: they free
+// space.
+func (b *Broker) checkGrowth() error {
+	if b.disk == nil {
+		return nil
+	}
+	if err := b.disk.CheckGrowth(); err != nil {
+		if e := storeError(err); e != nil {
+			return e
+		}
+		return internal(err, "checking free disk space")
+	}
+	return nil
+}
+
+// Health is nil while the broker's store takes writes, else why not (a
+// KindNoSpace or KindStoreFailed error): the disk is full or below the
+// low-disk watermark, or the store stopped after an I/O error.
+func (b *Broker) Health() error {
+	if b.disk == nil {
+		return nil
+	}
+	if err := b.disk.Health(); err != nil {
+		if e := storeError(err); e != nil {
+			return e
+		}
+		return internal(err, "store health")
+	}
+	return nil
 }
 
 // allocIDLocked returns a fresh entity id and adds to batch the ops that
@@ -391,9 +455,17 @@ func (b *Broker) DeleteQueue(name string) error {
 	return b.deleteLocked(q)
 }
 
-// deleteLocked removes q from memory, waits for its in-flight commits and
-// deletes it from the store. b.admin is held.
+// deleteLocked deletes q from the store, then from memory (so a failed
+// commit changes nothing), and waits for its in-flight commits: those
+// that reach the store after the delete are no-ops there (store rules),
+// their messages gone with the entity, as if sent just before it. b.admin
+// is held.
 func (b *Broker) deleteLocked(q *entity) error {
+	var batch store.Batch
+	batch.Add(store.Op{Kind: store.OpDeleteEntity, EntityID: q.id})
+	if err := b.store.Commit(&batch, true); err != nil {
+		return internal(err, "deleting queue %q", q.name)
+	}
 	b.mu.Lock()
 	if b.mu.queues[entityKey(q.name)] == q {
 		delete(b.mu.queues, entityKey(q.name))
@@ -409,13 +481,7 @@ func (b *Broker) deleteLocked(q *entity) error {
 	q.wakeAllLocked()
 	q.releaseLocked()
 	q.mu.Unlock()
-	q.inflight.Wait() // their ops reach the store before the delete
-
-	var batch store.Batch
-	batch.Add(store.Op{Kind: store.OpDeleteEntity, EntityID: q.id})
-	if err := b.store.Commit(&batch, true); err != nil {
-		return internal(err, "deleting queue %q", q.name)
-	}
+	q.inflight.Wait()
 	return nil
 }
 

@@ -162,6 +162,22 @@
 // may lose that increment. Locks are volatile: after a restart every
 // message is unlocked and its count is what was persisted.
 //
+// # A commit that fails
+//
+// Memory never runs ahead of the store. A send, settlement or entity
+// change whose commit fails changes nothing: the send's placeholders go,
+// a settled message keeps its lock under the same token (so the client's
+// retry finds it once the store takes writes again; the lock still
+// expires on time), an entity is created in memory only after its commit
+// and deleted from memory only after its delete is committed. Store
+// refusals keep their kind: the disk is full or below the store's low-disk
+// watermark (KindNoSpace, with the store's text: "the broker's disk is
+// full: N bytes free of M"), or the store stopped after an I/O error
+// (KindStoreFailed). Sends and entity creation ask the store first
+// (store.DiskChecker.CheckGrowth), so below the watermark they are refused
+// while settlements and deletes, which free space, still go through.
+// Health reports the store's state for the readiness probe.
+//
 // # Memory
 //
 // Per message the broker keeps one 48-byte record (sequence number,

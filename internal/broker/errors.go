@@ -3,6 +3,9 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"syscall"
+
+	"github.com/busbarmq/busbar/internal/store"
 )
 
 // Kind classifies a broker error. The AMQP and HTTP layers map each Kind to
@@ -41,6 +44,15 @@ const (
 	// KindSessionCannotBeLocked: the session is locked by another
 	// receiver.
 	KindSessionCannotBeLocked
+	// KindNoSpace: the change cannot be made durable for lack of disk
+	// space (the disk is full, or below the low-disk watermark for new
+	// messages and entities). Nothing was changed; the same request
+	// succeeds once there is space.
+	KindNoSpace
+	// KindStoreFailed: the store stopped after an I/O error (a failed
+	// fsync) and takes no writes until the broker restarts. Nothing was
+	// changed.
+	KindStoreFailed
 )
 
 var kindNames = [...]string{
@@ -58,6 +70,8 @@ var kindNames = [...]string{
 
 	KindSessionLockLost:       "SessionLockLost",
 	KindSessionCannotBeLocked: "SessionCannotBeLocked",
+	KindNoSpace:               "NoSpace",
+	KindStoreFailed:           "StoreFailed",
 }
 
 func (k Kind) String() string {
@@ -109,6 +123,8 @@ var (
 
 	ErrSessionLockLost       = &Error{Kind: KindSessionLockLost, Msg: "broker: session lock lost"}
 	ErrSessionCannotBeLocked = &Error{Kind: KindSessionCannotBeLocked, Msg: "broker: session cannot be locked"}
+	ErrNoSpace               = &Error{Kind: KindNoSpace, Msg: "broker: no disk space"}
+	ErrStoreFailed           = &Error{Kind: KindStoreFailed, Msg: "broker: store failed"}
 )
 
 var sentinels = [...]*Error{
@@ -126,6 +142,8 @@ var sentinels = [...]*Error{
 
 	KindSessionLockLost:       ErrSessionLockLost,
 	KindSessionCannotBeLocked: ErrSessionCannotBeLocked,
+	KindNoSpace:               ErrNoSpace,
+	KindStoreFailed:           ErrStoreFailed,
 }
 
 // KindOf returns the Kind of err: the Kind of the first *Error in its
@@ -142,8 +160,40 @@ func errorf(kind Kind, format string, args ...any) *Error {
 	return &Error{Kind: kind, Msg: fmt.Sprintf(format, args...)}
 }
 
+// internal wraps a failure of the store (or another unexpected error).
+// A store that refused for lack of space or has stopped gives its own
+// kind and, as the message, its own text (which says why: "the broker's
+// disk is full: N bytes free of M"); the context is kept for the log.
 func internal(err error, format string, args ...any) *Error {
+	if e := storeError(err); e != nil {
+		e.Msg = e.Msg + " (" + fmt.Sprintf(format, args...) + ")"
+		return e
+	}
 	return &Error{Kind: KindInternal, Msg: fmt.Sprintf(format, args...), Err: err}
+}
+
+// storeError is the broker error for a store refusal (no space, stopped),
+// nil for any other error.
+func storeError(err error) *Error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, store.ErrNoSpace):
+		var ns *store.NoSpaceError
+		if errors.As(err, &ns) {
+			return &Error{Kind: KindNoSpace, Msg: ns.Error()}
+		}
+		return &Error{Kind: KindNoSpace, Msg: "the broker's disk is full"}
+	case errors.Is(err, store.ErrFailed):
+		// The cause without file names (the store logged those).
+		cause := "I/O error"
+		var errno syscall.Errno
+		if errors.As(err, &errno) {
+			cause = errno.Error()
+		}
+		return &Error{Kind: KindStoreFailed, Msg: "the broker cannot write to its disk until it is restarted: " + cause}
+	}
+	return nil
 }
 
 // Service Bus wording for the errors SDKs and users recognise.

@@ -559,6 +559,32 @@ func (q *entity) unlockRecLocked(sub SubQueue, r *rec) {
 	}
 }
 
+// relockLocked locks r again under tok until until, after a settlement
+// of it failed to commit (see transition.relock). It does nothing and
+// reports false if that cannot be: r is locked again already, the token
+// was reused, or r's session is no longer held.
+func (q *entity) relockLocked(sub SubQueue, r *rec, tok uuid.UUID, until, now int64) bool {
+	sq := &q.mu.subs[sub]
+	if r.locked() || sq.locked == nil || q.mu.locks == nil {
+		return false
+	}
+	if _, taken := q.mu.locks[tok]; taken {
+		return false
+	}
+	if r.sess != 0 && sub == SubQueueMain {
+		s := q.sessionByNumLocked(r.sess)
+		if s == nil || !q.sessionHeldLocked(r.sess, now) {
+			return false
+		}
+		s.locked[r.seq] = struct{}{}
+	}
+	r.until = until
+	q.mu.locks[tok] = lockRef{seq: r.seq, sub: sub}
+	sq.locked[r.seq] = tok
+	q.armRecLocked(sub, r, 0) // its lock expiry
+	return true
+}
+
 // lockedRecLocked resolves a lock token of sub to its record, or reports
 // the lock lost (unknown, used, expired, or of another sub-queue).
 func (q *entity) lockedRecLocked(sub SubQueue, tok uuid.UUID, now int64) (*rec, error) {
@@ -741,6 +767,14 @@ type transition struct {
 	reason, desc string
 
 	newSize int32 // set by persist when the data was rewritten
+
+	// relock is the lock a settlement took off the record (with its
+	// expiry, relockUntil): if the commit fails, the record is locked
+	// again under the same token rather than made available, so that the
+	// client's retry finds its lock and the failure reaches it as the
+	// cause, not as a lost lock.
+	relock      uuid.UUID
+	relockUntil int64
 }
 
 func (t *transition) needsData() bool { return !t.remove && (t.props != nil || t.deadLetter) }
@@ -987,6 +1021,9 @@ func (q *entity) applyLocked(ts []transition, err error, now int64) {
 			unref = append(unref, t.seq)
 		}
 		if err != nil {
+			if t.relock != (uuid.UUID{}) && q.relockLocked(t.from, r, t.relock, t.relockUntil, now) {
+				continue
+			}
 			q.armRecLocked(t.from, r, notBefore)
 			if r.available() {
 				q.makeAvailableLocked(t.from, r)

@@ -65,7 +65,12 @@ func Open(opts Options) (*Broker, error) {
 	}
 	if len(rc.drop) > 0 {
 		if err := b.store.Commit(&store.Batch{Ops: rc.drop}, false); err != nil {
-			return nil, internal(err, "dropping expired duplicate-detection history")
+			if !errors.Is(err, store.ErrNoSpace) {
+				return nil, internal(err, "dropping expired duplicate-detection history")
+			}
+			// Housekeeping only (the next start drops them again): a
+			// full disk must not keep the broker from starting.
+			b.log.Warn("no space to drop expired duplicate-detection history and orphaned data", "err", err)
 		}
 	}
 	b.log.Info("broker recovered", "entities", len(rc.order), "topics", len(rc.topics), "messages", rc.messages)

@@ -151,6 +151,9 @@ func (b *Broker) enqueue(ctx context.Context, path string, msgs []*message.Messa
 	if len(msgs) == 0 {
 		return nil, nil
 	}
+	if err := b.checkGrowth(); err != nil {
+		return nil, err
+	}
 	nowT := b.clock.Now()
 	pend, total, err := encodeSends(msgs, at, schedule, nowT)
 	if err != nil {

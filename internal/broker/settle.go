@@ -74,8 +74,11 @@ func (b *Broker) CompleteBatch(ctx context.Context, path string, toks []uuid.UUI
 			errs[i] = err
 			continue
 		}
+		until := r.until
 		q.unlockRecLocked(sub, r)
-		ts = append(ts, removeTransitionLocked(sub, r))
+		t := removeTransitionLocked(sub, r)
+		t.relock, t.relockUntil = tok, until
+		ts = append(ts, t)
 		done = append(done, i)
 	}
 	if len(ts) == 0 {
@@ -158,6 +161,7 @@ func (b *Broker) settle(ctx context.Context, path string, tok uuid.UUID, k settl
 		return errorf(KindNotAllowed, "A message in '%s' cannot be dead-lettered: it is already in a dead-letter queue.", q.path(sub))
 	}
 	q.touchLocked(now)
+	until := r.until
 	var t transition
 	switch k {
 	case settleComplete:
@@ -180,6 +184,7 @@ func (b *Broker) settle(ctx context.Context, path string, tok uuid.UUID, k settl
 		next.state = StateDeferred
 		t = updateTransitionLocked(sub, sub, r, next, props)
 	}
+	t.relock, t.relockUntil = tok, until // a failed commit keeps the lock
 	return q.commitLocked([]transition{t}, q.saveAccessedLocked(nil), true, now)
 }
 

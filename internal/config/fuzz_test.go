@@ -62,3 +62,21 @@ func corpusString(t *testing.T, name string, b []byte) string {
 	}
 	return s
 }
+
+// FuzzParseMinFreeDisk checks that no --min-free-disk value makes the
+// parser panic or return an out-of-range watermark. Its seeds are in
+// testdata/fuzz/FuzzParseMinFreeDisk.
+func FuzzParseMinFreeDisk(f *testing.F) {
+	f.Fuzz(func(t *testing.T, v string) {
+		b, p, err := ParseMinFreeDisk(v)
+		if err != nil {
+			if b != 0 || p != 0 || err.Error() == "" {
+				t.Fatalf("%q: %d, %v with error %v", v, b, p, err)
+			}
+			return
+		}
+		if b < -1 || p < 0 || p > 100 || p != p || (b != 0 && p != 0) {
+			t.Fatalf("%q: out of range: %d bytes, %v %%", v, b, p)
+		}
+	})
+}

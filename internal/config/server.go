@@ -57,6 +57,10 @@ type Server struct {
 	PprofAddr string // host:port serving Go runtime profiles (/debug/pprof/); "" for none
 
 	MetricsOpen bool // serve GET /metrics without authentication
+	// MinFreeBytes and MinFreePercent are the low-disk watermark
+	// (--min-free-disk, see ParseMinFreeDisk); both zero is "auto".
+	MinFreeBytes   int64
+	MinFreePercent float64
 }
 
 // Server defaults.
@@ -75,6 +79,9 @@ const (
 	// users' most common complaint.
 	DefaultMaxConnections = 10000
 	DefaultMaxLinks       = 4096
+
+	// DefaultMinFreeDisk: 1 GiB or 5 % of the disk, whichever is smaller.
+	DefaultMinFreeDisk = "auto"
 )
 
 // DefaultServer returns the settings busbar serve uses when nothing is set.
@@ -146,6 +153,7 @@ func ServerSettings() []Setting {
 		{Name: "max-links", Env: "BUSBAR_MAX_LINKS", Default: strconv.Itoa(DefaultMaxLinks), Usage: "most links attached on one AMQP connection (0: unlimited)"},
 		{Name: "salvage", Env: "BUSBAR_SALVAGE", Default: "false", Usage: "open a damaged data directory, dropping records that cannot be read", Bool: true},
 		{Name: "metrics-open", Env: "BUSBAR_METRICS_OPEN", Default: "false", Usage: "serve GET /metrics without authentication (by default it needs a token granting Manage, as the admin API)", Bool: true},
+		{Name: "min-free-disk", Env: "BUSBAR_MIN_FREE_DISK", Default: DefaultMinFreeDisk, Usage: `free disk space below which new messages and entities are refused, so settlements still succeed: a size ("2GiB", "500MB"), a share of the disk ("10%"), "auto" (1 GiB or 5 %, whichever is smaller) or 0 (off)`},
 		{Name: "pprof", Env: "BUSBAR_PPROF", Usage: "serve Go runtime profiles (/debug/pprof/) on this address (host:port, unauthenticated: keep it on loopback); off when empty"},
 	}
 }
@@ -221,6 +229,12 @@ func (s *Server) Set(name, value string) error {
 		case "metrics-open":
 			s.MetricsOpen = b
 		}
+	case "min-free-disk":
+		b, p, err := ParseMinFreeDisk(value)
+		if err != nil {
+			return &FieldError{Path: name, Msg: err.Error()}
+		}
+		s.MinFreeBytes, s.MinFreePercent = b, p
 	case "log-format":
 		s.LogFormat = strings.ToLower(strings.TrimSpace(value))
 	case "log-level":
@@ -444,4 +458,49 @@ func (s Server) PolicyList() ([]PolicySpec, error) {
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// ParseMinFreeDisk reads a low-disk watermark: "auto" (0, 0: the store's
+// default, 1 GiB or 5 % of the disk, whichever is smaller), "0" or "off"
+// (bytes -1: none), a percentage of the disk ("10%"), or a size in bytes
+// with an optional unit (B, KB, MB, GB, TB in powers of 1000; K, KiB, M,
+// MiB, G, GiB, T, TiB in powers of 1024; case-insensitive).
+func ParseMinFreeDisk(v string) (bytes int64, percent float64, err error) {
+	t := strings.ToLower(strings.TrimSpace(v))
+	switch t {
+	case "auto", "":
+		return 0, 0, nil
+	case "0", "off", "0%":
+		return -1, 0, nil
+	}
+	if num, ok := strings.CutSuffix(t, "%"); ok {
+		p, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+		if err != nil || !(p >= 0 && p <= 100) { // NaN too
+			return 0, 0, fmt.Errorf("%q is not a percentage between 0 and 100", v)
+		}
+		return 0, p, nil
+	}
+	units := []struct {
+		suffix string
+		mult   float64
+	}{
+		{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}, {"tib", 1 << 40},
+		{"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9}, {"tb", 1e12},
+		{"k", 1 << 10}, {"m", 1 << 20}, {"g", 1 << 30}, {"t", 1 << 40}, {"b", 1},
+	}
+	mult := 1.0
+	for _, u := range units {
+		if num, ok := strings.CutSuffix(t, u.suffix); ok {
+			t, mult = strings.TrimSpace(num), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseFloat(t, 64)
+	if err != nil || !(n >= 0 && n*mult <= 1<<62) { // NaN and Inf too
+		return 0, 0, fmt.Errorf(`%q is not a size ("2GiB", "500MB"), a percentage ("10%%"), "auto" or 0`, v)
+	}
+	if n == 0 {
+		return -1, 0, nil
+	}
+	return int64(n * mult), 0, nil
 }

@@ -238,3 +238,33 @@ func TestEffectiveConfigFile(t *testing.T) {
 		t.Fatalf("BUSBAR_CONFIG_SEARCH: %v, %q", err, s.ConfigSearch)
 	}
 }
+
+func TestParseMinFreeDisk(t *testing.T) {
+	for _, c := range []struct {
+		in      string
+		bytes   int64
+		percent float64
+		bad     bool
+	}{
+		{in: "auto"}, {in: ""}, {in: "0", bytes: -1}, {in: "off", bytes: -1}, {in: "0%", bytes: -1},
+		{in: "10%", percent: 10}, {in: "2.5 %", percent: 2.5},
+		{in: "2GiB", bytes: 2 << 30}, {in: "500MB", bytes: 500e6}, {in: "64k", bytes: 64 << 10}, {in: "4096", bytes: 4096},
+		{in: "1.5G", bytes: 3 << 29},
+		{in: "-1", bad: true}, {in: "101%", bad: true}, {in: "lots", bad: true}, {in: "5 parsecs", bad: true},
+	} {
+		b, p, err := ParseMinFreeDisk(c.in)
+		if c.bad {
+			if err == nil {
+				t.Errorf("%q: no error", c.in)
+			}
+			continue
+		}
+		if err != nil || b != c.bytes || p != c.percent {
+			t.Errorf("%q: %d, %v, %v; want %d, %v", c.in, b, p, err, c.bytes, c.percent)
+		}
+	}
+	s := DefaultServer()
+	if err := s.Set("min-free-disk", "10%"); err != nil || s.MinFreePercent != 10 {
+		t.Fatalf("Set: %v %+v", err, s)
+	}
+}

@@ -5,34 +5,84 @@ import (
 	"net/http"
 	"sync/atomic"
 
+	"github.com/busbarmq/busbar/internal/broker"
 	"github.com/busbarmq/busbar/internal/version"
 )
 
-// health answers GET /health: 503 until the broker is ready to serve,
-// 200 {"status":"healthy","version":"…"} after, and 503 again once
-// shutdown has begun. The version is the running build's (package version).
+// health answers the probes:
+//
+//	GET /health        liveness: 503 {"status":"unavailable"} until the
+//	                   broker serves and once shutdown has begun; 503
+//	                   {"status":"failed","reason":…} when the store stopped
+//	                   after an I/O error (only a restart recovers it);
+//	                   otherwise 200 {"status":"healthy"}, or 200
+//	                   {"status":"degraded","reason":…} while the disk is
+//	                   full or below the low-disk watermark (a restart would
+//	                   not help: the broker resumes by itself once there is
+//	                   space).
+//	GET /health/ready  readiness: 200 {"status":"ready"} only when the broker
+//	                   serves and can take new messages; else 503 with the
+//	                   status and the reason (starting, stopping, the disk is
+//	                   full or below the watermark, the store stopped).
+//
+// Every body also carries the running build's version (package version).
 type health struct {
 	ready atomic.Bool
+	// check is the broker's Health once it exists.
+	check atomic.Pointer[func() error]
 }
 
-func (h *health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+type healthBody struct {
+	Status  string `json:"status"`
+	Reason  string `json:"reason,omitempty"`
+	Version string `json:"version"`
+}
+
+func (h *health) setCheck(f func() error) { h.check.Store(&f) }
+
+// state is the store's problem, if any, once the broker serves.
+func (h *health) state() error {
+	if f := h.check.Load(); f != nil {
+		return (*f)()
+	}
+	return nil
+}
+
+func writeHealth(w http.ResponseWriter, status int, body healthBody) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	if !h.ready.Load() {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write(healthBody("unavailable"))
-		return
-	}
-	_, _ = w.Write(healthBody("healthy"))
+	w.WriteHeader(status)
+	body.Version = version.Version()
+	_ = json.NewEncoder(w).Encode(body)
 }
 
-// healthBody is the /health JSON: the status and the build's version.
-func healthBody(status string) []byte {
-	b, _ := json.Marshal(struct {
-		Status  string `json:"status"`
-		Version string `json:"version"`
-	}{status, version.Version()})
-	return append(b, '\n')
+// ServeHTTP answers GET /health (liveness).
+func (h *health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !h.ready.Load() {
+		writeHealth(w, http.StatusServiceUnavailable, healthBody{Status: "unavailable"})
+		return
+	}
+	switch err := h.state(); {
+	case err == nil:
+		writeHealth(w, http.StatusOK, healthBody{Status: "healthy"})
+	case broker.KindOf(err) == broker.KindNoSpace:
+		writeHealth(w, http.StatusOK, healthBody{Status: "degraded", Reason: err.Error()})
+	default:
+		writeHealth(w, http.StatusServiceUnavailable, healthBody{Status: "failed", Reason: err.Error()})
+	}
+}
+
+// serveReady answers GET /health/ready (readiness).
+func (h *health) serveReady(w http.ResponseWriter, r *http.Request) {
+	if !h.ready.Load() {
+		writeHealth(w, http.StatusServiceUnavailable, healthBody{Status: "not ready", Reason: "the broker is starting or stopping"})
+		return
+	}
+	if err := h.state(); err != nil {
+		writeHealth(w, http.StatusServiceUnavailable, healthBody{Status: "not ready", Reason: err.Error()})
+		return
+	}
+	writeHealth(w, http.StatusOK, healthBody{Status: "ready"})
 }
 
 // lateHandler serves 503 until its handler is set: the admin API needs the

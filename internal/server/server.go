@@ -77,6 +77,15 @@ type Options struct {
 	// Salvage opens a damaged data directory, dropping what cannot be read.
 	Salvage bool
 
+	// MinFreeBytes and MinFreePercent are the low-disk watermark below
+	// which new messages and entities are refused (filestore.Options);
+	// both zero: 1 GiB or 5 % of the disk, whichever is smaller; a
+	// negative MinFreeBytes: none.
+	MinFreeBytes   int64
+	MinFreePercent float64
+	// SegmentSize is the store's log segment size; 0 means its default.
+	SegmentSize int64
+
 	// Policies are the shared access policies clients sign tokens with;
 	// empty means the emulator's RootManageSharedAccessKey / SAS_KEY_VALUE.
 	Policies []auth.Policy
@@ -175,6 +184,13 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		}
 		s.health.ServeHTTP(w, r)
 	}))
+	mux.Handle("GET /health/ready", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Has("api-version") {
+			s.admin.ServeHTTP(w, r)
+			return
+		}
+		s.health.serveReady(w, r)
+	}))
 	// GET /metrics likewise, with an entity named "metrics" reached the
 	// same way.
 	s.metrics = metrics.New()
@@ -210,7 +226,8 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if o.Memory {
 		s.store = memstore.New()
 	} else {
-		fs, err := filestore.Open(filestore.Options{Dir: o.DataDir, Salvage: o.Salvage, Logger: log.With("component", "store"), SyncObserver: s.metrics})
+		fs, err := filestore.Open(filestore.Options{Dir: o.DataDir, Salvage: o.Salvage, Logger: log.With("component", "store"),
+			MinFreeBytes: o.MinFreeBytes, MinFreePercent: o.MinFreePercent, SegmentSize: o.SegmentSize, SyncObserver: s.metrics})
 		if err != nil {
 			return nil, fmt.Errorf("open data directory %s: %w", o.DataDir, err)
 		}
@@ -274,6 +291,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	s.wsH = amqpws.NewHandler(s.amqp.ServeConn, log.With("component", "amqpws"))
 	s.ws.set(s.wsH)
 
+	s.health.setCheck(s.broker.Health)
 	s.health.ready.Store(true)
 	dataDir := o.DataDir
 	if o.Memory {

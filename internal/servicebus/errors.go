@@ -89,6 +89,19 @@ func entityNotFoundText(entity string) string {
 // ("invalid SQL filter of rule 'r': filter: 1:9: …"; the JS SDK 7.9.5
 // reports GeneralError with that text), and too many filters on the topic
 // amqp:resource-limit-exceeded / 403.
+//
+// A change the store cannot make durable (a full disk, the low-disk
+// watermark, a store stopped by an I/O error) is
+// amqp:resource-limit-exceeded with the store's reason ("the broker's disk
+// is full: N bytes free of M"), and 503 on the management link: the Go SDK
+// retries a 503 there as it is (a real retry: the request reaches the
+// broker again) and then reports it, where an unknown status such as 507
+// would make it tear down and rebuild the whole connection first. Not amqp:internal-error: the Go SDK retries that after
+// recovering the connection, and for a settlement on the receive link
+// go-amqp then finds the delivery already settled by the first attempt
+// and reports success, so the application would be told that a
+// settlement that failed had succeeded. The SDKs treat
+// resource-limit-exceeded as final and hand it to the application.
 func classify(err error) (frames.Symbol, int32) {
 	var ae *auth.Error
 	var ue *errUnauthorized
@@ -124,6 +137,10 @@ func classify(err error) (frames.Symbol, int32) {
 		return frames.ErrCondNotAllowed, statusForbidden
 	case broker.KindClosed:
 		return frames.ErrCondConnectionForced, statusUnavailable
+	case broker.KindNoSpace:
+		return frames.ErrCondResourceLimitExceeded, statusUnavailable
+	case broker.KindStoreFailed:
+		return frames.ErrCondResourceLimitExceeded, statusUnavailable
 	}
 	return frames.ErrCondInternalError, statusInternal
 }

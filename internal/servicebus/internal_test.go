@@ -94,6 +94,8 @@ func TestClassify(t *testing.T) {
 		{badRequest("x"), "amqp:not-allowed", 400},
 		{broker.ErrNotAllowed, "amqp:not-allowed", 403},
 		{broker.ErrClosed, "amqp:connection:forced", 503},
+		{broker.ErrNoSpace, "amqp:resource-limit-exceeded", 503},
+		{broker.ErrStoreFailed, "amqp:resource-limit-exceeded", 503},
 		{broker.ErrInternal, "amqp:internal-error", 500},
 		{errors.New("anything else"), "amqp:internal-error", 500},
 	} {

@@ -36,3 +36,19 @@ type Compacter interface {
 type SyncObserver interface {
 	Synced(d time.Duration, commits int)
 }
+
+// DiskChecker is implemented by stores that keep their data on a disk
+// that can fill up or fail.
+type DiskChecker interface {
+	// CheckGrowth tells whether new data (a send, a new entity) should be
+	// taken now: nil, or a *NoSpaceError while the disk's free space is
+	// below the low-disk watermark, or the error that stopped the store
+	// (ErrFailed). Settlements are not asked: they free space. It is cheap
+	// (the free space is looked up at most every few hundred
+	// milliseconds).
+	CheckGrowth() error
+	// Health is nil while the store takes writes; otherwise why not: a
+	// *NoSpaceError while the disk is full (the last write failed for
+	// lack of space) or below the watermark, or the ErrFailed error.
+	Health() error
+}

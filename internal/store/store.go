@@ -20,7 +20,12 @@
 // A Batch is applied atomically: after a crash either all of its operations
 // are visible on recovery or none are. Commit with sync=true returns only
 // once the batch is durable (fsync'd); concurrent committers share one fsync
-// (group commit). Commit with sync=false returns once the batch is ordered
+// (group commit). A Commit refused with ErrNoSpace applied nothing, now
+// or after a restart, and the store goes on: a later Commit may succeed.
+// After ErrFailed the store takes no writes until it is reopened, and a
+// batch that failed with it may or may not be found then (what reached
+// the disk before the failed fsync is unknown). Commit with sync=false
+// returns once the batch is ordered
 // in the log; it becomes durable with the next synced commit or flush. A
 // committer that runs a closed loop can say so (Follower), so that a store
 // may wait for its next commit before an fsync.
@@ -46,7 +51,10 @@
 //     message. Data is never required to be kept in memory.
 package store
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Errors shared by all implementations.
 var (
@@ -57,7 +65,43 @@ var (
 	// ErrCorrupt marks unrecoverable corruption; test with errors.Is. The
 	// wrapping error names the file and offset.
 	ErrCorrupt = errors.New("store: corrupt")
+	// ErrNoSpace marks a commit refused for lack of disk space (a
+	// *NoSpaceError); test with errors.Is. Nothing of the batch was
+	// applied, and the store goes on: a later commit succeeds once there
+	// is space again.
+	ErrNoSpace = errors.New("store: no space left")
+	// ErrFailed marks a store stopped by an I/O error it cannot recover
+	// from while running (a failed fsync: what reached the disk is
+	// unknown); every later Commit and Sync fails with it until the store
+	// is reopened. Test with errors.Is.
+	ErrFailed = errors.New("store: stopped after an I/O error, restart to recover")
 )
+
+// NoSpaceError is a refusal for lack of disk space: the disk is full, or
+// its free space is below the store's low-disk watermark (MinFree > 0),
+// where new data is refused so that settlements, which free space, still
+// succeed. It matches ErrNoSpace.
+type NoSpaceError struct {
+	Free, Total uint64 // bytes free and in all on the file system; 0 if unknown
+	MinFree     uint64 // the watermark, for a refusal below it; 0 for a full disk
+	Err         error  // the write error, for a full disk
+}
+
+func (e *NoSpaceError) Error() string {
+	switch {
+	case e.MinFree > 0:
+		return fmt.Sprintf("the broker's disk is nearly full: %d bytes free of %d, below the %d bytes kept free for settlements; new messages and entities are refused", e.Free, e.Total, e.MinFree)
+	case e.Total > 0:
+		return fmt.Sprintf("the broker's disk is full: %d bytes free of %d", e.Free, e.Total)
+	}
+	return "the broker's disk is full"
+}
+
+// Is makes a NoSpaceError match ErrNoSpace.
+func (e *NoSpaceError) Is(target error) bool { return target == ErrNoSpace }
+
+// Unwrap returns the write error.
+func (e *NoSpaceError) Unwrap() error { return e.Err }
 
 // OpKind says what an Op does.
 type OpKind uint8

@@ -67,6 +67,19 @@ func FailOn(k OpKind, match func(path string) bool, armed *atomic.Bool) Injector
 	}
 }
 
+// ShortWrite, returned by an Injector for an OpWrite, makes the write
+// happen in part: its first N bytes are written and Err is returned, as
+// write(2) does when the disk fills up in the middle of a write.
+type ShortWrite struct {
+	N   int
+	Err error
+}
+
+func (e *ShortWrite) Error() string { return e.Err.Error() }
+
+// Unwrap returns Err.
+func (e *ShortWrite) Unwrap() error { return e.Err }
+
 // WithErrors wraps fs so that inject is consulted before every operation.
 func WithErrors(fs FS, inject Injector) FS { return &errorFS{fs: fs, inject: inject} }
 
@@ -147,6 +160,10 @@ func (e *errorFS) SyncDir(dir string) error {
 	return e.fs.SyncDir(dir)
 }
 
+// Space passes through to the wrapped file system (see Spacer); it is not
+// an injectable operation.
+func (e *errorFS) Space(dir string) (free, total uint64, err error) { return Space(e.fs, dir) }
+
 func (e *errorFS) Lock(name string) (io.Closer, error) {
 	if err := e.inject(Op{Kind: OpLock, Path: name}); err != nil {
 		return nil, err
@@ -163,6 +180,14 @@ func (f *errorFile) ReadAt(p []byte, off int64) (int, error) {
 
 func (f *errorFile) WriteAt(p []byte, off int64) (int, error) {
 	if err := f.inject(Op{Kind: OpWrite, Path: f.path, Off: off, Len: len(p)}); err != nil {
+		var sw *ShortWrite
+		if errors.As(err, &sw) && sw.N > 0 {
+			n, werr := f.f.WriteAt(p[:min(sw.N, len(p))], off)
+			if werr != nil {
+				return n, werr
+			}
+			return n, sw.Err
+		}
 		return 0, err
 	}
 	return f.f.WriteAt(p, off)

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 )
 
 // Mem is an in-memory FS that remembers what was synced, so CrashClone can
@@ -23,6 +25,29 @@ type Mem struct {
 	pending []nsOp
 	dirs    map[string]bool
 	locks   map[string]bool
+	space   *memSpace
+}
+
+// memSpace is the space accounting of a Mem with a capacity (SetCapacity):
+// the bytes of every linked file count, a removed file's bytes are freed
+// at once.
+type memSpace struct {
+	capacity atomic.Int64 // 0: unlimited
+	used     atomic.Int64
+}
+
+// grow reserves up to want more bytes and returns how many it got.
+func (sp *memSpace) grow(want int64) int64 {
+	for {
+		used, limit := sp.used.Load(), sp.capacity.Load()
+		got := want
+		if limit > 0 {
+			got = max(0, min(want, limit-used))
+		}
+		if sp.used.CompareAndSwap(used, used+got) {
+			return got
+		}
+	}
 }
 
 // nsOp is a namespace change not yet made durable by SyncDir.
@@ -56,6 +81,32 @@ type memNode struct {
 	// dirtyLow is the lowest offset changed since the last Sync
 	// (len(synced) when only appends happened).
 	dirtyLow int64
+	// sp counts len(data) while the node is linked (nil once removed).
+	sp *memSpace
+}
+
+// release stops counting n's bytes (it was removed or replaced).
+func (n *memNode) release() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.sp != nil {
+		n.sp.used.Add(-int64(len(n.data)))
+		n.sp = nil
+	}
+}
+
+// resize accounts for n.data changing from old to new bytes; growth is
+// limited by the capacity: it returns the size the data may have.
+// n.mu is held.
+func (n *memNode) resize(old, size int64) int64 {
+	if n.sp == nil {
+		return size
+	}
+	if size <= old {
+		n.sp.used.Add(size - old)
+		return size
+	}
+	return old + n.sp.grow(size-old)
 }
 
 // NewMem returns an empty in-memory file system with a root directory "/"
@@ -66,7 +117,24 @@ func NewMem() *Mem {
 		durable: make(map[string]*memNode),
 		dirs:    map[string]bool{"/": true, ".": true},
 		locks:   make(map[string]bool),
+		space:   &memSpace{},
 	}
+}
+
+// SetCapacity limits the bytes all files together may hold (0: no limit).
+// A write that would go past it writes what fits and fails with
+// syscall.ENOSPC, as a full disk does; Space reports the capacity. A
+// capacity below what is already used lets nothing grow.
+func (m *Mem) SetCapacity(bytes int64) { m.space.capacity.Store(bytes) }
+
+// Space implements Spacer. Without a capacity it fails (the space is
+// unknown).
+func (m *Mem) Space(string) (free, total uint64, err error) {
+	limit := m.space.capacity.Load()
+	if limit <= 0 {
+		return 0, 0, ErrNoSpaceInfo
+	}
+	return uint64(max(0, limit-m.space.used.Load())), uint64(limit), nil
 }
 
 func clean(name string) string { return path.Clean(name) }
@@ -93,12 +161,13 @@ func (m *Mem) Create(name string) (File, error) {
 	}
 	if n, ok := m.names[name]; ok {
 		n.mu.Lock()
+		n.resize(int64(len(n.data)), 0)
 		n.data = n.data[:0:0]
 		n.dirtyLow = 0
 		n.mu.Unlock()
 		return &memFile{name: name, n: n}, nil
 	}
-	n := &memNode{}
+	n := &memNode{sp: m.space}
 	m.names[name] = n
 	m.pending = append(m.pending, nsOp{name: name, node: n})
 	return &memFile{name: name, n: n}, nil
@@ -133,9 +202,11 @@ func (m *Mem) Remove(name string) error {
 	name = clean(name)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.names[name]; !ok {
+	n, ok := m.names[name]
+	if !ok {
 		return notExist("remove", name)
 	}
+	n.release()
 	delete(m.names, name)
 	m.pending = append(m.pending, nsOp{name: name})
 	return nil
@@ -154,6 +225,9 @@ func (m *Mem) Rename(oldname, newname string) error {
 		return err
 	}
 	delete(m.names, oldname)
+	if old, ok := m.names[newname]; ok && old != n {
+		old.release()
+	}
 	m.names[newname] = n
 	m.pending = append(m.pending, nsOp{name: oldname, newname: newname, node: n})
 	return nil
@@ -300,6 +374,8 @@ func (m *Mem) CrashClone(opts CrashOptions) *Mem {
 		cn, ok := nodes[n]
 		if !ok {
 			cn = n.crashCopy(opts.Rand)
+			cn.sp = c.space
+			c.space.used.Add(int64(len(cn.data)))
 			nodes[n] = cn
 		}
 		c.names[name] = cn
@@ -396,7 +472,16 @@ func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	end := off + int64(len(p))
+	var short error
 	if end > int64(len(n.data)) {
+		if fit := n.resize(int64(len(n.data)), end); fit < end {
+			short = &fs.PathError{Op: "write", Path: f.name, Err: syscall.ENOSPC}
+			if fit <= off {
+				n.resize(fit, int64(len(n.data))) // give back what a hole would take
+				return 0, short
+			}
+			end, p = fit, p[:fit-off]
+		}
 		if end > int64(cap(n.data)) {
 			grown := make([]byte, len(n.data), max(end, 2*int64(cap(n.data))))
 			copy(grown, n.data)
@@ -410,7 +495,7 @@ func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
 	}
 	copy(n.data[off:], p)
 	n.dirtyLow = min(n.dirtyLow, off)
-	return len(p), nil
+	return len(p), short
 }
 
 func (f *memFile) Sync() error {
@@ -436,6 +521,10 @@ func (f *memFile) Truncate(size int64) error {
 	n := f.n
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if fit := n.resize(int64(len(n.data)), size); fit < size {
+		n.resize(fit, int64(len(n.data)))
+		return &fs.PathError{Op: "truncate", Path: f.name, Err: syscall.ENOSPC}
+	}
 	if size <= int64(len(n.data)) {
 		n.data = n.data[:size]
 		n.dirtyLow = min(n.dirtyLow, size)

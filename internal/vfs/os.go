@@ -54,6 +54,15 @@ func (f *osFile) Size() (int64, error) {
 	return fi.Size(), nil
 }
 
+// Space implements Spacer with statfs(2).
+func (osFS) Space(dir string) (free, total uint64, err error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, 0, &os.PathError{Op: "statfs", Path: dir, Err: err}
+	}
+	return st.Bavail * uint64(st.Bsize), st.Blocks * uint64(st.Bsize), nil
+}
+
 func (osFS) Create(name string) (File, error) {
 	return wrapOS(os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644))
 }

@@ -54,5 +54,25 @@ type FS interface {
 	Lock(name string) (io.Closer, error)
 }
 
+// Spacer is implemented by file systems that can tell how much space is
+// left: free is what an unprivileged writer may still use (statfs(2)
+// f_bavail), total the size of the file system, both in bytes, for the
+// file system holding dir.
+type Spacer interface {
+	Space(dir string) (free, total uint64, err error)
+}
+
+// ErrNoSpaceInfo is returned by Space when the file system cannot tell.
+var ErrNoSpaceInfo = errors.New("vfs: free space unknown")
+
+// Space asks fs about the space left under dir (see Spacer); it fails
+// with ErrNoSpaceInfo if fs cannot tell.
+func Space(fs FS, dir string) (free, total uint64, err error) {
+	if sp, ok := fs.(Spacer); ok {
+		return sp.Space(dir)
+	}
+	return 0, 0, ErrNoSpaceInfo
+}
+
 // ErrLocked is returned by Lock when the lock is already held.
 var ErrLocked = errors.New("vfs: locked by another process")

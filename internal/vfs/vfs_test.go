@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync/atomic"
+	"syscall"
 	"testing"
 )
 
@@ -331,5 +332,68 @@ func TestCrashCloneTornOverwrite(t *testing.T) {
 		if !want[k] {
 			t.Fatalf("crash image %q", k)
 		}
+	}
+}
+
+func TestMemCapacity(t *testing.T) {
+	m := NewMem()
+	if _, _, err := m.Space("/"); !errors.Is(err, ErrNoSpaceInfo) {
+		t.Fatalf("Space without capacity: %v", err)
+	}
+	m.SetCapacity(100)
+	f, err := m.Create("/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := f.WriteAt(make([]byte, 60), 0); n != 60 || err != nil {
+		t.Fatalf("write 60: %d %v", n, err)
+	}
+	// Overwriting takes no space; growing past the capacity writes what fits.
+	if n, err := f.WriteAt(make([]byte, 80), 30); n != 70 || !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("write past capacity: %d %v, want 70 and ENOSPC", n, err)
+	}
+	if sz, _ := f.Size(); sz != 100 {
+		t.Fatalf("size %d, want 100", sz)
+	}
+	if free, total, _ := m.Space("/"); free != 0 || total != 100 {
+		t.Fatalf("space %d/%d", free, total)
+	}
+	if n, err := f.WriteAt([]byte{1}, 200); n != 0 || !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("write into a hole on a full disk: %d %v", n, err)
+	}
+	if err := f.Truncate(40); err != nil {
+		t.Fatal(err)
+	}
+	g, _ := m.Create("/b")
+	g.WriteAt(make([]byte, 50), 0)
+	if free, _, _ := m.Space("/"); free != 10 {
+		t.Fatalf("free %d after truncate and write, want 10", free)
+	}
+	if err := m.Rename("/b", "/a"); err != nil { // replaces a: its 40 bytes are freed
+		t.Fatal(err)
+	}
+	if free, _, _ := m.Space("/"); free != 50 {
+		t.Fatalf("free %d after rename over a file, want 50", free)
+	}
+	m.Remove("/a")
+	if free, _, _ := m.Space("/"); free != 100 {
+		t.Fatalf("free %d after remove, want 100", free)
+	}
+}
+
+func TestShortWrite(t *testing.T) {
+	m := NewMem()
+	fs := WithErrors(m, func(op Op) error {
+		if op.Kind == OpWrite {
+			return &ShortWrite{N: 3, Err: syscall.ENOSPC}
+		}
+		return nil
+	})
+	f, _ := fs.Create("/a")
+	if n, err := f.WriteAt([]byte("hello"), 0); n != 3 || !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("short write: %d %v", n, err)
+	}
+	if sz, _ := f.Size(); sz != 3 {
+		t.Fatalf("size %d, want 3", sz)
 	}
 }

@@ -160,6 +160,33 @@
 // least the LSN expected at the bad spot. Such a record was written after
 // the bad spot had been fsync'd, so the damage is not a torn write.
 //
+// # A full or failing disk
+//
+// A failed write of a group (ENOSPC, say) refuses that group's commits
+// (earlier parts of the group that were written before a segment change
+// are kept) and gives their LSNs back. The failed write may have left some
+// of its bytes in the segment, even whole records; recovery would replay
+// those, or take a torn one followed by newer records for corruption. So
+// before anything else is written the writer zeroes them (inside the
+// preallocated size: overwriting takes no space) or truncates them off
+// (past it: this frees space) and fsyncs the segment; the next record goes
+// where the failed one would have. The store then goes on: each commit
+// tries again, and succeeds once there is space. A refusal for lack of
+// space is a *store.NoSpaceError with the free and total bytes. When a new
+// segment cannot be made the active one grows past SegmentSize for a
+// second before the next attempt. A checkpoint that cannot be written is
+// retried later (Close goes without one: the synced log has everything).
+//
+// A failed fsync is different: after it, what reached the disk is unknown
+// and a retried fsync proves nothing, so the store stops (store.ErrFailed)
+// and needs a restart, whose recovery replays what is really on disk.
+// Committers that were not acknowledged get the error; nothing
+// acknowledged is lost.
+//
+// CheckGrowth and Health (store.DiskChecker) report the free space
+// against the low-disk watermark (Options.MinFreeBytes, MinFreePercent),
+// looked up with statfs at most every 250 ms, and the state above.
+//
 // # Reclamation
 //
 // A background goroutine (every Options.BackgroundInterval):

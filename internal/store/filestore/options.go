@@ -61,6 +61,15 @@ type Options struct {
 	// SyncObserver, if set, is told of every fsync round: its duration
 	// and the number of commits it made durable.
 	SyncObserver store.SyncObserver
+	// MinFreeBytes and MinFreePercent set the low-disk watermark: while
+	// the file system holding Dir has less free space, CheckGrowth refuses
+	// new data (the broker refuses sends and new entities) so that the
+	// space left serves settlements, which free space. With both zero the
+	// watermark is 1 GiB or 5 % of the file system, whichever is smaller;
+	// with one set, that one; with both, the smaller. A negative
+	// MinFreeBytes turns the watermark off.
+	MinFreeBytes   int64
+	MinFreePercent float64
 	// NoSync never calls fsync: Commit(b, true) returns once b is written
 	// to the OS. For benchmarks of a non-durable tier only.
 	NoSync bool
@@ -105,6 +114,9 @@ func (o *Options) setDefaults() error {
 	}
 	if o.FollowerWait == 0 {
 		o.FollowerWait = 500 * time.Microsecond
+	}
+	if o.MinFreePercent < 0 || o.MinFreePercent > 100 {
+		return errors.New("filestore: MinFreePercent must be in [0, 100]")
 	}
 	if o.MaxGroupBytes <= 0 {
 		o.MaxGroupBytes = 4 << 20

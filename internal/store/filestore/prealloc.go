@@ -179,6 +179,7 @@ func (s *Store) installPrepared(p prepared, id uint32, firstLSN uint64) (seg *se
 	}
 	if !s.opts.NoSync {
 		if err := s.fs.SyncDir(s.opts.Dir); err != nil {
+			s.fs.Remove(name) // not a segment yet: recovery must not find it
 			return fail(fmt.Errorf("sync dir %s: %w", s.opts.Dir, err))
 		}
 	}

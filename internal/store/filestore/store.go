@@ -28,9 +28,16 @@ type Store struct {
 	closeMu sync.RWMutex
 	closed  bool // guarded by closeMu
 
-	// failed holds the first write or sync error; once set, every Commit
-	// and Sync fails with it (the page cache can no longer be trusted).
+	// failed holds the first error the store cannot recover from while
+	// running (a failed fsync: the page cache can no longer be trusted);
+	// once set, every Commit and Sync fails with it. It wraps
+	// store.ErrFailed.
 	failed atomic.Pointer[error]
+	// noSpace is the refusal of the last group write when it failed for
+	// lack of space; nil once a write succeeds again.
+	noSpace atomic.Pointer[store.NoSpaceError]
+	// space caches the file system's free space (see disk.go).
+	space spaceCache
 
 	// mu guards the index, the segment map and the positions below. The
 	// writer holds it exclusively while it applies a group; ReadData holds
@@ -161,9 +168,9 @@ func (s *Store) failure() error {
 }
 
 func (s *Store) fail(err error) error {
-	err = fmt.Errorf("filestore: %w", err)
+	err = fmt.Errorf("%w: filestore: %w", store.ErrFailed, err)
 	if s.failed.CompareAndSwap(nil, &err) {
-		s.log.Error("store failed; reopen to recover", "err", err)
+		s.log.Error("store stopped after an I/O error; restart the broker to recover (nothing acknowledged is lost)", "err", err)
 	}
 	return *s.failed.Load()
 }
@@ -476,7 +483,11 @@ func (s *Store) Close() error {
 		dirty := s.mu.applied != s.mu.ckptLSN
 		s.mu.RUnlock()
 		if dirty {
-			err = s.checkpoint()
+			// The checkpoint only saves the next Open a replay: if it
+			// cannot be written (a full disk), the synced log has it all.
+			if cerr := s.checkpoint(); cerr != nil {
+				s.log.Warn("no checkpoint on close; the next start replays the log", "err", cerr)
+			}
 		}
 		s.maintMu.Unlock()
 	}

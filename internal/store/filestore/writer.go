@@ -1,9 +1,11 @@
 package filestore
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/busbarmq/busbar/internal/store"
@@ -57,6 +59,12 @@ type writerState struct {
 	buf      []byte
 	group    []*request
 	closeErr error
+	// dirtyEnd is the end of the bytes a failed write may have left past
+	// off (see writeFailed); 0 when there are none.
+	dirtyEnd int64
+	// noRotateUntil: after a failure to start a new segment, the active
+	// one grows until then before the next attempt.
+	noRotateUntil time.Time
 }
 
 // The log pipeline has three goroutines:
@@ -135,12 +143,16 @@ func (s *Store) processGroup(group []*request) {
 		}
 		return
 	}
-	if err := s.writeGroup(group); err != nil {
-		err = s.fail(err)
-		for _, r := range group {
+	if n, err := s.writeGroup(group); err != nil {
+		// group[:n] is written and applied; the rest is refused, and its
+		// bytes are gone from the log again (see writeFailed).
+		err = s.writeFailed(err)
+		for _, r := range group[n:] {
 			r.done <- err
 		}
-		return
+		group = group[:n]
+	} else {
+		s.noSpace.Store(nil)
 	}
 	// Everything is written and applied: unsynced committers may go. A
 	// released request is recycled at once, so pick out the syncers first.
@@ -166,6 +178,71 @@ func (s *Store) processGroup(group []*request) {
 	}
 	s.w.seg.refs.Add(1) // released by the syncer
 	s.syncc <- syncJob{seg: s.w.seg, lsn: s.w.nextLSN - 1, waiters: syncers}
+}
+
+// errFatal marks a writer error the store cannot recover from in-process
+// (a failed fsync).
+type errFatal struct{ err error }
+
+func (e errFatal) Error() string { return e.err.Error() }
+func (e errFatal) Unwrap() error { return e.err }
+
+// writeFailed handles a failed write of records to the active segment:
+// the records were not applied (their committers are refused), but some
+// of their bytes may be in the file, where a later replay would find them
+// (a whole record, or a torn one followed by new records, which replay
+// would take for corruption). So the bytes from the end of the last good
+// record to the end of the failed write are zeroed (within the
+// preallocated size: overwriting takes no new space) or cut off
+// (truncate, which frees space), and that is synced before anything else
+// is written; the next record goes where the failed one would have. A
+// failed write for lack of space becomes a *store.NoSpaceError and the
+// store goes on; any other failure, or a failed repair, stops the store
+// (ErrFailed).
+func (s *Store) writeFailed(err error) error {
+	var fatal errFatal
+	if errors.As(err, &fatal) {
+		return s.fail(fatal.err)
+	}
+	if rerr := s.repairTail(); rerr != nil {
+		s.log.Error("cannot undo a failed write", "write", err, "err", rerr)
+		return s.fail(fmt.Errorf("%w (undoing it: %w)", err, rerr))
+	}
+	if errors.Is(err, syscall.ENOSPC) {
+		ns := s.noSpaceError(err)
+		if s.noSpace.Swap(ns) == nil {
+			s.log.Error("disk full: refusing writes until space is freed", "err", err, "free", ns.Free, "total", ns.Total)
+		}
+		return ns
+	}
+	return s.fail(err)
+}
+
+// repairTail zeroes or truncates the active segment from the writer's
+// offset to the end of the failed writes (w.dirtyEnd) and syncs it.
+func (s *Store) repairTail() error {
+	seg, off, end := s.w.seg, s.w.off, s.w.dirtyEnd
+	s.w.dirtyEnd = 0
+	if end <= off {
+		return nil
+	}
+	if zeroEnd := min(end, seg.alloc); zeroEnd > off {
+		if _, err := seg.f.WriteAt(make([]byte, zeroEnd-off), off); err != nil {
+			return fmt.Errorf("zero %s: %w", seg.path, err)
+		}
+	}
+	if end > max(off, seg.alloc) {
+		if err := seg.f.Truncate(max(off, seg.alloc)); err != nil {
+			return fmt.Errorf("truncate %s: %w", seg.path, err)
+		}
+	}
+	if s.opts.NoSync {
+		return nil
+	}
+	if err := seg.f.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", seg.path, err)
+	}
+	return nil
 }
 
 // syncLoop is the syncer goroutine; it exits when syncc is closed.
@@ -327,22 +404,40 @@ func (s *Store) raiseSynced(lsn uint64) {
 
 // writeGroup lays the group's records out in the log (moving to a new
 // segment when the active one is full), writes them and applies them to
-// the index.
-func (s *Store) writeGroup(group []*request) error {
+// the index. It returns how many requests (a prefix of group) are written
+// and applied: all of them, or, with an error, those before the part whose
+// write failed (the records up to a segment change are written and applied
+// before it).
+func (s *Store) writeGroup(group []*request) (int, error) {
 	buf := s.w.buf[:0]
 	bufStart := s.w.off
-	var last *request
+	part := 0 // first request of the part in buf
 	synced := s.syncedLSN.Load()
-	for _, r := range group {
+	defer func() {
+		s.w.buf = buf[:0]
+		if cap(buf) > 4*s.opts.MaxGroupBytes {
+			s.w.buf = nil
+		}
+	}()
+	for i, r := range group {
 		if len(r.rec) == 0 {
 			continue
 		}
-		if s.w.off+int64(len(buf))+int64(len(r.rec)) > s.opts.SegmentSize && s.w.off+int64(len(buf)) > segHeaderSize {
-			if err := s.flush(buf, bufStart); err != nil {
-				return err
+		if s.w.off+int64(len(buf))+int64(len(r.rec)) > s.opts.SegmentSize && s.w.off+int64(len(buf)) > segHeaderSize &&
+			!s.w.noRotateUntil.After(time.Now()) {
+			if err := s.writePart(group[part:i], buf, bufStart); err != nil {
+				return part, err
 			}
+			part = i
 			if err := s.rotate(); err != nil {
-				return err
+				var fatal errFatal
+				if errors.As(err, &fatal) {
+					return part, err
+				}
+				// No new segment (the disk is full, say): the active one
+				// grows past SegmentSize meanwhile.
+				s.log.Warn("cannot start a new log segment; the current one grows meanwhile", "err", err)
+				s.w.noRotateUntil = time.Now().Add(rotateRetry)
 			}
 			buf, bufStart = buf[:0], s.w.off
 			synced = s.syncedLSN.Load()
@@ -353,26 +448,42 @@ func (s *Store) writeGroup(group []*request) error {
 		s.w.nextLSN++
 		sealRecHeader(r.rec, r.lsn, synced)
 		buf = append(buf, r.rec...)
-		last = r
 	}
-	if err := s.flush(buf, bufStart); err != nil {
+	if err := s.writePart(group[part:], buf, bufStart); err != nil {
+		return part, err
+	}
+	return len(group), nil
+}
+
+// writePart writes buf, the records of part, at off in the active segment
+// and applies them. If the write fails, their LSNs are given back.
+func (s *Store) writePart(part []*request, buf []byte, off int64) error {
+	if err := s.flush(buf, off); err != nil {
+		for _, r := range part {
+			if len(r.rec) != 0 {
+				s.w.nextLSN = r.lsn
+				break
+			}
+		}
 		return err
 	}
-	s.w.buf = buf[:0]
-	if cap(buf) > 4*s.opts.MaxGroupBytes {
-		s.w.buf = nil
+	var last *request
+	for _, r := range part {
+		if len(r.rec) != 0 {
+			last = r
+		}
 	}
 	if last == nil {
 		return nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, r := range group {
+	for _, r := range part {
 		if len(r.rec) == 0 {
 			continue
 		}
 		if err := s.applyRecordLocked(r.rec[recHeaderSize:], r.seg, r.off+recHeaderSize); err != nil {
-			return fmt.Errorf("apply lsn %d: %w", r.lsn, err) // a bug: we encoded it
+			return errFatal{fmt.Errorf("apply lsn %d: %w", r.lsn, err)} // a bug: we encoded it
 		}
 		r.seg.size = r.off + int64(len(r.rec))
 		r.seg.lastLSN = r.lsn
@@ -383,12 +494,18 @@ func (s *Store) writeGroup(group []*request) error {
 	return nil
 }
 
+// rotateRetry is how long the active segment grows past SegmentSize after
+// a failure to start the next one, before the next attempt (a variable
+// for tests).
+var rotateRetry = time.Second
+
 // flush writes buf at off in the active segment.
 func (s *Store) flush(buf []byte, off int64) error {
 	if len(buf) == 0 {
 		return nil
 	}
 	if _, err := s.w.seg.f.WriteAt(buf, off); err != nil {
+		s.w.dirtyEnd = max(s.w.dirtyEnd, off+int64(len(buf)))
 		return fmt.Errorf("write %s: %w", s.w.seg.path, err)
 	}
 	s.w.off = off + int64(len(buf))
@@ -402,7 +519,7 @@ func (s *Store) rotate() error {
 	old := s.w.seg
 	if !s.opts.NoSync && s.syncedLSN.Load() < s.w.nextLSN-1 {
 		if err := old.f.Sync(); err != nil {
-			return fmt.Errorf("sync %s: %w", old.path, err)
+			return errFatal{fmt.Errorf("sync %s: %w", old.path, err)}
 		}
 		s.raiseSynced(s.w.nextLSN - 1)
 	}
@@ -412,10 +529,12 @@ func (s *Store) rotate() error {
 	if !s.opts.NoPreallocate {
 		s.activeOff.Store(s.opts.SegmentSize) // full: the preparer stops pacing itself
 		seg, ok, err = s.takePrepared(old.id+1, s.w.nextLSN)
+		// Ask for the one after (or another try) even on failure: the
+		// next rotation waits for it.
+		s.prepReq <- struct{}{}
 		if err != nil {
 			return err
 		}
-		s.prepReq <- struct{}{} // and the one after
 	}
 	if !ok {
 		if seg, err = s.createSegment(old.id+1, s.w.nextLSN); err != nil {
@@ -440,18 +559,22 @@ func (s *Store) createSegment(id uint32, firstLSN uint64) (*segment, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create segment: %w", err)
 	}
-	if _, err := f.WriteAt(appendSegHeader(nil, id, firstLSN), 0); err != nil {
+	// A segment file that is not complete must not stay behind: recovery
+	// would take it for the next segment.
+	fail := func(err error) (*segment, error) {
 		f.Close()
-		return nil, fmt.Errorf("write %s: %w", p, err)
+		s.fs.Remove(p)
+		return nil, err
+	}
+	if _, err := f.WriteAt(appendSegHeader(nil, id, firstLSN), 0); err != nil {
+		return fail(fmt.Errorf("write %s: %w", p, err))
 	}
 	if !s.opts.NoSync {
 		if err := f.Sync(); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("sync %s: %w", p, err)
+			return fail(fmt.Errorf("sync %s: %w", p, err))
 		}
 		if err := s.fs.SyncDir(s.opts.Dir); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("sync dir %s: %w", s.opts.Dir, err)
+			return fail(fmt.Errorf("sync dir %s: %w", s.opts.Dir, err))
 		}
 	}
 	seg := newSegment(id, p, f)
