@@ -114,6 +114,10 @@ type testBroker struct {
 	onAttach   func(l *Link)                                              // sees every link before it is accepted
 	deferAll   bool                                                       // defer every attach; complete from a goroutine
 	deferDelay time.Duration
+	// unauthenticated leaves connections unauthenticated; by default
+	// Connect calls Conn.Authenticated, as a handler without
+	// authentication does.
+	unauthenticated bool
 
 	events   chan string // "detach <name>", "disconnect", ... (buffered)
 	disps    chan dispEvent
@@ -152,6 +156,9 @@ func newTestBroker() *testBroker {
 }
 
 func (b *testBroker) Connect(c *Conn) (ConnHandler, error) {
+	if !b.unauthenticated {
+		c.Authenticated()
+	}
 	select {
 	case b.conns <- c:
 	default:

@@ -46,5 +46,6 @@ func (c *conn) cbsRequest(req *frames.Message) *response {
 		}
 	}
 	c.addGrant(g)
+	c.c.Authenticated() // leaves the unauthenticated budget, stops the token deadline
 	return &response{status: statusAccepted, desc: "Accepted"}
 }
