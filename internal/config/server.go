@@ -6,6 +6,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Server is busbar serve's own configuration.
@@ -34,6 +35,18 @@ type Server struct {
 
 	MaxConnections int // concurrent AMQP connections; 0 means unlimited
 	MaxLinks       int // attached links per AMQP connection; 0 means unlimited
+	MaxSessions    int // sessions per AMQP connection; 0 means unlimited (65536)
+
+	// MaxUnauthenticatedConnections is the budget of AMQP connections that
+	// have not authenticated yet (at most a quarter of MaxConnections); 0
+	// means no separate budget.
+	MaxUnauthenticatedConnections int
+	// AuthTimeout is how long an AMQP connection may stay open without a
+	// valid token; 0 means no limit.
+	AuthTimeout time.Duration
+	// HandshakeTimeout bounds the AMQP protocol header, SASL and open
+	// exchange; it must be positive.
+	HandshakeTimeout time.Duration
 
 	PprofAddr string // host:port serving Go runtime profiles (/debug/pprof/); "" for none
 }
@@ -50,6 +63,11 @@ const (
 	// users' most common complaint.
 	DefaultMaxConnections = 10000
 	DefaultMaxLinks       = 4096
+	DefaultMaxSessions    = 256
+
+	DefaultMaxUnauthenticatedConnections = 64
+	DefaultAuthTimeout                   = 60 * time.Second
+	DefaultHandshakeTimeout              = 10 * time.Second
 )
 
 // DefaultServer returns the settings busbar serve uses when nothing is set.
@@ -63,6 +81,11 @@ func DefaultServer() Server {
 
 		MaxConnections: DefaultMaxConnections,
 		MaxLinks:       DefaultMaxLinks,
+		MaxSessions:    DefaultMaxSessions,
+
+		MaxUnauthenticatedConnections: DefaultMaxUnauthenticatedConnections,
+		AuthTimeout:                   DefaultAuthTimeout,
+		HandshakeTimeout:              DefaultHandshakeTimeout,
 	}
 }
 
@@ -108,6 +131,10 @@ func ServerSettings() []Setting {
 		{Name: "allow-any-key", Env: "BUSBAR_ALLOW_ANY_KEY", Default: "false", Usage: "accept tokens signed with any key, as the emulator is assumed to (no authentication)", Bool: true},
 		{Name: "max-connections", Env: "BUSBAR_MAX_CONNECTIONS", Default: strconv.Itoa(DefaultMaxConnections), Usage: "most concurrent AMQP connections (0: unlimited)"},
 		{Name: "max-links", Env: "BUSBAR_MAX_LINKS", Default: strconv.Itoa(DefaultMaxLinks), Usage: "most links attached on one AMQP connection (0: unlimited)"},
+		{Name: "max-sessions", Env: "BUSBAR_MAX_SESSIONS", Default: strconv.Itoa(DefaultMaxSessions), Usage: "most sessions on one AMQP connection, advertised as channel-max (0: unlimited)"},
+		{Name: "max-unauthenticated-connections", Env: "BUSBAR_MAX_UNAUTHENTICATED_CONNECTIONS", Default: strconv.Itoa(DefaultMaxUnauthenticatedConnections), Usage: "most AMQP connections without a valid token yet, at most a quarter of --max-connections; beyond it the oldest is closed (0: no separate budget)"},
+		{Name: "auth-timeout", Env: "BUSBAR_AUTH_TIMEOUT", Default: DefaultAuthTimeout.String(), Usage: "close an AMQP connection that has not put a valid $cbs token this long after open (0: never)"},
+		{Name: "handshake-timeout", Env: "BUSBAR_HANDSHAKE_TIMEOUT", Default: DefaultHandshakeTimeout.String(), Usage: "close an AMQP connection whose protocol header, SASL and open exchange takes longer"},
 		{Name: "salvage", Env: "BUSBAR_SALVAGE", Default: "false", Usage: "open a damaged data directory, dropping records that cannot be read", Bool: true},
 		{Name: "pprof", Env: "BUSBAR_PPROF", Usage: "serve Go runtime profiles (/debug/pprof/) on this address (host:port, unauthenticated: keep it on loopback); off when empty"},
 	}
@@ -139,15 +166,30 @@ func (s *Server) Set(name, value string) error {
 		s.TLSKey = value
 	case "policies":
 		s.Policies = value
-	case "max-connections", "max-links":
+	case "max-connections", "max-links", "max-sessions", "max-unauthenticated-connections":
 		n, err := strconv.Atoi(strings.TrimSpace(value))
 		if err != nil || n < 0 {
 			return &FieldError{Path: name, Msg: fmt.Sprintf("%q is not a whole number ≥ 0", value)}
 		}
-		if name == "max-connections" {
+		switch name {
+		case "max-connections":
 			s.MaxConnections = n
-		} else {
+		case "max-links":
 			s.MaxLinks = n
+		case "max-sessions":
+			s.MaxSessions = n
+		default:
+			s.MaxUnauthenticatedConnections = n
+		}
+	case "auth-timeout", "handshake-timeout":
+		d, err := time.ParseDuration(strings.TrimSpace(value))
+		if err != nil || d < 0 {
+			return &FieldError{Path: name, Msg: fmt.Sprintf("%q is not a duration ≥ 0 (such as 60s or 1m)", value)}
+		}
+		if name == "auth-timeout" {
+			s.AuthTimeout = d
+		} else {
+			s.HandshakeTimeout = d
 		}
 	case "memory", "dev-tls", "allow-any-key", "salvage":
 		b, err := parseBool(value)
@@ -243,6 +285,12 @@ func (s Server) Validate() error {
 	}
 	if _, err := s.PolicyList(); err != nil {
 		add("policies", "%s", err.Error())
+	}
+	if s.HandshakeTimeout <= 0 {
+		add("handshake-timeout", "must be longer than 0")
+	}
+	if s.MaxSessions > 65536 {
+		add("max-sessions", "%d is more than AMQP's 65536 channels", s.MaxSessions)
 	}
 	if s.LogFormat != "text" && s.LogFormat != "json" {
 		add("log-format", "%q is not a log format (text or json)", s.LogFormat)
