@@ -37,6 +37,9 @@ type Conn struct {
 	handler       ConnHandler
 	writerStarted bool
 	openSent      atomic.Bool // our open frame went out: close frames are allowed
+	// unknownOutcome answers dispositions of untracked deliveries; set
+	// by the handler in Connect (AnswerUnknownDispositions).
+	unknownOutcome func() frames.DeliveryState
 
 	stopRead  atomic.Bool   // the reader must stop: see connReader.Read
 	closing   chan struct{} // closed by shutdown: sessions stop
@@ -179,6 +182,17 @@ func (c *Conn) Authenticated() {
 		c.authTimer = nil
 	}
 	c.mu.Unlock()
+}
+
+// AnswerUnknownDispositions makes the sessions answer a client's
+// unsettled disposition of a delivery id they do not track — one the
+// handler settled on its own to forget it — with a settled disposition
+// carrying the state outcome returns (called on the session goroutine for
+// each answer). Without it such a disposition is ignored, and a client
+// in rcv-settle-mode second waits in vain for the answer. Call it from
+// Handler.Connect.
+func (c *Conn) AnswerUnknownDispositions(outcome func() frames.DeliveryState) {
+	c.unknownOutcome = outcome
 }
 
 // IsAuthenticated reports whether Authenticated was called.

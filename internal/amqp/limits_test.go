@@ -3,6 +3,7 @@ package amqp
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"runtime"
@@ -338,4 +339,72 @@ func TestMemoryFigures(t *testing.T) {
 	if perConn > 96<<10 || perSession > 16<<10 {
 		t.Errorf("per connection %d bytes, per session %d bytes: more than docs/limits.md states", perConn, perSession)
 	}
+}
+
+// TestForget: a forgotten delivery leaves the session's state without a
+// frame to the client, and the client's later disposition of it is
+// answered with the handler's outcome for unknown deliveries.
+func TestForget(t *testing.T) {
+	b := newTestBroker()
+	b.sent = make(chan *OutgoingDelivery, 10)
+	lost := &frames.Rejected{Error: Errorf("test:lost", "forgotten")}
+	srv, err := NewServer(HandlerFunc(func(c *Conn) (ConnHandler, error) {
+		c.AnswerUnknownDispositions(func() frames.DeliveryState { return lost })
+		return b.Connect(c)
+	}), Config{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Shutdown(testCtx(t)) })
+	for i := range 3 {
+		b.put("fq", []byte{byte(i)})
+	}
+	r := dialRaw(t, ln.Addr().String())
+	r.handshake(nil)
+	r.begin()
+	r.attachReceiver(0, "r", "fq")
+	r.send(0, &frames.Flow{NextIncomingID: ptr(uint32(0)), IncomingWindow: 1000, OutgoingWindow: 1000,
+		Handle: ptr(uint32(0)), DeliveryCount: ptr(uint32(0)), LinkCredit: ptr(uint32(3))})
+	var ids []uint32
+	for range 3 {
+		tr, ok := r.next().(*frames.Transfer)
+		if !ok {
+			t.Fatalf("got %v", tr)
+		}
+		ids = append(ids, *tr.DeliveryID)
+	}
+	var ds []*OutgoingDelivery
+	for range 3 {
+		ds = append(ds, <-b.sent)
+	}
+	if ds[0].Payload != nil {
+		t.Error("the payload of a sent unsettled delivery is kept")
+	}
+	waitUnsettled := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(testTimeout)
+		for srv.Stats().Unsettled != n {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d unsettled, want %d", srv.Stats().Unsettled, n)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitUnsettled(3)
+	ds[0].Forget()
+	ds[0].Link().ForgetAll(ds[1:2])
+	waitUnsettled(1)
+	// Nothing was sent for them: the next frame answers the disposition
+	// of all three, the forgotten ones with the unknown outcome.
+	r.send(0, &frames.Disposition{Role: frames.RoleReceiver, First: ids[0], Last: ptr(ids[2]), State: &frames.Accepted{}})
+	want := []dispRange{{ids[0], ids[1], "*frames.Rejected"}, {ids[2], ids[2], "*frames.Accepted"}}
+	if got := readDispositions(t, r, frames.RoleSender, len(want)); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("dispositions %v, want %v", got, want)
+	}
+	waitUnsettled(0)
 }

@@ -219,13 +219,28 @@ type ConnStats struct {
 	Active          int // counted against MaxConnections
 	Unauthenticated int // of Active, not authenticated yet
 	Refusing        int // being refused (beyond MaxConnections)
+	// Unsettled counts the deliveries sent unsettled on outgoing links
+	// and not settled yet: the state kept for each until the client or
+	// the handler settles it.
+	Unsettled int
 }
 
-// Stats returns the current connection counts.
+// Stats returns the current counts. It visits every connection's links:
+// for monitoring and tests, not for every request.
 func (s *Server) Stats() ConnStats {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return ConnStats{Active: s.nActive, Unauthenticated: s.nUnauth, Refusing: s.nRefusing}
+	st := ConnStats{Active: s.nActive, Unauthenticated: s.nUnauth, Refusing: s.nRefusing}
+	conns := make([]*Conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		for _, l := range c.OutgoingLinks() {
+			st.Unsettled += l.Unsettled()
+		}
+	}
+	return st
 }
 
 // Shutdown stops accepting, closes every connection with

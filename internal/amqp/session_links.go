@@ -171,13 +171,13 @@ func (s *Session) linkGone(l *Link, reason error) {
 	out := l.outgoing
 	s.conn.unregisterOutgoing(out)
 	unsent := out.closeQueue()
-	if out.nUnsettled > 0 {
+	if out.nUnsettled.Load() > 0 {
 		for id, d := range s.unsettled {
 			if d.link == out {
 				delete(s.unsettled, id)
 			}
 		}
-		out.nUnsettled = 0
+		out.nUnsettled.Store(0)
 	}
 	if out.OnDetach != nil {
 		out.OnDetach(reason, unsent)

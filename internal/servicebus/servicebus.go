@@ -57,6 +57,7 @@ import (
 	"sync"
 
 	"github.com/busbarmq/busbar/internal/amqp"
+	"github.com/busbarmq/busbar/internal/amqp/frames"
 	"github.com/busbarmq/busbar/internal/auth"
 	"github.com/busbarmq/busbar/internal/broker"
 	"github.com/busbarmq/busbar/internal/clock"
@@ -80,6 +81,11 @@ type Config struct {
 	// Namespace names the namespace in error descriptions'
 	// SystemTracker. Default "busbar".
 	Namespace string
+	// MaxUnsettledPerLink bounds the deliveries a peek-lock receiver link
+	// has sent that the client has not settled; at the bound the link
+	// sends nothing more until the client settles or locks expire.
+	// Default DefaultMaxUnsettledPerLink (5000).
+	MaxUnsettledPerLink int
 }
 
 // Handler is the Service Bus handler for an amqp.Server.
@@ -89,6 +95,8 @@ type Handler struct {
 	clock     clock.Clock
 	log       *slog.Logger
 	namespace string
+
+	maxUnsettled int
 }
 
 var _ amqp.Handler = (*Handler)(nil)
@@ -111,6 +119,10 @@ func New(cfg Config) (*Handler, error) {
 	if h.namespace == "" {
 		h.namespace = "busbar"
 	}
+	h.maxUnsettled = cfg.MaxUnsettledPerLink
+	if h.maxUnsettled <= 0 {
+		h.maxUnsettled = DefaultMaxUnsettledPerLink
+	}
 	return h, nil
 }
 
@@ -126,6 +138,9 @@ func (h *Handler) Connect(c *amqp.Conn) (amqp.ConnHandler, error) {
 		host:   hostOnly(c.Hostname()),
 	}
 	cn.replies = make(map[*amqp.OutgoingLink]*replyLink)
+	// A delivery forgotten because its lock is gone (receiver.go) may
+	// still be disposed of by the client: its lock is lost.
+	c.AnswerUnknownDispositions(func() frames.DeliveryState { return cn.lost("", errLockGone) })
 	if h.auth.AllowAnyKey() {
 		// Nothing to authenticate: links work without a token, so the
 		// connection must not wait for one (amqp.Config.AuthTimeout).
@@ -262,6 +277,19 @@ func (c *conn) fail(op, entity string, err error) failure {
 		topic = rerr == nil && typ == broker.EntityTopic
 	}
 	return describe(c.log, c.h.clock.Now(), c.h.namespace, op, entity, topic, err)
+}
+
+// errLockGone is the reason of a delivery forgotten by its link because
+// its lock is gone.
+var errLockGone = &broker.Error{Kind: broker.KindLockLost,
+	Msg: "The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue."}
+
+// lost is the outcome that settles a delivery whose lock is gone (err
+// says why), without a log line: locks expiring is the normal course of
+// events.
+func (c *conn) lost(entity string, err error) *frames.Rejected {
+	f := prepare(c.h.clock.Now(), c.h.namespace, entity, false, err)
+	return &frames.Rejected{Error: f.amqpError()}
 }
 
 // refuse turns err into the error an Attach callback returns to refuse a

@@ -48,6 +48,8 @@ type Options struct {
 	Subscriptions []Subscription
 	// AMQP adjusts the endpoint configuration (limits, timeouts).
 	AMQP amqp.Config
+	// MaxUnsettledPerLink is servicebus.Config.MaxUnsettledPerLink.
+	MaxUnsettledPerLink int
 	// Logger receives broker, endpoint and handler logs; nil discards
 	// them.
 	Logger *slog.Logger
@@ -103,7 +105,7 @@ func Start(t testing.TB, opts *Options) *Server {
 	if err != nil {
 		t.Fatalf("servicebustest: auth.New: %v", err)
 	}
-	h, err := servicebus.New(servicebus.Config{Broker: b, Auth: a, Logger: log})
+	h, err := servicebus.New(servicebus.Config{Broker: b, Auth: a, Logger: log, MaxUnsettledPerLink: opts.MaxUnsettledPerLink})
 	if err != nil {
 		t.Fatalf("servicebustest: servicebus.New: %v", err)
 	}
