@@ -87,6 +87,8 @@ func serve(ctx context.Context, settings config.Server, logger *slog.Logger) err
 		PprofAddr:   settings.PprofAddr,
 		Logger:      logger,
 		AMQP:        amqpConfig(settings),
+
+		MaxUnsettledPerLink: settings.MaxUnsettledPerLink,
 	}
 	specs, err := settings.PolicyList()
 	if err != nil {

@@ -47,6 +47,9 @@ type Server struct {
 	// HandshakeTimeout bounds the AMQP protocol header, SASL and open
 	// exchange; it must be positive.
 	HandshakeTimeout time.Duration
+	// MaxUnsettledPerLink bounds the deliveries a peek-lock receiver link
+	// holds unsettled; at least 1.
+	MaxUnsettledPerLink int
 
 	PprofAddr string // host:port serving Go runtime profiles (/debug/pprof/); "" for none
 }
@@ -68,6 +71,7 @@ const (
 	DefaultMaxUnauthenticatedConnections = 64
 	DefaultAuthTimeout                   = 60 * time.Second
 	DefaultHandshakeTimeout              = 10 * time.Second
+	DefaultMaxUnsettledPerLink           = 5000
 )
 
 // DefaultServer returns the settings busbar serve uses when nothing is set.
@@ -86,6 +90,7 @@ func DefaultServer() Server {
 		MaxUnauthenticatedConnections: DefaultMaxUnauthenticatedConnections,
 		AuthTimeout:                   DefaultAuthTimeout,
 		HandshakeTimeout:              DefaultHandshakeTimeout,
+		MaxUnsettledPerLink:           DefaultMaxUnsettledPerLink,
 	}
 }
 
@@ -134,6 +139,7 @@ func ServerSettings() []Setting {
 		{Name: "max-sessions", Env: "BUSBAR_MAX_SESSIONS", Default: strconv.Itoa(DefaultMaxSessions), Usage: "most sessions on one AMQP connection, advertised as channel-max (0: unlimited)"},
 		{Name: "max-unauthenticated-connections", Env: "BUSBAR_MAX_UNAUTHENTICATED_CONNECTIONS", Default: strconv.Itoa(DefaultMaxUnauthenticatedConnections), Usage: "most AMQP connections without a valid token yet, at most a quarter of --max-connections; beyond it the oldest is closed (0: no separate budget)"},
 		{Name: "auth-timeout", Env: "BUSBAR_AUTH_TIMEOUT", Default: DefaultAuthTimeout.String(), Usage: "close an AMQP connection that has not put a valid $cbs token this long after open (0: never)"},
+		{Name: "max-unsettled-per-link", Env: "BUSBAR_MAX_UNSETTLED_PER_LINK", Default: strconv.Itoa(DefaultMaxUnsettledPerLink), Usage: "most peek-lock deliveries a receiver link holds unsettled; then it waits for settlements or expired locks"},
 		{Name: "handshake-timeout", Env: "BUSBAR_HANDSHAKE_TIMEOUT", Default: DefaultHandshakeTimeout.String(), Usage: "close an AMQP connection whose protocol header, SASL and open exchange takes longer"},
 		{Name: "salvage", Env: "BUSBAR_SALVAGE", Default: "false", Usage: "open a damaged data directory, dropping records that cannot be read", Bool: true},
 		{Name: "pprof", Env: "BUSBAR_PPROF", Usage: "serve Go runtime profiles (/debug/pprof/) on this address (host:port, unauthenticated: keep it on loopback); off when empty"},
@@ -166,7 +172,7 @@ func (s *Server) Set(name, value string) error {
 		s.TLSKey = value
 	case "policies":
 		s.Policies = value
-	case "max-connections", "max-links", "max-sessions", "max-unauthenticated-connections":
+	case "max-connections", "max-links", "max-sessions", "max-unauthenticated-connections", "max-unsettled-per-link":
 		n, err := strconv.Atoi(strings.TrimSpace(value))
 		if err != nil || n < 0 {
 			return &FieldError{Path: name, Msg: fmt.Sprintf("%q is not a whole number ≥ 0", value)}
@@ -178,6 +184,8 @@ func (s *Server) Set(name, value string) error {
 			s.MaxLinks = n
 		case "max-sessions":
 			s.MaxSessions = n
+		case "max-unsettled-per-link":
+			s.MaxUnsettledPerLink = n
 		default:
 			s.MaxUnauthenticatedConnections = n
 		}
@@ -288,6 +296,9 @@ func (s Server) Validate() error {
 	}
 	if s.HandshakeTimeout <= 0 {
 		add("handshake-timeout", "must be longer than 0")
+	}
+	if s.MaxUnsettledPerLink < 1 {
+		add("max-unsettled-per-link", "must be at least 1")
 	}
 	if s.MaxSessions > 65536 {
 		add("max-sessions", "%d is more than AMQP's 65536 channels", s.MaxSessions)

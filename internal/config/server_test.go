@@ -20,7 +20,7 @@ func TestDefaultServer(t *testing.T) {
 	want := Server{
 		DataDir: "./busbar-data", AMQPAddr: "localhost:5672", HTTPAddr: "localhost:5300",
 		LogFormat: "text", LogLevel: "info", MaxConnections: 10000, MaxLinks: 4096,
-		MaxSessions: 256, MaxUnauthenticatedConnections: 64, AuthTimeout: time.Minute, HandshakeTimeout: 10 * time.Second,
+		MaxSessions: 256, MaxUnauthenticatedConnections: 64, AuthTimeout: time.Minute, HandshakeTimeout: 10 * time.Second, MaxUnsettledPerLink: 5000,
 	}
 	if s != want {
 		t.Errorf("got %+v, want %+v", s, want)
@@ -61,7 +61,7 @@ func TestServerFromEnv(t *testing.T) {
 		ConfigFile: "/etc/busbar/Config.json", DataDir: "/var/lib/busbar", AMQPAddr: "0.0.0.0:5671",
 		HTTPAddr: ":8080", Memory: true, LogFormat: "json", LogLevel: "warn",
 		MaxConnections: 10000, MaxLinks: 4096,
-		MaxSessions: 256, MaxUnauthenticatedConnections: 64, AuthTimeout: time.Minute, HandshakeTimeout: 10 * time.Second,
+		MaxSessions: 256, MaxUnauthenticatedConnections: 64, AuthTimeout: time.Minute, HandshakeTimeout: 10 * time.Second, MaxUnsettledPerLink: 5000,
 	}
 	if s != want {
 		t.Errorf("got %+v\nwant %+v", s, want)
@@ -190,6 +190,7 @@ func TestServerTLSPoliciesAndLimits(t *testing.T) {
 		{"tls-cert", "cert.pem", "go together"},
 		{"handshake-timeout", "0s", "longer than 0"},
 		{"max-sessions", "70000", "65536"},
+		{"max-unsettled-per-link", "0", "at least 1"},
 	} {
 		s := DefaultServer()
 		s.HTTPSAddr = "localhost:5301"

@@ -17,6 +17,8 @@ func newAMQPServer(b *broker.Broker, a *auth.Authenticator, o Options, log *slog
 		Auth:   a,
 		Clock:  o.Clock,
 		Logger: log.With("component", "servicebus"),
+
+		MaxUnsettledPerLink: o.MaxUnsettledPerLink,
 	})
 	if err != nil {
 		return nil, err
