@@ -45,6 +45,13 @@
 // never reached the client are released at once. A session receiver's
 // link is different: closing it releases its session and the messages it
 // holds (their delivery counts unchanged).
+//
+// A peek-lock receiver link holds at most Config.MaxUnsettledPerLink
+// deliveries the client has not settled; a message redelivered on the
+// same link replaces its earlier delivery, and deliveries whose locks are
+// gone are forgotten when the link is at its bound (receiver.go). A
+// connection leaves the endpoint's budget of unauthenticated connections
+// at its first valid put-token (cbs.go), or at once with AllowAnyKey.
 package servicebus
 
 import (
