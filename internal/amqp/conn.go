@@ -186,7 +186,7 @@ func (c *Conn) Authenticated() {
 
 // AnswerUnknownDispositions makes the sessions answer a client's
 // unsettled disposition of a delivery id they do not track — one the
-// handler settled on its own to forget it — with a settled disposition
+// handler forgot (OutgoingDelivery.Forget) — with a settled disposition
 // carrying the state outcome returns (called on the session goroutine for
 // each answer). Without it such a disposition is ignored, and a client
 // in rcv-settle-mode second waits in vain for the answer. Call it from
