@@ -34,6 +34,14 @@ const (
 	// authenticating (see Config.AuthTimeout).
 	DefaultAuthTimeout = 60 * time.Second
 
+	// maxSessionsBeforeAuth and maxLinksBeforeAuth bound what a
+	// connection may hold until Conn.Authenticated: enough for the $cbs
+	// link pairs the SDKs open before their first token (Go opens one
+	// session with one pair at a time, JS one long-lived pair), little
+	// enough that the unauthenticated budget holds only a few MiB.
+	maxSessionsBeforeAuth = 8
+	maxLinksBeforeAuth    = 16
+
 	// maxHeartbeatInterval caps the interval between our empty frames; it
 	// is safe for both SDKs whatever they advertise (amqp-wire §1.3).
 	maxHeartbeatInterval = 15 * time.Second

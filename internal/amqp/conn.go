@@ -446,6 +446,9 @@ func (c *Conn) newSession(ch uint16, b *frames.Begin) (*Session, *Error) {
 	}
 	local, ok := c.allocChannel()
 	if !ok {
+		if !c.authed.Load() {
+			return nil, Errorf(CondResourceLimitExceeded, "at most %d sessions before the connection authenticates (put a token on $cbs first)", maxSessionsBeforeAuth)
+		}
 		return nil, Errorf(CondResourceLimitExceeded, "too many sessions")
 	}
 	s := newSession(c, local, ch, b)
@@ -459,6 +462,9 @@ func (c *Conn) allocChannel() (uint16, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.cfg.MaxSessions > 0 && c.nSess >= c.cfg.MaxSessions {
+		return 0, false
+	}
+	if c.nSess >= maxSessionsBeforeAuth && !c.authed.Load() {
 		return 0, false
 	}
 	limit := int(c.peerOpen.ChannelMax)
@@ -489,6 +495,9 @@ func (c *Conn) acquireLink() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.cfg.MaxLinks > 0 && c.nLinks >= c.cfg.MaxLinks {
+		return false
+	}
+	if c.nLinks >= maxLinksBeforeAuth && !c.authed.Load() {
 		return false
 	}
 	c.nLinks++

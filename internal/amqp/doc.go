@@ -65,7 +65,8 @@
 // Everything a client can make the endpoint hold is bounded (Config):
 // connections (MaxConnections), connections that have not authenticated
 // yet (MaxUnauthenticatedConnections: a newcomer closes the oldest of
-// them; the handler calls Conn.Authenticated to move a connection out),
+// them; the handler calls Conn.Authenticated to move a connection out;
+// until then a connection holds at most 8 sessions and 16 links),
 // the time to authenticate after open (AuthTimeout) and to finish the
 // handshake (HandshakeTimeout), sessions (MaxSessions, advertised as
 // channel-max) and links (MaxLinks, advertised as handle-max) per

@@ -21,7 +21,6 @@ import (
 // unauthenticated connection could open 65,536 sessions.)
 func TestSessionLimitDefault(t *testing.T) {
 	b := newTestBroker()
-	b.unauthenticated = true // the limit holds before authentication
 	_, addr := startServer(t, b, Config{})
 	r := dialRaw(t, addr)
 	o := r.handshake(nil)
@@ -47,6 +46,60 @@ func TestSessionLimitDefault(t *testing.T) {
 	}
 	if _, err := conn.NewSession(testCtx(t), nil); err == nil {
 		t.Error("go-amqp opened a session beyond channel-max")
+	}
+}
+
+// TestLimitsBeforeAuth: until it authenticates a connection may hold only
+// a few sessions and links (what the SDKs need to put their first token).
+func TestLimitsBeforeAuth(t *testing.T) {
+	b := newTestBroker()
+	b.unauthenticated = true
+	b.onAttach = func(l *Link) {
+		if l.TargetAddress() == "login" {
+			l.Conn().Authenticated()
+		}
+	}
+	_, addr := startServer(t, b, Config{})
+
+	r := dialRaw(t, addr)
+	r.handshake(nil)
+	r.begin()
+	for h := range uint32(maxLinksBeforeAuth) {
+		if a, _ := r.attachSender(h, fmt.Sprint("l", h), "q"); a.Target == nil {
+			t.Fatalf("link %d refused", h)
+		}
+	}
+	if a, _ := r.attachSender(maxLinksBeforeAuth, "one-too-many", "q"); a.Target != nil {
+		t.Fatal("a link beyond the limit before authentication was accepted")
+	}
+	if d, ok := r.next().(*frames.Detach); !ok || d.Error == nil || d.Error.Condition != CondResourceLimitExceeded {
+		t.Fatalf("refusal %v", d)
+	}
+	for ch := uint16(1); ch < maxSessionsBeforeAuth; ch++ {
+		r.send(ch, &frames.Begin{IncomingWindow: 1, OutgoingWindow: 1})
+		if _, ok := r.next().(*frames.Begin); !ok {
+			t.Fatalf("session %d refused", ch)
+		}
+	}
+	r.send(maxSessionsBeforeAuth, &frames.Begin{IncomingWindow: 1, OutgoingWindow: 1})
+	c := r.expectClose(CondResourceLimitExceeded)
+	t.Logf("session %d: %v", maxSessionsBeforeAuth+1, c.Error)
+
+	// Once authenticated, the connection's limits are the configured ones.
+	r = dialRaw(t, addr)
+	r.handshake(nil)
+	r.begin()
+	r.attachSender(0, "login", "login")
+	for h := uint32(1); h <= maxLinksBeforeAuth; h++ {
+		if a, _ := r.attachSender(h, fmt.Sprint("l", h), "q"); a.Target == nil {
+			t.Fatalf("link %d refused after authentication", h)
+		}
+	}
+	for ch := uint16(1); ch <= maxSessionsBeforeAuth; ch++ {
+		r.send(ch, &frames.Begin{IncomingWindow: 1, OutgoingWindow: 1})
+		if _, ok := r.next().(*frames.Begin); !ok {
+			t.Fatalf("session %d refused after authentication", ch)
+		}
 	}
 }
 
@@ -320,7 +373,6 @@ func leanClient(t *testing.T, addr string, sessions int) net.Conn {
 // to see them.
 func TestMemoryFigures(t *testing.T) {
 	b := newTestBroker()
-	b.unauthenticated = true
 	srv, addr := startServer(t, b, Config{MaxUnauthenticatedConnections: 1000})
 	const nConns = 200
 	before := inUse()
