@@ -314,3 +314,38 @@ func TestUnsettledMemory(t *testing.T) {
 		t.Errorf("an unsettled delivery costs %d bytes: more than docs/limits.md states", per)
 	}
 }
+
+// TestLinkMemory measures what an attached link costs the broker (a $cbs
+// sender link: the endpoint's link and the handler's request state), and
+// checks the figure docs/limits.md states. Run with -v to see it.
+func TestLinkMemory(t *testing.T) {
+	const n = 2000
+	s := servicebustest.Start(t, &servicebustest.Options{AllowAnyKey: true})
+	rc := dialRaw(t, s.Addr)
+	out, _ := frames.AppendFrame(nil, 1, &frames.Begin{IncomingWindow: 5000, OutgoingWindow: 5000, HandleMax: n})
+	if _, err := rc.nc.Write(out); err != nil {
+		t.Fatal(err)
+	}
+	before := inUse()
+	out = out[:0]
+	for i := range n {
+		out, _ = frames.AppendFrame(out, 1, &frames.Attach{Name: fmt.Sprint("cbs-", i), Handle: uint32(i), Role: frames.RoleSender,
+			Source: &frames.Source{Address: "client"}, Target: &frames.Target{Address: "$cbs"}, InitialDeliveryCount: frames.Ptr(uint32(0))})
+	}
+	if _, err := rc.nc.Write(out); err != nil {
+		t.Fatal(err)
+	}
+	for got := 0; got < n; {
+		switch b := rc.read().Body.(type) {
+		case *frames.Attach:
+			got++
+		case *frames.Close:
+			t.Fatalf("closed: %v", b.Error)
+		}
+	}
+	per := (inUse() - before) / n
+	t.Logf("per link %d bytes (%d $cbs links on one connection)", per, n)
+	if per > 2048 {
+		t.Errorf("a link costs %d bytes: more than docs/limits.md states", per)
+	}
+}
