@@ -97,7 +97,9 @@ func serve(ctx context.Context, settings config.Server, logger *slog.Logger) err
 		MinFreeBytes:   settings.MinFreeBytes,
 		MinFreePercent: settings.MinFreePercent,
 		Logger:         logger,
-		AMQP:           amqp.Config{MaxConnections: settings.MaxConnections, MaxLinks: settings.MaxLinks},
+		AMQP:           amqpConfig(settings),
+
+		MaxUnsettledPerLink: settings.MaxUnsettledPerLink,
 	}
 	mode, err := auth.ParseEntraMode(settings.Entra)
 	if err != nil {
@@ -147,6 +149,30 @@ func serve(ctx context.Context, settings config.Server, logger *slog.Logger) err
 func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// amqpConfig maps the AMQP limits of settings, where 0 turns a limit
+// off, to amqp.Config, where 0 selects the default and a negative value
+// turns it off.
+func amqpConfig(s config.Server) amqp.Config {
+	off := func(n int) int {
+		if n == 0 {
+			return -1
+		}
+		return n
+	}
+	cfg := amqp.Config{
+		MaxConnections:                s.MaxConnections,
+		MaxLinks:                      s.MaxLinks,
+		MaxSessions:                   off(s.MaxSessions),
+		MaxUnauthenticatedConnections: off(s.MaxUnauthenticatedConnections),
+		AuthTimeout:                   s.AuthTimeout,
+		HandshakeTimeout:              s.HandshakeTimeout,
+	}
+	if s.AuthTimeout == 0 {
+		cfg.AuthTimeout = -1
+	}
+	return cfg
 }
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {

@@ -16,8 +16,31 @@ const (
 	DefaultIdleTimeout      = 60 * time.Second
 	DefaultLinkCredit       = 1000
 	DefaultMaxMessageSize   = 262144 // 256 KiB, the Standard tier and emulator limit
-	DefaultHandshakeTimeout = 30 * time.Second
+	DefaultHandshakeTimeout = 10 * time.Second
 	DefaultWriteTimeout     = 30 * time.Second
+
+	// DefaultMaxSessions bounds the sessions of one connection. The Go
+	// SDK opens one session per sender or receiver and one per
+	// $management link pair, so it serves about 128 of those per
+	// connection.
+	DefaultMaxSessions = 256
+
+	// DefaultMaxUnauthenticated is the budget of connections that have
+	// not authenticated yet (see Config.MaxUnauthenticatedConnections),
+	// unless a quarter of MaxConnections is smaller.
+	DefaultMaxUnauthenticated = 64
+
+	// DefaultAuthTimeout is how long a connection may stay open without
+	// authenticating (see Config.AuthTimeout).
+	DefaultAuthTimeout = 60 * time.Second
+
+	// maxSessionsBeforeAuth and maxLinksBeforeAuth bound what a
+	// connection may hold until Conn.Authenticated: enough for the $cbs
+	// link pairs the SDKs open before their first token (Go opens one
+	// session with one pair at a time, JS one long-lived pair), little
+	// enough that the unauthenticated budget holds only a few MiB.
+	maxSessionsBeforeAuth = 8
+	maxLinksBeforeAuth    = 16
 
 	// maxHeartbeatInterval caps the interval between our empty frames; it
 	// is safe for both SDKs whatever they advertise (amqp-wire §1.3).
@@ -71,8 +94,33 @@ type Config struct {
 	MaxConnections int
 
 	// MaxSessions limits concurrent sessions per connection. It lowers
-	// the advertised channel-max to MaxSessions-1. 0 means ChannelMax+1.
+	// the advertised channel-max to MaxSessions-1, so a client that
+	// respects channel-max cannot exceed it; a begin on a higher channel
+	// closes the connection with amqp:not-allowed. Default 256
+	// (DefaultMaxSessions); negative means ChannelMax+1.
 	MaxSessions int
+
+	// MaxUnauthenticatedConnections is a separate, smaller budget for
+	// connections that have not authenticated yet: from accept, through
+	// the handshake, until the handler calls Conn.Authenticated (the
+	// Service Bus glue does on the first valid $cbs put-token) or a SASL
+	// PLAIN login passed SASLConfig.ValidatePlain. They also count
+	// against MaxConnections. A new connection that finds this budget
+	// full, or MaxConnections reached while some connections are
+	// unauthenticated, closes the oldest unauthenticated connection
+	// (close(amqp:resource-limit-exceeded) if it got as far as open) and
+	// takes its place: unauthenticated clients can never hold every slot,
+	// and a real client that authenticates promptly gets in while an
+	// attack runs. Default 64 (DefaultMaxUnauthenticated); never more
+	// than a quarter of MaxConnections (at least 1) when that is set;
+	// negative means no separate budget.
+	MaxUnauthenticatedConnections int
+
+	// AuthTimeout is how long a connection may stay open after its open
+	// frame without authenticating; then it is closed with
+	// amqp:unauthorized-access. Default 60 s (DefaultAuthTimeout);
+	// negative disables it.
+	AuthTimeout time.Duration
 
 	// MaxLinks limits attached links per connection; further attaches
 	// are refused with amqp:resource-limit-exceeded. 0 means unlimited.
@@ -89,8 +137,9 @@ type Config struct {
 	// amqp:link:message-size-exceeded. Default 262144.
 	MaxMessageSize uint64
 
-	// HandshakeTimeout bounds protocol header, SASL and open exchange.
-	// Default 30 s.
+	// HandshakeTimeout bounds protocol header, SASL and open exchange;
+	// a connection that has not sent its open frame by then is closed.
+	// Default 10 s.
 	HandshakeTimeout time.Duration
 
 	// WriteTimeout bounds each write to the network; a client that stops
@@ -135,11 +184,26 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.ChannelMax == 0 {
 		cfg.ChannelMax = DefaultChannelMax
 	}
-	if cfg.MaxSessions < 0 || cfg.MaxConnections < 0 || cfg.MaxLinks < 0 {
+	if cfg.MaxConnections < 0 || cfg.MaxLinks < 0 {
 		return cfg, errors.New("amqp: negative limit")
 	}
-	if cfg.MaxSessions > 0 && cfg.MaxSessions-1 < int(cfg.ChannelMax) {
+	switch {
+	case cfg.MaxSessions == 0:
+		cfg.MaxSessions = DefaultMaxSessions
+	case cfg.MaxSessions < 0:
+		cfg.MaxSessions = int(cfg.ChannelMax) + 1
+	}
+	if cfg.MaxSessions-1 < int(cfg.ChannelMax) {
 		cfg.ChannelMax = uint16(cfg.MaxSessions - 1)
+	}
+	if cfg.MaxUnauthenticatedConnections == 0 {
+		cfg.MaxUnauthenticatedConnections = DefaultMaxUnauthenticated
+	}
+	if q := max(cfg.MaxConnections/4, 1); cfg.MaxConnections > 0 && cfg.MaxUnauthenticatedConnections > q {
+		cfg.MaxUnauthenticatedConnections = q
+	}
+	if cfg.AuthTimeout == 0 {
+		cfg.AuthTimeout = DefaultAuthTimeout
 	}
 	if cfg.IdleTimeout == 0 {
 		cfg.IdleTimeout = DefaultIdleTimeout

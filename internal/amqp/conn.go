@@ -37,6 +37,9 @@ type Conn struct {
 	handler       ConnHandler
 	writerStarted bool
 	openSent      atomic.Bool // our open frame went out: close frames are allowed
+	// unknownOutcome answers dispositions of untracked deliveries; set
+	// by the handler in Connect (AnswerUnknownDispositions).
+	unknownOutcome func() frames.DeliveryState
 
 	stopRead  atomic.Bool   // the reader must stop: see connReader.Read
 	closing   chan struct{} // closed by shutdown: sessions stop
@@ -47,11 +50,19 @@ type Conn struct {
 
 	sessWG sync.WaitGroup // session goroutines
 
-	mu       sync.Mutex // guards the fields below
-	channels []bool     // local channels in use
-	nSess    int
-	nLinks   int
-	outLinks map[string]*OutgoingLink // attached outgoing links by name
+	// Guarded by srv.mu: which budget the connection counts against and
+	// its place in the server's list of unauthenticated connections.
+	slot       connSlot
+	prev, next *Conn
+
+	authed atomic.Bool // Authenticated was called
+
+	mu        sync.Mutex  // guards the fields below
+	authTimer *time.Timer // closes the connection at AuthTimeout; nil once authenticated or gone
+	channels  []bool      // local channels in use
+	nSess     int
+	nLinks    int
+	outLinks  map[string]*OutgoingLink // attached outgoing links by name
 }
 
 // connReader wraps the net.Conn under the bufio.Reader. It sets the read
@@ -153,6 +164,75 @@ func (c *Conn) Close(err *Error) {
 	c.shutdown(err, closeError)
 }
 
+// Authenticated tells the server that the client proved who it is (for
+// Service Bus, its first valid $cbs put-token): the connection leaves the
+// budget of unauthenticated connections
+// (Config.MaxUnauthenticatedConnections) and the AuthTimeout no longer
+// applies. A SASL PLAIN login checked by SASLConfig.ValidatePlain counts
+// too. It may be called from any goroutine, any number of times,
+// including from Handler.Connect.
+func (c *Conn) Authenticated() {
+	if c.authed.Swap(true) {
+		return
+	}
+	c.srv.authenticated(c)
+	c.mu.Lock()
+	if c.authTimer != nil {
+		c.authTimer.Stop()
+		c.authTimer = nil
+	}
+	c.mu.Unlock()
+}
+
+// AnswerUnknownDispositions makes the sessions answer a client's
+// unsettled disposition of a delivery id they do not track — one the
+// handler forgot (OutgoingDelivery.Forget) — with a settled disposition
+// carrying the state outcome returns (called on the session goroutine for
+// each answer). Without it such a disposition is ignored, and a client
+// in rcv-settle-mode second waits in vain for the answer. Call it from
+// Handler.Connect.
+func (c *Conn) AnswerUnknownDispositions(outcome func() frames.DeliveryState) {
+	c.unknownOutcome = outcome
+}
+
+// IsAuthenticated reports whether Authenticated was called.
+func (c *Conn) IsAuthenticated() bool { return c.authed.Load() }
+
+// startAuthTimer arms AuthTimeout once the open exchange is done.
+func (c *Conn) startAuthTimer() {
+	d := c.cfg.AuthTimeout
+	if d <= 0 || c.authed.Load() {
+		return
+	}
+	c.mu.Lock()
+	if !c.authed.Load() {
+		c.authTimer = time.AfterFunc(d, func() {
+			if !c.authed.Load() {
+				c.fail(Errorf(CondUnauthorizedAccess, "no valid token was presented within %v of open (put one on $cbs)", d))
+			}
+		})
+	}
+	c.mu.Unlock()
+}
+
+func (c *Conn) stopAuthTimer() {
+	c.mu.Lock()
+	if c.authTimer != nil {
+		c.authTimer.Stop()
+		c.authTimer = nil
+	}
+	c.mu.Unlock()
+}
+
+// evict closes an unauthenticated connection to make room for a newer
+// one. It sends close(amqp:resource-limit-exceeded) if the handshake got
+// as far as open, and does not linger for the peer's answer, so that an
+// attacker's evicted connections cannot pile up.
+func (c *Conn) evict() {
+	c.log.Debug("amqp: closing the oldest unauthenticated connection to make room")
+	c.shutdown(Errorf(CondResourceLimitExceeded, "too many unauthenticated connections: the oldest is closed to make room"), closeNoLinger)
+}
+
 // OutgoingLink returns the attached outgoing link (client receiver) with
 // the given name, or nil.
 func (c *Conn) OutgoingLink(name string) *OutgoingLink {
@@ -191,9 +271,10 @@ func (c *Conn) OutgoingLinks() []*OutgoingLink {
 type closeMode int
 
 const (
-	closeSilent closeMode = iota // transport lost: send nothing
-	closeReply                   // the client sent close: answer it
-	closeError                   // we close: send close(error), then linger
+	closeSilent   closeMode = iota // transport lost: send nothing
+	closeReply                     // the client sent close: answer it
+	closeError                     // we close: send close(error), then linger
+	closeNoLinger                  // we close: send close(error), do not linger
 )
 
 // shutdown starts closing the connection; only the first call counts.
@@ -211,7 +292,7 @@ func (c *Conn) shutdown(reason error, mode closeMode) {
 			var e *Error
 			errors.As(reason, &e)
 			c.w.close(&frames.Close{Error: e})
-			c.linger = true
+			c.linger = mode == closeError
 		}
 		close(c.closing)
 		c.stopRead.Store(true)
@@ -241,6 +322,7 @@ func (c *Conn) serve(refuse bool) {
 // and tells the handler.
 func (c *Conn) teardown() {
 	c.shutdown(ErrConnClosed, closeSilent) // no-op unless nothing closed yet
+	c.stopAuthTimer()
 	c.sessWG.Wait()
 	if c.writerStarted {
 		<-c.w.done
@@ -364,6 +446,9 @@ func (c *Conn) newSession(ch uint16, b *frames.Begin) (*Session, *Error) {
 	}
 	local, ok := c.allocChannel()
 	if !ok {
+		if !c.authed.Load() {
+			return nil, Errorf(CondResourceLimitExceeded, "at most %d sessions before the connection authenticates (put a token on $cbs first)", maxSessionsBeforeAuth)
+		}
 		return nil, Errorf(CondResourceLimitExceeded, "too many sessions")
 	}
 	s := newSession(c, local, ch, b)
@@ -377,6 +462,9 @@ func (c *Conn) allocChannel() (uint16, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.cfg.MaxSessions > 0 && c.nSess >= c.cfg.MaxSessions {
+		return 0, false
+	}
+	if c.nSess >= maxSessionsBeforeAuth && !c.authed.Load() {
 		return 0, false
 	}
 	limit := int(c.peerOpen.ChannelMax)
@@ -407,6 +495,9 @@ func (c *Conn) acquireLink() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.cfg.MaxLinks > 0 && c.nLinks >= c.cfg.MaxLinks {
+		return false
+	}
+	if c.nLinks >= maxLinksBeforeAuth && !c.authed.Load() {
 		return false
 	}
 	c.nLinks++

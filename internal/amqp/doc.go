@@ -89,6 +89,22 @@
 // Callbacks run on the session goroutine and must not block for long.
 // Calls for different sessions may run concurrently.
 //
+// # Limits
+//
+// Everything a client can make the endpoint hold is bounded (Config):
+// connections (MaxConnections), connections that have not authenticated
+// yet (MaxUnauthenticatedConnections: a newcomer closes the oldest of
+// them; the handler calls Conn.Authenticated to move a connection out;
+// until then a connection holds at most 8 sessions and 16 links),
+// the time to authenticate after open (AuthTimeout) and to finish the
+// handshake (HandshakeTimeout), sessions (MaxSessions, advertised as
+// channel-max) and links (MaxLinks, advertised as handle-max) per
+// connection, and the frames queued for a slow reader (writeBufferLimit).
+// An unsettled outgoing delivery keeps a small record but not its payload;
+// the handler bounds how many it sends and may Forget those that can no
+// longer be settled. Every connection's transport comes through
+// Server.accept, so the limits hold for all of them.
+//
 // # Ending
 //
 // A connection ends when the client closes it, the transport fails, a

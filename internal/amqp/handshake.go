@@ -107,6 +107,7 @@ func (c *Conn) handshake(refuse bool) error {
 	c.rd.idle = 2 * c.cfg.IdleTimeout
 	c.rd.deadline = time.Time{}
 	c.startWriter()
+	c.startAuthTimer()
 	c.log.Debug("connection opened", "container", open.ContainerID, "hostname", open.Hostname,
 		"sasl", c.saslMechanism, "max-frame-size", open.MaxFrameSize, "idle-time-out", open.IdleTimeOut)
 	return nil
@@ -201,6 +202,9 @@ func (c *Conn) saslExchange() error {
 			code = frames.SASLCodeAuth
 		default:
 			c.saslUser = user
+		}
+		if code == frames.SASLCodeOK && c.cfg.SASL.ValidatePlain != nil {
+			defer c.Authenticated() // after the outcome is written
 		}
 	default:
 		code = frames.SASLCodeAuth

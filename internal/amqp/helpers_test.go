@@ -114,6 +114,11 @@ type testBroker struct {
 	onAttach   func(l *Link)                                              // sees every link before it is accepted
 	deferAll   bool                                                       // defer every attach; complete from a goroutine
 	deferDelay time.Duration
+	// unauthenticated leaves connections unauthenticated; by default
+	// Connect calls Conn.Authenticated, as a handler without
+	// authentication does.
+	unauthenticated bool
+	sent            chan *OutgoingDelivery // if set, receives every delivery sent
 
 	events   chan string // "detach <name>", "disconnect", ... (buffered)
 	disps    chan dispEvent
@@ -152,6 +157,9 @@ func newTestBroker() *testBroker {
 }
 
 func (b *testBroker) Connect(c *Conn) (ConnHandler, error) {
+	if !b.unauthenticated {
+		c.Authenticated()
+	}
 	select {
 	case b.conns <- c:
 	default:
@@ -229,9 +237,12 @@ func (b *testBroker) dispatchLocked(q *testQueue) {
 	for _, l := range q.consumers {
 		for len(q.msgs) > 0 && l.Credit() > 0 {
 			m := q.msgs[0]
-			err := l.Send(&OutgoingDelivery{Tag: nextTag(), Payload: m.payload, MessageFormat: m.format})
-			if err != nil {
+			d := &OutgoingDelivery{Tag: nextTag(), Payload: m.payload, MessageFormat: m.format}
+			if err := l.Send(d); err != nil {
 				break
+			}
+			if b.sent != nil {
+				b.sent <- d
 			}
 			q.msgs = q.msgs[1:]
 		}

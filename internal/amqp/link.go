@@ -2,6 +2,7 @@ package amqp
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/busbarmq/busbar/internal/amqp/frames"
 )
@@ -406,7 +407,8 @@ type OutgoingLink struct {
 	curOff        int               // bytes of cur already sent
 	active        bool              // on Session.active
 	drainDeferred bool              // DeferDrain was called in OnFlow
-	nUnsettled    int               // entries in Session.unsettled
+
+	nUnsettled atomic.Int64 // entries in Session.unsettled; written by the mux only
 }
 
 // outItem is a queued delivery, or a flow (d == nil) that must follow the
@@ -419,7 +421,9 @@ type outItem struct {
 }
 
 // OutgoingDelivery is a message the handler sends. Fill in the exported
-// fields and pass it to Send; do not change them afterwards.
+// fields and pass it to Send; do not change them afterwards. Once an
+// unsettled delivery is sent the endpoint drops Payload (sets it to nil),
+// so that what it keeps per unsettled delivery is small.
 type OutgoingDelivery struct {
 	Tag           []byte // delivery-tag, at most 32 bytes (Service Bus: the lock token)
 	Payload       []byte // the encoded message
@@ -434,6 +438,8 @@ type OutgoingDelivery struct {
 	id      uint32 // delivery-id; owned by the session mux
 	sent    bool   // the first frame went out (id is valid); mux-owned
 	done    bool   // settled at both ends, or presettled and sent; mux-owned
+	forget  bool   // Forget came before the delivery was sent; mux-owned
+	asked   bool   // the client disposed of it unsettled: Forget must not drop it; mux-owned
 }
 
 // Link returns the link the delivery was sent on.
@@ -449,6 +455,37 @@ func (d *OutgoingDelivery) Settle(state frames.DeliveryState) {
 		return
 	}
 	d.link.sess.enqueue(op{kind: opSettleOut, out: d, state: state})
+}
+
+// Forget drops the endpoint's state for a delivery the client has not
+// settled, without telling the client: for a delivery the client can no
+// longer settle successfully (its lock is gone), which the handler does
+// not want to keep memory for. If the client disposes of it later, the
+// session answers as Conn.AnswerUnknownDispositions says. (Settling it
+// instead would tell the client, and go-amqp then drops its routing for
+// the delivery, so that its own later disposition is never answered.) A
+// delivery not sent yet is forgotten once sent. It may be called from
+// any goroutine; it does nothing for a presettled or settled delivery,
+// one the client has disposed of already (the handler's Settle answers
+// it), or after the link is gone.
+func (d *OutgoingDelivery) Forget() {
+	if d.link == nil || d.settled {
+		return
+	}
+	d.link.sess.enqueue(op{kind: opForget, out: d})
+}
+
+// ForgetAll forgets each of ds (deliveries of this link), as Forget does,
+// in one step.
+func (l *OutgoingLink) ForgetAll(ds []*OutgoingDelivery) {
+	l.sess.enqueueMany(func(ops []op) []op {
+		for _, d := range ds {
+			if d.link != nil && !d.settled {
+				ops = append(ops, op{kind: opForget, out: d})
+			}
+		}
+		return ops
+	})
 }
 
 // SettleAll settles ds[i] with states[i] (len(states) == len(ds)), as
@@ -508,6 +545,12 @@ func (l *OutgoingLink) Send(d *OutgoingDelivery) error {
 	}
 	return nil
 }
+
+// Unsettled returns the number of the link's deliveries that were sent
+// unsettled and are not settled yet: the state the endpoint keeps for
+// them until the client or the handler settles them, or the link goes.
+// Safe from any goroutine.
+func (l *OutgoingLink) Unsettled() int { return int(l.nUnsettled.Load()) }
 
 // Credit returns the credit available to Send.
 func (l *OutgoingLink) Credit() uint32 {

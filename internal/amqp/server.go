@@ -19,12 +19,17 @@ type Server struct {
 	cfg     Config
 	handler Handler
 
-	mu        sync.Mutex // guards the fields below
+	mu        sync.Mutex // guards the fields below and Conn.slot, Conn.prev, Conn.next
 	listeners map[net.Listener]struct{}
 	conns     map[*Conn]struct{}
 	nActive   int // connections counted against MaxConnections
 	nRefusing int // connections being refused
 	closed    bool
+
+	// The unauthenticated connections, oldest first: they count against
+	// MaxUnauthenticatedConnections as well as MaxConnections.
+	unauthFirst, unauthLast *Conn
+	nUnauth                 int
 
 	wg sync.WaitGroup // connection goroutines
 }
@@ -98,7 +103,23 @@ func (s *Server) isClosed() bool {
 	return s.closed
 }
 
-// accept starts the goroutine of a new connection, or refuses it.
+// connSlot is what a connection counts against; guarded by Server.mu.
+type connSlot uint8
+
+const (
+	slotRefusing connSlot = iota // being refused: counts against maxRefusing
+	slotUnauth                   // not authenticated yet: MaxUnauthenticatedConnections and MaxConnections
+	slotAuth                     // authenticated: MaxConnections
+	slotEvicted                  // closed to make room: counts against nothing
+)
+
+// accept starts the goroutine of a new connection, or refuses it. Every
+// transport's connections come through here, so the limits cover them
+// all. A new connection counts as unauthenticated; when the
+// unauthenticated budget is full, or MaxConnections is reached while
+// some connections are unauthenticated, the oldest unauthenticated
+// connection is closed to make room (see
+// Config.MaxUnauthenticatedConnections).
 func (s *Server) accept(nc net.Conn) {
 	s.mu.Lock()
 	if s.closed {
@@ -106,7 +127,25 @@ func (s *Server) accept(nc net.Conn) {
 		_ = nc.Close()
 		return
 	}
-	refuse := s.cfg.MaxConnections > 0 && s.nActive >= s.cfg.MaxConnections
+	var victim *Conn
+	refuse := false
+	budget := s.cfg.MaxUnauthenticatedConnections
+	switch {
+	case budget > 0 && s.nUnauth >= budget:
+		victim = s.unauthFirst
+	case s.cfg.MaxConnections > 0 && s.nActive >= s.cfg.MaxConnections:
+		if budget > 0 && s.nUnauth > 0 {
+			victim = s.unauthFirst
+		} else {
+			refuse = true
+		}
+	}
+	if victim != nil {
+		s.unlinkUnauthLocked(victim)
+		s.nActive--
+		victim.slot = slotEvicted
+	}
+	c := newConn(s, nc)
 	if refuse {
 		if s.nRefusing >= maxRefusing {
 			s.mu.Unlock()
@@ -114,26 +153,101 @@ func (s *Server) accept(nc net.Conn) {
 			return
 		}
 		s.nRefusing++
+		c.slot = slotRefusing
 	} else {
 		s.nActive++
+		c.slot = slotUnauth
+		s.linkUnauthLocked(c)
 	}
-	c := newConn(s, nc)
 	s.conns[c] = struct{}{}
 	s.wg.Add(1)
 	s.mu.Unlock()
 
+	if victim != nil {
+		victim.evict()
+	}
 	go func() {
 		defer s.wg.Done()
 		c.serve(refuse)
 		s.mu.Lock()
 		delete(s.conns, c)
-		if refuse {
+		switch c.slot {
+		case slotRefusing:
 			s.nRefusing--
-		} else {
+		case slotUnauth:
+			s.unlinkUnauthLocked(c)
+			s.nActive--
+		case slotAuth:
 			s.nActive--
 		}
 		s.mu.Unlock()
 	}()
+}
+
+// authenticated moves c from the unauthenticated budget to the
+// authenticated connections.
+func (s *Server) authenticated(c *Conn) {
+	s.mu.Lock()
+	if c.slot == slotUnauth {
+		s.unlinkUnauthLocked(c)
+		c.slot = slotAuth
+	}
+	s.mu.Unlock()
+}
+
+func (s *Server) linkUnauthLocked(c *Conn) {
+	c.prev, c.next = s.unauthLast, nil
+	if s.unauthLast != nil {
+		s.unauthLast.next = c
+	} else {
+		s.unauthFirst = c
+	}
+	s.unauthLast = c
+	s.nUnauth++
+}
+
+func (s *Server) unlinkUnauthLocked(c *Conn) {
+	if c.prev != nil {
+		c.prev.next = c.next
+	} else {
+		s.unauthFirst = c.next
+	}
+	if c.next != nil {
+		c.next.prev = c.prev
+	} else {
+		s.unauthLast = c.prev
+	}
+	c.prev, c.next = nil, nil
+	s.nUnauth--
+}
+
+// ConnStats counts a server's connections.
+type ConnStats struct {
+	Active          int // counted against MaxConnections
+	Unauthenticated int // of Active, not authenticated yet
+	Refusing        int // being refused (beyond MaxConnections)
+	// Unsettled counts the deliveries sent unsettled on outgoing links
+	// and not settled yet: the state kept for each until the client or
+	// the handler settles it.
+	Unsettled int
+}
+
+// Stats returns the current counts. It visits every connection's links:
+// for monitoring and tests, not for every request.
+func (s *Server) Stats() ConnStats {
+	s.mu.Lock()
+	st := ConnStats{Active: s.nActive, Unauthenticated: s.nUnauth, Refusing: s.nRefusing}
+	conns := make([]*Conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		for _, l := range c.OutgoingLinks() {
+			st.Unsettled += l.Unsettled()
+		}
+	}
+	return st
 }
 
 // Shutdown stops accepting, closes every connection with

@@ -63,6 +63,7 @@ const (
 	opClose                        // Link.Close
 	opCompleteAttach               // Link.CompleteAttach
 	opCompleteDrain                // OutgoingLink.CompleteDrain
+	opForget                       // OutgoingDelivery.Forget
 )
 
 // op is an operation a handler queued for the mux.
@@ -437,6 +438,8 @@ func (s *Session) runOps() {
 			s.settleIncoming(o.in, o.state)
 		case opSettleOut:
 			s.settleOutgoing(o.out, o.state)
+		case opForget:
+			s.forgetOutgoing(o.out)
 		case opClose:
 			s.flushSettles() // settle before detaching
 			var e *Error

@@ -44,7 +44,11 @@ func (s *Session) handleAttach(a *frames.Attach) {
 	case a.Coordinator != nil:
 		err = Errorf(CondNotImplemented, "transactions are not supported")
 	case !s.conn.acquireLink():
-		err = Errorf(CondResourceLimitExceeded, "link limit of %d per connection reached", s.conn.cfg.MaxLinks)
+		if !s.conn.authed.Load() {
+			err = Errorf(CondResourceLimitExceeded, "at most %d links before the connection authenticates (put a token on $cbs first)", maxLinksBeforeAuth)
+		} else {
+			err = Errorf(CondResourceLimitExceeded, "link limit of %d per connection reached", s.conn.cfg.MaxLinks)
+		}
 	default:
 		l.counted = true
 		if l.incoming != nil {
@@ -171,13 +175,13 @@ func (s *Session) linkGone(l *Link, reason error) {
 	out := l.outgoing
 	s.conn.unregisterOutgoing(out)
 	unsent := out.closeQueue()
-	if out.nUnsettled > 0 {
+	if out.nUnsettled.Load() > 0 {
 		for id, d := range s.unsettled {
 			if d.link == out {
 				delete(s.unsettled, id)
 			}
 		}
-		out.nUnsettled = 0
+		out.nUnsettled.Store(0)
 	}
 	if out.OnDetach != nil {
 		out.OnDetach(reason, unsent)

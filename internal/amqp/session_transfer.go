@@ -116,8 +116,13 @@ func (s *Session) receiveTransfer(t *frames.Transfer) (handedOver bool) {
 // handleDisposition passes the client's dispositions of our deliveries to
 // the handler. Dispositions of the client's own deliveries (role sender)
 // need nothing: we settle those when the handler does.
+//
+// A disposition the client leaves unsettled waits for our answer. For
+// delivery ids the session does not track (the handler settled them on
+// its own, to forget them) it is answered with Conn's unknown-disposition
+// outcome, if the handler set one: one disposition per run of unknown ids.
 func (s *Session) handleDisposition(d *frames.Disposition) {
-	if d.Role != frames.RoleReceiver || len(s.unsettled) == 0 {
+	if d.Role != frames.RoleReceiver {
 		return
 	}
 	first, last := d.First, d.First
@@ -125,28 +130,61 @@ func (s *Session) handleDisposition(d *frames.Disposition) {
 		last = *d.Last
 	}
 	span := last - first
-	if span >= uint32(len(s.unsettled)) {
+	answer := !d.Settled && s.conn.unknownOutcome != nil
+	if span >= uint32(len(s.unsettled)) && span > maxDispositionWalk {
 		// A wide range (perhaps hostile): walk the map, not the range.
+		known := false
 		for id, od := range s.unsettled {
 			if id-first <= span {
+				known = true
 				s.clientDisposition(id, od, d)
 			}
 		}
+		if answer && !known {
+			s.answerUnknown(first, last)
+		}
 		return
 	}
+	run := -1 // start of a run of unknown ids, as an offset from first
 	for i := uint32(0); i <= span; i++ {
 		if od := s.unsettled[first+i]; od != nil {
+			if run >= 0 {
+				s.answerUnknown(first+uint32(run), first+i-1)
+				run = -1
+			}
 			s.clientDisposition(first+i, od, d)
+		} else if answer && run < 0 {
+			run = int(i)
 		}
 	}
+	if run >= 0 {
+		s.answerUnknown(first+uint32(run), last)
+	}
+}
+
+// maxDispositionWalk is the widest disposition range walked id by id
+// when the session tracks fewer deliveries than that.
+const maxDispositionWalk = 1024
+
+// answerUnknown settles the delivery ids first..last, which the session
+// does not track, with the connection's unknown-disposition outcome.
+func (s *Session) answerUnknown(first, last uint32) {
+	s.disp = frames.Disposition{Role: frames.RoleSender, First: first, Settled: true, State: s.conn.unknownOutcome()}
+	if last != first {
+		s.u32[1] = last
+		s.disp.Last = &s.u32[1]
+	}
+	s.writeFrame(&s.disp)
 }
 
 func (s *Session) clientDisposition(id uint32, od *OutgoingDelivery, d *frames.Disposition) {
 	l := od.link
 	if d.Settled {
 		delete(s.unsettled, id)
-		l.nUnsettled--
+		l.nUnsettled.Add(-1)
 		od.done = true
+	} else {
+		od.asked = true
 	}
 	if l.OnDisposition != nil {
 		l.OnDisposition(od, d.State, d.Settled)
@@ -176,8 +214,23 @@ func (s *Session) settleOutgoing(d *OutgoingDelivery, state frames.DeliveryState
 	}
 	d.done = true
 	delete(s.unsettled, d.id)
-	d.link.nUnsettled--
+	d.link.nUnsettled.Add(-1)
 	s.settlesOut = append(s.settlesOut, settleRec{d.id, state})
+}
+
+// forgetOutgoing drops a delivery the client has not settled from the
+// session's state without telling the client (OutgoingDelivery.Forget).
+func (s *Session) forgetOutgoing(d *OutgoingDelivery) {
+	if d.done || d.asked || d.link.state != linkAttached {
+		return
+	}
+	if !d.sent {
+		d.forget = true // appendTransfer forgets it once sent
+		return
+	}
+	d.done = true
+	delete(s.unsettled, d.id)
+	d.link.nUnsettled.Add(-1)
 }
 
 // flushSettles sends the settlements the handler made.
@@ -361,7 +414,7 @@ func (s *Session) appendTransfer(l *OutgoingLink) bool {
 		d.sent = true
 		if !d.settled {
 			s.unsettled[d.id] = d
-			l.nUnsettled++
+			l.nUnsettled.Add(1)
 		}
 		s.u32[0] = d.id
 		s.u32[1] = d.MessageFormat
@@ -405,6 +458,13 @@ func (s *Session) appendTransfer(l *OutgoingLink) bool {
 		l.cur = nil
 		if d.settled {
 			d.done = true
+		} else {
+			// The session keeps unsettled deliveries until they are
+			// settled, but never needs their bytes again.
+			d.Payload = nil
+			if d.forget {
+				s.forgetOutgoing(d)
+			}
 		}
 	}
 	return true

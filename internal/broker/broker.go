@@ -76,6 +76,9 @@ type Broker struct {
 // now returns the clock's time in Unix nanoseconds.
 func (b *Broker) now() int64 { return b.clock.Now().UnixNano() }
 
+// Now is the time on the broker's clock, the one locks expire by.
+func (b *Broker) Now() time.Time { return b.clock.Now() }
+
 func newBroker(opts Options) *Broker {
 	b := &Broker{
 		store: opts.Store,

@@ -413,3 +413,32 @@ func TestDeleteMessages(t *testing.T) {
 	}
 	e.complete("q", locked.LockToken)
 }
+
+// TestCheckLocks reports held and lost locks without changing them.
+func TestCheckLocks(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q", func(p *QueueProperties) { p.LockDuration = 10 * time.Second })
+	e.sendN("q", 3)
+	ds := e.recv("q", PeekLock, 3)
+	e.complete("q", ds[0].LockToken)
+	e.advance(8 * time.Second)
+	if _, err := e.b.RenewLock(ctx, "q", []uuid.UUID{ds[2].LockToken}); err != nil {
+		t.Fatal(err)
+	}
+	e.advance(4 * time.Second) // ds[1]'s lock expired, ds[2]'s renewed one holds
+	toks := []uuid.UUID{ds[0].LockToken, ds[1].LockToken, ds[2].LockToken, uuid.New()}
+	errs, err := e.b.CheckLocks("q", toks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantKind(t, errs[0], ErrLockLost)
+	wantKind(t, errs[1], ErrLockLost)
+	if errs[2] != nil {
+		t.Errorf("renewed lock: %v", errs[2])
+	}
+	wantKind(t, errs[3], ErrLockLost)
+	e.complete("q", ds[2].LockToken) // still held: checking changed nothing
+	if _, err := e.b.CheckLocks("nope", toks); KindOf(err) != KindNotFound {
+		t.Errorf("unknown queue: %v", err)
+	}
+}

@@ -227,3 +227,25 @@ func (b *Broker) RenewLock(ctx context.Context, path string, tokens []uuid.UUID)
 	q.rearmLocked()
 	return out, nil
 }
+
+// CheckLocks reports for each token whether it still holds the lock on a
+// message of path: nil if it does, else the error a settlement with it
+// would get now (lock lost, session lock lost). It changes nothing; the
+// Service Bus layer uses it to forget deliveries whose locks are gone.
+func (b *Broker) CheckLocks(path string, tokens []uuid.UUID) ([]error, error) {
+	q, p, err := b.lookup(path)
+	if err != nil {
+		return nil, err
+	}
+	now := b.now()
+	q.lockAt(now)
+	defer q.mu.Unlock()
+	if q.mu.gone != nil {
+		return nil, q.mu.gone
+	}
+	errs := make([]error, len(tokens))
+	for i, tok := range tokens {
+		_, errs[i] = q.lockedRecLocked(p.SubQueue, tok, now)
+	}
+	return errs, nil
+}

@@ -53,6 +53,21 @@ type Server struct {
 
 	MaxConnections int // concurrent AMQP connections; 0 means unlimited
 	MaxLinks       int // attached links per AMQP connection; 0 means unlimited
+	MaxSessions    int // sessions per AMQP connection; 0 means unlimited (65536)
+
+	// MaxUnauthenticatedConnections is the budget of AMQP connections that
+	// have not authenticated yet (at most a quarter of MaxConnections); 0
+	// means no separate budget.
+	MaxUnauthenticatedConnections int
+	// AuthTimeout is how long an AMQP connection may stay open without a
+	// valid token; 0 means no limit.
+	AuthTimeout time.Duration
+	// HandshakeTimeout bounds the AMQP protocol header, SASL and open
+	// exchange; it must be positive.
+	HandshakeTimeout time.Duration
+	// MaxUnsettledPerLink bounds the deliveries a peek-lock receiver link
+	// holds unsettled; at least 1.
+	MaxUnsettledPerLink int
 
 	PprofAddr string // host:port serving Go runtime profiles (/debug/pprof/); "" for none
 
@@ -79,6 +94,12 @@ const (
 	// users' most common complaint.
 	DefaultMaxConnections = 10000
 	DefaultMaxLinks       = 4096
+	DefaultMaxSessions    = 256
+
+	DefaultMaxUnauthenticatedConnections = 64
+	DefaultAuthTimeout                   = 60 * time.Second
+	DefaultHandshakeTimeout              = 10 * time.Second
+	DefaultMaxUnsettledPerLink           = 5000
 
 	// DefaultMinFreeDisk: 1 GiB or 5 % of the disk, whichever is smaller.
 	DefaultMinFreeDisk = "auto"
@@ -99,6 +120,12 @@ func DefaultServer() Server {
 
 		MaxConnections: DefaultMaxConnections,
 		MaxLinks:       DefaultMaxLinks,
+		MaxSessions:    DefaultMaxSessions,
+
+		MaxUnauthenticatedConnections: DefaultMaxUnauthenticatedConnections,
+		AuthTimeout:                   DefaultAuthTimeout,
+		HandshakeTimeout:              DefaultHandshakeTimeout,
+		MaxUnsettledPerLink:           DefaultMaxUnsettledPerLink,
 	}
 }
 
@@ -151,6 +178,11 @@ func ServerSettings() []Setting {
 		{Name: "oidc-clock-skew", Env: "BUSBAR_OIDC_CLOCK_SKEW", Default: DefaultOIDCClockSkew.String(), Usage: "tolerance on the exp and nbf of OIDC-verified tokens (Go duration)"},
 		{Name: "max-connections", Env: "BUSBAR_MAX_CONNECTIONS", Default: strconv.Itoa(DefaultMaxConnections), Usage: "most concurrent AMQP connections (0: unlimited)"},
 		{Name: "max-links", Env: "BUSBAR_MAX_LINKS", Default: strconv.Itoa(DefaultMaxLinks), Usage: "most links attached on one AMQP connection (0: unlimited)"},
+		{Name: "max-sessions", Env: "BUSBAR_MAX_SESSIONS", Default: strconv.Itoa(DefaultMaxSessions), Usage: "most sessions on one AMQP connection, advertised as channel-max (0: unlimited)"},
+		{Name: "max-unauthenticated-connections", Env: "BUSBAR_MAX_UNAUTHENTICATED_CONNECTIONS", Default: strconv.Itoa(DefaultMaxUnauthenticatedConnections), Usage: "most AMQP connections without a valid token yet, at most a quarter of --max-connections; beyond it the oldest is closed (0: no separate budget)"},
+		{Name: "auth-timeout", Env: "BUSBAR_AUTH_TIMEOUT", Default: DefaultAuthTimeout.String(), Usage: "close an AMQP connection that has not put a valid $cbs token this long after open (0: never)"},
+		{Name: "max-unsettled-per-link", Env: "BUSBAR_MAX_UNSETTLED_PER_LINK", Default: strconv.Itoa(DefaultMaxUnsettledPerLink), Usage: "most peek-lock deliveries a receiver link holds unsettled; then it waits for settlements or expired locks"},
+		{Name: "handshake-timeout", Env: "BUSBAR_HANDSHAKE_TIMEOUT", Default: DefaultHandshakeTimeout.String(), Usage: "close an AMQP connection whose protocol header, SASL and open exchange takes longer"},
 		{Name: "salvage", Env: "BUSBAR_SALVAGE", Default: "false", Usage: "open a damaged data directory, dropping records that cannot be read", Bool: true},
 		{Name: "metrics-open", Env: "BUSBAR_METRICS_OPEN", Default: "false", Usage: "serve GET /metrics without authentication (by default it needs a token granting Manage, as the admin API)", Bool: true},
 		{Name: "min-free-disk", Env: "BUSBAR_MIN_FREE_DISK", Default: DefaultMinFreeDisk, Usage: `free disk space below which new messages and entities are refused, so settlements still succeed: a size ("2GiB", "500MB"), a share of the disk ("10%"), "auto" (1 GiB or 5 %, whichever is smaller) or 0 (off)`},
@@ -202,15 +234,32 @@ func (s *Server) Set(name, value string) error {
 			return &FieldError{Path: name, Msg: fmt.Sprintf("%q is not a duration from 0s to 1h (e.g. 5m)", value)}
 		}
 		s.OIDCClockSkew = d
-	case "max-connections", "max-links":
+	case "max-connections", "max-links", "max-sessions", "max-unauthenticated-connections", "max-unsettled-per-link":
 		n, err := strconv.Atoi(strings.TrimSpace(value))
 		if err != nil || n < 0 {
 			return &FieldError{Path: name, Msg: fmt.Sprintf("%q is not a whole number ≥ 0", value)}
 		}
-		if name == "max-connections" {
+		switch name {
+		case "max-connections":
 			s.MaxConnections = n
-		} else {
+		case "max-links":
 			s.MaxLinks = n
+		case "max-sessions":
+			s.MaxSessions = n
+		case "max-unsettled-per-link":
+			s.MaxUnsettledPerLink = n
+		default:
+			s.MaxUnauthenticatedConnections = n
+		}
+	case "auth-timeout", "handshake-timeout":
+		d, err := time.ParseDuration(strings.TrimSpace(value))
+		if err != nil || d < 0 {
+			return &FieldError{Path: name, Msg: fmt.Sprintf("%q is not a duration ≥ 0 (such as 60s or 1m)", value)}
+		}
+		if name == "auth-timeout" {
+			s.AuthTimeout = d
+		} else {
+			s.HandshakeTimeout = d
 		}
 	case "memory", "dev-tls", "allow-any-key", "salvage", "metrics-open":
 		b, err := parseBool(value)
@@ -330,6 +379,15 @@ func (s Server) Validate() error {
 	}
 	if !isRole(s.EntraDevRole) {
 		add("entra-dev-role", "%q is not a Service Bus data role (owner, sender, receiver or none)", s.EntraDevRole)
+	}
+	if s.HandshakeTimeout <= 0 {
+		add("handshake-timeout", "must be longer than 0")
+	}
+	if s.MaxUnsettledPerLink < 1 {
+		add("max-unsettled-per-link", "must be at least 1")
+	}
+	if s.MaxSessions > 65536 {
+		add("max-sessions", "%d is more than AMQP's 65536 channels", s.MaxSessions)
 	}
 	if s.LogFormat != "text" && s.LogFormat != "json" {
 		add("log-format", "%q is not a log format (text or json)", s.LogFormat)

@@ -21,6 +21,7 @@ func TestDefaultServer(t *testing.T) {
 		DataDir: "./busbar-data", AMQPAddr: "localhost:5672", HTTPAddr: "localhost:5300",
 		LogFormat: "text", LogLevel: "info", MaxConnections: 10000, MaxLinks: 4096,
 		Entra: "auto", EntraDevRole: "owner", OIDCClockSkew: 5 * time.Minute,
+		MaxSessions: 256, MaxUnauthenticatedConnections: 64, AuthTimeout: time.Minute, HandshakeTimeout: 10 * time.Second, MaxUnsettledPerLink: 5000,
 	}
 	if s != want {
 		t.Errorf("got %+v, want %+v", s, want)
@@ -62,6 +63,7 @@ func TestServerFromEnv(t *testing.T) {
 		HTTPAddr: ":8080", Memory: true, LogFormat: "json", LogLevel: "warn",
 		MaxConnections: 10000, MaxLinks: 4096,
 		Entra: "auto", EntraDevRole: "owner", OIDCClockSkew: 5 * time.Minute,
+		MaxSessions: 256, MaxUnauthenticatedConnections: 64, AuthTimeout: time.Minute, HandshakeTimeout: 10 * time.Second, MaxUnsettledPerLink: 5000,
 	}
 	if s != want {
 		t.Errorf("got %+v\nwant %+v", s, want)
@@ -165,13 +167,19 @@ func TestServerTLSPoliciesAndLimits(t *testing.T) {
 		"BUSBAR_POLICIES":        "app=secret:Send,Listen; admin=other",
 		"BUSBAR_MAX_CONNECTIONS": "50",
 		"BUSBAR_MAX_LINKS":       "0",
+		"BUSBAR_MAX_SESSIONS":    "16",
+
+		"BUSBAR_MAX_UNAUTHENTICATED_CONNECTIONS": "0",
+		"BUSBAR_AUTH_TIMEOUT":                    "2m",
+		"BUSBAR_HANDSHAKE_TIMEOUT":               "3s",
 	})); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if s.AMQPSAddr != "localhost:5671" || !s.DevTLS || s.MaxConnections != 50 || s.MaxLinks != 0 {
+	if s.AMQPSAddr != "localhost:5671" || !s.DevTLS || s.MaxConnections != 50 || s.MaxLinks != 0 || s.MaxSessions != 16 ||
+		s.MaxUnauthenticatedConnections != 0 || s.AuthTimeout != 2*time.Minute || s.HandshakeTimeout != 3*time.Second {
 		t.Fatalf("settings = %+v", s)
 	}
 	ps, err := s.PolicyList()
@@ -188,6 +196,9 @@ func TestServerTLSPoliciesAndLimits(t *testing.T) {
 		{"https", "nope", "host:port"},
 		{"pprof", "nope", "host:port"},
 		{"tls-cert", "cert.pem", "go together"},
+		{"handshake-timeout", "0s", "longer than 0"},
+		{"max-sessions", "70000", "65536"},
+		{"max-unsettled-per-link", "0", "at least 1"},
 	} {
 		s := DefaultServer()
 		s.HTTPSAddr = "localhost:5301"
@@ -202,6 +213,9 @@ func TestServerTLSPoliciesAndLimits(t *testing.T) {
 	}
 	if err := s.Set("max-connections", "-1"); err == nil {
 		t.Error("negative max-connections accepted")
+	}
+	if err := s.Set("auth-timeout", "soon"); err == nil {
+		t.Error("auth-timeout soon accepted")
 	}
 	s = DefaultServer()
 	s.HTTPSAddr = "localhost:5301"

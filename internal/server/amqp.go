@@ -21,6 +21,8 @@ func newAMQPServer(b *broker.Broker, a *auth.Authenticator, obs servicebus.Obser
 		Tracer:   tracer,
 		Clock:    o.Clock,
 		Logger:   log.With("component", "servicebus"),
+
+		MaxUnsettledPerLink: o.MaxUnsettledPerLink,
 	})
 	if err != nil {
 		return nil, err

@@ -98,6 +98,9 @@ type Options struct {
 	// AMQP tunes the AMQP endpoint (limits, time-outs); zero values take
 	// the endpoint's defaults.
 	AMQP amqp.Config
+	// MaxUnsettledPerLink bounds the unsettled deliveries of a peek-lock
+	// receiver link; 0 takes servicebus.DefaultMaxUnsettledPerLink.
+	MaxUnsettledPerLink int
 
 	// PprofAddr, when set, serves Go runtime profiles (net/http/pprof's
 	// /debug/pprof/ pages, with mutex and block sampling on) on a listener

@@ -128,9 +128,11 @@ func openSession(ctx context.Context, c *goamqp.Conn) error {
 }
 
 // TestWebSocketConnectionLimit: WebSocket connections count against
-// --max-connections like TCP ones, in both directions.
+// --max-connections like TCP ones, in both directions. The connections are
+// authenticated (AllowAnyKey): an unauthenticated one would give way to a
+// newcomer (amqp.Config.MaxUnauthenticatedConnections).
 func TestWebSocketConnectionLimit(t *testing.T) {
-	s := start(t, Options{Memory: true, AMQP: amqp.Config{MaxConnections: 1}})
+	s := start(t, Options{Memory: true, AllowAnyKey: true, AMQP: amqp.Config{MaxConnections: 1}})
 	defer stop(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

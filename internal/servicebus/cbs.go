@@ -53,6 +53,7 @@ func (c *conn) cbsRequest(req *frames.Message) *response {
 	if err := c.addGrant(g); err != nil {
 		return failed(c.fail("put-token", g.Audience, err))
 	}
+	c.c.Authenticated() // leaves the unauthenticated budget, stops the token deadline
 	return &response{status: statusAccepted, desc: "Accepted"}
 }
 

@@ -165,6 +165,20 @@ func (f failure) amqpError() *frames.Error {
 // with the same tracking id, so a user's report can be found in the log.
 // Internal errors keep their cause out of the description.
 func describe(log *slog.Logger, now time.Time, namespace, op, entity string, topic bool, err error) failure {
+	f := prepare(now, namespace, entity, topic, err)
+	level := slog.LevelInfo
+	if f.status >= 500 {
+		level = slog.LevelError
+	}
+	log.Log(context.Background(), level, "request failed",
+		"op", op, "entity", entity, "condition", string(f.cond), "status", f.status,
+		"trackingId", f.trackingID, "err", err)
+	return f
+}
+
+// prepare is describe without the log line, for failures that are the
+// normal course of events and could be many (a lock lost on a link).
+func prepare(now time.Time, namespace, entity string, topic bool, err error) failure {
 	cond, status := classify(err)
 	f := failure{cond: cond, status: status, trackingID: uuid.NewString()}
 	text := err.Error()
@@ -181,12 +195,5 @@ func describe(log *slog.Logger, now time.Time, namespace, op, entity string, top
 	}
 	f.desc = fmt.Sprintf("%s TrackingId:%s, SystemTracker:%s, Timestamp:%s",
 		text, f.trackingID, tracker, now.UTC().Format("2006-01-02T15:04:05"))
-	level := slog.LevelInfo
-	if status >= 500 {
-		level = slog.LevelError
-	}
-	log.Log(context.Background(), level, "request failed",
-		"op", op, "entity", entity, "condition", string(cond), "status", status,
-		"trackingId", f.trackingID, "err", err)
 	return f
 }

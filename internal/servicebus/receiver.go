@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -19,6 +20,15 @@ const maxReceiveBatch = 100
 
 // maxCompleteBatch bounds one broker.CompleteBatch of a receiver link.
 const maxCompleteBatch = 512
+
+// DefaultMaxUnsettledPerLink bounds the deliveries a peek-lock receiver
+// link holds that the client has not settled (Config.MaxUnsettledPerLink).
+const DefaultMaxUnsettledPerLink = 5000
+
+// sweepInterval spaces out the lock checks of a link at its bound (on
+// the broker's clock), so that a client sending flows cannot make the
+// broker check thousands of locks per frame.
+const sweepInterval = time.Second
 
 // receiverLink is a client receiver link on an entity: one goroutine moves
 // messages from a broker.Receiver to the link while it has credit.
@@ -42,6 +52,27 @@ type receiverLink struct {
 	// as a sender link is; settleCtx carries it into CompleteBatch.
 	fol       broker.Follower
 	settleCtx context.Context
+
+	// The peek-lock deliveries sent and not yet disposed of by the client,
+	// by lock token, and their tokens by sequence number: at most
+	// maxUnsettled. A message redelivered on the link (its lock expired)
+	// replaces its earlier delivery, and at the bound the link sends
+	// nothing until room is freed: by the client's dispositions, or by a
+	// sweep that forgets deliveries whose locks are gone. The endpoint
+	// forgets them too (OutgoingDelivery.Forget), without telling the
+	// client; if the client disposes of one later, it is answered with
+	// message-lock-lost (Conn.AnswerUnknownDispositions in Connect).
+	outMu     sync.Mutex
+	out       map[uuid.UUID]sentRef
+	outSeq    map[int64]uuid.UUID
+	atBound   bool      // the pump waits for room: untrack wakes it
+	lastSweep time.Time // broker clock
+}
+
+// sentRef is a delivery sent on a peek-lock link.
+type sentRef struct {
+	d   *amqp.OutgoingDelivery
+	seq int64
 }
 
 // pendingComplete is a client's accepted outcome not yet applied.
@@ -94,6 +125,10 @@ func (c *conn) newReceiverLink(l *amqp.OutgoingLink, path string, mode broker.Re
 		c: c, l: l, path: path, peekLock: mode == broker.PeekLock,
 		wake: make(chan struct{}, 1), done: make(chan struct{}),
 	}
+	if rl.peekLock {
+		rl.out = make(map[uuid.UUID]sentRef)
+		rl.outSeq = make(map[int64]uuid.UUID)
+	}
 	rl.settleCtx = broker.WithFollower(c.ctx, &rl.fol)
 	return rl
 }
@@ -129,8 +164,19 @@ func (rl *receiverLink) pump() {
 		default:
 		}
 		credit := rl.l.Credit()
-		if credit > 0 {
-			n := min(int(credit), maxReceiveBatch)
+		room := rl.room()
+		if credit > 0 && room == 0 {
+			room = rl.sweep()
+			if room == 0 {
+				// Pass on a wake the broker may have given this receiver.
+				if _, err := rl.r.TryReceive(0); err != nil {
+					rl.fail(err)
+					return
+				}
+			}
+		}
+		if credit > 0 && room > 0 {
+			n := min(int(credit), maxReceiveBatch, room)
 			ds, err := rl.r.TryReceive(n)
 			if err != nil {
 				rl.fail(err)
@@ -147,7 +193,7 @@ func (rl *receiverLink) pump() {
 			rl.l.CompleteDrain()
 		}
 		var ready <-chan struct{}
-		if credit > 0 {
+		if credit > 0 && room > 0 {
 			ready = rl.r.Ready()
 		}
 		select {
@@ -180,7 +226,16 @@ func (rl *receiverLink) send(ds []*broker.Delivery) bool {
 			})
 			putDotNetGUID(&od.tag, [16]byte(d.LockToken))
 			od.d = amqp.OutgoingDelivery{Tag: od.tag[:], Payload: payload, Settled: !rl.peekLock}
+			if rl.peekLock {
+				// Tracked before Send: the client may dispose of it at once.
+				if stale := rl.track(&od.d, d); stale != nil {
+					stale.Forget()
+				}
+			}
 			err = rl.l.Send(&od.d)
+			if err != nil && rl.peekLock {
+				rl.untrack(&od.d)
+			}
 		}
 		rl.c.h.traceDeliver(rl.path, d, err)
 		if err == nil {
@@ -225,6 +280,13 @@ func (rl *receiverLink) fail(err error) {
 // unsent ones are released.
 func (rl *receiverLink) onDetach(err error, unsent []*amqp.OutgoingDelivery) {
 	close(rl.done)
+	if rl.peekLock {
+		// The endpoint forgot the link's deliveries; so does the link.
+		rl.outMu.Lock()
+		clear(rl.out)
+		clear(rl.outSeq)
+		rl.outMu.Unlock()
+	}
 	if !rl.peekLock || len(unsent) == 0 {
 		return
 	}
@@ -253,6 +315,7 @@ func (rl *receiverLink) onDisposition(d *amqp.OutgoingDelivery, state frames.Del
 	if !rl.peekLock {
 		return // receive-and-delete: nothing to settle (§5)
 	}
+	rl.untrack(d)
 	tok, ok := uuidFromDotNetBytes(d.Tag)
 	if !ok {
 		return
@@ -268,6 +331,104 @@ func (rl *receiverLink) onDisposition(d *amqp.OutgoingDelivery, state frames.Del
 		}
 		d.Settle(reply)
 	})
+}
+
+// track records a delivery about to be sent on a peek-lock link. It
+// returns the earlier delivery of the same message on this link, if any:
+// its lock is gone (the message was locked again), and the caller
+// forgets it.
+func (rl *receiverLink) track(od *amqp.OutgoingDelivery, d *broker.Delivery) (stale *amqp.OutgoingDelivery) {
+	rl.outMu.Lock()
+	defer rl.outMu.Unlock()
+	if old, ok := rl.outSeq[d.SequenceNumber]; ok {
+		stale = rl.out[old].d
+		delete(rl.out, old)
+	}
+	rl.out[d.LockToken] = sentRef{d: od, seq: d.SequenceNumber}
+	rl.outSeq[d.SequenceNumber] = d.LockToken
+	return stale
+}
+
+// untrack forgets a delivery the client disposed of (or that was never
+// sent) and wakes the pump if it waited for room.
+func (rl *receiverLink) untrack(od *amqp.OutgoingDelivery) {
+	tok, ok := uuidFromDotNetBytes(od.Tag)
+	if !ok {
+		return
+	}
+	rl.outMu.Lock()
+	ref, ok := rl.out[uuid.UUID(tok)]
+	if !ok || ref.d != od {
+		rl.outMu.Unlock()
+		return
+	}
+	delete(rl.out, uuid.UUID(tok))
+	if rl.outSeq[ref.seq] == uuid.UUID(tok) {
+		delete(rl.outSeq, ref.seq)
+	}
+	wake := rl.atBound
+	rl.atBound = false
+	rl.outMu.Unlock()
+	if wake {
+		rl.signal()
+	}
+}
+
+// room is how many more deliveries the link may send before the client
+// settles some.
+func (rl *receiverLink) room() int {
+	if !rl.peekLock {
+		return maxReceiveBatch
+	}
+	rl.outMu.Lock()
+	defer rl.outMu.Unlock()
+	n := max(rl.c.h.maxUnsettled-len(rl.out), 0)
+	rl.atBound = n == 0
+	return n
+}
+
+// sweep forgets the link's deliveries whose locks are gone (expired,
+// or settled by lock token through $management) and returns the room
+// there is then. It runs at most
+// once per sweepInterval of the broker's clock.
+func (rl *receiverLink) sweep() int {
+	b := rl.c.h.broker
+	rl.outMu.Lock()
+	now := b.Now()
+	if !rl.lastSweep.IsZero() && now.Sub(rl.lastSweep) < sweepInterval {
+		rl.outMu.Unlock()
+		return 0
+	}
+	rl.lastSweep = now
+	toks := make([]uuid.UUID, 0, len(rl.out))
+	for t := range rl.out {
+		toks = append(toks, t)
+	}
+	rl.outMu.Unlock()
+	errs, err := b.CheckLocks(rl.path, toks)
+	if err != nil {
+		return 0 // the entity is gone or closed: TryReceive reports it
+	}
+	var lost []*amqp.OutgoingDelivery
+	rl.outMu.Lock()
+	for i, t := range toks {
+		ref, ok := rl.out[t]
+		if errs[i] == nil || !ok {
+			continue
+		}
+		delete(rl.out, t)
+		if rl.outSeq[ref.seq] == t {
+			delete(rl.outSeq, ref.seq)
+		}
+		lost = append(lost, ref.d)
+	}
+	n := max(rl.c.h.maxUnsettled-len(rl.out), 0)
+	rl.atBound = n == 0
+	rl.outMu.Unlock()
+	if len(lost) > 0 {
+		rl.l.ForgetAll(lost)
+	}
+	return n
 }
 
 // queueComplete hands a complete to the link's settler, starting one if

@@ -51,6 +51,13 @@
 // never reached the client are released at once. A session receiver's
 // link is different: closing it releases its session and the messages it
 // holds (their delivery counts unchanged).
+//
+// A peek-lock receiver link holds at most Config.MaxUnsettledPerLink
+// deliveries the client has not settled; a message redelivered on the
+// same link replaces its earlier delivery, and deliveries whose locks are
+// gone are forgotten when the link is at its bound (receiver.go). A
+// connection leaves the endpoint's budget of unauthenticated connections
+// at its first valid put-token (cbs.go), or at once with AllowAnyKey.
 package servicebus
 
 import (
@@ -67,6 +74,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/busbarmq/busbar/internal/amqp"
+	"github.com/busbarmq/busbar/internal/amqp/frames"
 	"github.com/busbarmq/busbar/internal/auth"
 	"github.com/busbarmq/busbar/internal/broker"
 	"github.com/busbarmq/busbar/internal/clock"
@@ -99,6 +107,11 @@ type Config struct {
 	// Tracer makes the spans of sends, deliveries, settlements and
 	// management operations (observe.go); nil makes none.
 	Tracer trace.Tracer
+	// MaxUnsettledPerLink bounds the deliveries a peek-lock receiver link
+	// has sent that the client has not settled; at the bound the link
+	// sends nothing more until the client settles or locks expire.
+	// Default DefaultMaxUnsettledPerLink (5000).
+	MaxUnsettledPerLink int
 }
 
 // Handler is the Service Bus handler for an amqp.Server.
@@ -111,6 +124,8 @@ type Handler struct {
 	tokenCheck time.Duration
 	obs        Observer
 	tracer     trace.Tracer // nil: tracing off
+
+	maxUnsettled int
 }
 
 var _ amqp.Handler = (*Handler)(nil)
@@ -139,6 +154,10 @@ func New(cfg Config) (*Handler, error) {
 	if h.namespace == "" {
 		h.namespace = "busbar"
 	}
+	h.maxUnsettled = cfg.MaxUnsettledPerLink
+	if h.maxUnsettled <= 0 {
+		h.maxUnsettled = DefaultMaxUnsettledPerLink
+	}
 	return h, nil
 }
 
@@ -155,6 +174,14 @@ func (h *Handler) Connect(c *amqp.Conn) (amqp.ConnHandler, error) {
 	}
 	cn.replies = make(map[*amqp.OutgoingLink]*replyLink)
 	h.obs.ConnectionOpened()
+	// A delivery forgotten because its lock is gone (receiver.go) may
+	// still be disposed of by the client: its lock is lost.
+	c.AnswerUnknownDispositions(func() frames.DeliveryState { return cn.lost("", errLockGone) })
+	if h.auth.AllowAnyKey() {
+		// Nothing to authenticate: links work without a token, so the
+		// connection must not wait for one (amqp.Config.AuthTimeout).
+		c.Authenticated()
+	}
 	return cn, nil
 }
 
@@ -312,6 +339,19 @@ func (c *conn) fail(op, entity string, err error) failure {
 	f := describe(c.log, c.h.clock.Now(), c.h.namespace, op, entity, topic, err)
 	c.h.obs.RequestFailed(entity, string(f.cond), f.status)
 	return f
+}
+
+// errLockGone is the reason of a delivery forgotten by its link because
+// its lock is gone.
+var errLockGone = &broker.Error{Kind: broker.KindLockLost,
+	Msg: "The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue."}
+
+// lost is the outcome that settles a delivery whose lock is gone (err
+// says why), without a log line: locks expiring is the normal course of
+// events.
+func (c *conn) lost(entity string, err error) *frames.Rejected {
+	f := prepare(c.h.clock.Now(), c.h.namespace, entity, false, err)
+	return &frames.Rejected{Error: f.amqpError()}
 }
 
 // refuse turns err into the error an Attach callback returns to refuse a

@@ -55,6 +55,8 @@ type Options struct {
 	TokenCheckInterval time.Duration
 	// Entra configures Entra ID tokens (auth.Config.Entra).
 	Entra auth.EntraConfig
+	// MaxUnsettledPerLink is servicebus.Config.MaxUnsettledPerLink.
+	MaxUnsettledPerLink int
 	// Logger receives broker, endpoint and handler logs; nil discards
 	// them.
 	Logger *slog.Logger
@@ -111,7 +113,7 @@ func Start(t testing.TB, opts *Options) *Server {
 	if err != nil {
 		t.Fatalf("servicebustest: auth.New: %v", err)
 	}
-	h, err := servicebus.New(servicebus.Config{Broker: b, Auth: a, Logger: log, Clock: opts.TokenClock, TokenCheckInterval: opts.TokenCheckInterval})
+	h, err := servicebus.New(servicebus.Config{Broker: b, Auth: a, Logger: log, Clock: opts.TokenClock, TokenCheckInterval: opts.TokenCheckInterval, MaxUnsettledPerLink: opts.MaxUnsettledPerLink})
 	if err != nil {
 		t.Fatalf("servicebustest: servicebus.New: %v", err)
 	}
