@@ -58,6 +58,15 @@ type Message struct {
 	// ApplicationProperties are the user properties.
 	ApplicationProperties map[string]any
 
+	// DeliveryAnnotations are the sender's delivery-annotations (symbol
+	// keys, simple values). Service Bus keeps them and hands them to
+	// receivers beside its own (x-opt-lock-token).
+	DeliveryAnnotations map[string]any
+
+	// Footer is the sender's encoded footer section exactly as received
+	// (descriptor included), opaque like Body; nil if none was sent.
+	Footer []byte
+
 	// Body is the encoded body section(s), opaque.
 	Body []byte
 }
