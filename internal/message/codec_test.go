@@ -3,9 +3,9 @@ package message
 import (
 	"bytes"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
-	"math"
 	"reflect"
 	"strings"
 	"testing"
