@@ -171,7 +171,7 @@ func (rl *receiverLink) pump() {
 // gone; messages that could not be sent are released (peek-lock).
 func (rl *receiverLink) send(ds []*broker.Delivery) bool {
 	for i, d := range ds {
-		payload, err := encodeDelivery(d, deliveryOpts{locked: rl.peekLock})
+		payload, err := encodeDelivery(d, deliveryOpts{locked: rl.peekLock, lockTokenAnnotation: rl.peekLock})
 		if err == nil {
 			od := new(struct { // the delivery and its tag in one allocation
 				d   amqp.OutgoingDelivery
