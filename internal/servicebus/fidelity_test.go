@@ -35,11 +35,11 @@ func TestDeliveryAnnotationsAndFooterKept(t *testing.T) {
 
 	sender := newSender(t, c, "q")
 	in := &azservicebus.AMQPAnnotatedMessage{
-		DeliveryAnnotations: map[any]any{"x-opt-delivery-annotation-test": "test-value"},
-		MessageAnnotations:  map[any]any{"x-opt-message-annotation-test": "test-value"},
-		Footer:              map[any]any{"x-opt-footer-test": "footer-value"},
-		Header:              &azservicebus.AMQPAnnotatedMessageHeader{Priority: 100, Durable: true},
-		Body:                azservicebus.AMQPAnnotatedMessageBody{Data: [][]byte{[]byte("Hello World"), []byte("And another message!")}},
+		DeliveryAnnotations:   map[any]any{"x-opt-delivery-annotation-test": "test-value"},
+		MessageAnnotations:    map[any]any{"x-opt-message-annotation-test": "test-value"},
+		Footer:                map[any]any{"x-opt-footer-test": "footer-value"},
+		Header:                &azservicebus.AMQPAnnotatedMessageHeader{Priority: 100, Durable: true},
+		Body:                  azservicebus.AMQPAnnotatedMessageBody{Data: [][]byte{[]byte("Hello World"), []byte("And another message!")}},
 		ApplicationProperties: map[string]any{"hello": "world"},
 	}
 	for range 2 {
