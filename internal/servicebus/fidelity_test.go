@@ -8,6 +8,10 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	amqp "github.com/Azure/go-amqp"
+	"github.com/google/uuid"
+
+	"github.com/busbarmq/busbar/internal/broker"
 
 	"github.com/busbarmq/busbar/internal/servicebus/servicebustest"
 	"github.com/busbarmq/busbar/internal/store/filestore"
@@ -102,4 +106,77 @@ func TestDeliveryAnnotationsAndFooterKept(t *testing.T) {
 		t.Fatalf("peek: %v %v", peeked, err)
 	}
 	check(peeked[0], false)
+}
+
+// TestWireBatchDeleteAndPeekOptions: batch-delete-messages honours
+// session-id (only that session's messages go) and refuses more than
+// 4,000 per call; peek honours omit-message-body; the sender attach
+// reply carries com.microsoft:max-message-batch-size.
+func TestWireBatchDeleteAndPeekOptions(t *testing.T) {
+	props := sessionQueueProps(time.Minute)
+	s := servicebustest.Start(t, &servicebustest.Options{Queues: []string{"q", "sq"},
+		QueueProps: map[string]broker.QueueProperties{"sq": props}})
+	c := newClient(t, s.ConnectionString)
+	ctx := testCtx(t, 30*time.Second)
+	send(t, ctx, newSender(t, c, "sq"), smessage("a", "a1"), smessage("a", "a2"),
+		smessage("b", "b1"), smessage("b", "b2"), smessage("b", "b3"))
+	send(t, ctx, newSender(t, c, "q"), &azservicebus.Message{Body: []byte("body")})
+
+	w := dialWire(t, s)
+	w.authorize("amqp://" + s.Addr + "/sq")
+	w.authorize("amqp://" + s.Addr + "/q")
+	call := func(r *rpc, op string, body map[string]any) *amqp.Message {
+		return r.call(uuid.NewString(), map[string]any{"operation": op}, body)
+	}
+	smg := w.newRPC("sq/$management", "sq-reply-"+uuid.NewString(), false)
+	del := func(body map[string]any) (int32, any) {
+		resp := call(smg, "com.microsoft:batch-delete-messages", body)
+		return status(t, resp), resp.Value
+	}
+	future := time.Now().Add(time.Hour)
+	if code, v := del(map[string]any{"message-count": int32(10), "enqueued-time-utc": future, "session-id": "a"}); code != 200 || v.(map[string]any)["message-count"] != int32(2) {
+		t.Fatalf("delete in session a: %d %v", code, v)
+	}
+	if code, _ := del(map[string]any{"message-count": int32(4001), "enqueued-time-utc": future}); code != 400 {
+		t.Fatalf("delete 4001: %d, want 400", code)
+	}
+	if code, _ := del(map[string]any{"message-count": int32(10), "enqueued-time-utc": future, "session-id": "nobody"}); code != 204 {
+		t.Fatalf("delete in an unknown session: %d, want 204", code)
+	}
+	peek := func(r *rpc, body map[string]any) []*amqp.Message {
+		t.Helper()
+		resp := call(r, "com.microsoft:peek-message", body)
+		if code := status(t, resp); code != 200 {
+			t.Fatalf("peek: %d %v", code, resp.ApplicationProperties)
+		}
+		var out []*amqp.Message
+		for _, e := range resp.Value.(map[string]any)["messages"].([]any) {
+			m := new(amqp.Message)
+			if err := m.UnmarshalBinary(e.(map[string]any)["message"].([]byte)); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, m)
+		}
+		return out
+	}
+	left := peek(smg, map[string]any{"from-sequence-number": int64(0), "message-count": int32(10)})
+	if len(left) != 3 || *left[0].Properties.GroupID != "b" {
+		t.Fatalf("after deleting session a: %d messages left", len(left))
+	}
+
+	qmg := w.newRPC("q/$management", "q-reply-"+uuid.NewString(), false)
+	if m := peek(qmg, map[string]any{"from-sequence-number": int64(0), "message-count": int32(1), "omit-message-body": true})[0]; m.Data != nil || m.Value != nil {
+		t.Fatalf("omit-message-body: body %q %v", m.Data, m.Value)
+	}
+	if m := peek(qmg, map[string]any{"from-sequence-number": int64(0), "message-count": int32(1)})[0]; string(m.GetData()) != "body" {
+		t.Fatalf("peek: body %q", m.GetData())
+	}
+
+	snd, err := w.session().NewSender(w.ctx, "q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := snd.Properties()["com.microsoft:max-message-batch-size"]; v != uint64(256*1024) {
+		t.Fatalf("max-message-batch-size %T %v, want 262144", v, v)
+	}
 }

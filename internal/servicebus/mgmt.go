@@ -114,10 +114,16 @@ func (c *conn) renewLock(ctx context.Context, path string, b body) (*response, e
 	return ok(encoding.Map{{Key: "expirations", Value: exps}}), nil
 }
 
-// peek: from-sequence-number (long), message-count (int) → messages, a
-// list of maps {message: binary}; 204 when there is nothing to peek.
+// peek: from-sequence-number (long), message-count (int),
+// omit-message-body (boolean: the messages come without their body, as
+// the JS SDK asks for since 7.10) → messages, a list of maps {message:
+// binary}; 204 when there is nothing to peek.
 func (c *conn) peek(ctx context.Context, path string, b body) (*response, error) {
 	from, _, err := b.integer("from-sequence-number")
+	if err != nil {
+		return nil, err
+	}
+	omitBody, err := b.boolean("omit-message-body")
 	if err != nil {
 		return nil, err
 	}
@@ -150,6 +156,13 @@ func (c *conn) peek(ctx context.Context, path string, b body) (*response, error)
 	}
 	list := make([]any, 0, len(ds))
 	for _, d := range ds {
+		if omitBody && d.Message.Body != nil {
+			// Copies: the delivery and its message may be shared.
+			m, dc := *d.Message, *d
+			m.Body = nil
+			dc.Message = &m
+			d = &dc
+		}
 		p, err := encodeDelivery(d, deliveryOpts{})
 		if err != nil {
 			return nil, err
@@ -300,13 +313,22 @@ func (c *conn) cancelScheduled(ctx context.Context, path string, b body) (*respo
 	return ok(nil), nil
 }
 
-// batchDelete: message-count (int), enqueued-time-utc (timestamp, default
-// now) → message-count (int); zero deleted is 204 with errorCondition
-// com.microsoft:message-not-found, as the JS SDK expects (§6.3).
+// maxBatchDelete is Service Bus's cap on the messages one batch-delete
+// request may remove.
+const maxBatchDelete = 4000
+
+// batchDelete: message-count (int, at most 4,000), enqueued-time-utc
+// (timestamp, default now), session-id (a session receiver deletes from
+// its session only) → message-count (int); zero deleted is 204 with
+// errorCondition com.microsoft:message-not-found, as the JS SDK expects
+// (§6.3).
 func (c *conn) batchDelete(ctx context.Context, path string, b body) (*response, error) {
 	count, _, err := b.integer("message-count")
 	if err != nil {
 		return nil, err
+	}
+	if count > maxBatchDelete {
+		return nil, badRequest("The message-count %d is more than one request may delete: at most %d messages are deleted per call.", count, maxBatchDelete)
 	}
 	before, given, err := b.timestamp("enqueued-time-utc")
 	if err != nil {
@@ -315,7 +337,16 @@ func (c *conn) batchDelete(ctx context.Context, path string, b body) (*response,
 	if !given {
 		before = c.h.clock.Now()
 	}
-	n, err := c.h.broker.DeleteMessages(ctx, path, int(min(count, 1<<20)), before)
+	_, sid, err := c.sessionOf(ctx, path, b)
+	if err != nil {
+		return nil, err
+	}
+	var n int
+	if sid != "" {
+		n, err = c.h.broker.DeleteSessionMessages(ctx, path, sid, int(count), before)
+	} else {
+		n, err = c.h.broker.DeleteMessages(ctx, path, int(count), before)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -61,6 +61,14 @@ type senderLink struct {
 	ds    []*amqp.IncomingDelivery
 }
 
+// propMaxBatchSize is the sender attach reply's link property that tells
+// the client the largest batch (ulong, bytes); maxBatchSize is Service
+// Bus's cap.
+const (
+	propMaxBatchSize frames.Symbol = "com.microsoft:max-message-batch-size"
+	maxBatchSize     uint64        = 1 << 20
+)
+
 func (c *conn) attachSender(l *amqp.IncomingLink, a address) error {
 	if a.sub != subNone {
 		return c.refuse("attach", a.path(), &broker.Error{Kind: broker.KindNotAllowed,
@@ -82,6 +90,11 @@ func (c *conn) attachSender(l *amqp.IncomingLink, a address) error {
 	// §0.2, §3.4: a non-zero max-message-size, the entity's limit; the
 	// endpoint rejects larger transfers with message-size-exceeded.
 	l.Reply.MaxMessageSize = maxSize
+	// The batch limit, which the Go SDK (1.11) prefers to max-message-size
+	// when sizing a MessageBatch: Service Bus caps one batch at 1 MB even
+	// on entities whose messages may be larger, and at the message limit
+	// (256 KB by default) below that.
+	l.Reply.Properties = map[frames.Symbol]any{propMaxBatchSize: min(maxSize, maxBatchSize)}
 	l.MaxUnsettled = senderMaxUnsettled
 	l.OnDelivery = s.onDelivery
 	l.OnDetach = func(error) { s.detach.Do(func() { close(s.done) }) }
