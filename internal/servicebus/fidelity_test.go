@@ -180,3 +180,43 @@ func TestWireBatchDeleteAndPeekOptions(t *testing.T) {
 		t.Fatalf("max-message-batch-size %T %v, want 262144", v, v)
 	}
 }
+
+// TestWireDispositionBeforeManagement: a disposition followed at once by
+// a management request on the same connection (another session) is
+// applied first. The client settles without waiting (rcv-settle-mode
+// first, as uamqp does), defers, and asks for the deferred message by
+// sequence number straight away: it is found every time.
+func TestWireDispositionBeforeManagement(t *testing.T) {
+	const n = 150
+	s := servicebustest.Start(t, &servicebustest.Options{Queues: []string{"q"}})
+	c := newClient(t, s.ConnectionString)
+	ctx := testCtx(t, 60*time.Second)
+	sender := newSender(t, c, "q")
+	for i := range n {
+		send(t, ctx, sender, &azservicebus.Message{Body: []byte{byte(i)}})
+	}
+
+	w := dialWire(t, s)
+	w.authorize("amqp://" + s.Addr + "/q")
+	rcv, err := w.session().NewReceiver(w.ctx, "q", &amqp.ReceiverOptions{
+		SettlementMode: amqp.ReceiverSettleModeFirst.Ptr(), Credit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mg := w.newRPC("q/$management", "mgmt-reply-"+uuid.NewString(), false)
+	for i := range n {
+		m, err := rcv.Receive(w.ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq := m.Annotations["x-opt-sequence-number"].(int64)
+		if err := rcv.ModifyMessage(w.ctx, m, &amqp.ModifyMessageOptions{UndeliverableHere: true}); err != nil {
+			t.Fatal(err)
+		}
+		resp := mg.call(uuid.NewString(), map[string]any{"operation": "com.microsoft:receive-by-sequence-number"},
+			map[string]any{"sequence-numbers": []int64{seq}, "receiver-settle-mode": uint32(0)})
+		if code := status(t, resp); code != 200 {
+			t.Fatalf("iteration %d: receive-by-sequence-number of the message just deferred: %d %v", i, code, resp.ApplicationProperties)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/busbarmq/busbar/internal/amqp"
 	"github.com/busbarmq/busbar/internal/amqp/encoding"
 	"github.com/busbarmq/busbar/internal/amqp/frames"
 	"github.com/busbarmq/busbar/internal/auth"
@@ -54,7 +55,7 @@ var mgmtOps = map[string]mgmtOp{
 // managementRequest serves one request to node (an <entity>/$management
 // address): it checks the operation's right, applies the client's server
 // timeout and runs it.
-func (c *conn) managementRequest(req *frames.Message, node address) *response {
+func (c *conn) managementRequest(req *frames.Message, node address, mark amqp.DispositionMark) *response {
 	opName := appProp(req, "operation")
 	path := node.path()
 	op, ok := mgmtOps[opName]
@@ -74,6 +75,13 @@ func (c *conn) managementRequest(req *frames.Message, node address) *response {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
+	}
+	// Settlements received before the request first (settleorder.go).
+	if err := mark.Wait(ctx); err != nil {
+		return failed(c.fail(opName, path, err))
+	}
+	if err := c.settles.wait(ctx); err != nil {
+		return failed(c.fail(opName, path, err))
 	}
 	resp, err := op.run(c, ctx, path, b)
 	if err != nil {

@@ -44,10 +44,12 @@ type receiverLink struct {
 	settleCtx context.Context
 }
 
-// pendingComplete is a client's accepted outcome not yet applied.
+// pendingComplete is a client's accepted outcome not yet applied, with
+// its settleOrder ticket.
 type pendingComplete struct {
-	d   *amqp.OutgoingDelivery
-	tok uuid.UUID
+	d      *amqp.OutgoingDelivery
+	tok    uuid.UUID
+	ticket uint64
 }
 
 // attachReceiver accepts a receiver link. rcv-settle-mode second means
@@ -259,13 +261,17 @@ func (rl *receiverLink) onDisposition(d *amqp.OutgoingDelivery, state frames.Del
 		rl.queueComplete(d, uuid.UUID(tok))
 		return
 	}
-	rl.c.spawn(func() {
+	ticket := rl.c.settles.begin()
+	if !rl.c.spawn(func() {
+		defer rl.c.settles.end(ticket)
 		reply, err := rl.c.settle(rl.path, uuid.UUID(tok), state)
 		if err != nil {
 			reply = &frames.Rejected{Error: rl.c.fail("settle", rl.path, err).amqpError()}
 		}
 		d.Settle(reply)
-	})
+	}) {
+		rl.c.settles.end(ticket)
+	}
 }
 
 // queueComplete hands a complete to the link's settler, starting one if
@@ -276,8 +282,9 @@ func (rl *receiverLink) onDisposition(d *amqp.OutgoingDelivery, state frames.Del
 // goroutines). Completes still queued when the link detaches are
 // applied all the same: the client decided them, and locks outlive links.
 func (rl *receiverLink) queueComplete(d *amqp.OutgoingDelivery, tok uuid.UUID) {
+	ticket := rl.c.settles.begin()
 	rl.settleMu.Lock()
-	rl.completes = append(rl.completes, pendingComplete{d: d, tok: tok})
+	rl.completes = append(rl.completes, pendingComplete{d: d, tok: tok, ticket: ticket})
 	start := !rl.settling
 	rl.settling = true
 	rl.settleMu.Unlock()
@@ -285,6 +292,9 @@ func (rl *receiverLink) queueComplete(d *amqp.OutgoingDelivery, tok uuid.UUID) {
 		// The connection is gone: nothing can be settled any more.
 		rl.settleMu.Lock()
 		rl.settling = false
+		for _, p := range rl.completes {
+			rl.c.settles.end(p.ticket)
+		}
 		clear(rl.completes)
 		rl.completes = rl.completes[:0]
 		rl.settleMu.Unlock()
@@ -335,6 +345,9 @@ func (rl *receiverLink) settleCompletes() {
 			} else {
 				states = append(states, accepted)
 			}
+		}
+		for _, p := range batch {
+			rl.c.settles.end(p.ticket)
 		}
 		// One step, so that the batch's answers leave together.
 		rl.l.SettleAll(ds, states)
