@@ -16,6 +16,7 @@ import (
 	"github.com/busbarmq/busbar/internal/auth"
 	"github.com/busbarmq/busbar/internal/broker"
 	"github.com/busbarmq/busbar/internal/clock"
+	"github.com/busbarmq/busbar/internal/config"
 )
 
 // Options configure a Handler.
@@ -130,9 +131,12 @@ func escapePath(path string) string {
 
 // forwardURI is how a forwarding target is written back: the absolute
 // sb:// URI the service stores (§1.13). Empty stays empty.
-func (s *site) forwardURI(entity string) string {
+func (s *site) forwardURI(entity, addr string) string {
 	if entity == "" {
 		return ""
+	}
+	if addr != "" && strings.EqualFold(config.ForwardEntityName(addr), entity) {
+		return addr // as the client wrote it
 	}
 	return "sb://" + s.host + "/" + entity
 }
@@ -181,13 +185,13 @@ func (h *Handler) serve(rq *request) (*reply, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !g.Rights.Has(auth.Manage) {
-		return nil, errorf(http.StatusUnauthorized, "Unauthorized access. 'Manage' claim(s) are required to perform this operation; the key '%s' grants %s.", g.KeyName, g.Rights)
-	}
-	rq.grant = g
 	if rq.res, err = parseResource(rq.path); err != nil {
 		return nil, err
 	}
+	if !g.Rights.Has(auth.Manage) {
+		return nil, h.withoutManage(rq)
+	}
+	rq.grant = g
 	methods := routes[rq.res.kind]
 	ep := methods[rq.r.Method]
 	if ep == nil {
