@@ -355,7 +355,7 @@ func (q *entity) forward(job forwardJob, now int64) {
 			continue
 		}
 		m := data.m
-		pend = append(pend, pendingMsg{m: m, data: data.b, ttl: int64(m.TTL), hasSess: m.SessionID != "", hops: r.hops + 1})
+		pend = append(pend, pendingMsg{m: m, data: data.b, ttl: int64(m.TTL), hasSess: m.HasSessionID(), hops: r.hops + 1})
 		moved = append(moved, transition{seq: r.seq, from: job.sub, remove: true})
 		total += int64(len(data.b))
 	}

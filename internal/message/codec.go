@@ -39,13 +39,14 @@ package message
 //	                          the "header" counted against the 64 KB limit)
 //	 19 DeliveryAnnotations   map    (version 2; encoded after bit 17)
 //	 20 Footer                bytes  (version 2; encoded after bit 19)
+//	 21 EmptySessionID        (version 2; no payload: the session id is "")
 //
-// Bits 19 and 20 came with version 2: their payloads sit between
+// Bits 19 to 21 came with version 2: their payloads sit between
 // ApplicationProperties and Body, so Body stays last. A message that uses
-// neither is still written as version 1, byte for byte what version 1
-// wrote (an older binary reads it); one that uses either is written as
+// none of them is still written as version 1, byte for byte what version 1
+// wrote (an older binary reads it); one that uses any is written as
 // version 2. Version 1 records are read as they are: they never carry
-// bits 19 or 20, and there is nothing to migrate on disk. An older binary
+// bits 19 to 21, and there is nothing to migrate on disk. An older binary
 // meets a version 2 record with a clear "unknown version 2" error.
 //
 //	map   = uvarint count, then count × (key string, value)
@@ -74,7 +75,7 @@ import (
 	"time"
 )
 
-// Codec versions: 1 has bits 0–18; 2 adds bits 19 and 20.
+// Codec versions: 1 has bits 0–18; 2 adds bits 19 to 21.
 const (
 	codecV1 = 1
 	codecV2 = 2
@@ -103,8 +104,9 @@ const (
 	fBody
 	fDeliveryAnnotations
 	fFooter
+	fEmptySessionID
 	fAllV1 = fBody<<1 - 1
-	fAll   = fFooter<<1 - 1
+	fAll   = fEmptySessionID<<1 - 1
 )
 
 // Value tags.
@@ -315,6 +317,9 @@ func (m *Message) presence() uint64 {
 	if len(m.Footer) > 0 {
 		p |= fFooter
 	}
+	if m.EmptySessionID && m.SessionID == "" {
+		p |= fEmptySessionID
+	}
 	return p
 }
 
@@ -481,6 +486,9 @@ func (m *Message) unmarshal(data []byte, shared bool) error {
 	}
 	if p&fSessionID != 0 {
 		m.SessionID = d.string()
+	}
+	if p&fEmptySessionID != 0 && p&fSessionID == 0 {
+		m.EmptySessionID = true
 	}
 	if p&fGroupSequence != 0 {
 		v := d.uvarint()

@@ -121,10 +121,11 @@ func fullV2() *Message {
 	return m
 }
 
-// TestVersion2: a message with delivery annotations or a footer is written
-// as version 2 and round-trips; one without is written as version 1.
+// TestVersion2: a message with delivery annotations, a footer or the empty
+// session id is written as version 2 and round-trips; one without is
+// written as version 1.
 func TestVersion2(t *testing.T) {
-	for _, m := range []*Message{fullV2(), {Footer: []byte{1}}, {DeliveryAnnotations: map[string]any{"k": "v"}}} {
+	for _, m := range []*Message{fullV2(), {Footer: []byte{1}}, {DeliveryAnnotations: map[string]any{"k": "v"}}, {EmptySessionID: true, Body: []byte("b")}} {
 		b, err := Marshal(m)
 		if err != nil {
 			t.Fatal(err)

@@ -52,6 +52,10 @@ type Message struct {
 	AbsoluteExpiryTime time.Time
 	CreationTime       time.Time
 	SessionID          string // AMQP group-id
+	// EmptySessionID reports a session id given as the empty string (with
+	// SessionID ""): Service Bus treats "" as a session id of its own.
+	// It is false whenever SessionID is not empty.
+	EmptySessionID bool
 	GroupSequence      uint32
 	ReplyToSessionID   string // AMQP reply-to-group-id
 
@@ -70,3 +74,7 @@ type Message struct {
 	// Body is the encoded body section(s), opaque.
 	Body []byte
 }
+
+// HasSessionID reports whether the sender gave a session id, possibly
+// the empty one.
+func (m *Message) HasSessionID() bool { return m.SessionID != "" || m.EmptySessionID }

@@ -220,3 +220,33 @@ func TestWireDispositionBeforeManagement(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionEmptyID: as in the SDK's TestSessionReceiver_blankSessionIDs,
+// SessionID "" is a session of its own on send, schedule and accept.
+func TestSessionEmptyID(t *testing.T) {
+	s := startSessions(t, &servicebustest.Options{})
+	c := newClient(t, s.ConnectionString)
+	ctx := testCtx(t, 30*time.Second)
+	sender := newSender(t, c, "sq")
+	send(t, ctx, sender, &azservicebus.Message{Body: []byte("sent"), SessionID: ptr("")})
+	if _, err := sender.ScheduleMessages(ctx, []*azservicebus.Message{{Body: []byte("scheduled"), SessionID: ptr("")}}, time.Now(), nil); err != nil {
+		t.Fatalf("ScheduleMessages: %v", err)
+	}
+	send(t, ctx, sender, smessage("other", "not this one"))
+	r := acceptSession(t, ctx, c, "sq", "")
+	if r.SessionID() != "" || r.LockedUntil().IsZero() {
+		t.Fatalf("session %q locked until %v", r.SessionID(), r.LockedUntil())
+	}
+	got := receiveSession(t, ctx, r, 2)
+	for _, m := range got {
+		if m.SessionID == nil || *m.SessionID != "" {
+			t.Errorf("message %q: SessionID %v", m.Body, m.SessionID)
+		}
+		if err := r.CompleteMessage(ctx, m, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b := msgBodies(got); len(b) != 2 || b[0] != "sent" || b[1] != "scheduled" {
+		t.Fatalf("received %v", b)
+	}
+}

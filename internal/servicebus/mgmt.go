@@ -145,13 +145,14 @@ func (c *conn) peek(ctx context.Context, path string, b body) (*response, error)
 	if count <= 0 {
 		return noContent(), nil
 	}
-	// A session receiver peeks its session (session.go).
-	_, sid, err := c.sessionOf(ctx, path, b)
+	// A session receiver peeks its session (session.go), also the
+	// session "".
+	holder, sid, err := c.sessionOf(ctx, path, b)
 	if err != nil {
 		return nil, err
 	}
 	var ds []*broker.Delivery
-	if sid != "" {
+	if holder != nil || sid != "" {
 		ds, err = c.h.broker.PeekSession(ctx, path, sid, from, int(min(count, 1<<20)))
 	} else {
 		ds, err = c.h.broker.Peek(ctx, path, from, int(min(count, 1<<20)))
@@ -345,12 +346,12 @@ func (c *conn) batchDelete(ctx context.Context, path string, b body) (*response,
 	if !given {
 		before = c.h.clock.Now()
 	}
-	_, sid, err := c.sessionOf(ctx, path, b)
+	holder, sid, err := c.sessionOf(ctx, path, b)
 	if err != nil {
 		return nil, err
 	}
 	var n int
-	if sid != "" {
+	if holder != nil || sid != "" {
 		n, err = c.h.broker.DeleteSessionMessages(ctx, path, sid, int(count), before)
 	} else {
 		n, err = c.h.broker.DeleteMessages(ctx, path, int(count), before)

@@ -75,6 +75,7 @@ func fromAMQP(out *message.Message, m *frames.Message) error {
 		out.AbsoluteExpiryTime = p.AbsoluteExpiryTime
 		out.CreationTime = p.CreationTime
 		out.SessionID = p.GroupID
+		out.EmptySessionID = p.EmptyGroupID // "" is a session id of its own
 		out.GroupSequence = p.GroupSequence
 		out.ReplyToSessionID = p.ReplyToGroupID
 	}
@@ -167,6 +168,7 @@ func amqpProperties(msg *message.Message) frames.Properties {
 		AbsoluteExpiryTime: msg.AbsoluteExpiryTime,
 		CreationTime:       msg.CreationTime,
 		GroupID:            msg.SessionID,
+		EmptyGroupID:       msg.EmptySessionID,
 		GroupSequence:      msg.GroupSequence,
 		ReplyToGroupID:     msg.ReplyToSessionID,
 	}
