@@ -55,9 +55,9 @@ type Message struct {
 	// EmptySessionID reports a session id given as the empty string (with
 	// SessionID ""): Service Bus treats "" as a session id of its own.
 	// It is false whenever SessionID is not empty.
-	EmptySessionID bool
-	GroupSequence      uint32
-	ReplyToSessionID   string // AMQP reply-to-group-id
+	EmptySessionID   bool
+	GroupSequence    uint32
+	ReplyToSessionID string // AMQP reply-to-group-id
 
 	// ApplicationProperties are the user properties.
 	ApplicationProperties map[string]any
