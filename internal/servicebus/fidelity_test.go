@@ -172,12 +172,19 @@ func TestWireBatchDeleteAndPeekOptions(t *testing.T) {
 		t.Fatalf("peek: body %q", m.GetData())
 	}
 
-	snd, err := w.session().NewSender(w.ctx, "q", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v := snd.Properties()["com.microsoft:max-message-batch-size"]; v != uint64(256*1024) {
-		t.Fatalf("max-message-batch-size %T %v, want 262144", v, v)
+	// The batch limit: the entity's message limit, at most 1 MB.
+	big := broker.DefaultQueueProperties()
+	big.MaxMessageSizeInKilobytes = 102400
+	s.CreateQueue(t, "big", big)
+	w.authorize("amqp://" + s.Addr + "/big")
+	for q, want := range map[string]uint64{"q": 256 * 1024, "big": 1 << 20} {
+		snd, err := w.session().NewSender(w.ctx, q, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := snd.Properties()["com.microsoft:max-message-batch-size"]; v != want {
+			t.Fatalf("%s: max-message-batch-size %T %v, want %d", q, v, v, want)
+		}
 	}
 }
 
