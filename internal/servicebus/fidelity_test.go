@@ -4,6 +4,7 @@ package servicebus_test
 // shows) about message fidelity and the management operations.
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -177,6 +178,27 @@ func TestWireBatchDeleteAndPeekOptions(t *testing.T) {
 	big.MaxMessageSizeInKilobytes = 102400
 	s.CreateQueue(t, "big", big)
 	w.authorize("amqp://" + s.Addr + "/big")
+	// A batch over 1 MB is refused there, however large its messages may be.
+	var parts [][]byte
+	for range 2 {
+		enc, err := (&amqp.Message{Data: [][]byte{make([]byte, 600<<10)}}).MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, enc)
+	}
+	bsnd, err := w.session().NewSender(w.ctx, "big", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = bsnd.Send(w.ctx, &amqp.Message{Format: 0x80013700, Data: parts}, nil)
+	var ae *amqp.Error
+	if !errors.As(err, &ae) || ae.Condition != amqp.ErrCondMessageSizeExceeded {
+		t.Fatalf("a 1.2 MB batch: %v, want message-size-exceeded", err)
+	}
+	if err := bsnd.Send(w.ctx, &amqp.Message{Data: [][]byte{make([]byte, 1200<<10)}}, nil); err != nil {
+		t.Fatalf("a 1.2 MB message: %v", err)
+	}
 	for q, want := range map[string]uint64{"q": 256 * 1024, "big": 1 << 20} {
 		snd, err := w.session().NewSender(w.ctx, q, nil)
 		if err != nil {

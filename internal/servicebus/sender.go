@@ -268,6 +268,12 @@ func decodeTransfer(d *amqp.IncomingDelivery, msgs []*message.Message) ([]*messa
 		}
 		return append(msgs, m), nil
 	case messageFormatBatch:
+		if n := len(d.Payload); uint64(n) > maxBatchSize {
+			// Even where one message may be larger (up to 100 MB), a
+			// batch is at most 1 MB, as in Service Bus.
+			return msgs, &broker.Error{Kind: broker.KindMessageTooLarge,
+				Msg: fmt.Sprintf("The batch is %d bytes, over the %d-byte (1 MB) limit of one batch; send large messages one by one.", n, maxBatchSize)}
+		}
 		var env frames.Message
 		if err := env.UnmarshalBinary(d.Payload); err != nil {
 			return msgs, badRequest("The batch could not be decoded: %v", err)
