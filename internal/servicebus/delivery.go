@@ -21,10 +21,10 @@ const (
 	annScheduledEnqueueTime frames.Symbol = "x-opt-scheduled-enqueue-time" // timestamp
 	annDeadLetterSource     frames.Symbol = "x-opt-deadletter-source"      // string
 	annLockToken            frames.Symbol = "x-opt-lock-token"             // uuid (delivery annotation)
-	// annEnqueueSequenceNumber is never sent: Service Bus sends it only
-	// on messages that reached an entity by auto-forwarding (the sequence
-	// number the message had where it was first enqueued), which Busbar
-	// does not keep; a sender's value under this key is dropped.
+	// annEnqueueSequenceNumber (long) is on auto-forwarded messages only,
+	// as in Service Bus: the sequence number a message had where it was
+	// first enqueued (broker.EnqueueSequenceNumberAnnotation, set by
+	// auto-forwarding and stored with the message); a sender's is dropped.
 	annEnqueueSequenceNumber frames.Symbol = "x-opt-enqueue-sequence-number"
 )
 
@@ -79,8 +79,12 @@ func encodeDelivery(d *broker.Delivery, opts deliveryOpts) ([]byte, error) {
 	ma := arr[:0]
 	for k, v := range msg.Annotations {
 		switch frames.Symbol(k) {
-		case annLockedUntil, annMessageState, annDeadLetterSource, annSequenceNumber, annEnqueuedTime, annEnqueueSequenceNumber:
+		case annLockedUntil, annMessageState, annDeadLetterSource, annSequenceNumber, annEnqueuedTime:
 			continue
+		case annEnqueueSequenceNumber:
+			if _, isLong := v.(int64); !isLong {
+				continue // never another type (the Go SDK asserts int64)
+			}
 		case annScheduledEnqueueTime:
 			if !d.ScheduledEnqueueTime.IsZero() {
 				continue // the broker's value replaces it

@@ -31,8 +31,11 @@ func encodeDeliveryReference(d *broker.Delivery, opts deliveryOpts) ([]byte, err
 		}
 	}
 	ma := m.MessageAnnotations
-	for _, k := range []frames.Symbol{annLockedUntil, annMessageState, annDeadLetterSource, annSequenceNumber, annEnqueuedTime, annEnqueueSequenceNumber} {
+	for _, k := range []frames.Symbol{annLockedUntil, annMessageState, annDeadLetterSource, annSequenceNumber, annEnqueuedTime} {
 		delete(ma, k)
+	}
+	if _, isLong := ma[annEnqueueSequenceNumber].(int64); !isLong {
+		delete(ma, annEnqueueSequenceNumber)
 	}
 	ma[annSequenceNumber] = d.SequenceNumber
 	ma[annEnqueuedTime] = d.EnqueuedTime
@@ -105,6 +108,8 @@ func TestEncodeDeliveryMatchesReference(t *testing.T) {
 		{Priority: 4, Annotations: manyAnn, ApplicationProperties: many, MessageID: uint64(7), Body: body},
 		{Priority: 4, DeliveryAnnotations: map[string]any{"x-opt-lock-token": "sender's", "x-da": "v"},
 			Footer: footer, Body: body},
+		{Priority: 4, Annotations: map[string]any{"x-opt-enqueue-sequence-number": int64(7)}, Body: body},
+		{Priority: 4, Annotations: map[string]any{"x-opt-enqueue-sequence-number": "not a long"}, Body: body},
 	}
 	ds := []broker.Delivery{
 		{SequenceNumber: 1, EnqueuedTime: at, DeliveryCount: 1},

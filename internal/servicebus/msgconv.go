@@ -33,6 +33,9 @@ func fromAMQP(out *message.Message, m *frames.Message) error {
 	if len(m.MessageAnnotations) > 0 {
 		out.Annotations = make(map[string]any, len(m.MessageAnnotations))
 		for k, v := range m.MessageAnnotations {
+			if k == annEnqueueSequenceNumber {
+				continue // the broker's alone (auto-forwarding sets it)
+			}
 			mv, err := toMessageValue(v)
 			if err != nil {
 				return fmt.Errorf("message annotation %q: %w", string(k), err)
