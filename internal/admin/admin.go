@@ -16,6 +16,7 @@ import (
 	"github.com/busbarmq/busbar/internal/auth"
 	"github.com/busbarmq/busbar/internal/broker"
 	"github.com/busbarmq/busbar/internal/clock"
+	"github.com/busbarmq/busbar/internal/config"
 )
 
 // Options configure a Handler.
@@ -147,9 +148,12 @@ func escapePath(path string) string {
 
 // forwardURI is how a forwarding target is written back: the absolute
 // sb:// URI the service stores (§1.13). Empty stays empty.
-func (s *site) forwardURI(entity string) string {
+func (s *site) forwardURI(entity, addr string) string {
 	if entity == "" {
 		return ""
+	}
+	if addr != "" && strings.EqualFold(config.ForwardEntityName(addr), entity) {
+		return addr // as the client wrote it
 	}
 	return "sb://" + s.host + "/" + entity
 }
@@ -212,7 +216,9 @@ func (h *Handler) newRequest(r *http.Request) *request {
 	return rq
 }
 
-// authorize checks the request's token: valid, and granting Manage.
+// authorize checks the request's token: valid, and granting Manage. (The
+// admin API's own requests check Manage after parsing the resource, as
+// Azure answers "not found" before "unauthorized": see serve.)
 func (h *Handler) authorize(rq *request) error {
 	g, err := h.auth.AuthenticateHeader(rq.r.Context(), rq.r.Header.Get("Authorization"), rq.path, rq.r.Host)
 	if err != nil {
@@ -226,13 +232,17 @@ func (h *Handler) authorize(rq *request) error {
 }
 
 func (h *Handler) serve(rq *request) (*reply, error) {
-	if err := h.authorize(rq); err != nil {
+	g, err := h.auth.AuthenticateHeader(rq.r.Context(), rq.r.Header.Get("Authorization"), rq.path, rq.r.Host)
+	if err != nil {
 		return nil, err
 	}
-	var err error
 	if rq.res, err = parseResource(rq.path); err != nil {
 		return nil, err
 	}
+	if !g.Rights.Has(auth.Manage) {
+		return nil, h.withoutManage(rq) // not found, or Azure's text for the operation
+	}
+	rq.grant = g
 	methods := routes[rq.res.kind]
 	ep := methods[rq.r.Method]
 	if ep == nil {

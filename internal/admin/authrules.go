@@ -112,16 +112,12 @@ func parseRuleTime(name, v string) (time.Time, error) {
 }
 
 // completeAuthorizationRules does what the service does for rules sent
-// without them: stamps the times and generates 256-bit keys.
-func completeAuthorizationRules(rules []broker.AuthorizationRule, now time.Time) error {
+// without keys: it generates 256-bit ones. Times are kept as sent: a rule
+// sent without CreatedTime and ModifiedTime comes back without them, as
+// from Service Bus (the Go SDK's live tests compare rules exactly).
+func completeAuthorizationRules(rules []broker.AuthorizationRule, _ time.Time) error {
 	for i := range rules {
 		r := &rules[i]
-		if r.CreatedTime.IsZero() {
-			r.CreatedTime = now.UTC()
-		}
-		if r.ModifiedTime.IsZero() {
-			r.ModifiedTime = r.CreatedTime
-		}
 		for _, k := range []*string{&r.PrimaryKey, &r.SecondaryKey} {
 			if *k != "" {
 				continue
@@ -153,8 +149,12 @@ func writeAuthorizationRules(w *xmlWriter, rules []broker.AuthorizationRule) {
 			w.text("AccessRights", right)
 		}
 		w.close("Rights")
-		w.time("CreatedTime", r.CreatedTime)
-		w.time("ModifiedTime", r.ModifiedTime)
+		if !r.CreatedTime.IsZero() {
+			w.time("CreatedTime", r.CreatedTime)
+		}
+		if !r.ModifiedTime.IsZero() {
+			w.time("ModifiedTime", r.ModifiedTime)
+		}
 		w.text("KeyName", r.KeyName)
 		w.optText("PrimaryKey", r.PrimaryKey)
 		w.optText("SecondaryKey", r.SecondaryKey)

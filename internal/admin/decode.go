@@ -230,10 +230,18 @@ func stringField[P any](get func(*P) *string) field[P] {
 
 // forwardField reads ForwardTo / ForwardDeadLetteredMessagesTo: a bare
 // entity name or an absolute URI (sb://host/name as Go and JS send it,
-// http(s) from .NET and Java), stored as the entity name (§1.13).
-func forwardField[P any](get func(*P) *string) field[P] {
+// http(s) from .NET and Java), stored as the entity name (§1.13) and, when
+// it is an http(s) URI, also as written (addr), to be echoed back
+// unchanged as Service Bus does.
+func forwardField[P any](get func(*P) (name, addr *string)) field[P] {
 	return func(p *P, e *element) error {
-		*get(p) = config.ForwardEntityName(e.value())
+		v := e.value()
+		name, addr := get(p)
+		*name = config.ForwardEntityName(v)
+		*addr = ""
+		if strings.Contains(v, "://") && !strings.HasPrefix(strings.ToLower(v), "sb://") {
+			*addr = v // sb:// forms are written back as sb://<host>/<name> anyway
+		}
 		return nil
 	}
 }

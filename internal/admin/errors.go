@@ -18,6 +18,9 @@ type Error struct {
 	Msg    string // the sentence the client sees in <Detail>
 	// Allow lists the methods a 405 answer names in its Allow header.
 	Allow string
+	// Bare leaves the sub-code out of <Detail>: the detail starts with
+	// Msg, as Service Bus writes some errors.
+	Bare bool
 }
 
 func (e *Error) Error() string { return e.Msg }
@@ -43,6 +46,9 @@ func invalidProperty(name, format string, args ...any) *Error {
 func httpStatus(err error) (status, subCode int, msg string) {
 	var ae *Error
 	if errors.As(err, &ae) {
+		if ae.Bare {
+			return ae.Status, 0, ae.Msg
+		}
 		return ae.Status, subCodeOf(ae.Status), ae.Msg
 	}
 	var authErr *auth.Error

@@ -156,6 +156,31 @@ func queueReply(status int, q Queue, s *site) *reply {
 	return &reply{status: status, contentType: contentTypeEntry, body: w.bytes()}
 }
 
+// partitions is how many partitions Service Bus gives a queue or topic
+// with EnablePartitioning (Standard tier). Each has the MaxSizeInMegabytes
+// the entity was created with, and the service reports their sum.
+const partitions = 16
+
+// reportedMaxSize is the MaxSizeInMegabytes the service shows for an
+// entity created with size (per partition when partitioned).
+func reportedMaxSize(size int64, partitioned bool) int64 {
+	if partitioned {
+		return size * partitions
+	}
+	return size
+}
+
+// updatedMaxSize is the size an update of a partitioned entity stores:
+// the reported total sent back unchanged (the SDKs' get-modify-update)
+// keeps the size per partition; any other value is per partition, as on
+// create.
+func updatedMaxSize(sent int64, partitioned bool, stored int64) int64 {
+	if partitioned && sent == stored*partitions {
+		return stored
+	}
+	return sent
+}
+
 // getEntity serves GET /{entity}: the queue or topic with its runtime
 // counts, or 404 (which Go's GetQueue and GetTopic turn into nil, nil,
 // §1.5).
@@ -220,6 +245,9 @@ func putQueue(h *Handler, rq *request, desc *element) (*reply, error) {
 		return nil, err
 	}
 	if rq.r.Header.Get("If-Match") != "" {
+		if old, err := h.broker.GetQueue(rq.res.entity); err == nil {
+			p.MaxSizeInMegabytes = updatedMaxSize(p.MaxSizeInMegabytes, p.EnablePartitioning, old.Properties.MaxSizeInMegabytes)
+		}
 		q, err := h.UpdateQueue(rq.res.entity, p)
 		if broker.KindOf(err) == broker.KindNotFound {
 			if _, terr := h.broker.GetTopic(rq.res.entity); terr == nil {

@@ -23,14 +23,16 @@ var queueFields = map[string]field[broker.QueueProperties]{
 	"IsAnonymousAccessible":               boolField(func(p *broker.QueueProperties) *bool { return &p.IsAnonymousAccessible }),
 	"AuthorizationRules":                  authorizationRulesField(func(p *broker.QueueProperties) *[]broker.AuthorizationRule { return &p.AuthorizationRules }),
 	"Status":                              statusField(func(p *broker.QueueProperties) *broker.EntityStatus { return &p.Status }),
-	"ForwardTo":                           forwardField(func(p *broker.QueueProperties) *string { return &p.ForwardTo }),
+	"ForwardTo":                           forwardField(func(p *broker.QueueProperties) (*string, *string) { return &p.ForwardTo, &p.ForwardToAddress }),
 	"UserMetadata":                        stringField(func(p *broker.QueueProperties) *string { return &p.UserMetadata }),
 	"SupportOrdering":                     boolField(func(p *broker.QueueProperties) *bool { return &p.SupportOrdering }),
 	"AutoDeleteOnIdle":                    durationField(func(p *broker.QueueProperties) *time.Duration { return &p.AutoDeleteOnIdle }),
 	"EnablePartitioning":                  boolField(func(p *broker.QueueProperties) *bool { return &p.EnablePartitioning }),
-	"ForwardDeadLetteredMessagesTo":       forwardField(func(p *broker.QueueProperties) *string { return &p.ForwardDeadLetteredMessagesTo }),
-	"EnableExpress":                       boolField(func(p *broker.QueueProperties) *bool { return &p.EnableExpress }),
-	"MaxMessageSizeInKilobytes":           int64Field(func(p *broker.QueueProperties) *int64 { return &p.MaxMessageSizeInKilobytes }),
+	"ForwardDeadLetteredMessagesTo": forwardField(func(p *broker.QueueProperties) (*string, *string) {
+		return &p.ForwardDeadLetteredMessagesTo, &p.ForwardDeadLetteredMessagesToAddress
+	}),
+	"EnableExpress":             boolField(func(p *broker.QueueProperties) *bool { return &p.EnableExpress }),
+	"MaxMessageSizeInKilobytes": int64Field(func(p *broker.QueueProperties) *int64 { return &p.MaxMessageSizeInKilobytes }),
 }
 
 // decodeQueueProperties reads a QueueDescription into properties: the
@@ -56,7 +58,7 @@ func writeQueueDescription(w *xmlWriter, q Queue, s *site) {
 	p := q.Properties
 	w.open("QueueDescription", "xmlns", nsServiceBus, "xmlns:i", nsXSI)
 	w.duration("LockDuration", p.LockDuration)
-	w.int("MaxSizeInMegabytes", p.MaxSizeInMegabytes)
+	w.int("MaxSizeInMegabytes", reportedMaxSize(p.MaxSizeInMegabytes, p.EnablePartitioning))
 	w.bool("RequiresDuplicateDetection", p.RequiresDuplicateDetection)
 	w.bool("RequiresSession", p.RequiresSession)
 	w.duration("DefaultMessageTimeToLive", p.DefaultMessageTimeToLive)
@@ -69,7 +71,7 @@ func writeQueueDescription(w *xmlWriter, q Queue, s *site) {
 	w.bool("IsAnonymousAccessible", p.IsAnonymousAccessible)
 	writeAuthorizationRules(w, p.AuthorizationRules)
 	w.text("Status", string(p.Status))
-	w.optText("ForwardTo", s.forwardURI(p.ForwardTo))
+	w.optText("ForwardTo", s.forwardURI(p.ForwardTo, p.ForwardToAddress))
 	w.time("CreatedAt", q.CreatedAt)
 	w.time("UpdatedAt", q.UpdatedAt)
 	w.time("AccessedAt", q.AccessedAt)
@@ -79,7 +81,7 @@ func writeQueueDescription(w *xmlWriter, q Queue, s *site) {
 	w.duration("AutoDeleteOnIdle", p.AutoDeleteOnIdle)
 	w.bool("EnablePartitioning", p.EnablePartitioning)
 	w.text("EntityAvailabilityStatus", "Available")
-	w.optText("ForwardDeadLetteredMessagesTo", s.forwardURI(p.ForwardDeadLetteredMessagesTo))
+	w.optText("ForwardDeadLetteredMessagesTo", s.forwardURI(p.ForwardDeadLetteredMessagesTo, p.ForwardDeadLetteredMessagesToAddress))
 	w.bool("EnableExpress", p.EnableExpress)
 	w.int("MaxMessageSizeInKilobytes", p.MaxMessageSizeInKilobytes)
 	w.close("QueueDescription")

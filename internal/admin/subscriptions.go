@@ -102,13 +102,15 @@ var subscriptionFields = map[string]field[broker.SubscriptionProperties]{
 	"DeadLetteringOnFilterEvaluationExceptions": boolField(func(p *broker.SubscriptionProperties) *bool {
 		return &p.DeadLetteringOnFilterEvaluationExceptions
 	}),
-	"MaxDeliveryCount":              int32Field(func(p *broker.SubscriptionProperties) *int32 { return &p.MaxDeliveryCount }),
-	"EnableBatchedOperations":       boolField(func(p *broker.SubscriptionProperties) *bool { return &p.EnableBatchedOperations }),
-	"Status":                        statusField(func(p *broker.SubscriptionProperties) *broker.EntityStatus { return &p.Status }),
-	"ForwardTo":                     forwardField(func(p *broker.SubscriptionProperties) *string { return &p.ForwardTo }),
-	"UserMetadata":                  stringField(func(p *broker.SubscriptionProperties) *string { return &p.UserMetadata }),
-	"ForwardDeadLetteredMessagesTo": forwardField(func(p *broker.SubscriptionProperties) *string { return &p.ForwardDeadLetteredMessagesTo }),
-	"AutoDeleteOnIdle":              durationField(func(p *broker.SubscriptionProperties) *time.Duration { return &p.AutoDeleteOnIdle }),
+	"MaxDeliveryCount":        int32Field(func(p *broker.SubscriptionProperties) *int32 { return &p.MaxDeliveryCount }),
+	"EnableBatchedOperations": boolField(func(p *broker.SubscriptionProperties) *bool { return &p.EnableBatchedOperations }),
+	"Status":                  statusField(func(p *broker.SubscriptionProperties) *broker.EntityStatus { return &p.Status }),
+	"ForwardTo":               forwardField(func(p *broker.SubscriptionProperties) (*string, *string) { return &p.ForwardTo, &p.ForwardToAddress }),
+	"UserMetadata":            stringField(func(p *broker.SubscriptionProperties) *string { return &p.UserMetadata }),
+	"ForwardDeadLetteredMessagesTo": forwardField(func(p *broker.SubscriptionProperties) (*string, *string) {
+		return &p.ForwardDeadLetteredMessagesTo, &p.ForwardDeadLetteredMessagesToAddress
+	}),
+	"AutoDeleteOnIdle": durationField(func(p *broker.SubscriptionProperties) *time.Duration { return &p.AutoDeleteOnIdle }),
 }
 
 // decodeSubscription reads a SubscriptionDescription: the service
@@ -152,13 +154,13 @@ func writeSubscriptionDescription(w *xmlWriter, sub Subscription, s *site) {
 	w.int("MaxDeliveryCount", int64(p.MaxDeliveryCount))
 	w.bool("EnableBatchedOperations", p.EnableBatchedOperations)
 	w.text("Status", string(p.Status))
-	w.optText("ForwardTo", s.forwardURI(p.ForwardTo))
+	w.optText("ForwardTo", s.forwardURI(p.ForwardTo, p.ForwardToAddress))
 	w.time("CreatedAt", sub.CreatedAt)
 	w.time("UpdatedAt", sub.UpdatedAt)
 	w.time("AccessedAt", sub.AccessedAt)
 	w.optText("UserMetadata", p.UserMetadata)
 	writeCountDetails(w, sub.Counts)
-	w.optText("ForwardDeadLetteredMessagesTo", s.forwardURI(p.ForwardDeadLetteredMessagesTo))
+	w.optText("ForwardDeadLetteredMessagesTo", s.forwardURI(p.ForwardDeadLetteredMessagesTo, p.ForwardDeadLetteredMessagesToAddress))
 	w.duration("AutoDeleteOnIdle", p.AutoDeleteOnIdle)
 	w.text("EntityAvailabilityStatus", "Available")
 	w.bool("IsClientAffine", false)

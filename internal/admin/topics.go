@@ -136,7 +136,7 @@ func writeTopicDescription(w *xmlWriter, t Topic) {
 	p := t.Properties
 	w.open("TopicDescription", "xmlns", nsServiceBus, "xmlns:i", nsXSI)
 	w.duration("DefaultMessageTimeToLive", p.DefaultMessageTimeToLive)
-	w.int("MaxSizeInMegabytes", p.MaxSizeInMegabytes)
+	w.int("MaxSizeInMegabytes", reportedMaxSize(p.MaxSizeInMegabytes, p.EnablePartitioning))
 	w.bool("RequiresDuplicateDetection", p.RequiresDuplicateDetection)
 	w.duration("DuplicateDetectionHistoryTimeWindow", p.DuplicateDetectionHistoryTimeWindow)
 	w.bool("EnableBatchedOperations", p.EnableBatchedOperations)
@@ -184,6 +184,9 @@ func putTopic(h *Handler, rq *request, desc *element) (*reply, error) {
 	}
 	name := rq.res.entity
 	if rq.r.Header.Get("If-Match") != "" {
+		if old, err := h.broker.GetTopic(name); err == nil {
+			p.MaxSizeInMegabytes = updatedMaxSize(p.MaxSizeInMegabytes, p.EnablePartitioning, old.Properties.MaxSizeInMegabytes)
+		}
 		t, err := h.UpdateTopic(name, p)
 		if broker.KindOf(err) == broker.KindNotFound {
 			if _, qerr := h.broker.GetQueue(name); qerr == nil {

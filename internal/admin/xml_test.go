@@ -83,7 +83,10 @@ func TestDecodeQueueLeniency(t *testing.T) {
 			`<wstxns1:LockDuration>PT30S</wstxns1:LockDuration><wstxns1:MaxDeliveryCount>7</wstxns1:MaxDeliveryCount>` +
 			`<wstxns1:ForwardDeadLetteredMessagesTo>https://ns.example/dead</wstxns1:ForwardDeadLetteredMessagesTo>` +
 			`</wstxns1:QueueDescription></content></entry>`,
-		want: props(lockAndCount, func(p *broker.QueueProperties) { p.ForwardDeadLetteredMessagesTo = "dead" }),
+		want: props(lockAndCount, func(p *broker.QueueProperties) {
+			p.ForwardDeadLetteredMessagesTo = "dead"
+			p.ForwardDeadLetteredMessagesToAddress = "https://ns.example/dead" // echoed as given
+		}),
 	}, {
 		name: "prefixed Atom envelope",
 		body: `<a:entry xmlns:a="http://www.w3.org/2005/Atom"><a:content type="application/xml">` +
@@ -138,7 +141,7 @@ func TestDecodeQueueLeniency(t *testing.T) {
 			created := time.Date(2022, 1, 12, 1, 28, 26, 167044500, time.UTC)
 			p.AuthorizationRules = []broker.AuthorizationRule{{
 				KeyName: "app", PrimaryKey: "p", SecondaryKey: "s", Rights: []string{"Listen", "Send"},
-				CreatedTime: created, ModifiedTime: created,
+				CreatedTime: created, // ModifiedTime 0001-01-01: none, kept so
 			}}
 		}),
 	}} {

@@ -150,6 +150,7 @@ func TestDecodeSubscriptionLeniency(t *testing.T) {
 			p.Status = broker.StatusReceiveDisabled
 			p.UserMetadata = "u"
 			p.ForwardDeadLetteredMessagesTo = "dlq"
+			p.ForwardDeadLetteredMessagesToAddress = "https://ns.example/dlq" // echoed as given
 		}),
 		rule: &broker.RuleDescription{Name: "$Default", Filter: broker.SQLRuleFilter("1=1", nil)},
 	}, {

@@ -63,6 +63,7 @@ type Conn struct {
 	nSess     int
 	nLinks    int
 	outLinks  map[string]*OutgoingLink // attached outgoing links by name
+	sessions  map[*Session]struct{}    // running session muxes
 }
 
 // connReader wraps the net.Conn under the bufio.Reader. It sets the read
@@ -410,6 +411,9 @@ func (c *Conn) readLoop() {
 				c.fail(Errorf(CondNotAllowed, "%s on channel %d, which has no session", frameName(b), fr.Channel))
 				return
 			}
+			if _, isDisp := b.(*frames.Disposition); isDisp {
+				s.dispRead.Add(1) // before the mux can see it
+			}
 			if !s.deliver(b) {
 				return
 			}
@@ -452,6 +456,12 @@ func (c *Conn) newSession(ch uint16, b *frames.Begin) (*Session, *Error) {
 		return nil, Errorf(CondResourceLimitExceeded, "too many sessions")
 	}
 	s := newSession(c, local, ch, b)
+	c.mu.Lock()
+	if c.sessions == nil {
+		c.sessions = make(map[*Session]struct{})
+	}
+	c.sessions[s] = struct{}{}
+	c.mu.Unlock()
 	c.sessWG.Add(1)
 	go s.mux()
 	return s, nil

@@ -87,7 +87,9 @@
 // link.
 //
 // Callbacks run on the session goroutine and must not block for long.
-// Calls for different sessions may run concurrently.
+// Calls for different sessions may run concurrently; a handler that needs
+// the client's dispositions in order with a later delivery on another
+// session takes a Conn.DispositionMark in OnDelivery and waits on it.
 //
 // # Limits
 //

@@ -2,6 +2,7 @@ package amqp
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/busbarmq/busbar/internal/amqp/frames"
 )
@@ -17,6 +18,14 @@ type Session struct {
 	remoteCh uint16 // the client's channel
 	in       chan frames.Body
 	wake     chan struct{} // capacity 1: ops or ready links queued
+
+	// Dispositions the reader handed to the mux (dispRead) and the mux
+	// passed to OnDisposition (dispDone), for Conn.DispositionMark.
+	dispRead, dispDone atomic.Uint64
+	dispWaiters        atomic.Int32
+	dispMu             sync.Mutex    // guards dispWait and dispGone
+	dispWait           chan struct{} // closed when dispDone moves; nil if none waits
+	dispGone           bool          // the mux exited
 
 	opsMu sync.Mutex // guards ops, ready and dead
 	ops   []op
@@ -211,11 +220,21 @@ func (s *Session) exit() {
 		delete(s.links, h)
 		s.linkGone(l, reason)
 	}
+	s.dispMu.Lock()
+	s.dispGone = true
+	if s.dispWait != nil {
+		close(s.dispWait)
+		s.dispWait = nil
+	}
+	s.dispMu.Unlock()
 	s.opsMu.Lock()
 	s.dead = true
 	s.ops = nil
 	s.ready = nil
 	s.opsMu.Unlock()
+	s.conn.mu.Lock()
+	delete(s.conn.sessions, s)
+	s.conn.mu.Unlock()
 	s.conn.releaseChannel(s.channel)
 }
 
@@ -248,6 +267,7 @@ func (s *Session) handleFrame(b frames.Body) {
 		s.handleTransfer(b)
 	case *frames.Disposition:
 		s.handleDisposition(b)
+		s.dispositionDone()
 	case *frames.Flow:
 		s.handleFlow(b)
 	case *frames.Attach:

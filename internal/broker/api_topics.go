@@ -198,7 +198,6 @@ func (b *Broker) UpdateTopic(name string, p TopicProperties) (TopicInfo, error) 
 	t.mu.props = p
 	t.mu.updated = now
 	t.disabled.Store(p.Status == StatusDisabled)
-	t.touch(now.UnixNano())
 	t.rearmLocked()
 	info := t.infoLocked()
 	t.mu.Unlock()
@@ -393,9 +392,9 @@ func (b *Broker) CreateSubscription(topicName, name string, p SubscriptionProper
 	b.timers.Lock()
 	b.timers.byID[id] = q
 	b.timers.Unlock()
-	t.touch(now.UnixNano())
 	q.lock()
 	defer q.mu.Unlock()
+	q.touchLocked(now.UnixNano()) // a new subscription shows AccessedAt (and uses its topic)
 	q.rearmLocked()
 	return q.subscriptionInfoLocked(), nil
 }
@@ -427,7 +426,7 @@ func (b *Broker) UpdateSubscription(topicName, name string, p SubscriptionProper
 	spec := q.specLocked()
 	q.mu.Unlock()
 	if old.RequiresSession != p.RequiresSession {
-		return SubscriptionInfo{}, errorf(KindNotAllowed, "RequiresSession cannot be changed after the subscription is created")
+		return SubscriptionInfo{}, errorf(KindNotAllowed, "The value for the RequiresSession property of an existing Subscription cannot be changed.")
 	}
 	if err := b.checkForwardingLocked(q.name, p.RequiresSession, p.ForwardTo, p.ForwardDeadLetteredMessagesTo); err != nil {
 		return SubscriptionInfo{}, err

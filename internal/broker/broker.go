@@ -394,7 +394,6 @@ func (b *Broker) UpdateQueue(name string, p QueueProperties) (QueueInfo, error) 
 	}
 	q.mu.props = p
 	q.mu.updated = now
-	q.touchLocked(now.UnixNano())
 	q.wakeAllLocked() // status may have changed either way
 	q.propsChangedForwardLocked()
 	q.rearmLocked()

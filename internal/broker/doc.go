@@ -215,7 +215,10 @@
 //	opt:      bitset of optional trailing fields, in bit order: bit 0 the
 //	          session id (uvarint length + bytes; main queue of a
 //	          session-enabled entity); bit 1 the hop count of an
-//	          auto-forwarded message (uvarint; see meta.go)
+//	          auto-forwarded message (uvarint; see meta.go); bit 2 (no
+//	          payload, never with bit 0) the session id is "", which is
+//	          a session of its own. Older records never set bit 2; an
+//	          older binary refuses a record with it as unreadable.
 //
 // A topic's messages are shared data (state active) and scheduled
 // messages not yet fanned out (state scheduled).

@@ -68,7 +68,7 @@ func (f *fanOut) route(m *message.Message, data []byte, seq, enq int64, schedule
 			continue
 		}
 		n := 0
-		if ev.plain && rt.sessions && m.SessionID == "" {
+		if ev.plain && rt.sessions && !m.HasSessionID() {
 			// A session-enabled subscription takes no session-less message.
 			f.planDeadLetter(i, base, seq, ttl, m, ReasonSessionIDNull, DescriptionSessionIDNull)
 			n++
@@ -85,7 +85,7 @@ func (f *fanOut) route(m *message.Message, data []byte, seq, enq int64, schedule
 			n++
 		}
 		for _, a := range ev.actions {
-			if rt.sessions && a.msg.SessionID == "" {
+			if rt.sessions && !a.msg.HasSessionID() {
 				f.planDeadLetter(i, base, seqOrExtra(seq, n), ttl, a.msg, ReasonSessionIDNull, DescriptionSessionIDNull)
 				f.countExtra(n)
 				n++
@@ -197,7 +197,7 @@ func (f *fanOut) finish(ops []store.Op) ([]store.Op, []subCopies, int64) {
 			sq = SubQueueDeadLetter
 		}
 		at := len(metas)
-		metas = appendMetaOpt(metas, sq, &c.r, metaOpt{sessionID: c.sid})
+		metas = appendMetaOpt(metas, sq, &c.r, metaOpt{sessionID: c.sid, session: q.ss != nil && !c.dlq})
 		ops = append(ops, store.Op{Kind: store.OpAppend, EntityID: q.id, Seq: uint64(c.r.seq),
 			Meta: metas[at:len(metas):len(metas)], Data: c.data})
 		bytes += int64(c.r.size)
@@ -207,8 +207,8 @@ func (f *fanOut) finish(ops []store.Op) ([]store.Op, []subCopies, int64) {
 			pc.dlq = append(pc.dlq, c.r)
 		} else {
 			pc.main = append(pc.main, c.r)
-			if c.sid != "" {
-				pc.sids = append(pc.sids, c.sid) // every main copy has one
+			if q.ss != nil {
+				pc.sids = append(pc.sids, c.sid) // every main copy has one ("" is one)
 			}
 		}
 	}

@@ -127,6 +127,12 @@ const MaxTransferHops = 3
 // dead-letter queue.
 const DeadLetterSourceAnnotation = "x-opt-deadletter-source"
 
+// EnqueueSequenceNumberAnnotation is the message annotation (int64) an
+// auto-forwarded message carries, as in Service Bus: the sequence number
+// it had in the entity it was first enqueued in. Only the broker sets it
+// (the AMQP layer drops a sender's).
+const EnqueueSequenceNumberAnnotation = "x-opt-enqueue-sequence-number"
+
 // Dead-letter reasons of the transfer dead-letter queue (see above).
 const (
 	ReasonMaxTransferHopCountExceeded = "MaxTransferHopCountExceeded"
@@ -355,7 +361,7 @@ func (q *entity) forward(job forwardJob, now int64) {
 			continue
 		}
 		m := data.m
-		pend = append(pend, pendingMsg{m: m, data: data.b, ttl: int64(m.TTL), hasSess: m.SessionID != "", hops: r.hops + 1})
+		pend = append(pend, pendingMsg{m: m, data: data.b, ttl: int64(m.TTL), hasSess: m.HasSessionID(), hops: r.hops + 1})
 		moved = append(moved, transition{seq: r.seq, from: job.sub, remove: true})
 		total += int64(len(data.b))
 	}
@@ -478,9 +484,11 @@ type forwarded struct {
 	b []byte
 }
 
-// forwardedData reads r (of sub) and encodes it as it is forwarded: out of
-// a dead-letter queue with x-opt-deadletter-source naming this entity; on
-// its first forward without a sender's annotation of that name.
+// forwardedData reads r (of sub) and encodes it as it is forwarded: with
+// x-opt-enqueue-sequence-number (its sequence number here, on its first
+// forward); out of a dead-letter queue with x-opt-deadletter-source naming
+// this entity; on its first forward without a sender's annotation of
+// that name.
 func (q *entity) forwardedData(sub SubQueue, r *rec) (forwarded, error) {
 	data, err := q.readData(r)
 	if err != nil {
@@ -490,18 +498,25 @@ func (q *entity) forwardedData(sub SubQueue, r *rec) (forwarded, error) {
 	if err != nil {
 		return forwarded{}, err
 	}
+	changed := false
+	if _, ok := m.Annotations[EnqueueSequenceNumberAnnotation]; !ok {
+		if m.Annotations == nil {
+			m.Annotations = make(map[string]any, 2)
+		}
+		m.Annotations[EnqueueSequenceNumberAnnotation] = r.seq
+		changed = true
+	}
 	switch {
 	case sub == SubQueueDeadLetter:
-		if m.Annotations == nil {
-			m.Annotations = make(map[string]any, 1)
-		}
 		m.Annotations[DeadLetterSourceAnnotation] = q.name
+		changed = true
 	case r.hops == 0:
-		if _, ok := m.Annotations[DeadLetterSourceAnnotation]; !ok {
-			return forwarded{m: m, b: data}, nil // unchanged
+		if _, ok := m.Annotations[DeadLetterSourceAnnotation]; ok {
+			delete(m.Annotations, DeadLetterSourceAnnotation)
+			changed = true
 		}
-		delete(m.Annotations, DeadLetterSourceAnnotation)
-	default:
+	}
+	if !changed {
 		return forwarded{m: m, b: data}, nil
 	}
 	b, err := message.Marshal(m)

@@ -131,14 +131,18 @@ const metaVersion = 1
 
 // metaOpt are Meta's optional trailing fields (the opt bitset).
 type metaOpt struct {
-	sessionID string // bit 0; "" = absent
+	sessionID string // bit 0 when not empty
+	// session: the message has a session id, possibly the empty one
+	// (bit 2 when sessionID is empty; "" is a session id of its own).
+	session bool
 }
 
 // Bits of Meta's opt field.
 const (
-	metaOptSessionID = 1 << 0
-	metaOptHops      = 1 << 1 // from rec.hops, not metaOpt
-	metaOptKnown     = metaOptSessionID | metaOptHops
+	metaOptSessionID    = 1 << 0
+	metaOptHops         = 1 << 1 // from rec.hops, not metaOpt
+	metaOptEmptySession = 1 << 2 // the session id is "" (no payload)
+	metaOptKnown        = metaOptSessionID | metaOptHops | metaOptEmptySession
 )
 
 func appendMeta(b []byte, sub SubQueue, r *rec) []byte {
@@ -164,6 +168,9 @@ func appendMetaOpt(b []byte, sub SubQueue, r *rec, o metaOpt) []byte {
 	}
 	if r.hops != 0 {
 		opt |= metaOptHops
+	}
+	if o.sessionID == "" && o.session {
+		opt |= metaOptEmptySession
 	}
 	b = binary.AppendUvarint(b, opt)
 	if o.sessionID != "" {
@@ -233,8 +240,12 @@ func decodeMetaOpt(b []byte, r *rec, o *metaOpt) (SubQueue, error) {
 	if len(b) != 0 {
 		return 0, fmt.Errorf("bad meta optional fields")
 	}
+	if opt&metaOptSessionID != 0 && opt&metaOptEmptySession != 0 {
+		return 0, fmt.Errorf("bad meta session id")
+	}
 	if o != nil {
 		o.sessionID = sid
+		o.session = opt&(metaOptSessionID|metaOptEmptySession) != 0
 	}
 	r.dc = uint32(dc)
 	r.enq = enq

@@ -102,6 +102,12 @@ type QueueProperties struct {
 	// messages) are auto-forwarded there: see forward.go.
 	ForwardTo                     string `json:"forwardTo,omitempty"`
 	ForwardDeadLetteredMessagesTo string `json:"forwardDeadLetteredMessagesTo,omitempty"`
+	// ForwardToAddress and ForwardDeadLetteredMessagesToAddress keep a
+	// forwarding target a management client gave as an absolute URI
+	// (https://ns/q, sb://ns/q) as it was written, for the admin layer to
+	// echo back as Service Bus does; routing uses the two names above.
+	ForwardToAddress                     string `json:"forwardToAddress,omitempty"`
+	ForwardDeadLetteredMessagesToAddress string `json:"forwardDeadLetteredMessagesToAddress,omitempty"`
 	// UserMetadata: at most 1024 characters.
 	UserMetadata string `json:"userMetadata,omitempty"`
 	// EnablePartitioning is echoed only (no partitions here). Immutable.
@@ -191,13 +197,13 @@ func (p QueueProperties) Validate() error {
 // after creation.
 func checkImmutable(old, p QueueProperties) error {
 	if old.RequiresSession != p.RequiresSession {
-		return errorf(KindNotAllowed, "RequiresSession cannot be changed after the queue is created")
+		return errorf(KindNotAllowed, "The value for the RequiresSession property of an existing Queue cannot be changed.")
 	}
 	if old.RequiresDuplicateDetection != p.RequiresDuplicateDetection {
-		return errorf(KindNotAllowed, "RequiresDuplicateDetection cannot be changed after the queue is created")
+		return errorf(KindNotAllowed, "The value for the RequiresDuplicateDetection property of an existing Queue cannot be changed.")
 	}
 	if old.EnablePartitioning != p.EnablePartitioning {
-		return errorf(KindNotAllowed, "EnablePartitioning cannot be changed after the queue is created")
+		return errorf(KindNotAllowed, "Partitioning cannot be changed for Queue. EnablePartitioning is fixed when the queue is created.")
 	}
 	return nil
 }

@@ -296,7 +296,10 @@ func (q *entity) lockAt(now int64) {
 }
 
 // touchLocked records a use of the queue (sends, receives, peeks,
-// settlements, updates) for AccessedAt and AutoDeleteOnIdle.
+// settlements; for a subscription also its creation, updates and rule
+// changes) for AccessedAt and AutoDeleteOnIdle. Creating or updating a
+// queue or topic is not a use: its AccessedAt stays zero until messaging
+// happens, as in Service Bus.
 func (q *entity) touchLocked(now int64) {
 	if now > q.mu.accessed {
 		q.mu.accessed = now
@@ -662,10 +665,9 @@ func (q *entity) idleDeadlineLocked() int64 {
 	if idle >= Infinite {
 		return 0
 	}
-	base := q.mu.accessed
-	if base == 0 {
-		base = q.mu.updated.UnixNano()
-	}
+	// An update is no use (AccessedAt stays as it was, as in Service
+	// Bus) but restarts the idle clock all the same.
+	base := max(q.mu.accessed, q.mu.updated.UnixNano())
 	if d := base + int64(idle); d > base {
 		return d
 	}

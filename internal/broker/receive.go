@@ -494,6 +494,18 @@ func (b *Broker) Peek(ctx context.Context, path string, fromSeq int64, max int) 
 // before `before`, oldest first, skipping locked and scheduled ones (the
 // batch-delete management operation). It returns how many it removed.
 func (b *Broker) DeleteMessages(ctx context.Context, path string, max int, before time.Time) (int, error) {
+	return b.deleteMessages(ctx, path, nil, max, before)
+}
+
+// DeleteSessionMessages is DeleteMessages for the messages of one session
+// of a session-enabled queue or subscription (batch-delete from a session
+// receiver).
+func (b *Broker) DeleteSessionMessages(ctx context.Context, path, sessionID string, max int, before time.Time) (int, error) {
+	return b.deleteMessages(ctx, path, &sessionID, max, before)
+}
+
+// deleteMessages is DeleteMessages, within session *sid unless sid is nil.
+func (b *Broker) deleteMessages(ctx context.Context, path string, sid *string, max int, before time.Time) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -512,9 +524,23 @@ func (b *Broker) DeleteMessages(ctx context.Context, path string, max int, befor
 		return 0, err
 	}
 	q.touchLocked(now)
+	var sess uint32 // 0: any message
+	if sid != nil {
+		// Sessions group the main queue only; a session with no
+		// messages has none to delete.
+		var s *session
+		if q.ss != nil {
+			s = q.ss.byID[*sid]
+		}
+		if p.SubQueue != SubQueueMain || s == nil {
+			q.mu.Unlock()
+			return 0, nil
+		}
+		sess = s.num
+	}
 	var seqs []int64
 	q.mu.subs[p.SubQueue].idx.ascend(0, func(r *rec) bool {
-		if r.state != StateScheduled && !r.locked() && !r.busy() && r.enq < limit {
+		if r.state != StateScheduled && !r.locked() && !r.busy() && r.enq < limit && (sess == 0 || r.sess == sess) {
 			seqs = append(seqs, r.seq)
 		}
 		return len(seqs) < max

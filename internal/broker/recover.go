@@ -189,7 +189,7 @@ func (rc *recovery) message(m store.Message) error {
 		r.size = shared.size
 	}
 	if sub == SubQueueMain && q.ss != nil {
-		q.recoverSessionMsg(&r, mo.sessionID)
+		q.recoverSessionMsg(&r, mo)
 	}
 	q.mu.subs[sub].idx.insert(r)
 	q.mu.subs[sub].count[r.state]++

@@ -232,7 +232,7 @@ func encodeSends(msgs []*message.Message, at time.Time, schedule bool, nowT time
 		pm.data = data
 		total += int64(len(data))
 		pm.ttl = int64(m.TTL)
-		pm.hasSess = m.SessionID != ""
+		pm.hasSess = m.HasSessionID()
 		st := at
 		if st.IsZero() {
 			st, _ = m.Annotations[ScheduledEnqueueTimeAnnotation].(time.Time)
@@ -351,7 +351,7 @@ func (q *entity) enqueue(ctx context.Context, pend []pendingMsg, total, now int6
 		}
 		var mo metaOpt
 		if q.ss != nil {
-			mo.sessionID = pend[i].m.SessionID
+			mo.sessionID, mo.session = pend[i].m.SessionID, true
 		}
 		start := len(meta)
 		meta = appendMetaOpt(meta, SubQueueMain, &recs[j], mo)

@@ -219,7 +219,7 @@ func (q *entity) appendRecMeta(b []byte, sub SubQueue, r *rec) []byte {
 	q.ss.names.RLock()
 	if int(r.sess) < len(q.ss.names.byNum) {
 		if s := q.ss.names.byNum[r.sess]; s != nil {
-			mo.sessionID = s.id
+			mo.sessionID, mo.session = s.id, true
 		}
 	}
 	q.ss.names.RUnlock()
@@ -474,11 +474,9 @@ func errSessionLockLost(id string) *Error {
 }
 
 // checkSessionID validates a session id named by a receiver or an
-// operation.
+// operation. "" is a session id of its own, as in Service Bus.
 func checkSessionID(id string) error {
 	switch {
-	case id == "":
-		return errorf(KindInvalidArgument, "the session id is empty")
 	case utf8.RuneCountInString(id) > MaxSessionIDLength:
 		return errorf(KindInvalidArgument, "the session id is %d characters long; the maximum is %d", utf8.RuneCountInString(id), MaxSessionIDLength)
 	}
@@ -984,8 +982,9 @@ func (q *entity) recoverSessionState(v store.Value, drop *[]store.Op) error {
 
 // recoverSessionMsg attaches a recovered main-queue message to its
 // session (r is unlocked and about to be inserted).
-func (q *entity) recoverSessionMsg(r *rec, id string) {
-	if id == "" {
+func (q *entity) recoverSessionMsg(r *rec, mo metaOpt) {
+	id := mo.sessionID
+	if !mo.session {
 		q.b.log.Error("a message of a session-enabled entity has no session id; it cannot be received", "entity", q.name, "seq", r.seq)
 		return
 	}

@@ -96,8 +96,12 @@ func TestSessionRules(t *testing.T) {
 	wantKind(t, err, ErrNotAllowed)
 	_, err = e.b.AcceptSession("sq/$DeadLetterQueue", "a", PeekLock)
 	wantKind(t, err, ErrNotAllowed)
-	_, err = e.b.AcceptSession("sq", "", PeekLock)
-	wantKind(t, err, ErrInvalidArgument)
+	// "" is a session id of its own.
+	r, err := e.b.AcceptSession("sq", "", PeekLock)
+	if err != nil || r.SessionID() != "" {
+		t.Fatalf("AcceptSession(\"\"): %v", err)
+	}
+	r.Close()
 	_, err = e.b.AcceptSession("missing", "a", PeekLock)
 	wantKind(t, err, ErrNotFound)
 	// The dead-letter queue is read by a normal receiver.
@@ -920,4 +924,36 @@ func TestSessionForwardDeadLetters(t *testing.T) {
 	if ids, _ := e.b.ListSessions(ctx, "sq", time.Time{}, 0, 0); len(ids) != 0 {
 		t.Fatalf("sessions left %v", ids)
 	}
+}
+
+// TestSessionEmptyID: "" is a session id of its own, as in Service Bus: a
+// message sent with it is accepted by a session-enabled queue and
+// subscription (one without any session id is not), delivered to the
+// receiver of session "", and kept across a restart (Meta opt bit 2).
+func TestSessionEmptyID(t *testing.T) {
+	stores(t, func(t *testing.T, e *env, reopen func()) {
+		e.queue("sq", sessionQueue)
+		empty := func(body string) *message.Message {
+			m := smsg("", body)
+			m.EmptySessionID = true
+			return m
+		}
+		if err := e.b.Send(ctx, "sq", []*message.Message{{Body: []byte("none")}}); KindOf(err) != KindInvalidArgument {
+			t.Fatalf("send without a session id: %v", err)
+		}
+		e.send("sq", empty("1"), smsg("a", "2"), empty("3"))
+		r := e.accept("sq", "")
+		if got := take(t, r, 10); !slices.Equal(bodies(got), []string{"1", "3"}) || !got[0].Message.EmptySessionID {
+			t.Fatalf("session \"\": %v", bodies(got))
+		}
+		r.Close()
+		reopen()
+		if ids, _ := e.b.ListSessions(ctx, "sq", time.Time{}, 0, 0); !slices.Equal(ids, []string{"", "a"}) {
+			t.Fatalf("sessions after restart %q", ids)
+		}
+		r = e.accept("sq", "")
+		if got := take(t, r, 10); !slices.Equal(bodies(got), []string{"1", "3"}) {
+			t.Fatalf("session \"\" after restart: %v", bodies(got))
+		}
+	})
 }

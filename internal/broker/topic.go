@@ -331,10 +331,9 @@ func (t *topic) idleDeadlineLocked() int64 {
 	if idle >= Infinite {
 		return 0
 	}
-	base := t.accessed.Load()
-	if base == 0 {
-		base = t.mu.updated.UnixNano()
-	}
+	// An update is no use (AccessedAt stays as it was, as in Service
+	// Bus) but restarts the idle clock all the same.
+	base := max(t.accessed.Load(), t.mu.updated.UnixNano())
 	if d := base + int64(idle); d > base {
 		return d
 	}

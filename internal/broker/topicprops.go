@@ -129,10 +129,10 @@ func validateStatus(s EntityStatus) error {
 // after creation.
 func checkTopicImmutable(old, p TopicProperties) error {
 	if old.RequiresDuplicateDetection != p.RequiresDuplicateDetection {
-		return errorf(KindNotAllowed, "RequiresDuplicateDetection cannot be changed after the topic is created")
+		return errorf(KindNotAllowed, "The value for the RequiresDuplicateDetection property of an existing Topic cannot be changed.")
 	}
 	if old.EnablePartitioning != p.EnablePartitioning {
-		return errorf(KindNotAllowed, "EnablePartitioning cannot be changed after the topic is created")
+		return errorf(KindNotAllowed, "Partitioning cannot be changed for Topic. EnablePartitioning is fixed when the topic is created.")
 	}
 	return nil
 }
@@ -174,6 +174,12 @@ type SubscriptionProperties struct {
 	// forward.go.
 	ForwardTo                     string `json:"forwardTo,omitempty"`
 	ForwardDeadLetteredMessagesTo string `json:"forwardDeadLetteredMessagesTo,omitempty"`
+	// ForwardToAddress and ForwardDeadLetteredMessagesToAddress keep a
+	// forwarding target a management client gave as an absolute URI
+	// (https://ns/q, sb://ns/q) as it was written, for the admin layer to
+	// echo back as Service Bus does; routing uses the two names above.
+	ForwardToAddress                     string `json:"forwardToAddress,omitempty"`
+	ForwardDeadLetteredMessagesToAddress string `json:"forwardDeadLetteredMessagesToAddress,omitempty"`
 	// UserMetadata: at most 1024 characters.
 	UserMetadata string `json:"userMetadata,omitempty"`
 }

@@ -7,7 +7,7 @@ package message
 // this module: it is not AMQP, it is not meant for the wire, and it may
 // only change by bumping the version byte (old versions stay decodable).
 //
-// Layout (version 1). Integers are unsigned LEB128 varints (uvarint) unless
+// Layout (versions 1 and 2). Integers are unsigned LEB128 varints (uvarint) unless
 // marked zigzag (varint); strings and byte strings are a uvarint length
 // followed by the bytes.
 //
@@ -37,6 +37,17 @@ package message
 //	 17 ApplicationProperties map
 //	 18 Body                  bytes (always last, so everything before it is
 //	                          the "header" counted against the 64 KB limit)
+//	 19 DeliveryAnnotations   map    (version 2; encoded after bit 17)
+//	 20 Footer                bytes  (version 2; encoded after bit 19)
+//	 21 EmptySessionID        (version 2; no payload: the session id is "")
+//
+// Bits 19 to 21 came with version 2: their payloads sit between
+// ApplicationProperties and Body, so Body stays last. A message that uses
+// none of them is still written as version 1, byte for byte what version 1
+// wrote (an older binary reads it); one that uses any is written as
+// version 2. Version 1 records are read as they are: they never carry
+// bits 19 to 21, and there is nothing to migrate on disk. An older binary
+// meets a version 2 record with a clear "unknown version 2" error.
 //
 //	map   = uvarint count, then count × (key string, value)
 //	time  = varint Unix seconds, uvarint nanoseconds (decoded as UTC)
@@ -64,7 +75,11 @@ import (
 	"time"
 )
 
-const codecVersion = 1
+// Codec versions: 1 has bits 0–18; 2 adds bits 19 to 21.
+const (
+	codecV1 = 1
+	codecV2 = 2
+)
 
 // Presence bits.
 const (
@@ -87,7 +102,11 @@ const (
 	fReplyToSessionID
 	fApplicationProperties
 	fBody
-	fAll = fBody<<1 - 1
+	fDeliveryAnnotations
+	fFooter
+	fEmptySessionID
+	fAllV1 = fBody<<1 - 1
+	fAll   = fEmptySessionID<<1 - 1
 )
 
 // Value tags.
@@ -169,8 +188,13 @@ func (m *Message) appendBinary(b []byte, hs int) []byte {
 		copy(nb, b)
 		b = nb
 	}
-	b = append(b, codecVersion)
-	b = binary.AppendUvarint(b, m.presence())
+	p := m.presence()
+	if p&^fAllV1 != 0 {
+		b = append(b, codecV2)
+	} else {
+		b = append(b, codecV1)
+	}
+	b = binary.AppendUvarint(b, p)
 	if m.Priority != 0 {
 		b = append(b, m.Priority)
 	}
@@ -207,6 +231,12 @@ func (m *Message) appendBinary(b []byte, hs int) []byte {
 	b = appendOptString(b, m.ReplyToSessionID)
 	if len(m.ApplicationProperties) > 0 {
 		b = appendStringMap(b, m.ApplicationProperties, 0)
+	}
+	if len(m.DeliveryAnnotations) > 0 {
+		b = appendStringMap(b, m.DeliveryAnnotations, 0)
+	}
+	if len(m.Footer) > 0 {
+		b = appendBytes(b, m.Footer)
 	}
 	if len(m.Body) > 0 {
 		b = appendBytes(b, m.Body)
@@ -281,6 +311,15 @@ func (m *Message) presence() uint64 {
 	if len(m.Body) > 0 {
 		p |= fBody
 	}
+	if len(m.DeliveryAnnotations) > 0 {
+		p |= fDeliveryAnnotations
+	}
+	if len(m.Footer) > 0 {
+		p |= fFooter
+	}
+	if m.EmptySessionID && m.SessionID == "" {
+		p |= fEmptySessionID
+	}
 	return p
 }
 
@@ -338,6 +377,16 @@ func (m *Message) headerSize() (int, error) {
 		}
 		n += s
 	}
+	if len(m.DeliveryAnnotations) > 0 {
+		s, err := stringMapSize(m.DeliveryAnnotations, "DeliveryAnnotations", 0)
+		if err != nil {
+			return 0, err
+		}
+		n += s
+	}
+	if len(m.Footer) > 0 {
+		n += bytesLen(len(m.Footer))
+	}
 	return n, nil
 }
 
@@ -381,15 +430,19 @@ func (m *Message) UnmarshalBinary(data []byte) error {
 func (m *Message) unmarshal(data []byte, shared bool) error {
 	*m = Message{}
 	d := decoder{b: data, shared: shared}
-	if v := d.byte(); v != codecVersion {
-		if d.err != nil {
-			return d.err
-		}
+	known := uint64(fAll)
+	switch v := d.byte(); {
+	case d.err != nil:
+		return d.err
+	case v == codecV1:
+		known = fAllV1
+	case v == codecV2:
+	default:
 		return fmt.Errorf("%w: unknown version %d", ErrCorrupt, v)
 	}
 	p := d.uvarint()
-	if p&^fAll != 0 {
-		return fmt.Errorf("%w: unknown field bits %#x", ErrCorrupt, p&^fAll)
+	if p&^known != 0 {
+		return fmt.Errorf("%w: unknown field bits %#x", ErrCorrupt, p&^known)
 	}
 	m.Durable = p&fDurable != 0
 	if p&fPriority != 0 {
@@ -434,6 +487,9 @@ func (m *Message) unmarshal(data []byte, shared bool) error {
 	if p&fSessionID != 0 {
 		m.SessionID = d.string()
 	}
+	if p&fEmptySessionID != 0 && p&fSessionID == 0 {
+		m.EmptySessionID = true
+	}
 	if p&fGroupSequence != 0 {
 		v := d.uvarint()
 		if v > math.MaxUint32 {
@@ -447,6 +503,12 @@ func (m *Message) unmarshal(data []byte, shared bool) error {
 	if p&fApplicationProperties != 0 {
 		m.ApplicationProperties = nilIfEmpty(d.stringMap(0))
 	}
+	if p&fDeliveryAnnotations != 0 {
+		m.DeliveryAnnotations = nilIfEmpty(d.stringMap(0))
+	}
+	if p&fFooter != 0 {
+		m.Footer = d.bytes()
+	}
 	if p&fBody != 0 {
 		m.Body = d.bytes()
 	}
@@ -457,6 +519,9 @@ func (m *Message) unmarshal(data []byte, shared bool) error {
 	}
 	if len(m.Body) == 0 {
 		m.Body = nil
+	}
+	if len(m.Footer) == 0 {
+		m.Footer = nil
 	}
 	if d.err == nil && len(d.b) != 0 {
 		d.fail("trailing bytes")

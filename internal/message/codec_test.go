@@ -1,8 +1,11 @@
 package message
 
 import (
+	"bytes"
 	"errors"
 	"math"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -110,6 +113,63 @@ func within(s, b []byte) bool {
 	return false
 }
 
+// fullV2 is full with the fields version 2 added.
+func fullV2() *Message {
+	m := full()
+	m.DeliveryAnnotations = map[string]any{"x-opt-delivery-annotation-test": "test-value", "n": int64(3)}
+	m.Footer = []byte{0x00, 0x53, 0x78, 0xc1, 0x03, 0x01, 0xa1, 0x00} // an encoded footer section
+	return m
+}
+
+// TestVersion2: a message with delivery annotations, a footer or the empty
+// session id is written as version 2 and round-trips; one without is
+// written as version 1.
+func TestVersion2(t *testing.T) {
+	for _, m := range []*Message{fullV2(), {Footer: []byte{1}}, {DeliveryAnnotations: map[string]any{"k": "v"}}, {EmptySessionID: true, Body: []byte("b")}} {
+		b, err := Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b[0] != codecV2 {
+			t.Fatalf("version %d, want 2", b[0])
+		}
+		got, err := Unmarshal(b)
+		if err != nil || !reflect.DeepEqual(got, m) {
+			t.Fatalf("round trip: %#v, %v; want %#v", got, err, m)
+		}
+		if hs, _ := m.HeaderSize(); hs != len(b)-bytesLen(len(m.Body)) && len(m.Body) > 0 {
+			t.Fatalf("header size %d of %d bytes", hs, len(b))
+		}
+	}
+	if b, _ := Marshal(full()); b[0] != codecV1 {
+		t.Fatalf("a message without version 2 fields is written as version %d", b[0])
+	}
+}
+
+// TestVersion1Fixtures: records written by the version 1 codec (before
+// delivery annotations and footers were kept; testdata/v1, made by commit
+// 6c7dc4a) decode to the messages they were made from, and the same
+// messages are still written byte for byte as they were (map order aside).
+func TestVersion1Fixtures(t *testing.T) {
+	for name, want := range map[string]*Message{"empty": {}, "body": {Body: []byte("x")}, "full": full()} {
+		data, err := os.ReadFile(filepath.Join("testdata", "v1", name+".bin"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := Unmarshal(data)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: decoded %#v, want %#v", name, got, want)
+		}
+		b, _ := Marshal(want)
+		if len(b) != len(data) || b[0] != data[0] || name != "full" && !bytes.Equal(b, data) {
+			t.Fatalf("%s: written as %x, version 1 wrote %x", name, b, data)
+		}
+	}
+}
+
 func TestTimesDecodeAsUTC(t *testing.T) {
 	loc := time.FixedZone("X", 3600)
 	ts := time.Date(2026, 1, 2, 3, 4, 5, 6, loc)
@@ -176,7 +236,8 @@ func TestCorrupt(t *testing.T) {
 	}
 	for _, bad := range [][]byte{
 		nil,
-		{2, 0},                                 // version
+		{3, 0},                                 // version
+		{1, 0x80, 0x80, 0x20},                  // a version 2 field in a version 1 record
 		{1, 0x80, 0x80, 0x80, 0x80, 0x10},      // unknown field bits
 		{1, 0, 0},                              // trailing bytes
 		{1, byte(fAnnotations), 1, 1, 'k', 99}, // unknown tag
@@ -196,6 +257,8 @@ func FuzzUnmarshal(f *testing.F) {
 	small, _ := Marshal(&Message{Body: []byte("x"), MessageID: "id"})
 	f.Add(small)
 	f.Add([]byte{1, 0})
+	v2, _ := Marshal(fullV2())
+	f.Add(v2)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := Unmarshal(data)
 		if err != nil {
@@ -253,7 +316,7 @@ func hasNaN(m *Message) bool {
 		}
 		return false
 	}
-	return walk(m.Annotations) || walk(m.ApplicationProperties) || walk(m.MessageID) || walk(m.CorrelationID)
+	return walk(m.Annotations) || walk(m.ApplicationProperties) || walk(m.DeliveryAnnotations) || walk(m.MessageID) || walk(m.CorrelationID)
 }
 
 func BenchmarkMarshal1K(b *testing.B) {

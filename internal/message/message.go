@@ -52,12 +52,29 @@ type Message struct {
 	AbsoluteExpiryTime time.Time
 	CreationTime       time.Time
 	SessionID          string // AMQP group-id
-	GroupSequence      uint32
-	ReplyToSessionID   string // AMQP reply-to-group-id
+	// EmptySessionID reports a session id given as the empty string (with
+	// SessionID ""): Service Bus treats "" as a session id of its own.
+	// It is false whenever SessionID is not empty.
+	EmptySessionID   bool
+	GroupSequence    uint32
+	ReplyToSessionID string // AMQP reply-to-group-id
 
 	// ApplicationProperties are the user properties.
 	ApplicationProperties map[string]any
 
+	// DeliveryAnnotations are the sender's delivery-annotations (symbol
+	// keys, simple values). Service Bus keeps them and hands them to
+	// receivers beside its own (x-opt-lock-token).
+	DeliveryAnnotations map[string]any
+
+	// Footer is the sender's encoded footer section exactly as received
+	// (descriptor included), opaque like Body; nil if none was sent.
+	Footer []byte
+
 	// Body is the encoded body section(s), opaque.
 	Body []byte
 }
+
+// HasSessionID reports whether the sender gave a session id, possibly
+// the empty one.
+func (m *Message) HasSessionID() bool { return m.SessionID != "" || m.EmptySessionID }

@@ -14,14 +14,18 @@ import (
 // exact AMQP types the SDKs assert (amqp-wire §4.5): the Go SDK panics on
 // any other type.
 const (
-	annSequenceNumber        frames.Symbol = "x-opt-sequence-number"         // long
-	annEnqueuedTime          frames.Symbol = "x-opt-enqueued-time"           // timestamp
-	annLockedUntil           frames.Symbol = "x-opt-locked-until"            // timestamp
-	annEnqueueSequenceNumber frames.Symbol = "x-opt-enqueue-sequence-number" // long
-	annMessageState          frames.Symbol = "x-opt-message-state"           // int
-	annScheduledEnqueueTime  frames.Symbol = "x-opt-scheduled-enqueue-time"  // timestamp
-	annDeadLetterSource      frames.Symbol = "x-opt-deadletter-source"       // string
-	annLockToken             frames.Symbol = "x-opt-lock-token"              // uuid (delivery annotation)
+	annSequenceNumber       frames.Symbol = "x-opt-sequence-number"        // long
+	annEnqueuedTime         frames.Symbol = "x-opt-enqueued-time"          // timestamp
+	annLockedUntil          frames.Symbol = "x-opt-locked-until"           // timestamp
+	annMessageState         frames.Symbol = "x-opt-message-state"          // int
+	annScheduledEnqueueTime frames.Symbol = "x-opt-scheduled-enqueue-time" // timestamp
+	annDeadLetterSource     frames.Symbol = "x-opt-deadletter-source"      // string
+	annLockToken            frames.Symbol = "x-opt-lock-token"             // uuid (delivery annotation)
+	// annEnqueueSequenceNumber (long) is on auto-forwarded messages only,
+	// as in Service Bus: the sequence number a message had where it was
+	// first enqueued (broker.EnqueueSequenceNumberAnnotation, set by
+	// auto-forwarding and stored with the message); a sender's is dropped.
+	annEnqueueSequenceNumber frames.Symbol = "x-opt-enqueue-sequence-number"
 )
 
 // deliveryOpts say which lock information an encoded delivery carries.
@@ -30,13 +34,14 @@ type deliveryOpts struct {
 	// received by sequence number with a lock).
 	locked bool
 	// lockTokenAnnotation adds the delivery annotation x-opt-lock-token,
-	// which is how the Go SDK learns the lock token of a message that
-	// came back in a management response (§4.3, §6.3).
+	// as Service Bus does on every locked delivery; it is how the Go SDK
+	// learns the lock token of a message that came back in a management
+	// response (§4.3, §6.3).
 	lockTokenAnnotation bool
 }
 
 // encodeDelivery encodes d as the AMQP message a client receives: the
-// sender's bare message with a header whose delivery-count is the number
+// sender's delivery annotations, bare message and footer with a header whose delivery-count is the number
 // of previous attempts (§4.4), the properties section always present,
 // header.ttl and absolute-expiry-time from the effective TTL, and the
 // broker's annotations. Annotations are omitted rather than sent as null.
@@ -74,8 +79,12 @@ func encodeDelivery(d *broker.Delivery, opts deliveryOpts) ([]byte, error) {
 	ma := arr[:0]
 	for k, v := range msg.Annotations {
 		switch frames.Symbol(k) {
-		case annLockedUntil, annMessageState, annDeadLetterSource, annSequenceNumber, annEnqueuedTime, annEnqueueSequenceNumber:
+		case annLockedUntil, annMessageState, annDeadLetterSource, annSequenceNumber, annEnqueuedTime:
 			continue
+		case annEnqueueSequenceNumber:
+			if _, isLong := v.(int64); !isLong {
+				continue // never another type (the Go SDK asserts int64)
+			}
 		case annScheduledEnqueueTime:
 			if !d.ScheduledEnqueueTime.IsZero() {
 				continue // the broker's value replaces it
@@ -88,7 +97,6 @@ func encodeDelivery(d *broker.Delivery, opts deliveryOpts) ([]byte, error) {
 	}
 	ma = append(ma,
 		annotation{k: annSequenceNumber, kind: annLong, n: d.SequenceNumber},
-		annotation{k: annEnqueueSequenceNumber, kind: annLong, n: d.SequenceNumber},
 		annotation{k: annEnqueuedTime, kind: annTime, t: d.EnqueuedTime})
 	if d.State != broker.StateActive {
 		ma = append(ma, annotation{k: annMessageState, kind: annInt, n: int64(d.State)})
@@ -110,12 +118,34 @@ func encodeDelivery(d *broker.Delivery, opts deliveryOpts) ([]byte, error) {
 	}
 	var b encoding.Buffer
 	b.SetBytes(dst)
-	if opts.lockTokenAnnotation {
+	if da := msg.DeliveryAnnotations; opts.lockTokenAnnotation || len(da) > 0 {
+		// The sender's delivery annotations (in key order), the broker's
+		// lock token in place of any the sender gave.
+		var karr [8]string
+		keys := karr[:0]
+		for k := range da {
+			if frames.Symbol(k) != annLockToken {
+				keys = append(keys, k)
+			}
+		}
+		if len(keys) > 1 {
+			slices.Sort(keys)
+		}
 		b.WriteDescriptor(frames.DescriptorDeliveryAnnotations)
 		w := b.BeginMap()
-		b.WriteSymbol(annLockToken)
-		b.WriteUUID(encoding.UUID(d.LockToken))
-		w.End(1)
+		n := len(keys)
+		for _, k := range keys {
+			b.WriteSymbol(frames.Symbol(k))
+			if err := b.WriteAny(toAMQPValue(da[k])); err != nil {
+				return nil, err
+			}
+		}
+		if opts.lockTokenAnnotation {
+			b.WriteSymbol(annLockToken)
+			b.WriteUUID(encoding.UUID(d.LockToken))
+			n++
+		}
+		w.End(n)
 	}
 	b.WriteDescriptor(frames.DescriptorMessageAnnotations)
 	w := b.BeginMap()
@@ -159,7 +189,7 @@ func encodeDelivery(d *broker.Delivery, opts deliveryOpts) ([]byte, error) {
 		}
 		w.End(len(keys))
 	}
-	return append(b.Bytes(), msg.Body...), nil
+	return append(append(b.Bytes(), msg.Body...), msg.Footer...), nil
 }
 
 // annotation is one entry of a message-annotations map being encoded:

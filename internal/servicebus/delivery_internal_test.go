@@ -31,11 +31,13 @@ func encodeDeliveryReference(d *broker.Delivery, opts deliveryOpts) ([]byte, err
 		}
 	}
 	ma := m.MessageAnnotations
-	for _, k := range []frames.Symbol{annLockedUntil, annMessageState, annDeadLetterSource, annSequenceNumber, annEnqueuedTime, annEnqueueSequenceNumber} {
+	for _, k := range []frames.Symbol{annLockedUntil, annMessageState, annDeadLetterSource, annSequenceNumber, annEnqueuedTime} {
 		delete(ma, k)
 	}
+	if _, isLong := ma[annEnqueueSequenceNumber].(int64); !isLong {
+		delete(ma, annEnqueueSequenceNumber)
+	}
 	ma[annSequenceNumber] = d.SequenceNumber
-	ma[annEnqueueSequenceNumber] = d.SequenceNumber
 	ma[annEnqueuedTime] = d.EnqueuedTime
 	if d.State != broker.StateActive {
 		ma[annMessageState] = int32(d.State)
@@ -53,8 +55,22 @@ func encodeDeliveryReference(d *broker.Delivery, opts deliveryOpts) ([]byte, err
 	if opts.locked && !d.LockedUntil.IsZero() {
 		ma[annLockedUntil] = d.LockedUntil
 	}
-	if opts.lockTokenAnnotation {
-		m.DeliveryAnnotations = map[frames.Symbol]any{annLockToken: encoding.UUID(d.LockToken)}
+	if len(d.Message.DeliveryAnnotations) > 0 || opts.lockTokenAnnotation {
+		m.DeliveryAnnotations = map[frames.Symbol]any{}
+		for k, v := range d.Message.DeliveryAnnotations {
+			m.DeliveryAnnotations[frames.Symbol(k)] = toAMQPValue(v)
+		}
+		delete(m.DeliveryAnnotations, annLockToken)
+		if opts.lockTokenAnnotation {
+			m.DeliveryAnnotations[annLockToken] = encoding.UUID(d.LockToken)
+		}
+	}
+	if d.Message.Footer != nil {
+		var f frames.Message
+		if err := f.UnmarshalBinary(d.Message.Footer); err != nil {
+			return nil, err
+		}
+		m.Footer = f.Footer
 	}
 	return m.AppendBinary(make([]byte, 0, 256+len(d.Message.Body)))
 }
@@ -69,6 +85,10 @@ func TestEncodeDeliveryMatchesReference(t *testing.T) {
 	manyAnn := map[string]any{}
 	for i := range 18 {
 		manyAnn[fmt.Sprintf("x-user-%02d", 17-i)] = fmt.Sprint(i)
+	}
+	footer, err := frames.AppendAnnotationsSection(nil, frames.DescriptorFooter, map[frames.Symbol]any{"x-opt-footer-test": "footer-value"})
+	if err != nil {
+		t.Fatal(err)
 	}
 	msgs := []*message.Message{
 		{Priority: 4, Body: body},
@@ -86,6 +106,10 @@ func TestEncodeDeliveryMatchesReference(t *testing.T) {
 		},
 		{Priority: 4, Annotations: map[string]any{"x-opt-scheduled-enqueue-time": at.Add(time.Minute)}, ApplicationProperties: map[string]any{}, Body: body},
 		{Priority: 4, Annotations: manyAnn, ApplicationProperties: many, MessageID: uint64(7), Body: body},
+		{Priority: 4, DeliveryAnnotations: map[string]any{"x-opt-lock-token": "sender's", "x-da": "v"},
+			Footer: footer, Body: body},
+		{Priority: 4, Annotations: map[string]any{"x-opt-enqueue-sequence-number": int64(7)}, Body: body},
+		{Priority: 4, Annotations: map[string]any{"x-opt-enqueue-sequence-number": "not a long"}, Body: body},
 	}
 	ds := []broker.Delivery{
 		{SequenceNumber: 1, EnqueuedTime: at, DeliveryCount: 1},

@@ -33,10 +33,22 @@ func TestForwardQueueToQueue(t *testing.T) {
 	})
 	c := newClient(t, s.ConnectionString)
 	ctx := testCtx(t, 30*time.Second)
+	send(t, ctx, newSender(t, c, "dst"), &azservicebus.Message{Body: []byte("direct")})
 	send(t, ctx, newSender(t, c, "src"),
 		&azservicebus.Message{Body: []byte("one"), MessageID: ptr("m1"), ApplicationProperties: map[string]any{"k": "v"}},
 		&azservicebus.Message{Body: []byte("two")})
-	ms := receiveN(t, ctx, newReceiver(t, c, "dst", nil), 2)
+	dst := newReceiver(t, c, "dst", nil)
+	// Only auto-forwarded messages carry EnqueuedSequenceNumber (x-opt-
+	// enqueue-sequence-number): the number they had in the source.
+	if d := receiveN(t, ctx, dst, 1)[0]; string(d.Body) != "direct" || d.EnqueuedSequenceNumber != nil {
+		t.Fatalf("direct message %q: EnqueuedSequenceNumber %v", d.Body, d.EnqueuedSequenceNumber)
+	}
+	ms := receiveN(t, ctx, dst, 2)
+	for i, m := range ms {
+		if m.EnqueuedSequenceNumber == nil || *m.EnqueuedSequenceNumber != int64(i+1) || *m.SequenceNumber != int64(i+2) {
+			t.Fatalf("forwarded %q: EnqueuedSequenceNumber %v, SequenceNumber %d", m.Body, m.EnqueuedSequenceNumber, *m.SequenceNumber)
+		}
+	}
 	if got := bodies(ms); !slices.Equal(got, []string{"one", "two"}) {
 		t.Fatalf("dst received %v", got)
 	}

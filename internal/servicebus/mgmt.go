@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/busbarmq/busbar/internal/amqp"
 	"github.com/busbarmq/busbar/internal/amqp/encoding"
 	"github.com/busbarmq/busbar/internal/amqp/frames"
 	"github.com/busbarmq/busbar/internal/auth"
@@ -56,11 +57,11 @@ var mgmtOps = map[string]mgmtOp{
 // managementRequest serves one request to node (an <entity>/$management
 // address): it checks the operation's right, applies the client's server
 // timeout and runs it.
-func (c *conn) managementRequest(req *frames.Message, node address) *response {
+func (c *conn) managementRequest(req *frames.Message, node address, mark amqp.DispositionMark) *response {
 	opName := appProp(req, "operation")
 	path := node.path()
 	span := c.h.traceManagement(path, opName, req.ApplicationProperties)
-	resp := c.runManagement(req, node, opName, path)
+	resp := c.runManagement(req, node, opName, path, mark)
 	if span != nil {
 		span.SetAttributes(attribute.Int("messaging.servicebus.status_code", int(resp.status)))
 		var err error
@@ -73,7 +74,7 @@ func (c *conn) managementRequest(req *frames.Message, node address) *response {
 }
 
 // runManagement is managementRequest without its span.
-func (c *conn) runManagement(req *frames.Message, node address, opName, path string) *response {
+func (c *conn) runManagement(req *frames.Message, node address, opName, path string, mark amqp.DispositionMark) *response {
 	op, ok := mgmtOps[opName]
 	if !ok {
 		return failed(c.fail(opName, path, &broker.Error{Kind: broker.KindNotAllowed,
@@ -91,6 +92,13 @@ func (c *conn) runManagement(req *frames.Message, node address, opName, path str
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
+	}
+	// Settlements received before the request first (settleorder.go).
+	if err := mark.Wait(ctx); err != nil {
+		return failed(c.fail(opName, path, err))
+	}
+	if err := c.settles.wait(ctx); err != nil {
+		return failed(c.fail(opName, path, err))
 	}
 	resp, err := op.run(c, ctx, path, b)
 	if err != nil {
@@ -131,10 +139,16 @@ func (c *conn) renewLock(ctx context.Context, path string, b body) (*response, e
 	return ok(encoding.Map{{Key: "expirations", Value: exps}}), nil
 }
 
-// peek: from-sequence-number (long), message-count (int) → messages, a
-// list of maps {message: binary}; 204 when there is nothing to peek.
+// peek: from-sequence-number (long), message-count (int),
+// omit-message-body (boolean: the messages come without their body, as
+// the JS SDK asks for since 7.10) → messages, a list of maps {message:
+// binary}; 204 when there is nothing to peek.
 func (c *conn) peek(ctx context.Context, path string, b body) (*response, error) {
 	from, _, err := b.integer("from-sequence-number")
+	if err != nil {
+		return nil, err
+	}
+	omitBody, err := b.boolean("omit-message-body")
 	if err != nil {
 		return nil, err
 	}
@@ -148,13 +162,14 @@ func (c *conn) peek(ctx context.Context, path string, b body) (*response, error)
 	if count <= 0 {
 		return noContent(), nil
 	}
-	// A session receiver peeks its session (session.go).
-	_, sid, err := c.sessionOf(ctx, path, b)
+	// A session receiver peeks its session (session.go), also the
+	// session "".
+	holder, sid, err := c.sessionOf(ctx, path, b)
 	if err != nil {
 		return nil, err
 	}
 	var ds []*broker.Delivery
-	if sid != "" {
+	if holder != nil || sid != "" {
 		ds, err = c.h.broker.PeekSession(ctx, path, sid, from, int(min(count, 1<<20)))
 	} else {
 		ds, err = c.h.broker.Peek(ctx, path, from, int(min(count, 1<<20)))
@@ -167,6 +182,13 @@ func (c *conn) peek(ctx context.Context, path string, b body) (*response, error)
 	}
 	list := make([]any, 0, len(ds))
 	for _, d := range ds {
+		if omitBody && d.Message.Body != nil {
+			// Copies: the delivery and its message may be shared.
+			m, dc := *d.Message, *d
+			m.Body = nil
+			dc.Message = &m
+			d = &dc
+		}
 		p, err := encodeDelivery(d, deliveryOpts{})
 		if err != nil {
 			return nil, err
@@ -318,13 +340,22 @@ func (c *conn) cancelScheduled(ctx context.Context, path string, b body) (*respo
 	return ok(nil), nil
 }
 
-// batchDelete: message-count (int), enqueued-time-utc (timestamp, default
-// now) → message-count (int); zero deleted is 204 with errorCondition
-// com.microsoft:message-not-found, as the JS SDK expects (§6.3).
+// maxBatchDelete is Service Bus's cap on the messages one batch-delete
+// request may remove.
+const maxBatchDelete = 4000
+
+// batchDelete: message-count (int, at most 4,000), enqueued-time-utc
+// (timestamp, default now), session-id (a session receiver deletes from
+// its session only) → message-count (int); zero deleted is 204 with
+// errorCondition com.microsoft:message-not-found, as the JS SDK expects
+// (§6.3).
 func (c *conn) batchDelete(ctx context.Context, path string, b body) (*response, error) {
 	count, _, err := b.integer("message-count")
 	if err != nil {
 		return nil, err
+	}
+	if count > maxBatchDelete {
+		return nil, badRequest("The message-count %d is more than one request may delete: at most %d messages are deleted per call.", count, maxBatchDelete)
 	}
 	before, given, err := b.timestamp("enqueued-time-utc")
 	if err != nil {
@@ -333,7 +364,16 @@ func (c *conn) batchDelete(ctx context.Context, path string, b body) (*response,
 	if !given {
 		before = c.h.clock.Now()
 	}
-	n, err := c.h.broker.DeleteMessages(ctx, path, int(min(count, 1<<20)), before)
+	holder, sid, err := c.sessionOf(ctx, path, b)
+	if err != nil {
+		return nil, err
+	}
+	var n int
+	if holder != nil || sid != "" {
+		n, err = c.h.broker.DeleteSessionMessages(ctx, path, sid, int(count), before)
+	} else {
+		n, err = c.h.broker.DeleteMessages(ctx, path, int(count), before)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -15,9 +15,10 @@ import (
 )
 
 // This file converts between AMQP messages (frames.Message) and the
-// broker's protocol-neutral message.Message. Only the sender's bare
-// message and its message annotations cross; delivery annotations and
-// footers of incoming messages are dropped (Service Bus ignores them too).
+// broker's protocol-neutral message.Message. Every section a sender sends
+// is kept and delivered back, as Service Bus does: the bare message, the
+// message annotations, the delivery annotations (beside the broker's
+// x-opt-lock-token) and the footer.
 
 // fromAMQP converts a decoded AMQP message into out, a message.Message
 // it overwrites. The body aliases m.RawBody, so the data m was decoded
@@ -32,12 +33,33 @@ func fromAMQP(out *message.Message, m *frames.Message) error {
 	if len(m.MessageAnnotations) > 0 {
 		out.Annotations = make(map[string]any, len(m.MessageAnnotations))
 		for k, v := range m.MessageAnnotations {
+			if k == annEnqueueSequenceNumber {
+				continue // the broker's alone (auto-forwarding sets it)
+			}
 			mv, err := toMessageValue(v)
 			if err != nil {
 				return fmt.Errorf("message annotation %q: %w", string(k), err)
 			}
 			out.Annotations[string(k)] = mv
 		}
+	}
+	if len(m.DeliveryAnnotations) > 0 {
+		out.DeliveryAnnotations = make(map[string]any, len(m.DeliveryAnnotations))
+		for k, v := range m.DeliveryAnnotations {
+			mv, err := toMessageValue(v)
+			if err != nil {
+				return fmt.Errorf("delivery annotation %q: %w", string(k), err)
+			}
+			out.DeliveryAnnotations[string(k)] = mv
+		}
+	}
+	if m.Footer != nil {
+		// Kept encoded, whatever its values, and sent back as it came.
+		f, err := frames.AppendAnnotationsSection(nil, frames.DescriptorFooter, m.Footer)
+		if err != nil {
+			return fmt.Errorf("footer: %w", err)
+		}
+		out.Footer = f
 	}
 	if p := m.Properties; p != nil {
 		var err error
@@ -56,6 +78,7 @@ func fromAMQP(out *message.Message, m *frames.Message) error {
 		out.AbsoluteExpiryTime = p.AbsoluteExpiryTime
 		out.CreationTime = p.CreationTime
 		out.SessionID = p.GroupID
+		out.EmptySessionID = p.EmptyGroupID // "" is a session id of its own
 		out.GroupSequence = p.GroupSequence
 		out.ReplyToSessionID = p.ReplyToGroupID
 	}
@@ -148,6 +171,7 @@ func amqpProperties(msg *message.Message) frames.Properties {
 		AbsoluteExpiryTime: msg.AbsoluteExpiryTime,
 		CreationTime:       msg.CreationTime,
 		GroupID:            msg.SessionID,
+		EmptyGroupID:       msg.EmptySessionID,
 		GroupSequence:      msg.GroupSequence,
 		ReplyToGroupID:     msg.ReplyToSessionID,
 	}

@@ -75,10 +75,12 @@ type sentRef struct {
 	seq int64
 }
 
-// pendingComplete is a client's accepted outcome not yet applied.
+// pendingComplete is a client's accepted outcome not yet applied, with
+// its settleOrder ticket.
 type pendingComplete struct {
-	d   *amqp.OutgoingDelivery
-	tok uuid.UUID
+	d      *amqp.OutgoingDelivery
+	tok    uuid.UUID
+	ticket uint64
 }
 
 // attachReceiver accepts a receiver link. rcv-settle-mode second means
@@ -218,7 +220,7 @@ func (rl *receiverLink) pump() {
 // gone; messages that could not be sent are released (peek-lock).
 func (rl *receiverLink) send(ds []*broker.Delivery) bool {
 	for i, d := range ds {
-		payload, err := encodeDelivery(d, deliveryOpts{locked: rl.peekLock})
+		payload, err := encodeDelivery(d, deliveryOpts{locked: rl.peekLock, lockTokenAnnotation: rl.peekLock})
 		if err == nil {
 			od := new(struct { // the delivery and its tag in one allocation
 				d   amqp.OutgoingDelivery
@@ -324,13 +326,17 @@ func (rl *receiverLink) onDisposition(d *amqp.OutgoingDelivery, state frames.Del
 		rl.queueComplete(d, uuid.UUID(tok))
 		return
 	}
-	rl.c.spawn(func() {
+	ticket := rl.c.settles.begin()
+	if !rl.c.spawn(func() {
+		defer rl.c.settles.end(ticket)
 		reply, err := rl.c.settle(rl.path, uuid.UUID(tok), state)
 		if err != nil {
 			reply = &frames.Rejected{Error: rl.c.fail("settle", rl.path, err).amqpError()}
 		}
 		d.Settle(reply)
-	})
+	}) {
+		rl.c.settles.end(ticket)
+	}
 }
 
 // track records a delivery about to be sent on a peek-lock link. It
@@ -439,8 +445,9 @@ func (rl *receiverLink) sweep() int {
 // goroutines). Completes still queued when the link detaches are
 // applied all the same: the client decided them, and locks outlive links.
 func (rl *receiverLink) queueComplete(d *amqp.OutgoingDelivery, tok uuid.UUID) {
+	ticket := rl.c.settles.begin()
 	rl.settleMu.Lock()
-	rl.completes = append(rl.completes, pendingComplete{d: d, tok: tok})
+	rl.completes = append(rl.completes, pendingComplete{d: d, tok: tok, ticket: ticket})
 	start := !rl.settling
 	rl.settling = true
 	rl.settleMu.Unlock()
@@ -448,6 +455,9 @@ func (rl *receiverLink) queueComplete(d *amqp.OutgoingDelivery, tok uuid.UUID) {
 		// The connection is gone: nothing can be settled any more.
 		rl.settleMu.Lock()
 		rl.settling = false
+		for _, p := range rl.completes {
+			rl.c.settles.end(p.ticket)
+		}
 		clear(rl.completes)
 		rl.completes = rl.completes[:0]
 		rl.settleMu.Unlock()
@@ -502,6 +512,9 @@ func (rl *receiverLink) settleCompletes() {
 			} else {
 				states = append(states, accepted)
 			}
+		}
+		for _, p := range batch {
+			rl.c.settles.end(p.ticket)
 		}
 		// One step, so that the batch's answers leave together.
 		rl.l.SettleAll(ds, states)

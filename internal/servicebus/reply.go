@@ -117,13 +117,19 @@ func (c *conn) attachRequests(l *amqp.IncomingLink, node address) error {
 		d.Settle(&frames.Accepted{})
 		payload := d.Payload
 		session := l.Session()
-		c.spawn(func() { c.serveRequest(payload, node, session) })
+		var mark amqp.DispositionMark
+		if node.kind != nodeCBS {
+			// Settlements the client sent before this request are
+			// applied before it runs (settleorder.go).
+			mark = c.c.DispositionMark()
+		}
+		c.spawn(func() { c.serveRequest(payload, node, session, mark) })
 	}
 	return nil
 }
 
 // serveRequest decodes one request, runs it and routes the reply.
-func (c *conn) serveRequest(payload []byte, node address, session *amqp.Session) {
+func (c *conn) serveRequest(payload []byte, node address, session *amqp.Session, mark amqp.DispositionMark) {
 	var req frames.Message
 	if err := req.UnmarshalBinary(payload); err != nil {
 		c.log.Info("undecodable request", "node", node.String(), "err", err)
@@ -136,7 +142,7 @@ func (c *conn) serveRequest(payload []byte, node address, session *amqp.Session)
 	if node.kind == nodeCBS {
 		resp = c.cbsRequest(&req)
 	} else {
-		resp = c.managementRequest(&req, node)
+		resp = c.managementRequest(&req, node, mark)
 	}
 	rl := c.route(req.Properties.ReplyTo, node, session)
 	if rl == nil {

@@ -61,6 +61,14 @@ type senderLink struct {
 	ds    []*amqp.IncomingDelivery
 }
 
+// propMaxBatchSize is the sender attach reply's link property that tells
+// the client the largest batch (ulong, bytes); maxBatchSize is Service
+// Bus's cap.
+const (
+	propMaxBatchSize frames.Symbol = "com.microsoft:max-message-batch-size"
+	maxBatchSize     uint64        = 1 << 20
+)
+
 func (c *conn) attachSender(l *amqp.IncomingLink, a address) error {
 	if a.sub != subNone {
 		return c.refuse("attach", a.path(), &broker.Error{Kind: broker.KindNotAllowed,
@@ -82,6 +90,11 @@ func (c *conn) attachSender(l *amqp.IncomingLink, a address) error {
 	// §0.2, §3.4: a non-zero max-message-size, the entity's limit; the
 	// endpoint rejects larger transfers with message-size-exceeded.
 	l.Reply.MaxMessageSize = maxSize
+	// The batch limit, which the Go SDK (1.11) prefers to max-message-size
+	// when sizing a MessageBatch: Service Bus caps one batch at 1 MB even
+	// on entities whose messages may be larger, and at the message limit
+	// (256 KB by default) below that.
+	l.Reply.Properties = map[frames.Symbol]any{propMaxBatchSize: min(maxSize, maxBatchSize)}
 	l.MaxUnsettled = senderMaxUnsettled
 	l.OnDelivery = s.onDelivery
 	l.OnDetach = func(error) { s.detach.Do(func() { close(s.done) }) }
@@ -264,6 +277,12 @@ func decodeTransfer(d *amqp.IncomingDelivery, msgs []*message.Message) ([]*messa
 		}
 		return append(msgs, m), nil
 	case messageFormatBatch:
+		if n := len(d.Payload); uint64(n) > maxBatchSize {
+			// Even where one message may be larger (up to 100 MB), a
+			// batch is at most 1 MB, as in Service Bus.
+			return msgs, &broker.Error{Kind: broker.KindMessageTooLarge,
+				Msg: fmt.Sprintf("The batch is %d bytes, over the %d-byte (1 MB) limit of one batch; send large messages one by one.", n, maxBatchSize)}
+		}
 		var env frames.Message
 		if err := env.UnmarshalBinary(d.Payload); err != nil {
 			return msgs, badRequest("The batch could not be decoded: %v", err)

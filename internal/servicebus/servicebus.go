@@ -226,6 +226,10 @@ type conn struct {
 	// *broker.Receiver), for management requests' associated-link-name
 	// (session.go).
 	sessionLinks sync.Map
+
+	// settles orders settlements before management requests
+	// (settleorder.go).
+	settles settleOrder
 }
 
 // spawn runs f on a new goroutine of the connection, unless it is gone.

@@ -67,6 +67,19 @@ func (b body) str(key string) (string, error) {
 	return "", badRequest("The request field '%s' must be a string, not %T.", key, v)
 }
 
+// boolean returns a boolean value; absent or null is false.
+func (b body) boolean(key string) (bool, error) {
+	v, ok := b.get(key)
+	if !ok {
+		return false, nil
+	}
+	x, isBool := v.(bool)
+	if !isBool {
+		return false, badRequest("The request field '%s' must be a boolean, not %T.", key, v)
+	}
+	return x, nil
+}
+
 // integer returns an integer value of any AMQP integer type; ok is false
 // when absent.
 func (b body) integer(key string) (n int64, ok bool, err error) {

@@ -123,6 +123,10 @@ type Properties struct {
 	// GroupID identifies the group the message belongs to (Service Bus:
 	// SessionId).
 	GroupID string
+	// EmptyGroupID reports a group-id present as the empty string (with
+	// GroupID ""), which Service Bus treats as a session id of its own;
+	// an empty GroupID is otherwise written as null.
+	EmptyGroupID bool
 	// GroupSequence is the relative position of this message within its
 	// group. 0 is written as absent.
 	GroupSequence uint32
@@ -206,7 +210,11 @@ func (p *Properties) marshal(b *encoding.Buffer) error {
 	f.sym(p.ContentEncoding)
 	f.timestamp(p.AbsoluteExpiryTime)
 	f.timestamp(p.CreationTime)
-	f.str(p.GroupID)
+	if p.GroupID == "" && p.EmptyGroupID {
+		f.strAlways("")
+	} else {
+		f.str(p.GroupID)
+	}
 	f.uintOmitZero(p.GroupSequence)
 	f.str(p.ReplyToGroupID)
 	f.end()
@@ -268,6 +276,7 @@ func (p *Properties) UnmarshalAMQP(r *encoding.Reader) error {
 			p.CreationTime, err = r.ReadTimestamp()
 		case 10:
 			p.GroupID, err = r.ReadString()
+			p.EmptyGroupID = err == nil && p.GroupID == ""
 		case 11:
 			p.GroupSequence, err = r.ReadUint32()
 		case 12:
