@@ -167,7 +167,7 @@ def client(broker):
     from azure.servicebus import ServiceBusClient
     c = ServiceBusClient.from_connection_string(
         broker.connection_string(), connection_verify=broker.certificate,
-        retry_total=1, retry_backoff_factor=0.1)
+        retry_total=int(os.environ.get("BUSBAR_PY_RETRIES", "1")), retry_backoff_factor=0.1)
     yield c
     c.close()
 

@@ -66,6 +66,17 @@ def test_defer_and_receive_deferred(client, queue):
         receiver.complete_message(d)
         assert receiver.peek_messages(max_message_count=10, sequence_number=0) == []
 
+    # Deferred and asked for at once: the disposition (on the receiver's
+    # link) is applied before the management request that follows it.
+    with client.get_queue_sender(queue) as sender:
+        sender.send_messages([ServiceBusMessage("at-once-%d" % i) for i in range(3)])
+    with client.get_queue_receiver(queue) as receiver:
+        for m in receive_n(receiver, 3):
+            receiver.defer_message(m)
+            [d] = receiver.receive_deferred_messages([m.sequence_number])
+            assert body(d) == body(m)
+            receiver.complete_message(d)
+
 
 def test_dead_letter_and_dlq(client, queue):
     with client.get_queue_sender(queue) as sender:
