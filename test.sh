@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # The whole test suite: the Go tests, the JavaScript SDK conformance suite
-# (tests/js, which installs its npm packages itself) and the benchmark
-# harness's smoke run (bench/, its own Go module). Needs go, node 20+ and npm.
+# (tests/js, which installs its npm packages itself), the Python SDK suite
+# (tests/python, which installs Debian's python3-azure and python3-pytest
+# with apt-get when missing), Microsoft's own Go SDK live tests (tests/azsdk,
+# as root: Busbar takes port 443 of a free 127.x.y.z), the benchmark
+# harness's smoke run (bench/, its own Go module) and the Testcontainers
+# module. Needs go, node 20+, npm and Debian's /usr/bin/python3.
 #
 # Every part runs even when an earlier one fails; a summary lists each
 # part's result and the script exits non-zero if any failed. Extra
@@ -12,7 +16,8 @@
 # nats-server, which installs nats-server and takes a few minutes more.
 #
 # No test needs a well-known port: the suite passes while `busbar serve`
-# runs on this machine with its defaults.
+# runs on this machine with its defaults (tests/azsdk's port 443 is on an
+# address of its own).
 set -uo pipefail
 cd "$(dirname "$0")"
 
@@ -34,6 +39,13 @@ part() {
 
 part "go test ./..." go test "$@" ./...
 part "tests/js (official @azure/service-bus against busbar)" tests/js/run.sh
+part "tests/python (official azure-servicebus on uamqp against busbar)" tests/python/run.sh
+if [ "$(id -u)" -eq 0 ]; then
+	part "tests/azsdk (Microsoft's azservicebus live tests, unmodified)" tests/azsdk/run.sh
+else
+	echo "== tests/azsdk: skipped (needs root for port 443; run: sudo tests/azsdk/run.sh)"
+	results+=("skip  tests/azsdk (needs root)")
+fi
 if [ -f bench/go.mod ]; then
 	part "bench smoke (Busbar and the null broker; peers with BUSBAR_BENCH_PEERS=1)" \
 		bash -c 'cd bench && go test "$@" ./...' bench "$@"

@@ -11,7 +11,7 @@ import (
 
 // Defaults applied by NewServer to zero Config fields.
 const (
-	DefaultMaxFrameSize     = 262144 // what Service Bus Standard advertises
+	DefaultMaxFrameSize     = 65536 // what Service Bus advertises; uamqp encodes no larger frames
 	DefaultChannelMax       = 65535
 	DefaultIdleTimeout      = 60 * time.Second
 	DefaultLinkCredit       = 1000
@@ -72,8 +72,11 @@ type Config struct {
 	ContainerID string
 
 	// MaxFrameSize is the largest frame the server accepts; it is
-	// advertised in open and also caps the frames the server sends.
-	// Default 262144. Must be at least 512.
+	// advertised in open and also caps the frames the server sends
+	// (which never exceed the client's value either). Default 65536,
+	// what Service Bus advertises: uamqp-based clients cannot send more
+	// than 64 KiB to a peer advertising more (see the package doc).
+	// Must be at least 512.
 	MaxFrameSize uint32
 
 	// ChannelMax is the highest channel number a client may use.

@@ -117,4 +117,17 @@
 // the OnDetach callbacks of its links), waits for them and the writer,
 // closes the socket and calls ConnHandler.Disconnected. Links are always
 // detached with closed=true.
+//
+// # Frame size
+//
+// The open advertises max-frame-size 65536 (Config.MaxFrameSize), as
+// Service Bus does. A larger value is not harmless: clients built on
+// Azure's C uamqp (the Python SDK) split their transfers by the peer's
+// max-frame-size but refuse to encode frames above their own 65536, so
+// they could send nothing over 64 KiB. A frame from the client larger
+// than ours closes the connection with amqp:connection:framing-error.
+// Frames we send never exceed the smaller of the two opens' sizes;
+// deliveries larger than that go out as multi-frame transfers
+// (more=true), and the client's multi-frame transfers are reassembled up
+// to the link's max-message-size (Config.MaxMessageSize, 256 KiB).
 package amqp

@@ -236,6 +236,21 @@ describe("send to a queue", () => {
     await sender.close();
   });
 
+  test("a near-limit message can be scheduled, peeked back and cancelled (frames of 64 KiB each way)", async () => {
+    const q = await createQueue(broker);
+    const sender = client.createSender(q);
+    const receiver = client.createReceiver(q);
+    const near = Buffer.alloc(256 * 1024 - 1024, 3);
+    const [s1] = await sender.scheduleMessages({ body: near }, new Date(Date.now() + 3600 * 1000));
+    const peeked = await receiver.peekMessages(10, { fromSequenceNumber: s1 });
+    assert.equal(peeked.length, 1);
+    assert.ok(Buffer.from(peeked[0].body).equals(near), "the peeked body is the scheduled one");
+    await sender.cancelScheduledMessages([s1]);
+    assert.equal((await receiver.peekMessages(10, { fromSequenceNumber: s1 })).length, 0);
+    await receiver.close();
+    await sender.close();
+  });
+
   test("a message near the 256 KiB limit is accepted; one over it fails with MessageSizeExceeded", async () => {
     const q = await createQueue(broker);
     const sender = client.createSender(q);

@@ -102,6 +102,10 @@ describe("message sessions", () => {
     assert.deepEqual(await receiver.getSessionState(), { step: 3, name: "checkout" });
     await receiver.setSessionState("plain text");
     assert.equal(await receiver.getSessionState(), "plain text");
+    // State larger than a 64 KiB frame, both ways.
+    const big = "state-".repeat(Math.floor((100 * 1024) / 6));
+    await receiver.setSessionState(big);
+    assert.equal(await receiver.getSessionState(), big);
 
     const before = receiver.sessionLockedUntilUtc.getTime();
     await sleep(20);

@@ -1,0 +1,167 @@
+package amqp
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/busbarmq/busbar/internal/amqp/frames"
+)
+
+// TestDefaultMaxFrameSize checks the open: 65536, what Service Bus
+// advertises. Clients on Azure's C uamqp (the Python SDK) split their
+// transfers by the peer's max-frame-size but encode nothing larger than
+// their own 65536, so a larger value makes every send over 64 KiB fail
+// inside such a client.
+func TestDefaultMaxFrameSize(t *testing.T) {
+	_, addr := startServer(t, newTestBroker(), Config{})
+	r := dialRaw(t, addr)
+	if o := r.handshake(nil); o.MaxFrameSize != 65536 {
+		t.Fatalf("open advertises max-frame-size %d; want 65536", o.MaxFrameSize)
+	}
+}
+
+// TestFrameSizeNegotiation moves a 256 KiB delivery both ways for clients
+// advertising more, as much as, and less than the server's 65536: the
+// client's frames of exactly 65536 bytes are taken and reassembled, and
+// every frame the server sends fits the smaller of the two opens.
+func TestFrameSizeNegotiation(t *testing.T) {
+	b := newTestBroker()
+	_, addr := startServer(t, b, Config{MaxMessageSize: 1 << 20})
+	payload := make([]byte, 256<<10)
+	for i := range payload {
+		payload[i] = byte(i * 31)
+	}
+	for _, peer := range []uint32{1 << 20, 65536, 2048} {
+		t.Run(fmt.Sprint(peer), func(t *testing.T) {
+			q := fmt.Sprintf("big-%d", peer)
+			r := dialRaw(t, addr)
+			r.handshake(&frames.Open{ContainerID: "raw", MaxFrameSize: peer})
+			limit := min(peer, DefaultMaxFrameSize)
+
+			// A window wide enough for the 2048-byte frames of a whole delivery.
+			r.send(0, &frames.Begin{IncomingWindow: 1000, OutgoingWindow: 1000})
+			if _, ok := r.nextWithin(limit).(*frames.Begin); !ok {
+				t.Fatal("no begin reply")
+			}
+			r.attachSender(0, "s", q)
+			n := r.transferSplit(0, 0, payload, DefaultMaxFrameSize)
+			if n < 5 {
+				t.Fatalf("sent in %d frames", n)
+			}
+			d, ok := r.nextWithin(limit).(*frames.Disposition)
+			if !ok || d.First != 0 || !d.Settled {
+				t.Fatalf("got %v; want the disposition of delivery 0", d)
+			}
+			if _, ok := d.State.(*frames.Accepted); !ok {
+				t.Fatalf("delivery state %v; want accepted", d.State)
+			}
+
+			r.attachReceiver(1, "r", q)
+			r.send(0, &frames.Flow{NextIncomingID: ptr(uint32(0)), IncomingWindow: 1000, OutgoingWindow: 1000,
+				Handle: ptr(uint32(1)), DeliveryCount: ptr(uint32(0)), LinkCredit: ptr(uint32(1))})
+			var got []byte
+			frameCount := 0
+			for {
+				tr, ok := r.nextWithin(limit).(*frames.Transfer)
+				if !ok || tr.Handle != 1 {
+					t.Fatalf("got %v; want a transfer on handle 1", tr)
+				}
+				frameCount++
+				got = append(got, tr.Payload...)
+				if !tr.More {
+					break
+				}
+			}
+			if !bytes.Equal(got, payload) {
+				t.Fatalf("received %d bytes, not the %d sent", len(got), len(payload))
+			}
+			if want := len(payload) / int(limit); frameCount <= want {
+				t.Fatalf("received in %d frames; want more than %d", frameCount, want)
+			}
+		})
+	}
+}
+
+// TestFrameOverMaxFrameSize closes the connection of a client whose frame
+// exceeds the advertised 65536 by one byte, with amqp:connection:framing-error.
+func TestFrameOverMaxFrameSize(t *testing.T) {
+	b := newTestBroker()
+	_, addr := startServer(t, b, Config{MaxMessageSize: 1 << 20})
+	r := dialRaw(t, addr)
+	r.handshake(&frames.Open{ContainerID: "raw", MaxFrameSize: 1 << 20})
+	r.begin()
+	r.attachSender(0, "s", "q")
+	id := uint32(0)
+	tr := &frames.Transfer{Handle: 0, DeliveryID: &id, DeliveryTag: []byte{0}, MessageFormat: ptr(uint32(0))}
+	head, err := frames.AppendFrame(nil, 0, tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.Payload = make([]byte, DefaultMaxFrameSize+1-len(head))
+	frame, err := frames.AppendFrame(nil, 0, tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(frame) != DefaultMaxFrameSize+1 {
+		t.Fatalf("frame of %d bytes", len(frame))
+	}
+	r.write(frame)
+	r.expectClose(CondFramingError)
+	checkServing(t, addr)
+}
+
+// nextWithin reads the next frame that is not a heartbeat and fails the
+// test if the frame is larger than limit.
+func (r *rawClient) nextWithin(limit uint32) frames.Body {
+	r.t.Helper()
+	for {
+		_ = r.nc.SetReadDeadline(time.Now().Add(testTimeout))
+		fr, err := frames.ReadFrame(r.br, limit)
+		if err != nil {
+			r.t.Fatalf("raw read (max-frame-size %d): %v", limit, err)
+		}
+		if fr.Body != nil {
+			return fr.Body
+		}
+	}
+}
+
+// transferSplit sends payload as one delivery in frames of at most max
+// bytes, each but the last exactly max, and returns the number of frames.
+func (r *rawClient) transferSplit(handle, id uint32, payload []byte, max int) int {
+	r.t.Helper()
+	n := 0
+	first := true
+	for first || len(payload) > 0 {
+		tr := &frames.Transfer{Handle: handle}
+		if first {
+			tr.DeliveryID, tr.DeliveryTag, tr.MessageFormat = &id, binary.BigEndian.AppendUint32(nil, id), ptr(uint32(0))
+		}
+		tr.More = true
+		head, err := frames.AppendFrame(nil, 0, tr)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		room := max - len(head)
+		if room >= len(payload) {
+			tr.More = false
+			room = len(payload)
+		}
+		tr.Payload = payload[:room]
+		b, err := frames.AppendFrame(nil, 0, tr)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		if len(b) > max || tr.More && len(b) != max {
+			r.t.Fatalf("frame of %d bytes; want %d", len(b), max)
+		}
+		r.write(b)
+		payload = payload[room:]
+		first = false
+		n++
+	}
+	return n
+}
