@@ -30,7 +30,7 @@ type amqp10Client struct {
 	topic       func(ctx context.Context, t string, subs []string) (string, []string, error)
 	delTopic    func(ctx context.Context, t string, subs []string) error
 	// minCredit raises receiver credit (RabbitMQ 3.10's plugin stalls at
-	// ≤ 1000 with go-amqp; performance.md §4.6).
+	// ≤ 1000 with go-amqp).
 	minCredit int
 	// sasl is the SASL mechanism (default ANONYMOUS, as the SDK in
 	// emulator mode).

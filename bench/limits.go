@@ -11,7 +11,7 @@ import (
 )
 
 // Limits are the physical ceilings of this machine, re-measured at the
-// start of a run (performance.md §5.3): single-writer 1 KB append +
+// start of a run (docs/benchmarks.md): single-writer 1 KB append +
 // fdatasync, group commit of 1 KB records with 64 and 256 waiters, and
 // sequential 1 MB writes + fdatasync.
 type Limits struct {
@@ -91,7 +91,7 @@ func MeasureLimits(dir string, d time.Duration) (l Limits) {
 	return
 }
 
-// groupCommit is performance.md Appendix B: p producers each append a 1 KB
+// groupCommit is the group-commit ceiling: p producers each append a 1 KB
 // record and wait; one flusher writes everything pending and fdatasyncs.
 func groupCommit(path string, p int, d time.Duration) float64 {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)

@@ -51,7 +51,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	pivot := fs.String("pivot", "", "print the side-by-side table of an earlier run's results.csv and exit")
 	limits := fs.Duration("limits", 2*time.Second, "duration of each physical-limit probe (0 skips them)")
 	rounds := fs.Int("rounds", 1, "run the null-broker targets (null, null-sdk, null-durable) and the Busbar targets (busbar-memory, busbar, sdk) this many times, interleaved (round 1: null broker then Busbar, round 2: …), so that each Busbar figure has a ceiling measured minutes apart (results.md: Rounds); W4 runs in the first round only; RabbitMQ and NATS run once, after the rounds")
-	pin := fs.Bool("pin", false, "pinned variant (performance.md §5.1): re-run the harness under taskset -c 0 and start every broker under taskset -c 1")
+	pin := fs.Bool("pin", false, "pinned variant: re-run the harness under taskset -c 0 and start every broker under taskset -c 1")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

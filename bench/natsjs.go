@@ -16,7 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// NATSOptions say how to run one nats-server (performance.md §4.5).
+// NATSOptions say how to run one nats-server.
 type NATSOptions struct {
 	Bin     string // nats-server built from the Go module proxy (2.15.2)
 	WorkDir string

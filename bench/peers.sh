@@ -3,7 +3,7 @@
 #
 #   bench/peers.sh [busbar-bench flags...]      e.g. bench/peers.sh -workloads W1,W2
 #
-# 1. Installs the peers outside the repository (performance.md §4.4):
+# 1. Installs the peers outside the repository:
 #    rabbitmq-server 3.10 from Debian (apt-get; the image's policy-rc.d keeps
 #    it from starting as a service), and nats-server v2.15.2 built from the Go
 #    module proxy into $PEERS_DIR (default $HOME/.cache/busbar-bench-peers).

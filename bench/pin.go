@@ -11,7 +11,7 @@ import (
 	"syscall"
 )
 
-// Pinning (performance.md §5.1, the sensitivity variant): with -pin the
+// Pinning (the sensitivity variant of docs/benchmarks.md): with -pin the
 // harness re-executes itself under `taskset -c 0` (the load generator and
 // its Go runtime then see one CPU) and starts every broker process under
 // `taskset -c 1`, so that broker and clients no longer share a core.

@@ -15,7 +15,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 )
 
-// RabbitOptions say how to run RabbitMQ 3.10 (performance.md §4.5): the
+// RabbitOptions say how to run RabbitMQ 3.10: the
 // package's own sbin scripts, node bench@localhost, everything on
 // loopback and private ports, fresh directories under WorkDir.
 type RabbitOptions struct {

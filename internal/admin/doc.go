@@ -3,7 +3,7 @@
 // .NET ServiceBusAdministrationClient, Java) speaks, served over HTTP by a
 // Handler on top of package broker.
 //
-// The wire contract is /work/shared/docs/management-and-rules.md §1; section
+// The wire contract is docs/wire/management-plane.md; section
 // numbers in comments (§1.5 and so on) refer to it.
 //
 // # URL space

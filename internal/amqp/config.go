@@ -43,7 +43,7 @@ const (
 	maxLinksBeforeAuth    = 16
 
 	// maxHeartbeatInterval caps the interval between our empty frames; it
-	// is safe for both SDKs whatever they advertise (amqp-wire §1.3).
+	// is safe for both SDKs whatever they advertise (docs/wire/amqp.md §1.3).
 	maxHeartbeatInterval = 15 * time.Second
 	minHeartbeatInterval = 20 * time.Millisecond
 

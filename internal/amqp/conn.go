@@ -244,7 +244,7 @@ func (c *Conn) OutgoingLink(name string) *OutgoingLink {
 
 // OutgoingLinkByTarget returns an attached outgoing link whose target
 // address equals addr, or nil. Request/response replies are routed by
-// reply-to this way (amqp-wire §0.5); when several links match, which
+// reply-to this way (docs/wire/amqp.md §0.5); when several links match, which
 // one is returned is unspecified.
 func (c *Conn) OutgoingLinkByTarget(addr string) *OutgoingLink {
 	c.mu.Lock()

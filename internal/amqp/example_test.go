@@ -89,7 +89,7 @@ func (c *exampleConn) AttachOutgoing(l *amqp.OutgoingLink) error {
 
 func (c *exampleConn) Disconnected(err error) {}
 
-// replyTo finds the link a request/response reply goes to (amqp-wire
+// replyTo finds the link a request/response reply goes to (docs/wire/amqp.md
 // §0.5): by target address, else by link name.
 func replyTo(conn *amqp.Conn, addr string) *amqp.OutgoingLink {
 	if l := conn.OutgoingLinkByTarget(addr); l != nil {

@@ -32,7 +32,7 @@ func (f HandlerFunc) Connect(c *Conn) (ConnHandler, error) { return f(c) }
 // likes, the fields of l.Reply. It refuses the link by returning an
 // error: the client gets an attach with a null terminus and then
 // detach(closed=true, error), which is how go-amqp and rhea learn the
-// condition (amqp-wire §0.15).
+// condition (docs/wire/amqp.md §0.15).
 type ConnHandler interface {
 	// AttachIncoming is called when the client attaches a sender link:
 	// the broker receives on it.

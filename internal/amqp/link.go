@@ -21,11 +21,11 @@ const (
 // back. An Attach callback may change them (or, for a deferred attach,
 // change them before calling CompleteAttach). The role, name, handle and
 // settle modes are not here: the endpoint mirrors them, writing the
-// client's settle modes out explicitly as go-amqp requires (amqp-wire §0.1).
+// client's settle modes out explicitly as go-amqp requires (docs/wire/amqp.md §0.1).
 type AttachReply struct {
 	// Source is a shallow copy of the client's source; an outgoing link
 	// may set Source.Filter to echo a filter with the client's exact
-	// encoding (amqp-wire §0.6). The maps are shared with the client's
+	// encoding (docs/wire/amqp.md §0.6). The maps are shared with the client's
 	// attach: replace them rather than modify them. Must stay non-nil on
 	// outgoing links.
 	Source *frames.Source
@@ -375,7 +375,7 @@ type OutgoingLink struct {
 	// the handler should Send what it has at once; after OnFlow returns
 	// the endpoint consumes the remaining credit and answers
 	// flow(drain=true, link-credit=0) behind the queued deliveries
-	// (amqp-wire §0.11), unless OnFlow called DeferDrain. Optional.
+	// (docs/wire/amqp.md §0.11), unless OnFlow called DeferDrain. Optional.
 	OnFlow func(credit uint32, drain bool)
 
 	// OnDisposition is called on the session goroutine for each of the
@@ -383,7 +383,7 @@ type OutgoingLink struct {
 	// (*frames.Accepted, *frames.Rejected, *frames.Released,
 	// *frames.Modified, or nil), settled whether the client settled it.
 	// For an unsettled one the handler answers with d.Settle and the
-	// final outcome (amqp-wire §0.10). Optional.
+	// final outcome (docs/wire/amqp.md §0.10). Optional.
 	OnDisposition func(d *OutgoingDelivery, state frames.DeliveryState, settled bool)
 
 	// OnDetach is called once when the link is gone, with err as for

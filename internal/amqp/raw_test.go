@@ -427,7 +427,7 @@ func TestOutgoingSettleAllOneStep(t *testing.T) {
 
 // TestDrainRaw drains with credit outstanding, as rhea does for the JS
 // SDK: the answer must carry drain=true, link-credit=0 and the
-// delivery-count advanced by the unused credit (amqp-wire §0.11).
+// delivery-count advanced by the unused credit (docs/wire/amqp.md §0.11).
 func TestDrainRaw(t *testing.T) {
 	b := newTestBroker()
 	_, addr := startServer(t, b, Config{})

@@ -153,7 +153,7 @@ func TestSASLPlain(t *testing.T) {
 }
 
 // TestSettleModes checks that every requested settle mode is echoed:
-// go-amqp fails the attach otherwise (amqp-wire §0.1).
+// go-amqp fails the attach otherwise (docs/wire/amqp.md §0.1).
 func TestSettleModes(t *testing.T) {
 	b := newTestBroker()
 	seen := make(chan [2]string, 20)

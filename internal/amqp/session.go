@@ -370,7 +370,7 @@ func (s *Session) outgoingFlow(l *OutgoingLink, f *frames.Flow) {
 
 // finishDrain ends a drain: the unused credit is consumed by advancing
 // delivery-count, and flow(drain=true, link-credit=0) goes out after the
-// deliveries already queued (amqp-wire §0.11).
+// deliveries already queued (docs/wire/amqp.md §0.11).
 func (s *Session) finishDrain(l *OutgoingLink) {
 	if l.endDrain() {
 		s.activate(l)

@@ -210,7 +210,7 @@ type QueueInfo struct {
 	Counts     Counts
 }
 
-// Counts are a queue's runtime counts (management-and-rules.md §1.11).
+// Counts are a queue's runtime counts (docs/wire/management-plane.md §1.11).
 // Locked messages count as active; expired messages count until purged.
 type Counts struct {
 	Active             int64 // main queue, available or locked

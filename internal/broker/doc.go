@@ -284,7 +284,7 @@
 // number its messages, its subscriptions' copies (the store's lastSeq)
 // and its "last-seq" value reached.
 //
-// A topic is idle (AutoDeleteOnIdle, seed 001) without sends, updates,
+// A topic is idle (AutoDeleteOnIdle, docs/wire/semantics.md) without sends, updates,
 // scheduled messages and operations on its subscriptions (receives,
 // peeks, settlements, rule changes, open receivers); a subscription
 // without receives, peeks, updates and new rules: sends to its topic do

@@ -102,7 +102,7 @@ import (
 // # Idleness and counts
 //
 // An entity with ForwardTo is never idle (AutoDeleteOnIdle: auto-forwarding
-// is "equivalent to having a receiver", seed 001), and every forward is a
+// is "equivalent to having a receiver", docs/wire/semantics.md), and every forward is a
 // receive of the source and a send to the destination. The main queue's
 // active messages of an entity with ForwardTo, and the dead-letter queue's
 // messages of one with ForwardDeadLetteredMessagesTo, count as Transfer
@@ -111,13 +111,13 @@ import (
 // Bus); its dead-letter queues can be received from.
 
 // MaxTransferHops is how many times one message may be auto-forwarded. The
-// dead-letter queue article (seed 002, "Dead-lettering in ForwardTo or
+// dead-letter queue article (docs/wire/semantics.md, "Dead-lettering in ForwardTo or
 // SendVia scenarios") says a message that passes through more than 3
 // chained queues or topics goes to the transfer dead-letter queue, and
 // that is what Busbar does: in Q1 → Q2 → Q3 → Q4 → Q5 a message sent to
 // Q1 is forwarded three times and stops in Q4's transfer dead-letter
 // queue (MaxTransferHopCountExceeded). Other Service Bus documents (the
-// quotas page, the auto-forwarding article; management-and-rules.md §4)
+// quotas page, the auto-forwarding article; docs/wire/management-plane.md §4)
 // say a chain of 4 hops, which would let it reach Q5. This constant is
 // the only place the limit lives.
 const MaxTransferHops = 3

@@ -28,7 +28,7 @@ const (
 func (s EntityStatus) canSend() bool    { return s == StatusActive || s == StatusReceiveDisabled }
 func (s EntityStatus) canReceive() bool { return s == StatusActive || s == StatusSendDisabled }
 
-// Limits and defaults (management-and-rules.md §1.9 and §4).
+// Limits and defaults (docs/wire/management-plane.md §1.9 and §4).
 const (
 	DefaultLockDuration            = time.Minute
 	MinLockDuration                = 5 * time.Second

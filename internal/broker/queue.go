@@ -676,7 +676,7 @@ func (q *entity) idleDeadlineLocked() int64 {
 
 // idleLocked reports whether the queue has been idle for AutoDeleteOnIdle.
 // Open receivers, pending scheduled messages and auto-forwarding (ForwardTo,
-// "equivalent to having a receiver", seed 001) keep it alive: then the idle
+// "equivalent to having a receiver", docs/wire/semantics.md) keep it alive: then the idle
 // clock restarts at now.
 func (q *entity) idleLocked(now int64) bool {
 	d := q.idleDeadlineLocked()

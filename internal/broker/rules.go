@@ -102,7 +102,7 @@ type evaluation struct {
 }
 
 // evaluate runs every rule against env (rule evaluation model,
-// management-and-rules.md §2.1):
+// docs/wire/management-plane.md §2.1):
 //
 //   - matching rules without an action are OR-ed: one unchanged copy;
 //   - each matching rule with an action delivers its own copy, the action

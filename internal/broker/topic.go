@@ -342,7 +342,7 @@ func (t *topic) idleDeadlineLocked() int64 {
 
 // idleLocked reports whether the topic has been idle for
 // AutoDeleteOnIdle: no sends, updates, scheduled messages or operations
-// on its subscriptions (seed 001). Pending scheduled messages keep it
+// on its subscriptions (docs/wire/semantics.md). Pending scheduled messages keep it
 // alive; so do open receivers of its subscriptions (checked by idle).
 func (t *topic) idleLocked(now int64) bool {
 	d := t.idleDeadlineLocked()
@@ -358,7 +358,7 @@ func (t *topic) idleLocked(now int64) bool {
 
 // idle completes idleLocked without the topic's mutex: a subscription
 // with an open receiver, or one that auto-forwards (ForwardTo: "equivalent
-// to having a receiver", seed 001), is in use.
+// to having a receiver", docs/wire/semantics.md), is in use.
 func (t *topic) idle(now int64) bool {
 	for _, q := range t.subs.Load().list {
 		q.lock()

@@ -7,7 +7,7 @@ import (
 	"github.com/busbarmq/busbar/internal/names"
 )
 
-// Topic, subscription and rule limits (management-and-rules.md §4).
+// Topic, subscription and rule limits (docs/wire/management-plane.md §4).
 const (
 	MaxSubscriptionsPerTopic      = 2000
 	MaxSQLFiltersPerTopic         = 2000 // SQL, true and false filters

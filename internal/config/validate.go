@@ -12,7 +12,7 @@ import (
 	"github.com/busbarmq/busbar/internal/names"
 )
 
-// Service Bus limits checked by the validator (management-and-rules.md
+// Service Bus limits checked by the validator (docs/wire/management-plane.md
 // §1.9 and §4). These are the service's, not the emulator's quotas.
 const (
 	MinLockDuration        = 5 * time.Second

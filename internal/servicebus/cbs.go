@@ -10,7 +10,7 @@ import (
 	"github.com/busbarmq/busbar/internal/broker"
 )
 
-// cbsRequest serves a $cbs request (amqp-wire §2.2-§2.4). put-token
+// cbsRequest serves a $cbs request (docs/wire/amqp.md §2.2-§2.4). put-token
 // validates the token — a shared access signature
 // (servicebus.windows.net:sastoken) or an Entra ID JWT (jwt) — for the
 // audience in "name" and the host the client named in its open: 401 for a

@@ -11,7 +11,7 @@ import (
 )
 
 // Annotations the broker adds to delivered and peeked messages, with the
-// exact AMQP types the SDKs assert (amqp-wire §4.5): the Go SDK panics on
+// exact AMQP types the SDKs assert (docs/wire/amqp.md §4.5): the Go SDK panics on
 // any other type.
 const (
 	annSequenceNumber       frames.Symbol = "x-opt-sequence-number"        // long

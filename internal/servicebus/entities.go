@@ -6,7 +6,7 @@ import (
 	"github.com/busbarmq/busbar/internal/broker"
 )
 
-// What a link address may name (amqp-wire §3.1, §4.1, §6.1):
+// What a link address may name (docs/wire/amqp.md §3.1, §4.1, §6.1):
 //
 //	queue, queue/$DeadLetterQueue, queue/$Transfer/$DeadLetterQueue
 //	topic                                      senders only

@@ -15,7 +15,7 @@ import (
 	"github.com/busbarmq/busbar/internal/broker"
 )
 
-// Vendor conditions (amqp-wire §8).
+// Vendor conditions (docs/wire/amqp.md §8).
 const (
 	condLockLost       frames.Symbol = "com.microsoft:message-lock-lost"
 	condTimeout        frames.Symbol = "com.microsoft:timeout"
@@ -66,7 +66,7 @@ func notFound(entity string) error {
 }
 
 // entityNotFoundText is the cloud's wording, which the JS SDK matches with
-// /The messaging entity .* could not be found/ (amqp-wire §2.4, §8).
+// /The messaging entity .* could not be found/ (docs/wire/amqp.md §2.4, §8).
 func entityNotFoundText(entity string) string {
 	return fmt.Sprintf("The messaging entity '%s' could not be found. To know more visit https://aka.ms/sbResourceMgrExceptions.", entity)
 }
@@ -74,13 +74,13 @@ func entityNotFoundText(entity string) string {
 // classify is the one mapping from errors to AMQP conditions and
 // management status codes. Every error sent to a client, as a link
 // refusal, a rejected outcome or a management/CBS response, goes through
-// it. Conditions are chosen from those both SDKs know (amqp-wire §8): the
+// it. Conditions are chosen from those both SDKs know (docs/wire/amqp.md §8): the
 // Go SDK treats an unknown link condition as a connection fault and
 // retries, so client mistakes map to amqp:not-allowed, which it treats as
 // final.
 //
 // Rule operations (only the JS and .NET rule managers send them) use the
-// same mapping; amqp-wire §11.7 leaves the cloud's exact conditions open,
+// same mapping; docs/wire/amqp.md §11.7 leaves the cloud's exact conditions open,
 // and these are our choices: a rule name already taken is
 // com.microsoft:entity-already-exists / 409 (JS: MessagingEntityAlreadyExists),
 // an unknown rule or subscription amqp:not-found / 404 with the "could not

@@ -55,7 +55,7 @@ func TestParseAddress(t *testing.T) {
 	}
 }
 
-// TestLockTokenByteOrder is the example of amqp-wire §4.3.
+// TestLockTokenByteOrder is the example of docs/wire/amqp.md §4.3.
 func TestLockTokenByteOrder(t *testing.T) {
 	u := message.UUID(uuid.MustParse("01234567-89ab-cdef-0123-456789abcdef"))
 	var b [16]byte

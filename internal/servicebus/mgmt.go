@@ -16,7 +16,7 @@ import (
 	"github.com/busbarmq/busbar/internal/message"
 )
 
-// The operations of <entity>/$management (amqp-wire §6.3).
+// The operations of <entity>/$management (docs/wire/amqp.md §6.3).
 const (
 	opRenewLock         = "com.microsoft:renew-lock"
 	opPeek              = "com.microsoft:peek-message"

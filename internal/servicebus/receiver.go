@@ -84,7 +84,7 @@ type pendingComplete struct {
 }
 
 // attachReceiver accepts a receiver link. rcv-settle-mode second means
-// peek-lock; snd-settle-mode settled means receive-and-delete (amqp-wire
+// peek-lock; snd-settle-mode settled means receive-and-delete (docs/wire/amqp.md
 // §4.1). The endpoint echoes both modes.
 func (c *conn) attachReceiver(l *amqp.OutgoingLink, a address) error {
 	if err := c.authorize(a.path(), auth.Listen); err != nil {

@@ -77,7 +77,7 @@ func (rl *replyLink) flushLocked() {
 	}
 }
 
-// route finds the link for a reply (amqp-wire §0.5): the receiver link
+// route finds the link for a reply (docs/wire/amqp.md §0.5): the receiver link
 // whose target address equals reply-to; else the one whose name equals
 // reply-to (the JS $cbs receiver has no target address); else a receiver
 // of the same node in the same session.

@@ -12,8 +12,8 @@ import (
 	"github.com/busbarmq/busbar/internal/message"
 )
 
-// Rule management on topic/Subscriptions/sub/$management (amqp-wire §6.3,
-// management-and-rules §2.10): the operations of the JS and .NET rule
+// Rule management on topic/Subscriptions/sub/$management (docs/wire/amqp.md §6.3,
+// docs/wire/management-plane.md §2.10): the operations of the JS and .NET rule
 // managers. Each needs Manage rights (see mgmtOps).
 const (
 	opAddRule        = "com.microsoft:add-rule"
@@ -22,7 +22,7 @@ const (
 )
 
 // Descriptor codes of the described types in enumerate-rules replies
-// (amqp-wire §6.3). The filter codes have one hex digit fewer than the
+// (docs/wire/amqp.md §6.3). The filter codes have one hex digit fewer than the
 // others; the values are the ones the SDKs compare with.
 const (
 	descRuleDescription   uint64 = 0x0000013700000004 // [filter, action, name, created-at]

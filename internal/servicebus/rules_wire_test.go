@@ -3,7 +3,7 @@ package servicebus_test
 // Rule management over AMQP with raw go-amqp requests on
 // topic/Subscriptions/sub/$management, as the JS and .NET rule managers
 // send them (the Go SDK has none): add-rule, remove-rule and
-// enumerate-rules with the described types of amqp-wire §6.3, paging by
+// enumerate-rules with the described types of docs/wire/amqp.md §6.3, paging by
 // skip/top, errors and rights. Also $cbs put-token for topic and
 // subscription audiences.
 
@@ -24,7 +24,7 @@ import (
 	"github.com/busbarmq/busbar/internal/servicebus/servicebustest"
 )
 
-// The descriptor codes the SDKs compare with (amqp-wire §6.3).
+// The descriptor codes the SDKs compare with (docs/wire/amqp.md §6.3).
 const (
 	codeRuleDescription   uint64 = 1335734829060
 	codeEmptyRuleAction   uint64 = 1335734829061
@@ -383,7 +383,7 @@ func TestWireRuleRights(t *testing.T) {
 
 // TestWireCBSTopics: put-token answers 202 for topic and subscription
 // audiences (with sub-queue and $management) and 404 with the cloud's
-// text for unknown ones (amqp-wire §0.13).
+// text for unknown ones (docs/wire/amqp.md §0.13).
 func TestWireCBSTopics(t *testing.T) {
 	tp := broker.DefaultTopicProperties()
 	tp.MaxMessageSizeInKilobytes = 64

@@ -14,7 +14,7 @@ import (
 
 // messageFormatBatch is the message-format of a Service Bus batch: the
 // body holds one data section per message, each a complete encoded
-// message (amqp-wire §3.2).
+// message (docs/wire/amqp.md §3.2).
 const messageFormatBatch uint32 = 0x80013700
 
 // Limits of one broker.Send that groups pipelined transfers.

@@ -38,8 +38,8 @@
 // the spans made when Config.Tracer is set (send, deliver, settle,
 // management), which join the trace a message carries.
 //
-// The wire contract it follows is the team's amqp-wire.md (Azure Service
-// Bus AMQP wire contract); section numbers in comments (§0.5 and so on)
+// The wire contract it follows is docs/wire/amqp.md in this
+// repository; section numbers in comments (§0.5 and so on)
 // refer to it. Every error a client
 // sees is mapped to an AMQP condition and status code in one place,
 // classify in errors.go.

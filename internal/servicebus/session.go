@@ -14,7 +14,7 @@ import (
 	"github.com/busbarmq/busbar/internal/broker"
 )
 
-// Message sessions on the wire (amqp-wire §7).
+// Message sessions on the wire (docs/wire/amqp.md §7).
 //
 // A receiver link whose source carries the filter
 // com.microsoft:session-filter is a session receiver: the value names the
@@ -43,7 +43,7 @@ import (
 // answer is 410 com.microsoft:session-lock-lost.
 //
 // A send without SessionId to a session-enabled queue is rejected with
-// amqp:not-allowed (amqp-wire §11.6 leaves the cloud's condition open; this
+// amqp:not-allowed (docs/wire/amqp.md §11.6 leaves the cloud's condition open; this
 // is the condition both SDKs treat as final, and the description is the
 // cloud's "The SessionId was not set on a message, and it cannot be sent
 // to the entity …").

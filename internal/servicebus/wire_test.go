@@ -1,7 +1,7 @@
 package servicebus_test
 
 // Wire-level tests with go-amqp v1.7.0 (the AMQP stack of the Go SDK) for
-// the details of amqp-wire.md §0 that the SDK hides: types of status
+// the details of docs/wire/amqp.md §0 that the SDK hides: types of status
 // codes and annotations, reply routing, delivery tags, drain, released,
 // attach errors, the batch format.
 

@@ -5,7 +5,7 @@
 //
 // Where the values come from, first match wins:
 //
-//   - Release builds set them with the linker (see the README):
+//   - Release builds set them with the linker (see docs/running.md):
 //     -ldflags "-X github.com/busbarmq/busbar/internal/version.version=v1.2.3
 //     -X github.com/busbarmq/busbar/internal/version.commit=<git hash>".
 //   - Otherwise the Go toolchain's build information

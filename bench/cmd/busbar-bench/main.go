@@ -1,5 +1,5 @@
 // Command busbar-bench measures Busbar against RabbitMQ and NATS
-// JetStream on one machine: workloads W1–W5 of performance.md §5.
+// JetStream on one machine: workloads W1–W5 of docs/benchmarks.md.
 //
 //	cd bench && go run ./cmd/busbar-bench                      # Busbar only
 //	cd bench && go run ./cmd/busbar-bench -rabbitmq-sbin DIR -nats-server BIN -out results

@@ -199,8 +199,7 @@ func vmRSS() float64 {
 
 var _ = time.Second
 
-// BenchmarkProbe is the bare group-commit loop of performance.md
-// Appendix B (append 1 KB records, one write + fdatasync per drained
+// BenchmarkProbe is the bare group-commit loop (append 1 KB records, one write + fdatasync per drained
 // group, no encoding, no index): the ceiling to compare
 // BenchmarkCommit1KB with under the same machine load.
 func BenchmarkProbe(b *testing.B) {
