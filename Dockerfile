@@ -1,6 +1,7 @@
 # Busbar's container image, built from source:
 #
 #   docker build -t busbar .
+#   docker build -t busbar:v1.2.3 --build-arg VERSION=v1.2.3 --build-arg REVISION=$(git rev-parse HEAD) .
 #   docker run -p 5672:5672 -p 5300:5300 -v busbar-data:/data busbar
 #
 # The result is FROM scratch: a static binary, a non-root user (65532), the
@@ -13,8 +14,11 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-ARG VERSION=dev
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/busbar ./cmd/busbar \
+ARG VERSION
+ARG REVISION
+RUN CGO_ENABLED=0 go build -trimpath -o /out/busbar \
+      -ldflags "-s -w ${VERSION:+-X github.com/busbarmq/busbar/internal/version.version=$VERSION} ${REVISION:+-X github.com/busbarmq/busbar/internal/version.commit=$REVISION}" \
+      ./cmd/busbar \
  && sh build/image/rootfs.sh /out/image /out/busbar
 
 FROM scratch

@@ -17,7 +17,8 @@ revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 
 ctx=$(mktemp -d "${TMPDIR:-/tmp}/busbar-image.XXXXXX")
 trap 'rm -rf "$ctx"' EXIT
-CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$ctx/busbar" ./cmd/busbar
+pkg=github.com/busbarmq/busbar/internal/version
+CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X $pkg.version=$version -X $pkg.commit=$revision" -o "$ctx/busbar" ./cmd/busbar
 sh build/image/rootfs.sh "$ctx/image" "$ctx/busbar"
 cp build/image/Containerfile "$ctx/Containerfile"
 buildah "${global[@]}" bud --quiet --format docker --isolation chroot \

@@ -117,6 +117,7 @@ for l in man["layers"]:
 PY
 while read -r layer; do tar --same-owner -xf "$layer" -C "$rootfs"; done <"$work/layers"
 check "rootfs: /busbar is a statically linked executable" bash -c "[ -x '$rootfs/busbar' ] && ! readelf -l '$rootfs/busbar' | grep -q INTERP"
+check "rootfs: busbar version names the image's version label" bash -c "'$rootfs/busbar' version | grep -qF \"\$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[\"Labels\"][\"org.opencontainers.image.version\"])' '$work/config.json')\""
 check "rootfs: /data owned by 65532" bash -c "[ \"\$(stat -c %u:%g '$rootfs/data')\" = 65532:65532 ]"
 
 # 5. Run what the image runs.

@@ -1,14 +1,16 @@
 package vfs
 
 import (
-	"fmt"
-	"io"
 	"os"
 	"slices"
-	"syscall"
 )
 
-// OS returns the real file system.
+// OS returns the real file system. What durability needs of the operating
+// system — sync a file's data, sync a directory's entries, lock a file,
+// tell the free space — lives in os_linux.go (fdatasync, sync_file_range,
+// flock, statfs: the platform Busbar is built and tested on), os_unix.go
+// (the other Unixes: fsync, which is F_FULLFSYNC on macOS) and
+// os_windows.go (FlushFileBuffers, LockFileEx, GetDiskFreeSpaceEx).
 func OS() FS { return osFS{} }
 
 type osFS struct{}
@@ -25,42 +27,12 @@ func wrapOS(f *os.File, err error) (File, error) {
 	return &osFile{File: f, fd: int(f.Fd())}, nil
 }
 
-func (f *osFile) Sync() error {
-	for {
-		err := syscall.Fdatasync(f.fd)
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil {
-			return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: err}
-		}
-		return nil
-	}
-}
-
-// StartWriteback implements Writebacker.
-func (f *osFile) StartWriteback(off, n int64) error {
-	if err := syscall.SyncFileRange(f.fd, off, n, 2 /* SYNC_FILE_RANGE_WRITE */); err != nil {
-		return &os.PathError{Op: "sync_file_range", Path: f.Name(), Err: err}
-	}
-	return nil
-}
-
 func (f *osFile) Size() (int64, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return 0, err
 	}
 	return fi.Size(), nil
-}
-
-// Space implements Spacer with statfs(2).
-func (osFS) Space(dir string) (free, total uint64, err error) {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
-		return 0, 0, &os.PathError{Op: "statfs", Path: dir, Err: err}
-	}
-	return st.Bavail * uint64(st.Bsize), st.Blocks * uint64(st.Bsize), nil
 }
 
 func (osFS) Create(name string) (File, error) {
@@ -88,35 +60,4 @@ func (osFS) ReadDir(dir string) ([]string, error) {
 	}
 	slices.Sort(names)
 	return names, nil
-}
-
-func (osFS) SyncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-type osLock struct{ f *os.File }
-
-func (l osLock) Close() error { return l.f.Close() } // closing the fd drops the flock
-
-func (osFS) Lock(name string) (io.Closer, error) {
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if err == syscall.EWOULDBLOCK {
-			return nil, fmt.Errorf("%s: %w", name, ErrLocked)
-		}
-		return nil, &os.PathError{Op: "flock", Path: name, Err: err}
-	}
-	return osLock{f}, nil
 }
