@@ -1406,4 +1406,3 @@ func (s *scriptEnv) restart(a *scriptArgs) (string, error) {
 	s.b = b
 	return "ok", nil
 }
-
