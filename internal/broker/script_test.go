@@ -99,7 +99,7 @@ package broker
 // A message prints as
 //
 //	seq=1 body=a dc=1 lock=+30s [session=…] [state=deferred|scheduled]
-//	  [scheduled=…] [enqueued=…] [expires=…] [id=…] [label=…] [corr=…]
+//	  [scheduled=…] [enqueued=…] [expires=… ttl=…] [id=…] [label=…] [corr=…]
 //	  [props=k:v,…] [reason=…] [desc=…] [source=…]
 //
 // on one line. enqueued is shown when the command has the word enqueued
@@ -983,7 +983,7 @@ func (s *scriptEnv) fmtDelivery(d *Delivery) string {
 		b.WriteString(" enqueued=" + s.rel(d.EnqueuedTime))
 	}
 	if !d.ExpiresAt.IsZero() {
-		b.WriteString(" expires=" + s.rel(d.ExpiresAt))
+		b.WriteString(" expires=" + s.rel(d.ExpiresAt) + " ttl=" + fmtDur(d.TimeToLive))
 	}
 	if m.MessageID != nil {
 		fmt.Fprintf(&b, " id=%s", quoteIf(fmt.Sprint(m.MessageID)))
