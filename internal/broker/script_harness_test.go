@@ -101,3 +101,31 @@ func TestScriptHarness(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseScript: parsing never panics, and a parsed script rewritten
+// with its own expected output is the script itself (what -rewrite relies
+// on to keep comments and commands). Command lines never panic the
+// argument parser.
+func FuzzParseScript(f *testing.F) {
+	f.Add(harnessScript)
+	f.Add(harnessFixed)
+	f.Add("send q \"a b\" props=k:v,n:1 at=-1m\n----\nok\n\n# c\n")
+	f.Add("x\n----\n\n\n----\n")
+	f.Fuzz(func(t *testing.T, src string) {
+		lines, blocks, err := parseScript(src)
+		if err != nil {
+			return
+		}
+		var wants []string
+		for _, b := range blocks {
+			wants = append(wants, b.want)
+			if a, err := parseScriptArgs(b.cmd); err == nil && a.name == "" && len(a.words) == 0 && len(a.kv) == 0 {
+				t.Fatalf("command %q parsed as nothing", b.cmd)
+			}
+		}
+		want := strings.Join(lines, "\n") + "\n"
+		if got := rewriteScript(lines, blocks, wants); got != want {
+			t.Fatalf("rewritten with its own output:\n%q\nwant\n%q", got, want)
+		}
+	})
+}

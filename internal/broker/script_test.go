@@ -69,7 +69,8 @@ package broker
 //
 // Messages:
 //
-//	send PATH BODY… [MOPTS]            one batch, one message per BODY; prints ok
+//	send PATH BODY… [MOPTS]            one batch, one message per BODY (or body=B);
+//	                                   prints ok
 //	                                   MOPTS: ttl=D session=ID id=MSGID label=L corr=ID
 //	                                   to=X reply-to=X props=PROPS ann=PROPS (annotations)
 //	                                   at=D (x-opt-scheduled-enqueue-time, now + D)
@@ -257,18 +258,29 @@ func runScript(src string) (scriptResult, error) {
 	}
 	defer s.close()
 	var res scriptResult
-	var out []string
-	prev := 0
+	var outs []string
 	for _, b := range blocks {
 		got, err := s.exec(b.cmd)
 		if err != nil {
-			out = append(out, lines[prev:]...)
-			res.rewritten = strings.Join(out, "\n") + "\n"
+			res.rewritten = rewriteScript(lines, blocks, outs)
 			return res, fmt.Errorf("%d: %s: %v", b.line, b.cmd, err)
 		}
 		if got != b.want {
 			res.mismatches = append(res.mismatches, scriptMismatch{b.line, b.cmd, b.want, got})
 		}
+		outs = append(outs, got)
+	}
+	res.rewritten = rewriteScript(lines, blocks, outs)
+	return res, nil
+}
+
+// rewriteScript returns the script with the expected output of the first
+// len(outs) blocks replaced by outs; the rest is kept as it was.
+func rewriteScript(lines []string, blocks []scriptBlock, outs []string) string {
+	var out []string
+	prev := 0
+	for i, got := range outs {
+		b := blocks[i]
 		out = append(out, lines[prev:b.outStart]...)
 		if got != "" {
 			out = append(out, strings.Split(got, "\n")...)
@@ -276,8 +288,7 @@ func runScript(src string) (scriptResult, error) {
 		prev = b.outEnd
 	}
 	out = append(out, lines[prev:]...)
-	res.rewritten = strings.Join(out, "\n") + "\n"
-	return res, nil
+	return strings.Join(out, "\n") + "\n"
 }
 
 // scriptEnv is the broker a script drives and what the script named.
@@ -456,6 +467,9 @@ func parseScriptArgs(line string) (*scriptArgs, error) {
 	}
 	if have {
 		toks = append(toks, cur.String())
+	}
+	if len(toks) == 0 || toks[0] == "" {
+		return nil, errors.New("no command name")
 	}
 	a := &scriptArgs{name: toks[0], kv: map[string]string{}, used: map[string]bool{}}
 	for _, tok := range toks[1:] {
@@ -873,6 +887,9 @@ func (s *scriptEnv) rules(a *scriptArgs) (string, error) {
 func (s *scriptEnv) send(a *scriptArgs) (string, error) {
 	path := a.pos(0)
 	bodies := a.rest(1)
+	if v, ok := a.str("body"); ok {
+		bodies = append([]string{v}, bodies...)
+	}
 	if len(bodies) == 0 {
 		return "", fmt.Errorf("%s: no message body", a.name)
 	}
