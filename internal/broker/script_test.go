@@ -85,7 +85,7 @@ package broker
 //	peek PATH [dlq|tdlq] [from=SEQ] [n=N]   (N: 10)
 //	complete|abandon|release|defer PATH [dlq|tdlq] seq=SEQS [token=K] [props=PROPS]
 //	dead-letter PATH [dlq|tdlq] seq=SEQS [reason=R] [desc=D] [props=PROPS]
-//	renew PATH [dlq|tdlq] seq=SEQ      prints lock=…
+//	renew PATH [dlq|tdlq] seq=SEQS     RenewLock of them all; prints lock=… each
 //	state PATH                         a queue's or subscription's non-zero counts
 //	                                   (active deferred scheduled dlq transfer tdlq;
 //	                                   total if it is not their sum; bytes if no
@@ -104,9 +104,11 @@ package broker
 //	  [props=k:v,…] [reason=…] [desc=…] [source=…]
 //
 // on one line. enqueued is shown when the command has the word enqueued
-// (receive, receive-deferred, peek). dc is the delivery count a receiver sees, reason and desc
-// the DeadLetterReason and DeadLetterErrorDescription properties, source
-// the dead-letter source of a message forwarded out of a dead-letter queue.
+// (receive, receive-deferred, peek). dc is the delivery count a receiver
+// sees, reason and desc the DeadLetterReason and DeadLetterErrorDescription
+// properties, source the dead-letter source of a message forwarded out of
+// a dead-letter queue. A value that is empty or has spaces or quotes is
+// printed in Go quotes.
 //
 // Sessions. A session receiver is named as=NAME, by default after its
 // session (a new receiver of the same name closes the old one); receive
