@@ -2,7 +2,6 @@ package broker
 
 import (
 	"testing"
-	"time"
 )
 
 // deadLetterN puts n messages into q's DLQ.
@@ -13,65 +12,6 @@ func (e *env) deadLetterN(n int) {
 		if err := e.b.DeadLetter(ctx, "q", d.LockToken, "why", "because", nil); err != nil {
 			e.t.Fatal(err)
 		}
-	}
-}
-
-func TestDeadLetterQueueOperations(t *testing.T) {
-	e := newEnv(t)
-	e.queue("q")
-	const dlq = "q/$DeadLetterQueue"
-	e.deadLetterN(4)
-
-	// Exists without being created; matched case-insensitively.
-	if ps := e.peek("Q/$deadletterqueue", 0, 10); len(ps) != 4 {
-		t.Fatalf("peek DLQ: %d", len(ps))
-	}
-	// Cannot be deleted alone, has no properties of its own.
-	wantKind(t, e.b.DeleteQueue(dlq), ErrNotAllowed)
-	_, err := e.b.UpdateQueue(dlq, DefaultQueueProperties())
-	wantKind(t, err, ErrNotAllowed)
-
-	// ReceiveAndDelete.
-	if ds := e.recv(dlq, ReceiveAndDelete, 1); len(ds) != 1 || ds[0].SequenceNumber != 1 {
-		t.Fatal("R&D from DLQ")
-	}
-	// PeekLock + complete.
-	d := e.recv1(dlq)
-	e.complete(dlq, d.LockToken)
-	// Abandon: back at the front; the delivery count is frozen in a DLQ.
-	d = e.recv1(dlq)
-	e.abandon(dlq, d.LockToken, map[string]any{"note": "x"})
-	d = e.recv1(dlq)
-	if d.SequenceNumber != 3 || d.DeliveryCount != 1 || prop(d, "note") != "x" {
-		t.Fatalf("after DLQ abandon: seq %d count %d", d.SequenceNumber, d.DeliveryCount)
-	}
-	// Lock expiry in a DLQ: available again, count still frozen, no
-	// MaxDeliveryCount there.
-	for range 12 {
-		e.advance(time.Minute)
-		e.b.Tick()
-		d = e.recv1(dlq)
-	}
-	if d.SequenceNumber != 3 || d.DeliveryCount != 1 {
-		t.Fatalf("after DLQ lock expiries: seq %d count %d", d.SequenceNumber, d.DeliveryCount)
-	}
-	// Defer inside the DLQ, then receive it by sequence number there.
-	if err := e.b.Defer(ctx, dlq, d.LockToken, nil); err != nil {
-		t.Fatal(err)
-	}
-	if ps := e.peek(dlq, 3, 1); ps[0].State != StateDeferred {
-		t.Fatalf("DLQ peek state %v", ps[0].State)
-	}
-	got, err := e.b.ReceiveDeferred(ctx, dlq, []int64{3}, PeekLock)
-	if err != nil || len(got) != 1 {
-		t.Fatalf("ReceiveDeferred in DLQ: %v", err)
-	}
-	e.complete(dlq, got[0].LockToken)
-	// Nothing is cleaned up automatically.
-	e.advance(365 * 24 * time.Hour)
-	e.b.Tick()
-	if c := e.counts("q"); c.DeadLetter != 1 {
-		t.Fatalf("DLQ count %d, want 1", c.DeadLetter)
 	}
 }
 

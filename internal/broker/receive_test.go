@@ -124,52 +124,6 @@ func TestAbandon(t *testing.T) {
 	e.complete("q", got[0].LockToken)
 }
 
-func TestRelease(t *testing.T) {
-	e := newEnv(t)
-	e.queue("q")
-	e.sendN("q", 1)
-	d := e.recv1("q")
-	if err := e.b.Release(ctx, "q", d.LockToken); err != nil {
-		t.Fatal(err)
-	}
-	d = e.recv1("q")
-	if d.DeliveryCount != 1 {
-		t.Fatalf("release raised the delivery count to %d", d.DeliveryCount)
-	}
-}
-
-func TestRenewLock(t *testing.T) {
-	e := newEnv(t)
-	e.queue("q", func(p *QueueProperties) { p.LockDuration = 10 * time.Second })
-	e.sendN("q", 2)
-	ds := e.recv("q", PeekLock, 2)
-	e.advance(8 * time.Second)
-	until, err := e.b.RenewLock(ctx, "q", []uuid.UUID{ds[0].LockToken, ds[1].LockToken})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := t0.Add(18 * time.Second)
-	if len(until) != 2 || !until[0].Equal(want) || !until[1].Equal(want) {
-		t.Fatalf("renewed until %v, want %v", until, want)
-	}
-	e.advance(8 * time.Second) // t0+16s: past the first lock end, before the renewed
-	e.b.Tick()
-	e.expectEmpty("q")
-	e.complete("q", ds[0].LockToken)
-	e.advance(3 * time.Second) // t0+19s
-	e.b.Tick()
-	d := e.recv1("q")
-	if d.SequenceNumber != 2 || d.DeliveryCount != 2 {
-		t.Fatalf("after renewed lock expired: seq %d count %d", d.SequenceNumber, d.DeliveryCount)
-	}
-	// One lost token: nothing renewed.
-	e.advance(5 * time.Second)
-	_, err = e.b.RenewLock(ctx, "q", []uuid.UUID{d.LockToken, ds[0].LockToken})
-	wantKind(t, err, ErrLockLost)
-	e.advance(5 * time.Second) // the original lock end
-	wantKind(t, e.b.Complete(ctx, "q", d.LockToken), ErrLockLost)
-}
-
 func TestLockExpiryActsLikeAbandon(t *testing.T) {
 	e := newEnv(t)
 	e.queue("q")
@@ -203,62 +157,6 @@ func TestLockExpiryActsLikeAbandon(t *testing.T) {
 	ds, _ := r.TryReceive(1)
 	if len(ds) != 1 || ds[0].SequenceNumber != 1 || ds[0].DeliveryCount != 2 {
 		t.Fatalf("after lock expiry got %v", seqs(ds))
-	}
-}
-
-func TestLazyExpiryWithoutTick(t *testing.T) {
-	// Without the Run shell, operations still see due timer work.
-	e := newEnv(t)
-	e.queue("q")
-	e.sendN("q", 1)
-	e.recv1("q")
-	e.advance(2 * time.Minute)
-	if d := e.recv1("q"); d.DeliveryCount != 2 {
-		t.Fatalf("count %d, want 2", d.DeliveryCount)
-	}
-}
-
-func TestMaxDeliveryCount(t *testing.T) {
-	for _, viaExpiry := range []bool{false, true} {
-		e := newEnv(t)
-		e.queue("q", func(p *QueueProperties) { p.MaxDeliveryCount = 3 })
-		e.sendN("q", 1)
-		for want := uint32(1); want <= 3; want++ {
-			d := e.recv1("q")
-			if d.DeliveryCount != want {
-				t.Fatalf("delivery %d reports count %d", want, d.DeliveryCount)
-			}
-			if viaExpiry {
-				e.advance(time.Minute)
-				e.b.Tick()
-			} else {
-				e.abandon("q", d.LockToken, nil)
-			}
-		}
-		e.expectEmpty("q")
-		d := e.recv1("q/$DeadLetterQueue")
-		if prop(d, PropDeadLetterReason) != ReasonMaxDeliveryCountExceeded {
-			t.Fatalf("reason %v", prop(d, PropDeadLetterReason))
-		}
-		if desc, _ := prop(d, PropDeadLetterErrorDescription).(string); desc == "" {
-			t.Fatal("no description")
-		}
-		// The wire count (DeliveryCount-1) equals MaxDeliveryCount in the DLQ.
-		if d.DeliveryCount != 4 {
-			t.Fatalf("DLQ delivery count %d, want 4", d.DeliveryCount)
-		}
-	}
-}
-
-func TestMaxDeliveryCountOne(t *testing.T) {
-	e := newEnv(t)
-	e.queue("q", func(p *QueueProperties) { p.MaxDeliveryCount = 1 })
-	e.sendN("q", 1)
-	d := e.recv1("q")
-	e.abandon("q", d.LockToken, map[string]any{"a": "b"})
-	d = e.recv1("q/$DeadLetterQueue")
-	if prop(d, "a") != "b" || prop(d, PropDeadLetterReason) != ReasonMaxDeliveryCountExceeded {
-		t.Fatalf("properties %v", d.Message.ApplicationProperties)
 	}
 }
 
@@ -300,35 +198,6 @@ func TestReadyAndPublish(t *testing.T) {
 	r2.Close()
 	_, err = r2.TryReceive(1)
 	wantKind(t, err, ErrClosed)
-}
-
-func TestDeadLetter(t *testing.T) {
-	e := newEnv(t)
-	e.queue("q")
-	e.send("q", msg("x"))
-	d := e.recv1("q")
-	if err := e.b.DeadLetter(ctx, "q", d.LockToken, "the reason", "the description", map[string]any{"extra": true}); err != nil {
-		t.Fatal(err)
-	}
-	e.expectEmpty("q")
-	c := e.counts("q")
-	if c.DeadLetter != 1 || c.Active != 0 || c.Total != 1 {
-		t.Fatalf("counts %+v", c)
-	}
-	dl := e.recv1("q/$DeadLetterQueue")
-	if prop(dl, PropDeadLetterReason) != "the reason" || prop(dl, PropDeadLetterErrorDescription) != "the description" || prop(dl, "extra") != true {
-		t.Fatalf("properties %v", dl.Message.ApplicationProperties)
-	}
-	if dl.SequenceNumber != d.SequenceNumber || dl.DeliveryCount != 1 || !dl.EnqueuedTime.Equal(d.EnqueuedTime) {
-		t.Fatalf("DLQ message seq %d count %d enq %v", dl.SequenceNumber, dl.DeliveryCount, dl.EnqueuedTime)
-	}
-	// Dead-lettering a dead-lettered message is refused; the lock is kept.
-	err := e.b.DeadLetter(ctx, "q/$DeadLetterQueue", dl.LockToken, "again", "", nil)
-	wantKind(t, err, ErrNotAllowed)
-	e.complete("q/$DeadLetterQueue", dl.LockToken)
-	if c := e.counts("q"); c.Total != 0 || c.SizeInBytes != 0 {
-		t.Fatalf("counts after DLQ complete %+v", c)
-	}
 }
 
 func TestWakeOneReceiverPerMessage(t *testing.T) {

@@ -114,71 +114,6 @@ func TestSessionRules(t *testing.T) {
 	wantKind(t, err, ErrNotAllowed)
 }
 
-func TestSessionOrderAndIsolation(t *testing.T) {
-	e := newEnv(t)
-	e.queue("sq", sessionQueue)
-	for i := range 6 {
-		e.send("sq", smsg([]string{"a", "b"}[i%2], fmt.Sprint(i)))
-	}
-	a := e.accept("sq", "a")
-	if a.SessionID() != "a" || !a.SessionLockedUntil().Equal(t0.Add(time.Minute)) {
-		t.Fatalf("session %q until %v", a.SessionID(), a.SessionLockedUntil())
-	}
-	ds := take(t, a, 10)
-	if got := bodies(ds); !slices.Equal(got, []string{"0", "2", "4"}) {
-		t.Fatalf("session a got %v", got)
-	}
-	for _, d := range ds {
-		if d.Message.SessionID != "a" || !d.LockedUntil.Equal(t0.Add(time.Minute)) {
-			t.Fatalf("delivery %+v", d)
-		}
-	}
-	// A second receiver cannot lock session a; the next session is b.
-	_, err := e.b.AcceptSession("sq", "a", PeekLock)
-	wantKind(t, err, ErrSessionCannotBeLocked)
-	b := e.acceptNext("sq")
-	if b.SessionID() != "b" {
-		t.Fatalf("next session %q, want b", b.SessionID())
-	}
-	if got := bodies(take(t, b, 10)); !slices.Equal(got, []string{"1", "3", "5"}) {
-		t.Fatalf("session b got %v", got)
-	}
-	// New messages of a go to a's receiver only, in order; an abandoned
-	// one comes back first.
-	e.send("sq", smsg("b", "6"), smsg("a", "7"), smsg("a", "8"))
-	got := take(t, a, 1)
-	if body(got[0]) != "7" {
-		t.Fatalf("got %s", body(got[0]))
-	}
-	e.complete("sq", got[0].LockToken)
-	e.abandon("sq", ds[1].LockToken, nil) // "2"
-	got = take(t, a, 10)
-	if !slices.Equal(bodies(got), []string{"2", "8"}) || got[0].DeliveryCount != 2 {
-		t.Fatalf("after abandon %v %v", bodies(got), counts(got))
-	}
-	// Settlement by token works from anywhere while the lock is held.
-	for _, d := range append(ds, got...) {
-		if body(d) == "2" && d.DeliveryCount == 1 {
-			continue // abandoned: that token is used
-		}
-		e.complete("sq", d.LockToken)
-	}
-	if ds := take(t, a, 10); len(ds) != 0 {
-		t.Fatalf("a still has %v", bodies(ds))
-	}
-	// Peek within a session; a plain peek shows every session.
-	ps, err := e.b.PeekSession(ctx, "sq", "b", 0, 10)
-	if err != nil || !slices.Equal(bodies(ps), []string{"1", "3", "5", "6"}) {
-		t.Fatalf("PeekSession %v %v", bodies(ps), err)
-	}
-	if all := e.peek("sq", 0, 10); len(all) != 4 {
-		t.Fatalf("Peek %v", bodies(all))
-	}
-	if ps, _ := e.b.PeekSession(ctx, "sq", "nope", 0, 10); len(ps) != 0 {
-		t.Fatalf("PeekSession(nope) %v", bodies(ps))
-	}
-}
-
 func TestSessionAcceptNextWaits(t *testing.T) {
 	e := newEnv(t)
 	e.queue("sq", sessionQueue)
@@ -280,51 +215,6 @@ func TestSessionLockRenewAndExpiry(t *testing.T) {
 	dl := e.recv("sq/$DeadLetterQueue", PeekLock, 10)
 	if len(dl) != 1 || body(dl[0]) != "2" || prop(dl[0], PropDeadLetterReason) != ReasonMaxDeliveryCountExceeded || dl[0].Message.SessionID != "a" {
 		t.Fatalf("dead letters %v", bodies(dl))
-	}
-}
-
-func TestSessionCloseReleasesWithoutRaising(t *testing.T) {
-	e := newEnv(t)
-	e.queue("sq", sessionQueue)
-	e.send("sq", smsg("a", "1"), smsg("a", "2"))
-	a := e.accept("sq", "a")
-	ds := take(t, a, 2)
-	if err := a.Close(); err != nil {
-		t.Fatal(err)
-	}
-	// The tokens of the released session are session-lock-lost.
-	wantKind(t, e.b.Complete(ctx, "sq", ds[0].LockToken), ErrSessionLockLost)
-	_, err := a.TryReceive(1)
-	wantKind(t, err, ErrClosed)
-	b := e.acceptNext("sq")
-	got := take(t, b, 10)
-	if !slices.Equal(bodies(got), []string{"1", "2"}) || !slices.Equal(counts(got), []uint32{1, 1}) {
-		t.Fatalf("after close %v %v", bodies(got), counts(got))
-	}
-	// A closed receiver does not keep an empty session alive.
-	for _, d := range got {
-		e.complete("sq", d.LockToken)
-	}
-	b.Close()
-	if ids, _ := e.b.ListSessions(ctx, "sq", time.Time{}, 0, 0); len(ids) != 0 {
-		t.Fatalf("sessions %v", ids)
-	}
-}
-
-func TestSessionReceiveAndDelete(t *testing.T) {
-	e := newEnv(t)
-	e.queue("sq", sessionQueue)
-	e.send("sq", smsg("a", "1"), smsg("b", "x"), smsg("a", "2"))
-	r, err := e.b.AcceptSession("sq", "a", ReceiveAndDelete)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	if got := bodies(take(t, r, 10)); !slices.Equal(got, []string{"1", "2"}) {
-		t.Fatalf("got %v", got)
-	}
-	if c := e.counts("sq"); c.Active != 1 {
-		t.Fatalf("counts %+v", c)
 	}
 }
 
@@ -462,99 +352,6 @@ func TestSessionRestart(t *testing.T) {
 			t.Fatalf("scheduled %v", bodies(got))
 		}
 	})
-}
-
-func TestListSessions(t *testing.T) {
-	e := newEnv(t)
-	e.queue("sq", sessionQueue)
-	e.queue("plain")
-	for i := range 5 {
-		e.send("sq", smsg(fmt.Sprintf("s%d", 4-i), "x"))
-	}
-	ids, err := e.b.ListSessions(ctx, "sq", time.Time{}, 0, 0)
-	if err != nil || !slices.Equal(ids, []string{"s0", "s1", "s2", "s3", "s4"}) {
-		t.Fatalf("all %v %v", ids, err)
-	}
-	if ids, _ := e.b.ListSessions(ctx, "sq", time.Time{}, 1, 2); !slices.Equal(ids, []string{"s1", "s2"}) {
-		t.Fatalf("skip/top %v", ids)
-	}
-	if ids, _ := e.b.ListSessions(ctx, "sq", time.Time{}, 10, 2); len(ids) != 0 {
-		t.Fatalf("past the end %v", ids)
-	}
-	// Updated-after mode: sessions whose state changed after the time.
-	r := e.accept("sq", "s3")
-	e.advance(30 * time.Second)
-	if err := r.SetSessionState(ctx, []byte("x")); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.accept("sq", "empty").SetSessionState(ctx, []byte("y")); err != nil {
-		t.Fatal(err)
-	}
-	if ids, _ := e.b.ListSessions(ctx, "sq", t0.Add(15*time.Second), 0, 0); !slices.Equal(ids, []string{"empty", "s3"}) {
-		t.Fatalf("updated after %v", ids)
-	}
-	if ids, _ := e.b.ListSessions(ctx, "sq", t0.Add(time.Minute), 0, 0); len(ids) != 0 {
-		t.Fatalf("updated after later %v", ids)
-	}
-	if ids, err := e.b.ListSessions(ctx, "plain", time.Time{}, 0, 0); err != nil || len(ids) != 0 {
-		t.Fatalf("plain queue %v %v", ids, err)
-	}
-}
-
-func TestSessionDeferral(t *testing.T) {
-	e := newEnv(t)
-	e.queue("sq", sessionQueue)
-	e.send("sq", smsg("a", "1"), smsg("a", "2"), smsg("b", "3"))
-	a := e.accept("sq", "a")
-	d := take(t, a, 1)[0]
-	if err := e.b.Defer(ctx, "sq", d.LockToken, map[string]any{"k": "v"}); err != nil {
-		t.Fatal(err)
-	}
-	// The next message of the session is delivered past the deferred one.
-	if got := take(t, a, 10); len(got) != 1 || body(got[0]) != "2" {
-		t.Fatalf("got %v", bodies(got))
-	} else {
-		e.complete("sq", got[0].LockToken)
-	}
-	// Plain ReceiveDeferred is refused on a session entity; another
-	// session's receiver cannot take it; the session's can.
-	_, err := e.b.ReceiveDeferred(ctx, "sq", []int64{d.SequenceNumber}, PeekLock)
-	wantKind(t, err, ErrNotAllowed)
-	b := e.accept("sq", "b")
-	_, err = b.ReceiveDeferred(ctx, []int64{d.SequenceNumber}, PeekLock)
-	wantKind(t, err, ErrMessageNotFound)
-	_, err = e.b.ReceiveDeferredInSession(ctx, "sq", "nobody", []int64{d.SequenceNumber}, PeekLock)
-	wantKind(t, err, ErrSessionLockLost)
-	got, err := e.b.ReceiveDeferredInSession(ctx, "sq", "a", []int64{d.SequenceNumber}, PeekLock)
-	if err != nil || len(got) != 1 || prop(got[0], "k") != "v" || !got[0].LockedUntil.Equal(t0.Add(time.Minute)) {
-		t.Fatalf("deferred %v %v", got, err)
-	}
-	// It is locked with the session: released with it, deferred again.
-	a.Close()
-	a = e.accept("sq", "a")
-	if got := take(t, a, 10); len(got) != 0 {
-		t.Fatalf("a deferred message was delivered: %v", bodies(got))
-	}
-	got, err = a.ReceiveDeferred(ctx, []int64{d.SequenceNumber}, PeekLock)
-	if err != nil || len(got) != 1 {
-		t.Fatalf("deferred again %v %v", got, err)
-	}
-	e.complete("sq", got[0].LockToken)
-}
-
-func TestSessionTTLToDeadLetter(t *testing.T) {
-	e := newEnv(t)
-	e.queue("sq", sessionQueue, func(p *QueueProperties) { p.DeadLetteringOnMessageExpiration = true })
-	e.send("sq", &message.Message{Body: []byte("short"), SessionID: "a", TTL: time.Second}, smsg("a", "long"))
-	e.advance(2 * time.Second)
-	a := e.accept("sq", "a")
-	if got := take(t, a, 10); len(got) != 1 || body(got[0]) != "long" {
-		t.Fatalf("got %v", bodies(got))
-	}
-	dl := e.recv("sq/$DeadLetterQueue", PeekLock, 10)
-	if len(dl) != 1 || body(dl[0]) != "short" || prop(dl[0], PropDeadLetterReason) != ReasonTTLExpired {
-		t.Fatalf("dead letters %v", bodies(dl))
-	}
 }
 
 func TestSessionSubscription(t *testing.T) {
@@ -893,37 +690,6 @@ func abs(n int) int {
 		return -n
 	}
 	return n
-}
-
-// TestSessionForwardDeadLetters: the dead-letter queue of a
-// session-enabled queue is an ordinary one, so its messages can be
-// auto-forwarded (ForwardDeadLetteredMessagesTo); they keep their
-// SessionId.
-func TestSessionForwardDeadLetters(t *testing.T) {
-	e := newEnv(t)
-	e.queue("target")
-	e.queue("sq", sessionQueue, func(p *QueueProperties) { p.ForwardDeadLetteredMessagesTo = "target" })
-	e.send("sq", smsg("a", "1"), smsg("a", "2"))
-	a := e.accept("sq", "a")
-	ds := take(t, a, 2)
-	if err := e.b.DeadLetter(ctx, "sq", ds[0].LockToken, "why", "because", nil); err != nil {
-		t.Fatal(err)
-	}
-	for range 100 {
-		if next := e.b.NextDeadline(); next.IsZero() || next.After(e.clk.Now()) {
-			break
-		}
-		e.b.Tick()
-	}
-	got := e.recv("target", ReceiveAndDelete, 10)
-	if len(got) != 1 || body(got[0]) != "1" || got[0].Message.SessionID != "a" || prop(got[0], PropDeadLetterReason) != "why" {
-		t.Fatalf("forwarded %v", got)
-	}
-	e.complete("sq", ds[1].LockToken)
-	a.Close()
-	if ids, _ := e.b.ListSessions(ctx, "sq", time.Time{}, 0, 0); len(ids) != 0 {
-		t.Fatalf("sessions left %v", ids)
-	}
 }
 
 // TestSessionEmptyID: "" is a session id of its own, as in Service Bus: a

@@ -276,29 +276,6 @@ func TestSubscriptionIsAFullReceivingEntity(t *testing.T) {
 	wantKind(t, e.b.Complete(ctx, p, od.LockToken), ErrLockLost)
 }
 
-func TestSubscriptionTTLAndTopicCeiling(t *testing.T) {
-	e := newEnv(t)
-	e.topic("t", func(p *TopicProperties) { p.DefaultMessageTimeToLive = time.Hour })
-	long := e.sub("t", "long", func(p *SubscriptionProperties) {
-		p.DefaultMessageTimeToLive = 2 * time.Hour
-		p.DeadLetteringOnMessageExpiration = true
-	})
-	short := e.sub("t", "short", func(p *SubscriptionProperties) { p.DefaultMessageTimeToLive = 10 * time.Minute })
-	e.send("t", msg("m"), ttlMsg("own", 5*time.Minute))
-	pl, ps := e.peek(long, 0, 2), e.peek(short, 0, 2)
-	if pl[0].TimeToLive != time.Hour || ps[0].TimeToLive != 10*time.Minute || pl[1].TimeToLive != 5*time.Minute {
-		t.Fatalf("TTLs: long %v short %v own %v", pl[0].TimeToLive, ps[0].TimeToLive, pl[1].TimeToLive)
-	}
-	e.advance(time.Hour)
-	e.b.Tick()
-	e.expectEmpty(short)
-	e.expectEmpty(long)
-	ds := e.recv(long+"/$DeadLetterQueue", PeekLock, 5)
-	if len(ds) != 2 || prop(ds[0], PropDeadLetterReason) != ReasonTTLExpired {
-		t.Fatalf("expired into DLQ: %d", len(ds))
-	}
-}
-
 func TestTopicScheduledFanOut(t *testing.T) {
 	e := newEnv(t)
 	e.topic("t")
@@ -695,31 +672,6 @@ func TestRulesRouting(t *testing.T) {
 		if d.SequenceNumber >= last.SequenceNumber {
 			t.Fatalf("seq %d reused or out of order (last %d)", d.SequenceNumber, last.SequenceNumber)
 		}
-	}
-}
-
-func TestFilterEvaluationErrors(t *testing.T) {
-	e := newEnv(t)
-	e.topic("t")
-	bad := RuleDescription{Name: "bad", Filter: SQLRuleFilter("n / 0 = 1", nil)}
-	dlq := e.subRule("t", "dlq", &bad)
-	quiet := e.subRule("t", "quiet", &bad, func(p *SubscriptionProperties) { p.DeadLetteringOnFilterEvaluationExceptions = false })
-	e.rule("t", "quiet", RuleDescription{Name: "all", Filter: TrueRuleFilter()})
-	e.rule("t", "dlq", RuleDescription{Name: "all", Filter: TrueRuleFilter()})
-	e.send("t", labelled("m", "", map[string]any{"n": int64(4)}))
-	// Dead-lettered only (not also delivered by "all").
-	e.expectEmpty(dlq)
-	d := e.recv1(dlq + "/$DeadLetterQueue")
-	if prop(d, PropDeadLetterReason) != "DivideByZeroException" || prop(d, PropDeadLetterErrorDescription) == "" || d.SequenceNumber != 1 {
-		t.Fatalf("DLQ copy: %v", d.Message.ApplicationProperties)
-	}
-	// Without dead-lettering the failing rule just does not match.
-	if ds := e.recv(quiet, PeekLock, 5); len(ds) != 1 {
-		t.Fatalf("quiet got %d", len(ds))
-	}
-	e.expectEmpty(quiet + "/$DeadLetterQueue")
-	if c := e.subCounts("t", "dlq"); c.DeadLetter != 1 || c.Total != 1 {
-		t.Fatalf("counts %+v", c)
 	}
 }
 
