@@ -17,6 +17,7 @@ import (
 	"github.com/Azure/go-amqp"
 
 	"github.com/busbarmq/busbar/internal/broker"
+	"github.com/busbarmq/busbar/internal/config"
 	"github.com/busbarmq/busbar/internal/message"
 	"github.com/busbarmq/busbar/internal/version"
 )
@@ -93,7 +94,7 @@ func wantNoSpace(t *testing.T, what string, err error) {
 func TestFullDiskEndToEnd(t *testing.T) {
 	mnt := tmpfs(t, 8<<20)
 	data := filepath.Join(mnt, "data")
-	opts := Options{DataDir: data, MinFreeBytes: -1, SegmentSize: 256 << 10}
+	opts := Options{Server: config.Server{DataDir: data, MinFreeBytes: -1}, SegmentSize: 256 << 10}
 	s := start(t, opts)
 	stopped := false
 	defer func() {
@@ -272,7 +273,7 @@ func TestFullDiskEndToEnd(t *testing.T) {
 // space lifts it.
 func TestLowDiskWatermarkEndToEnd(t *testing.T) {
 	mnt := tmpfs(t, 8<<20)
-	s := start(t, Options{DataDir: filepath.Join(mnt, "data"), SegmentSize: 256 << 10})
+	s := start(t, Options{Server: config.Server{DataDir: filepath.Join(mnt, "data")}, SegmentSize: 256 << 10})
 	defer stop(t, s)
 	if _, err := s.Broker().CreateQueue("q", broker.DefaultQueueProperties()); err != nil {
 		t.Fatal(err)
@@ -401,7 +402,7 @@ func TestHealthStates(t *testing.T) {
 // next start finds every acknowledged message.
 func TestShutdownOnFullDisk(t *testing.T) {
 	mnt := tmpfs(t, 8<<20)
-	opts := Options{DataDir: filepath.Join(mnt, "data"), MinFreeBytes: -1, SegmentSize: 256 << 10}
+	opts := Options{Server: config.Server{DataDir: filepath.Join(mnt, "data"), MinFreeBytes: -1}, SegmentSize: 256 << 10}
 	s := start(t, opts)
 	if _, err := s.Broker().CreateQueue("q", broker.DefaultQueueProperties()); err != nil {
 		t.Fatal(err)
@@ -442,7 +443,7 @@ func TestShutdownOnFullDisk(t *testing.T) {
 // retry once space is back succeeds (not "lock lost").
 func TestDeferredSettlementRetriedEndToEnd(t *testing.T) {
 	mnt := tmpfs(t, 8<<20)
-	s := start(t, Options{DataDir: filepath.Join(mnt, "data"), MinFreeBytes: -1, SegmentSize: 256 << 10})
+	s := start(t, Options{Server: config.Server{DataDir: filepath.Join(mnt, "data"), MinFreeBytes: -1}, SegmentSize: 256 << 10})
 	defer stop(t, s)
 	props := broker.DefaultQueueProperties()
 	props.LockDuration = 5 * time.Minute

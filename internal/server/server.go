@@ -43,7 +43,6 @@ import (
 	"github.com/busbarmq/busbar/internal/admin"
 	"github.com/busbarmq/busbar/internal/amqp"
 	"github.com/busbarmq/busbar/internal/amqpws"
-	"github.com/busbarmq/busbar/internal/auth"
 	"github.com/busbarmq/busbar/internal/broker"
 	"github.com/busbarmq/busbar/internal/clock"
 	"github.com/busbarmq/busbar/internal/config"
@@ -56,60 +55,25 @@ import (
 )
 
 // Options configure a Server.
+//
+// The settings of busbar serve (its flags and BUSBAR_* variables, declared
+// once in package config) are embedded as they are: a setting reaches the
+// component that uses it from here, without a copy in between. Their zero
+// values turn limits off; busbar serve starts from config.DefaultServer.
+// A few settings have a different zero value here, for tests that set
+// only what they need: HandshakeTimeout and MaxUnsettledPerLink 0 take
+// the endpoint's defaults, Entra "" is auto and EntraDevRole "" is Data
+// Owner.
 type Options struct {
-	DataDir  string // store directory; unused with Memory
-	Memory   bool   // keep nothing on disk
-	AMQPAddr string // AMQP listen address ("127.0.0.1:0" picks a port)
-	HTTPAddr string // HTTP listen address
-
-	// TLS listeners, off when empty. They need TLSCert and TLSKey, or
-	// DevTLS, which creates a self-signed localhost certificate in the data
-	// directory.
-	AMQPSAddr string
-	HTTPSAddr string
-	TLSCert   string
-	TLSKey    string
-	DevTLS    bool
+	config.Server
 
 	// Entities are declared at start-up (created, or updated if present).
+	// When nil, the Config.json the settings name (ConfigFile, else the
+	// first ConfigSearch path that exists) is loaded, if any.
 	Entities *config.EmulatorConfig
 
-	// Salvage opens a damaged data directory, dropping what cannot be read.
-	Salvage bool
-
-	// MinFreeBytes and MinFreePercent are the low-disk watermark below
-	// which new messages and entities are refused (filestore.Options);
-	// both zero: 1 GiB or 5 % of the disk, whichever is smaller; a
-	// negative MinFreeBytes: none.
-	MinFreeBytes   int64
-	MinFreePercent float64
 	// SegmentSize is the store's log segment size; 0 means its default.
 	SegmentSize int64
-
-	// Policies are the shared access policies clients sign tokens with;
-	// empty means the emulator's RootManageSharedAccessKey / SAS_KEY_VALUE.
-	Policies []auth.Policy
-	// AllowAnyKey accepts tokens signed with any key.
-	AllowAnyKey bool
-	// Entra configures Entra ID (JWT) tokens; the zero value is auto
-	// mode (development mode while the emulator key is in use).
-	Entra auth.EntraConfig
-
-	// AMQP tunes the AMQP endpoint (limits, time-outs); zero values take
-	// the endpoint's defaults.
-	AMQP amqp.Config
-	// MaxUnsettledPerLink bounds the unsettled deliveries of a peek-lock
-	// receiver link; 0 takes servicebus.DefaultMaxUnsettledPerLink.
-	MaxUnsettledPerLink int
-
-	// PprofAddr, when set, serves Go runtime profiles (net/http/pprof's
-	// /debug/pprof/ pages, with mutex and block sampling on) on a listener
-	// of their own, never on the admin port.
-	PprofAddr string
-
-	// MetricsOpen serves GET /metrics without authentication; by default
-	// it needs a token granting Manage, as the admin API does.
-	MetricsOpen bool
 
 	Logger *slog.Logger // nil discards
 	Clock  clock.Clock  // nil means the wall clock
@@ -161,6 +125,10 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		}
 	}()
 
+	entities, err := loadEntities(o, log)
+	if err != nil {
+		return nil, err
+	}
 	authn, err := newAuthenticator(o, log, func() *broker.Broker { return s.broker })
 	if err != nil {
 		return nil, err
@@ -244,8 +212,8 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		return nil, fmt.Errorf("recover broker state: %w", err)
 	}
 	s.metrics.Watch(s.broker, s.store)
-	if o.Entities != nil {
-		created, updated, err := applyEntities(s.broker, o.Entities)
+	if entities != nil {
+		created, updated, err := applyEntities(s.broker, entities)
 		if err != nil {
 			return nil, err
 		}
@@ -320,6 +288,30 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		"queues", len(s.broker.ListQueues()),
 		"startup", time.Since(begin).Round(time.Millisecond).String())...)
 	return s, nil
+}
+
+// loadEntities returns o.Entities or else the Config.json the settings
+// name, nil if none.
+func loadEntities(o Options, log *slog.Logger) (*config.EmulatorConfig, error) {
+	if o.Entities != nil {
+		return o.Entities, nil
+	}
+	file := o.EffectiveConfigFile(func(path string) bool {
+		_, err := os.Stat(path)
+		return err == nil
+	})
+	if file == "" {
+		return nil, nil
+	}
+	log.Info("loading entities", "config", file)
+	ec, err := config.LoadEmulatorConfigFile(file)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range ec.Warnings {
+		log.Warn("config: " + w.Error())
+	}
+	return ec, nil
 }
 
 // AMQPAddr is the address the AMQP listener is bound to.
