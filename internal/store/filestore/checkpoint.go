@@ -345,7 +345,9 @@ func (r *ckptReader) u32() uint32 {
 // loadCheckpoint reads checkpoint file p into s.mu.ix (which must be
 // empty), counting references into the segments in s.mu.segs. Messages
 // in segments that do not exist are corruption (with Salvage: dropped and
-// logged).
+// logged). Its phases: the header (ckptLoader.header), then frame after
+// frame (ckptLoader.frame) applied by kind (entity, messages, value) until
+// the end frame, whose counts must match what was read (ckptLoader.end).
 func (s *Store) loadCheckpoint(p string) (*ckptInfo, error) {
 	f, err := s.fs.Open(p)
 	if err != nil {
@@ -356,139 +358,196 @@ func (s *Store) loadCheckpoint(p string) (*ckptInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("filestore: %w", err)
 	}
-	w := &window{f: f, name: p, size: size}
-	r := &ckptReader{path: p}
-	b, err := w.get(0, min(ckptHeaderSize, size))
-	if err != nil {
+	l := &ckptLoader{s: s, w: &window{f: f, name: p, size: size}, r: &ckptReader{path: p}, ix: s.mu.ix}
+	if err := l.header(p, size); err != nil {
 		return nil, err
 	}
+	for pos := int64(ckptHeaderSize); ; {
+		body, next, err := l.frame(pos)
+		if err != nil {
+			return nil, err
+		}
+		switch body[0] {
+		case frameEntity:
+			l.entity()
+		case frameMsgs:
+			l.messages()
+		case frameValue:
+			l.value()
+		case frameEnd:
+			if err := l.end(next == size); err != nil {
+				return nil, err
+			}
+			return l.info, nil
+		default:
+			l.r.fail(fmt.Sprintf("unknown frame kind %d", body[0]))
+		}
+		if l.r.err != nil {
+			return nil, l.r.err
+		}
+		pos = next
+	}
+}
+
+// ckptLoader is loadCheckpoint's state while it reads one checkpoint.
+type ckptLoader struct {
+	s    *Store
+	w    *window
+	r    *ckptReader
+	ix   *index
+	info *ckptInfo
+	cur  *entity // the entity the last entity frame declared
+
+	nents, nmsgs, nvals uint64 // what was read, for the end frame
+}
+
+// header checks the file header (magic, checksum, version) and reads the
+// LSN and log position the checkpoint stands for.
+func (l *ckptLoader) header(p string, size int64) error {
+	b, err := l.w.get(0, min(ckptHeaderSize, size))
+	if err != nil {
+		return err
+	}
 	if len(b) < ckptHeaderSize || string(b[:8]) != ckptMagic || crc(b[:36]) != binary.LittleEndian.Uint32(b[36:]) {
-		r.fail("bad checkpoint header")
-		return nil, r.err
+		l.r.fail("bad checkpoint header")
+		return l.r.err
 	}
 	if v := binary.LittleEndian.Uint32(b[8:]); v != ckptVersion {
-		r.fail(fmt.Sprintf("unknown checkpoint version %d", v))
-		return nil, r.err
+		l.r.fail(fmt.Sprintf("unknown checkpoint version %d", v))
+		return l.r.err
 	}
-	info := &ckptInfo{
+	l.info = &ckptInfo{
 		path: p,
 		lsn:  binary.LittleEndian.Uint64(b[16:]),
 		pos:  logPos{seg: binary.LittleEndian.Uint32(b[12:]), off: int64(binary.LittleEndian.Uint64(b[24:]))},
 		size: size,
 		refs: make(map[uint32]int64),
 	}
-	ix := s.mu.ix
-	var nents, nmsgs, nvals uint64
-	pos := int64(ckptHeaderSize)
-	var cur *entity
-	for {
-		r.off = pos
-		if size-pos < frameHeaderSize+1 {
-			r.fail("checkpoint ends without its end frame")
-			return nil, r.err
-		}
-		fh, err := w.get(pos, frameHeaderSize)
-		if err != nil {
-			return nil, err
-		}
-		n := int64(binary.LittleEndian.Uint32(fh))
-		sum := binary.LittleEndian.Uint32(fh[4:])
-		if n < 1 || n > size-pos-frameHeaderSize {
-			r.fail("frame length out of range")
-			return nil, r.err
-		}
-		frame, err := w.get(pos, frameHeaderSize+n)
-		if err != nil {
-			return nil, err
-		}
-		body := frame[frameHeaderSize:]
-		if crc(body) != sum {
-			r.fail("frame checksum mismatch")
-			return nil, r.err
-		}
-		r.b, r.pos = body, 1
-		switch body[0] {
-		case frameEntity:
-			id := r.uvarint()
-			e := &entity{id: id, lastSeq: r.uvarint(), values: make(map[string][]byte)}
-			e.name = string(r.bytes())
-			e.spec = slices.Clone(r.bytes())
-			if r.err == nil && ix.entities[id] != nil {
-				r.fail(fmt.Sprintf("entity %d twice", id))
-			}
-			ix.entities[id] = e
-			cur = e
-			nents++
-		case frameMsgs:
-			id := r.uvarint()
-			count := r.uvarint()
-			if cur == nil || cur.id != id {
-				r.fail("messages frame out of place")
-				break
-			}
-			for range count {
-				ent := entry{seq: r.uvarint()}
-				seg, off, sz := r.uvarint(), r.uvarint(), r.uvarint()
-				ent.crc = r.u32()
-				meta := r.bytes()
-				if r.err != nil {
-					break
-				}
-				if seg > 1<<32-1 || off > 1<<32-1 || sz > 1<<32-1 {
-					r.fail("message location out of range")
-					break
-				}
-				ent.seg, ent.off, ent.size = uint32(seg), uint32(off), uint32(sz)
-				if n := len(cur.chunks); n > 0 && ent.seq <= cur.chunks[n-1].last() {
-					r.fail(fmt.Sprintf("entity %d: messages out of order at seq %d", id, ent.seq))
-					break
-				}
-				if ent.size > 0 && s.mu.segs[ent.seg] == nil {
-					why := fmt.Sprintf("message %d/%d is in segment %d, which does not exist", id, ent.seq, ent.seg)
-					if !s.opts.Salvage {
-						r.fail(why)
-						break
-					}
-					s.log.Error("salvage: dropping message", "file", p, "reason", why)
-					continue
-				}
-				ix.insert(cur, ent, meta)
-				cur.lastSeq = max(cur.lastSeq, ent.seq)
-				s.refLocked(ent)
-				info.refs[ent.seg]++
-				nmsgs++
-			}
-		case frameValue:
-			id := r.uvarint()
-			k, v := r.bytes(), r.bytes()
-			if r.err == nil {
-				e := ix.entities[id]
-				if e == nil {
-					r.fail(fmt.Sprintf("value of unknown entity %d", id))
-					break
-				}
-				e.values[string(k)] = slices.Clone(v)
-				ix.nvalues++
-				nvals++
-			}
-		case frameEnd:
-			ne, nm, nv := r.uvarint(), r.uvarint(), r.uvarint()
-			if r.err == nil && (ne != nents || (nm != nmsgs && !s.opts.Salvage) || nv != nvals) {
-				r.fail("end frame counts do not match")
-			}
-			if r.err == nil && pos+frameHeaderSize+n != size {
-				r.fail("data after the end frame")
-			}
-			if r.err != nil {
-				return nil, r.err
-			}
-			return info, nil
-		default:
-			r.fail(fmt.Sprintf("unknown frame kind %d", body[0]))
-		}
-		if r.err != nil {
-			return nil, r.err
-		}
-		pos += frameHeaderSize + n
+	return nil
+}
+
+// frame reads and checks the frame at pos and points the reader at its
+// body (past the kind byte). It returns the body and where the next frame
+// starts.
+func (l *ckptLoader) frame(pos int64) (body []byte, next int64, err error) {
+	size, r := l.w.size, l.r
+	r.off = pos
+	if size-pos < frameHeaderSize+1 {
+		r.fail("checkpoint ends without its end frame")
+		return nil, 0, r.err
 	}
+	fh, err := l.w.get(pos, frameHeaderSize)
+	if err != nil {
+		return nil, 0, err
+	}
+	n := int64(binary.LittleEndian.Uint32(fh))
+	sum := binary.LittleEndian.Uint32(fh[4:])
+	if n < 1 || n > size-pos-frameHeaderSize {
+		r.fail("frame length out of range")
+		return nil, 0, r.err
+	}
+	frame, err := l.w.get(pos, frameHeaderSize+n)
+	if err != nil {
+		return nil, 0, err
+	}
+	body = frame[frameHeaderSize:]
+	if crc(body) != sum {
+		r.fail("frame checksum mismatch")
+		return nil, 0, r.err
+	}
+	r.b, r.pos = body, 1
+	return body, pos + frameHeaderSize + n, nil
+}
+
+// entity reads an entity frame: a new entity, which the messages frames
+// after it belong to.
+func (l *ckptLoader) entity() {
+	r := l.r
+	id := r.uvarint()
+	e := &entity{id: id, lastSeq: r.uvarint(), values: make(map[string][]byte)}
+	e.name = string(r.bytes())
+	e.spec = slices.Clone(r.bytes())
+	if r.err == nil && l.ix.entities[id] != nil {
+		r.fail(fmt.Sprintf("entity %d twice", id))
+	}
+	l.ix.entities[id] = e
+	l.cur = e
+	l.nents++
+}
+
+// messages reads a messages frame of the current entity into the index,
+// referencing the segments the messages' data is in.
+func (l *ckptLoader) messages() {
+	r, s, cur := l.r, l.s, l.cur
+	id := r.uvarint()
+	count := r.uvarint()
+	if cur == nil || cur.id != id {
+		r.fail("messages frame out of place")
+		return
+	}
+	for range count {
+		ent := entry{seq: r.uvarint()}
+		seg, off, sz := r.uvarint(), r.uvarint(), r.uvarint()
+		ent.crc = r.u32()
+		meta := r.bytes()
+		if r.err != nil {
+			return
+		}
+		if seg > 1<<32-1 || off > 1<<32-1 || sz > 1<<32-1 {
+			r.fail("message location out of range")
+			return
+		}
+		ent.seg, ent.off, ent.size = uint32(seg), uint32(off), uint32(sz)
+		if n := len(cur.chunks); n > 0 && ent.seq <= cur.chunks[n-1].last() {
+			r.fail(fmt.Sprintf("entity %d: messages out of order at seq %d", id, ent.seq))
+			return
+		}
+		if ent.size > 0 && s.mu.segs[ent.seg] == nil {
+			why := fmt.Sprintf("message %d/%d is in segment %d, which does not exist", id, ent.seq, ent.seg)
+			if !s.opts.Salvage {
+				r.fail(why)
+				return
+			}
+			s.log.Error("salvage: dropping message", "file", r.path, "reason", why)
+			continue
+		}
+		l.ix.insert(cur, ent, meta)
+		cur.lastSeq = max(cur.lastSeq, ent.seq)
+		s.refLocked(ent)
+		l.info.refs[ent.seg]++
+		l.nmsgs++
+	}
+}
+
+// value reads a value frame: one key and value of an entity.
+func (l *ckptLoader) value() {
+	r := l.r
+	id := r.uvarint()
+	k, v := r.bytes(), r.bytes()
+	if r.err != nil {
+		return
+	}
+	e := l.ix.entities[id]
+	if e == nil {
+		r.fail(fmt.Sprintf("value of unknown entity %d", id))
+		return
+	}
+	e.values[string(k)] = slices.Clone(v)
+	l.ix.nvalues++
+	l.nvals++
+}
+
+// end reads the end frame: its counts must match what was read (messages
+// excepted with Salvage, which may have dropped some), and it must be the
+// file's last bytes (atEOF).
+func (l *ckptLoader) end(atEOF bool) error {
+	r := l.r
+	ne, nm, nv := r.uvarint(), r.uvarint(), r.uvarint()
+	if r.err == nil && (ne != l.nents || (nm != l.nmsgs && !l.s.opts.Salvage) || nv != l.nvals) {
+		r.fail("end frame counts do not match")
+	}
+	if r.err == nil && !atEOF {
+		r.fail("data after the end frame")
+	}
+	return r.err
 }

@@ -11,21 +11,69 @@ import (
 
 // recover rebuilds the state from the directory: newest usable checkpoint,
 // then every record after it. It leaves the writer state ready to append
-// to the last segment.
+// to the last segment. Its phases, in order:
+//
+//	scanDir               list segments and checkpoints, drop *.tmp
+//	openSegments          open every segment read-only
+//	loadNewestCheckpoint  the index as of the newest checkpoint that loads
+//	replayPlan            the segments after it, checked for gaps
+//	replayLog             apply their records, finding the log's end
+//	openActive            reopen the last segment for appending (or start one)
+//	installState          writer, LSNs and checkpoint references
+//	removeUnreferenced    segments no longer needed by anything
 func (s *Store) recover() error {
 	start := time.Now()
+	segIDs, ckpts, err := s.scanDir()
+	if err != nil {
+		return err
+	}
+	if err := s.openSegments(segIDs); err != nil {
+		return err
+	}
+	ck, err := s.loadNewestCheckpoint(ckpts)
+	if err != nil {
+		return err
+	}
+	r := replayer{s: s, expected: 1}
+	if ck != nil {
+		r.expected = ck.lsn + 1
+	}
+	replay, err := s.replayPlan(ck, segIDs)
+	if err != nil {
+		return err
+	}
+	if err := s.replayLog(&r, ck, replay); err != nil {
+		return err
+	}
+	active, err := s.openActive(&r, ck)
+	if err != nil {
+		return err
+	}
+	s.installState(active, &r, ck)
+	if s.salvaged {
+		s.dropDanglingLocked()
+	}
+	if err := s.removeUnreferenced(active); err != nil {
+		return err
+	}
+	s.log.Info("recovered", "entities", len(s.mu.ix.entities), "messages", s.mu.ix.nmsgs,
+		"checkpoint_lsn", s.mu.ckptLSN, "replayed_records", r.records, "last_lsn", r.expected-1, "took", time.Since(start))
+	return nil
+}
+
+// scanDir lists the segment ids and checkpoint LSNs in the directory,
+// each sorted, and removes unfinished checkpoints left by a crash.
+func (s *Store) scanDir() (segIDs []uint32, ckpts []uint64, err error) {
 	names, err := s.fs.ReadDir(s.opts.Dir)
 	if err != nil {
-		return fmt.Errorf("filestore: %w", err)
+		return nil, nil, fmt.Errorf("filestore: %w", err)
 	}
-	var segIDs []uint32
-	var ckpts []uint64
 	for _, name := range names {
 		switch {
 		case strings.HasSuffix(name, tmpSuffix):
 			// An unfinished checkpoint from before a crash.
 			if err := s.fs.Remove(s.path(name)); err != nil {
-				return fmt.Errorf("filestore: %w", err)
+				return nil, nil, fmt.Errorf("filestore: %w", err)
 			}
 		case strings.HasSuffix(name, segSuffix):
 			if id, ok := parseName(name, segSuffix, 32); ok {
@@ -39,6 +87,12 @@ func (s *Store) recover() error {
 	}
 	slices.Sort(segIDs)
 	slices.Sort(ckpts)
+	return segIDs, ckpts, nil
+}
+
+// openSegments opens every segment read-only into s.mu.segs, with its
+// size on disk.
+func (s *Store) openSegments(segIDs []uint32) error {
 	for _, id := range segIDs {
 		p := segName(s.opts.Dir, id)
 		f, err := s.fs.Open(p)
@@ -54,49 +108,63 @@ func (s *Store) recover() error {
 		seg.size = size
 		s.mu.segs[id] = seg
 	}
+	return nil
+}
 
-	// The newest checkpoint that loads.
-	var ck *ckptInfo
-	for i := len(ckpts) - 1; i >= 0 && ck == nil; i-- {
+// loadNewestCheckpoint loads the newest checkpoint into the index; nil if
+// there is none. A checkpoint that does not load is an error, or with
+// Salvage is renamed aside (its partial load undone) and the next older
+// one is tried.
+func (s *Store) loadNewestCheckpoint(ckpts []uint64) (*ckptInfo, error) {
+	for i := len(ckpts) - 1; i >= 0; i-- {
 		p := ckptName(s.opts.Dir, ckpts[i])
-		ck, err = s.loadCheckpoint(p)
+		ck, err := s.loadCheckpoint(p)
 		if err == nil {
-			break
+			return ck, nil
 		}
 		if !s.opts.Salvage {
-			return err
+			return nil, err
 		}
 		s.log.Error("salvage: checkpoint set aside", "file", p, "renamed_to", p+corruptSuffix, "err", err)
 		if err := s.fs.Rename(p, p+corruptSuffix); err != nil {
-			return fmt.Errorf("filestore: %w", err)
+			return nil, fmt.Errorf("filestore: %w", err)
 		}
 		s.salvaged = true
 		s.resetIndex()
 	}
+	return nil, nil
+}
 
-	// Replay the log after it.
-	r := replayer{s: s, expected: 1}
+// replayPlan returns the segments to replay: those from the checkpoint's
+// on, or the whole log without one. A log that does not start where it
+// must (the checkpoint's segment, else segment 1) is corruption.
+func (s *Store) replayPlan(ck *ckptInfo, segIDs []uint32) ([]uint32, error) {
+	if ck == nil {
+		if len(segIDs) > 0 && segIDs[0] != 1 {
+			if err := s.corrupt(segName(s.opts.Dir, segIDs[0]), 0, "no checkpoint and the log does not start at segment 1"); err != nil {
+				return nil, err
+			}
+		}
+		return segIDs, nil
+	}
 	var replay []uint32
-	if ck != nil {
-		r.expected = ck.lsn + 1
-		for _, id := range segIDs {
-			if id >= ck.pos.seg {
-				replay = append(replay, id)
-			}
-		}
-		if len(replay) == 0 || replay[0] != ck.pos.seg {
-			if err := s.corrupt(ck.path, 0, fmt.Sprintf("the log it continues in (segment %d) is missing", ck.pos.seg)); err != nil {
-				return err
-			}
-		}
-	} else {
-		replay = segIDs
-		if len(replay) > 0 && replay[0] != 1 {
-			if err := s.corrupt(segName(s.opts.Dir, replay[0]), 0, "no checkpoint and the log does not start at segment 1"); err != nil {
-				return err
-			}
+	for _, id := range segIDs {
+		if id >= ck.pos.seg {
+			replay = append(replay, id)
 		}
 	}
+	if len(replay) == 0 || replay[0] != ck.pos.seg {
+		if err := s.corrupt(ck.path, 0, fmt.Sprintf("the log it continues in (segment %d) is missing", ck.pos.seg)); err != nil {
+			return nil, err
+		}
+	}
+	return replay, nil
+}
+
+// replayLog applies the records of the replay segments, in order, from
+// the checkpoint's position in its segment. A missing segment in the
+// sequence, or a checkpoint position outside its segment, is corruption.
+func (s *Store) replayLog(r *replayer, ck *ckptInfo, replay []uint32) error {
 	for i, id := range replay {
 		if i > 0 && id != replay[i-1]+1 {
 			if err := s.corrupt(segName(s.opts.Dir, id), 0, fmt.Sprintf("segment %d is missing", replay[i-1]+1)); err != nil {
@@ -117,34 +185,15 @@ func (s *Store) recover() error {
 			return err
 		}
 	}
+	return nil
+}
 
-	// Open the last segment for appending, or start the log.
-	var active *segment
-	if n := len(r.kept); n > 0 {
-		active = r.kept[n-1]
-		f, err := s.fs.OpenReadWrite(active.path)
-		if err != nil {
-			return fmt.Errorf("filestore: %w", err)
-		}
-		if r.truncateTo >= 0 {
-			if err := f.Truncate(r.truncateTo); err != nil {
-				f.Close()
-				return fmt.Errorf("filestore: truncate %s: %w", active.path, err)
-			}
-			active.size = r.truncateTo
-		}
-		// Make what a crashed process left in the page cache durable, so
-		// that the synced LSN below is true.
-		if !s.opts.NoSync {
-			if err := f.Sync(); err != nil {
-				f.Close()
-				return fmt.Errorf("filestore: sync %s: %w", active.path, err)
-			}
-		}
-		active.f.Close()
-		active.f = f
-	} else {
-		// A new log, or (salvage) nothing usable after the checkpoint.
+// openActive reopens the last replayed segment for appending, cutting a
+// torn tail and syncing what a crashed process left in the page cache;
+// without one (a new log, or with Salvage nothing usable after the
+// checkpoint) it starts a new segment.
+func (s *Store) openActive(r *replayer, ck *ckptInfo) (*segment, error) {
+	if n := len(r.kept); n == 0 {
 		id := uint32(1)
 		if ck != nil {
 			id = ck.pos.seg
@@ -154,11 +203,41 @@ func (s *Store) recover() error {
 		}
 		seg, err := s.newSegment(id, r.expected)
 		if err != nil {
-			return fmt.Errorf("filestore: %w", err)
+			return nil, fmt.Errorf("filestore: %w", err)
 		}
 		s.mu.segs[id] = seg
-		active = seg
+		return seg, nil
 	}
+	active := r.kept[len(r.kept)-1]
+	f, err := s.fs.OpenReadWrite(active.path)
+	if err != nil {
+		return nil, fmt.Errorf("filestore: %w", err)
+	}
+	if r.truncateTo >= 0 {
+		if err := f.Truncate(r.truncateTo); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("filestore: truncate %s: %w", active.path, err)
+		}
+		active.size = r.truncateTo
+	}
+	// Make what a crashed process left in the page cache durable, so that
+	// the synced LSN installState sets is true.
+	if !s.opts.NoSync {
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("filestore: sync %s: %w", active.path, err)
+		}
+	}
+	active.f.Close()
+	active.f = f
+	return active, nil
+}
+
+// installState points the writer at the end of active and records where
+// the log stands: next and synced LSN, the applied position, and the
+// checkpoint's LSN, position and references into the segments (removing
+// older checkpoint files).
+func (s *Store) installState(active *segment, r *replayer, ck *ckptInfo) {
 	s.mu.active = active
 	s.w.seg, s.w.off = active, active.size
 	s.activeOff.Store(active.size)
@@ -166,24 +245,25 @@ func (s *Store) recover() error {
 	s.syncedLSN.Store(r.expected - 1)
 	s.mu.applied = r.expected - 1
 	s.mu.appliedPos = logPos{seg: active.id, off: active.size}
-	if ck != nil {
-		s.mu.ckptLSN, s.mu.ckpt, s.mu.ckptBytes = ck.lsn, ck.pos, ck.size
-		for id, n := range ck.refs {
-			if seg := s.mu.segs[id]; seg != nil {
-				seg.ckptRefs = n
-			}
-		}
-		s.removeOldCheckpoints(ck.lsn)
-	} else {
+	if ck == nil {
 		// Nothing to replay from but the log itself: segments before the
 		// first one are not needed.
 		s.mu.ckpt = logPos{seg: 0}
+		return
 	}
-	if s.salvaged {
-		s.dropDanglingLocked()
+	s.mu.ckptLSN, s.mu.ckpt, s.mu.ckptBytes = ck.lsn, ck.pos, ck.size
+	for id, n := range ck.refs {
+		if seg := s.mu.segs[id]; seg != nil {
+			seg.ckptRefs = n
+		}
 	}
-	// Segments before the replay start that nothing refers to (deleted
-	// before a crash, but their removal was not yet durable).
+	s.removeOldCheckpoints(ck.lsn)
+}
+
+// removeUnreferenced removes the segments before the replay start that
+// nothing refers to (deleted before a crash, but their removal was not
+// yet durable).
+func (s *Store) removeUnreferenced(active *segment) error {
 	for id, seg := range s.mu.segs {
 		if seg != active && id < s.mu.ckpt.seg && seg.live == 0 && seg.ckptRefs == 0 {
 			s.log.Info("removing unreferenced segment", "file", seg.path)
@@ -194,8 +274,6 @@ func (s *Store) recover() error {
 			seg.release()
 		}
 	}
-	s.log.Info("recovered", "entities", len(s.mu.ix.entities), "messages", s.mu.ix.nmsgs,
-		"checkpoint_lsn", s.mu.ckptLSN, "replayed_records", r.records, "last_lsn", r.expected-1, "took", time.Since(start))
 	return nil
 }
 
