@@ -60,6 +60,10 @@ func (s *Store) checkpoint() error { return s.writeCheckpoint(false) }
 // the last one.
 func (s *Store) checkpointForced() error { return s.writeCheckpoint(true) }
 
+// writeCheckpoint writes the checkpoint of the applied state (unless
+// nothing was logged since the last one and !force): it syncs the log,
+// writes the file under a temporary name (writeCheckpointFile), renames it
+// into place, then records it and lets older checkpoints and segments go.
 func (s *Store) writeCheckpoint(force bool) error {
 	s.mu.Lock()
 	snap := s.mu.ix.snapshot(true)
@@ -76,80 +80,38 @@ func (s *Store) writeCheckpoint(force bool) error {
 	}
 	start := time.Now()
 	final := ckptName(s.opts.Dir, lsn)
+	size, refs, nmsgs, err := s.writeCheckpointFile(final, snap, lsn, pos)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.mu.ckptLSN, s.mu.ckpt, s.mu.ckptBytes = lsn, pos, size
+	s.mu.ckptTime, s.mu.ckptLogEnd = time.Now(), logEnd
+	for id, seg := range s.mu.segs {
+		seg.ckptRefs = refs[id]
+	}
+	s.mu.Unlock()
+	s.log.Debug("checkpoint written", "file", final, "lsn", lsn, "messages", nmsgs, "bytes", size, "took", time.Since(start))
+	s.removeOldCheckpoints(lsn)
+	return s.deleteSegments()
+}
+
+// writeCheckpointFile writes snap as checkpoint file final: to final.tmp,
+// synced, then renamed (and the directory synced). It returns the file's
+// size, the messages it refers to per segment and their number. On error
+// the temporary file is removed.
+func (s *Store) writeCheckpointFile(final string, snap *snapshot, lsn uint64, pos logPos) (size int64, refs map[uint32]int64, nmsgs uint64, err error) {
 	tmp := final + tmpSuffix
 	f, err := s.fs.Create(tmp)
 	if err != nil {
-		return fmt.Errorf("filestore: checkpoint: %w", err)
+		return 0, nil, 0, fmt.Errorf("filestore: checkpoint: %w", err)
 	}
-	var off int64
 	w := &ckptWriter{buf: make([]byte, 0, 2<<20), flush: func(b []byte) error {
-		_, err := f.WriteAt(b, off)
-		off += int64(len(b))
+		_, err := f.WriteAt(b, size)
+		size += int64(len(b))
 		return err
 	}}
-	// Header.
-	w.buf = append(w.buf, ckptMagic...)
-	w.buf = binary.LittleEndian.AppendUint32(w.buf, ckptVersion)
-	w.buf = binary.LittleEndian.AppendUint32(w.buf, pos.seg)
-	w.buf = binary.LittleEndian.AppendUint64(w.buf, lsn)
-	w.buf = binary.LittleEndian.AppendUint64(w.buf, uint64(pos.off))
-	w.buf = binary.LittleEndian.AppendUint32(w.buf, 0)
-	w.buf = binary.LittleEndian.AppendUint32(w.buf, crc(w.buf[:36]))
-	refs := make(map[uint32]int64)
-	var nmsgs, nvalues uint64
-	for i := range snap.entities {
-		e := &snap.entities[i]
-		w.begin(frameEntity)
-		w.uvarint(e.id)
-		w.uvarint(e.lastSeq)
-		w.bytes([]byte(e.name))
-		w.bytes(e.spec)
-		w.end()
-		for _, c := range e.chunks {
-			w.begin(frameMsgs)
-			w.uvarint(e.id)
-			w.uvarint(uint64(len(c.ents)))
-			// Count references per segment run: consecutive messages
-			// mostly share a segment, and a map update per message cost
-			// a third of writing the checkpoint.
-			var runSeg uint32
-			var run int64
-			for j := range c.ents {
-				ent := &c.ents[j]
-				w.uvarint(ent.seq)
-				w.uvarint(uint64(ent.seg))
-				w.uvarint(uint64(ent.off))
-				w.uvarint(uint64(ent.size))
-				w.buf = binary.LittleEndian.AppendUint32(w.buf, ent.crc)
-				w.bytes(c.meta(j))
-				if ent.seg != runSeg {
-					if run > 0 {
-						refs[runSeg] += run
-					}
-					runSeg, run = ent.seg, 0
-				}
-				run++
-			}
-			if run > 0 {
-				refs[runSeg] += run
-			}
-			nmsgs += uint64(len(c.ents))
-			w.end()
-		}
-		for _, k := range slices.Sorted(maps.Keys(e.values)) {
-			w.begin(frameValue)
-			w.uvarint(e.id)
-			w.bytes([]byte(k))
-			w.bytes(e.values[k])
-			w.end()
-			nvalues++
-		}
-	}
-	w.begin(frameEnd)
-	w.uvarint(uint64(len(snap.entities)))
-	w.uvarint(nmsgs)
-	w.uvarint(nvalues)
-	w.end()
+	refs, nmsgs = w.encode(snap, lsn, pos)
 	err = w.err
 	if err == nil {
 		err = w.flush(w.buf)
@@ -168,18 +130,84 @@ func (s *Store) writeCheckpoint(force bool) error {
 	}
 	if err != nil {
 		s.fs.Remove(tmp)
-		return fmt.Errorf("filestore: checkpoint %s: %w", final, err)
+		return 0, nil, 0, fmt.Errorf("filestore: checkpoint %s: %w", final, err)
 	}
-	s.mu.Lock()
-	s.mu.ckptLSN, s.mu.ckpt, s.mu.ckptBytes = lsn, pos, off
-	s.mu.ckptTime, s.mu.ckptLogEnd = time.Now(), logEnd
-	for id, seg := range s.mu.segs {
-		seg.ckptRefs = refs[id]
+	return size, refs, nmsgs, nil
+}
+
+// encode writes the checkpoint of snap: the header, each entity's frames,
+// the end frame. It returns the messages referred to per segment and their
+// number. Errors of the flushes are in w.err.
+func (w *ckptWriter) encode(snap *snapshot, lsn uint64, pos logPos) (refs map[uint32]int64, nmsgs uint64) {
+	w.buf = append(w.buf, ckptMagic...)
+	w.buf = binary.LittleEndian.AppendUint32(w.buf, ckptVersion)
+	w.buf = binary.LittleEndian.AppendUint32(w.buf, pos.seg)
+	w.buf = binary.LittleEndian.AppendUint64(w.buf, lsn)
+	w.buf = binary.LittleEndian.AppendUint64(w.buf, uint64(pos.off))
+	w.buf = binary.LittleEndian.AppendUint32(w.buf, 0)
+	w.buf = binary.LittleEndian.AppendUint32(w.buf, crc(w.buf[:36]))
+	refs = make(map[uint32]int64)
+	var nvalues uint64
+	for i := range snap.entities {
+		e := &snap.entities[i]
+		w.begin(frameEntity)
+		w.uvarint(e.id)
+		w.uvarint(e.lastSeq)
+		w.bytes([]byte(e.name))
+		w.bytes(e.spec)
+		w.end()
+		for _, c := range e.chunks {
+			w.messages(e.id, c, refs)
+			nmsgs += uint64(len(c.ents))
+		}
+		for _, k := range slices.Sorted(maps.Keys(e.values)) {
+			w.begin(frameValue)
+			w.uvarint(e.id)
+			w.bytes([]byte(k))
+			w.bytes(e.values[k])
+			w.end()
+			nvalues++
+		}
 	}
-	s.mu.Unlock()
-	s.log.Debug("checkpoint written", "file", final, "lsn", lsn, "messages", nmsgs, "bytes", off, "took", time.Since(start))
-	s.removeOldCheckpoints(lsn)
-	return s.deleteSegments()
+	w.begin(frameEnd)
+	w.uvarint(uint64(len(snap.entities)))
+	w.uvarint(nmsgs)
+	w.uvarint(nvalues)
+	w.end()
+	return refs, nmsgs
+}
+
+// messages writes the messages frame of one chunk of entity id, adding
+// the messages to refs per segment.
+func (w *ckptWriter) messages(id uint64, c *chunk, refs map[uint32]int64) {
+	w.begin(frameMsgs)
+	w.uvarint(id)
+	w.uvarint(uint64(len(c.ents)))
+	// Count references per segment run: consecutive messages mostly share
+	// a segment, and a map update per message cost a third of writing the
+	// checkpoint.
+	var runSeg uint32
+	var run int64
+	for j := range c.ents {
+		ent := &c.ents[j]
+		w.uvarint(ent.seq)
+		w.uvarint(uint64(ent.seg))
+		w.uvarint(uint64(ent.off))
+		w.uvarint(uint64(ent.size))
+		w.buf = binary.LittleEndian.AppendUint32(w.buf, ent.crc)
+		w.bytes(c.meta(j))
+		if ent.seg != runSeg {
+			if run > 0 {
+				refs[runSeg] += run
+			}
+			runSeg, run = ent.seg, 0
+		}
+		run++
+	}
+	if run > 0 {
+		refs[runSeg] += run
+	}
+	w.end()
 }
 
 // removeOldCheckpoints deletes checkpoint files older than lsn.

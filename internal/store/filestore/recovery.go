@@ -310,16 +310,52 @@ type replayer struct {
 }
 
 // segment replays seg from offset from. last says whether it is the last
-// segment, the only one whose tail may be torn.
+// segment, the only one whose tail may be torn. It checks the header
+// (header), then applies record after record (record) until the end of
+// the data, handling damage on the way (damage).
 func (r *replayer) segment(seg *segment, from int64, last bool) error {
-	s := r.s
 	r.truncateTo = -1
 	w := &window{f: seg.f, name: seg.path, size: seg.size, buf: r.buf}
 	defer func() { r.buf = w.buf[:0] }()
 	from = min(max(from, segHeaderSize), max(seg.size, segHeaderSize))
+	if keep, err := r.header(w, seg, from, last); err != nil || !keep {
+		return err
+	}
+	r.kept = append(r.kept, seg)
+	for off := from; off < seg.size; {
+		h, b, why, err := r.record(w, seg, off)
+		if err != nil {
+			return err
+		}
+		if why != "" {
+			next, stop, err := r.damage(w, seg, off, why, last)
+			if err != nil || stop {
+				return err
+			}
+			off = next
+			continue
+		}
+		if err := r.s.applyRecordLocked(b[recHeaderSize:], seg, off+recHeaderSize); err != nil {
+			if cerr := r.s.corrupt(seg.path, off, "undecodable record: "+err.Error()); cerr != nil {
+				return cerr
+			}
+		}
+		seg.lastLSN = h.lsn
+		r.expected++
+		r.records++
+		off += recHeaderSize + int64(h.length)
+	}
+	return nil
+}
+
+// header checks seg's header and first LSN; keep is false if the segment
+// was removed (a torn header on a segment created just before a crash) or,
+// with Salvage, set aside.
+func (r *replayer) header(w *window, seg *segment, from int64, last bool) (keep bool, err error) {
+	s := r.s
 	hdr, err := w.get(0, min(segHeaderSize, seg.size))
 	if err != nil {
-		return err
+		return false, err
 	}
 	id, first, herr := parseSegHeader(hdr)
 	if herr == nil && id != seg.id {
@@ -332,107 +368,108 @@ func (r *replayer) segment(seg *segment, from int64, last bool) error {
 			// just before a crash; with records after it, it is damage.
 			all, err := w.get(0, seg.size)
 			if err != nil {
-				return err
+				return false, err
 			}
 			if _, next := findRecord(all, 0, r.expected); next < 0 {
 				s.log.Warn("removing segment with torn header", "file", seg.path, "size", seg.size)
 				delete(s.mu.segs, seg.id)
 				seg.release()
-				return s.fs.Remove(seg.path)
+				return false, s.fs.Remove(seg.path)
 			}
 		}
 		if err := s.corrupt(seg.path, 0, herr.Error()); err != nil {
-			return err
+			return false, err
 		}
 		// Salvage: put the whole segment aside.
 		delete(s.mu.segs, seg.id)
 		seg.release()
 		s.log.Error("salvage: segment set aside", "file", seg.path, "renamed_to", seg.path+corruptSuffix)
-		return s.fs.Rename(seg.path, seg.path+corruptSuffix)
+		return false, s.fs.Rename(seg.path, seg.path+corruptSuffix)
 	}
 	seg.firstLSN = first
 	if from == segHeaderSize && first != r.expected {
 		if err := s.corrupt(seg.path, 0, fmt.Sprintf("segment starts at LSN %d, want %d", first, r.expected)); err != nil {
-			return err
+			return false, err
 		}
 		r.expected = first
 	}
+	return true, nil
+}
 
-	r.kept = append(r.kept, seg)
-	off := from
-	for off < seg.size {
-		var (
-			h   recHeader
-			why string
-			b   []byte
-		)
-		if seg.size-off < recHeaderSize {
-			why = "truncated record header"
-		} else if b, err = w.get(off, recHeaderSize); err != nil {
-			return err
-		} else if hh, ok := parseRecHeader(b); !ok {
-			why = "record header checksum mismatch"
-		} else if h = hh; int64(h.length) > seg.size-off-recHeaderSize {
-			why = "record extends past the end of the segment"
-		} else if b, err = w.get(off, recHeaderSize+int64(h.length)); err != nil {
-			return err
-		} else if crc(b[recHeaderSize:]) != h.pcrc {
-			why = "record payload checksum mismatch"
-		} else if h.lsn != r.expected {
-			why = fmt.Sprintf("record has LSN %d, want %d", h.lsn, r.expected)
-		}
-		if why != "" {
-			zero, err := w.allZero(off)
-			if err != nil {
-				return err
-			}
-			if zero {
-				// The preallocated, never written part: the clean end.
-				seg.alloc, seg.size = seg.size, off
-				break
-			}
-			// Look at everything after the damage.
-			rest, err := w.get(off, seg.size-off)
-			if err != nil {
-				return err
-			}
-			if last {
-				if proof, _ := findRecord(rest, 1, r.expected); proof < 0 {
-					s.log.Warn("truncating torn tail", "file", seg.path, "offset", off, "bytes", seg.size-off, "reason", why)
-					r.truncateTo = off
-					seg.size = off
-					break
-				}
-			}
-			if err := s.corrupt(seg.path, off, why); err != nil {
-				return err
-			}
-			// Salvage: resume at the next record that checks out.
-			_, next := findRecord(rest, 1, r.expected)
-			if next < 0 {
-				s.log.Error("salvage: dropping the rest of the segment", "file", seg.path, "offset", off, "bytes", seg.size-off)
-				if last {
-					r.truncateTo = off
-					seg.size = off
-				}
-				break
-			}
-			nh, _ := checkRecord(rest, next)
-			s.log.Error("salvage: skipped bytes", "file", seg.path, "offset", off, "bytes", next, "lost_lsns", fmt.Sprintf("%d-%d", r.expected, nh.lsn-1))
-			off, r.expected = off+next, nh.lsn
-			continue
-		}
-		if err := s.applyRecordLocked(b[recHeaderSize:], seg, off+recHeaderSize); err != nil {
-			if cerr := s.corrupt(seg.path, off, "undecodable record: "+err.Error()); cerr != nil {
-				return cerr
-			}
-		}
-		seg.lastLSN = h.lsn
-		r.expected++
-		r.records++
-		off += recHeaderSize + int64(h.length)
+// record reads the record at off: its header and its bytes (header
+// included), or why it is not the whole record with the expected LSN.
+func (r *replayer) record(w *window, seg *segment, off int64) (h recHeader, b []byte, why string, err error) {
+	if seg.size-off < recHeaderSize {
+		return h, nil, "truncated record header", nil
 	}
-	return nil
+	if b, err = w.get(off, recHeaderSize); err != nil {
+		return h, nil, "", err
+	}
+	h, ok := parseRecHeader(b)
+	switch {
+	case !ok:
+		return h, nil, "record header checksum mismatch", nil
+	case int64(h.length) > seg.size-off-recHeaderSize:
+		return h, nil, "record extends past the end of the segment", nil
+	}
+	if b, err = w.get(off, recHeaderSize+int64(h.length)); err != nil {
+		return h, nil, "", err
+	}
+	switch {
+	case crc(b[recHeaderSize:]) != h.pcrc:
+		return h, nil, "record payload checksum mismatch", nil
+	case h.lsn != r.expected:
+		return h, nil, fmt.Sprintf("record has LSN %d, want %d", h.lsn, r.expected), nil
+	}
+	return h, b, "", nil
+}
+
+// damage handles a record at off that is not whole (why). Zeros are the
+// preallocated end of the data, and a torn tail of the last segment is
+// cut off: both stop the replay of seg. Anything else is corruption; with
+// Salvage the replay resumes at next, the next record that checks out, or
+// stops if there is none.
+func (r *replayer) damage(w *window, seg *segment, off int64, why string, last bool) (next int64, stop bool, err error) {
+	s := r.s
+	zero, err := w.allZero(off)
+	if err != nil {
+		return 0, false, err
+	}
+	if zero {
+		// The preallocated, never written part: the clean end.
+		seg.alloc, seg.size = seg.size, off
+		return 0, true, nil
+	}
+	// Look at everything after the damage.
+	rest, err := w.get(off, seg.size-off)
+	if err != nil {
+		return 0, false, err
+	}
+	if last {
+		if proof, _ := findRecord(rest, 1, r.expected); proof < 0 {
+			s.log.Warn("truncating torn tail", "file", seg.path, "offset", off, "bytes", seg.size-off, "reason", why)
+			r.truncateTo = off
+			seg.size = off
+			return 0, true, nil
+		}
+	}
+	if err := s.corrupt(seg.path, off, why); err != nil {
+		return 0, false, err
+	}
+	// Salvage: resume at the next record that checks out.
+	_, skip := findRecord(rest, 1, r.expected)
+	if skip < 0 {
+		s.log.Error("salvage: dropping the rest of the segment", "file", seg.path, "offset", off, "bytes", seg.size-off)
+		if last {
+			r.truncateTo = off
+			seg.size = off
+		}
+		return 0, true, nil
+	}
+	nh, _ := checkRecord(rest, skip)
+	s.log.Error("salvage: skipped bytes", "file", seg.path, "offset", off, "bytes", skip, "lost_lsns", fmt.Sprintf("%d-%d", r.expected, nh.lsn-1))
+	r.expected = nh.lsn
+	return off + skip, false, nil
 }
 
 // checkRecord validates the record at off; why is "" if it is whole.
