@@ -43,6 +43,7 @@ import (
 	"github.com/busbarmq/busbar/internal/admin"
 	"github.com/busbarmq/busbar/internal/amqp"
 	"github.com/busbarmq/busbar/internal/amqpws"
+	"github.com/busbarmq/busbar/internal/auth"
 	"github.com/busbarmq/busbar/internal/broker"
 	"github.com/busbarmq/busbar/internal/clock"
 	"github.com/busbarmq/busbar/internal/config"
@@ -111,7 +112,9 @@ type Server struct {
 }
 
 // Start brings a broker up and returns once it is serving. ctx bounds
-// start-up only.
+// start-up only. Its phases follow the start-up order in the package
+// comment: startHTTP, openCore (store, broker, entities, admin API,
+// tracing, timers), startAMQP, then ready.
 func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	begin := time.Now()
 	log := o.Logger
@@ -133,7 +136,6 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-
 	tlsCfg, devCert, err := tlsConfig(o)
 	if err != nil {
 		return nil, err
@@ -141,8 +143,33 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	s.devCert = devCert
 
 	// HTTP first, so a health probe sees 503 while the store recovers.
+	if err := s.startHTTP(o, tlsCfg); err != nil {
+		return nil, err
+	}
+	if o.PprofAddr != "" {
+		if err := s.startPprof(o.PprofAddr, log); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.openCore(ctx, o, entities, authn); err != nil {
+		return nil, err
+	}
+	if err := s.startAMQP(o, authn, tlsCfg); err != nil {
+		return nil, err
+	}
+	s.health.setCheck(s.broker.Health)
+	s.health.ready.Store(true)
+	s.logReady(o, begin)
+	return s, nil
+}
+
+// startHTTP opens the HTTP listener, and the HTTPS one if set, serving
+// health (503 until ready), /metrics, AMQP over WebSockets and the admin
+// API, each set as it becomes available.
+func (s *Server) startHTTP(o Options, tlsCfg *tls.Config) error {
+	var err error
 	if s.httpLn, err = net.Listen("tcp", o.HTTPAddr); err != nil {
-		return nil, fmt.Errorf("http listener: %w", err)
+		return fmt.Errorf("http listener: %w", err)
 	}
 	mux := http.NewServeMux()
 	// GET /health is the probe; the admin API asks for a queue or topic
@@ -177,51 +204,54 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	// the admin API's authorisation.
 	mux.Handle(amqpws.Path, &s.ws)
 	mux.Handle(amqpws.Path+"/{$}", &s.ws)
-	s.httpSrv = &http.Server{Handler: keepDotSegments(mux, &s.admin), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	s.httpSrv = &http.Server{Handler: keepDotSegments(mux, &s.admin), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 	s.goServe("http", func() error { return s.httpSrv.Serve(s.httpLn) })
 	if o.HTTPSAddr != "" {
 		ln, err := net.Listen("tcp", o.HTTPSAddr)
 		if err != nil {
-			return nil, fmt.Errorf("https listener: %w", err)
+			return fmt.Errorf("https listener: %w", err)
 		}
 		s.httpsLn = tls.NewListener(ln, tlsCfg)
 		s.goServe("https", func() error { return s.httpSrv.Serve(s.httpsLn) })
 	}
+	return nil
+}
 
-	if o.PprofAddr != "" {
-		if err := s.startPprof(o.PprofAddr, log); err != nil {
-			return nil, err
-		}
-	}
-
+// openCore opens the store (recovering it) and the broker, declares the
+// entities, puts the admin API and /metrics behind the HTTP listeners,
+// starts the tracer provider if OTEL_* asks for it, and runs the broker's
+// timers.
+func (s *Server) openCore(ctx context.Context, o Options, entities *config.EmulatorConfig, authn *auth.Authenticator) error {
+	log := s.log
 	if o.Memory {
 		s.store = memstore.New()
 	} else {
 		fs, err := filestore.Open(filestore.Options{Dir: o.DataDir, Salvage: o.Salvage, Logger: log.With("component", "store"),
 			MinFreeBytes: o.MinFreeBytes, MinFreePercent: o.MinFreePercent, SegmentSize: o.SegmentSize, SyncObserver: s.metrics})
 		if err != nil {
-			return nil, fmt.Errorf("open data directory %s: %w", o.DataDir, err)
+			return fmt.Errorf("open data directory %s: %w", o.DataDir, err)
 		}
 		s.store = fs
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return err
 	}
+	var err error
 	s.broker, err = broker.Open(broker.Options{Store: s.store, Clock: o.Clock, Logger: log.With("component", "broker"), Observer: s.metrics})
 	if err != nil {
-		return nil, fmt.Errorf("recover broker state: %w", err)
+		return fmt.Errorf("recover broker state: %w", err)
 	}
 	s.metrics.Watch(s.broker, s.store)
 	if entities != nil {
 		created, updated, err := applyEntities(s.broker, entities)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		log.Info("declared entities from config", "created", created, "updated", updated)
 	}
 	adm, err := admin.New(admin.Options{Broker: s.broker, Auth: authn, Clock: o.Clock, Logger: log.With("component", "admin"), Observer: s.metrics})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s.admin.set(adm)
 	if o.MetricsOpen {
@@ -230,7 +260,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		s.metricH.set(adm.Protect(s.metrics.Handler()))
 	}
 	if s.tracing, err = tracing.Start(ctx, os.LookupEnv, "", log.With("component", "tracing")); err != nil {
-		return nil, err
+		return err
 	}
 	if s.tracing != nil {
 		log.Info("exporting traces over OTLP/HTTP")
@@ -243,27 +273,36 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		defer s.wg.Done()
 		_ = s.broker.Run(timerCtx)
 	}()
+	return nil
+}
 
+// startAMQP opens the AMQP listener, and the AMQPS one if set, and lets
+// the HTTP listeners upgrade to AMQP over WebSockets.
+func (s *Server) startAMQP(o Options, authn *auth.Authenticator, tlsCfg *tls.Config) error {
+	var err error
 	if s.amqpLn, err = net.Listen("tcp", o.AMQPAddr); err != nil {
-		return nil, fmt.Errorf("amqp listener: %w", err)
+		return fmt.Errorf("amqp listener: %w", err)
 	}
-	if s.amqp, err = newAMQPServer(s.broker, authn, s.metrics, s.tracing.Tracer(), o, log); err != nil {
-		return nil, err
+	if s.amqp, err = newAMQPServer(s.broker, authn, s.metrics, s.tracing.Tracer(), o, s.log); err != nil {
+		return err
 	}
 	s.goServe("amqp", func() error { return s.amqp.Serve(s.amqpLn) })
 	if o.AMQPSAddr != "" {
 		ln, err := net.Listen("tcp", o.AMQPSAddr)
 		if err != nil {
-			return nil, fmt.Errorf("amqps listener: %w", err)
+			return fmt.Errorf("amqps listener: %w", err)
 		}
 		s.amqpsLn = tls.NewListener(ln, tlsCfg)
 		s.goServe("amqps", func() error { return s.amqp.Serve(s.amqpsLn) })
 	}
-	s.wsH = amqpws.NewHandler(s.amqp.ServeConn, log.With("component", "amqpws"))
+	s.wsH = amqpws.NewHandler(s.amqp.ServeConn, s.log.With("component", "amqpws"))
 	s.ws.set(s.wsH)
+	return nil
+}
 
-	s.health.setCheck(s.broker.Health)
-	s.health.ready.Store(true)
+// logReady logs "busbar ready" with the listeners' addresses, the
+// version, the data directory and how long start-up took.
+func (s *Server) logReady(o Options, begin time.Time) {
 	dataDir := o.DataDir
 	if o.Memory {
 		dataDir = "(memory)"
@@ -278,16 +317,15 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if s.httpsLn != nil {
 		attrs = append(attrs, "https", s.httpsLn.Addr().String())
 	}
-	if devCert != "" {
-		attrs = append(attrs, "dev_certificate", devCert)
+	if s.devCert != "" {
+		attrs = append(attrs, "dev_certificate", s.devCert)
 	}
 	v := version.Get()
-	log.Info("busbar ready", append(attrs,
+	s.log.Info("busbar ready", append(attrs,
 		"version", v.Version, "commit", v.Commit,
 		"data", dataDir,
 		"queues", len(s.broker.ListQueues()),
 		"startup", time.Since(begin).Round(time.Millisecond).String())...)
-	return s, nil
 }
 
 // loadEntities returns o.Entities or else the Config.json the settings
