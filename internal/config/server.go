@@ -321,12 +321,22 @@ func (s *Server) FromEnv(lookup func(string) (string, bool)) error {
 }
 
 // Validate checks the settings and returns nil or an ErrorList whose paths
-// are setting names.
+// are setting names: the listeners and TLS, then authentication, then
+// limits and logging.
 func (s Server) Validate() error {
 	var errs ErrorList
 	add := func(name, format string, args ...any) {
 		errs = append(errs, &FieldError{Path: name, Msg: fmt.Sprintf(format, args...)})
 	}
+	s.validateListeners(add)
+	s.validateAuth(add)
+	s.validateLimits(add)
+	return errs.err()
+}
+
+// validateListeners checks the data directory, the listen addresses and
+// what the TLS listeners need.
+func (s Server) validateListeners(add func(name, format string, args ...any)) {
 	if !s.Memory && strings.TrimSpace(s.DataDir) == "" {
 		add("data", "is required unless memory is set")
 	}
@@ -352,6 +362,10 @@ func (s Server) Validate() error {
 	if (s.TLSCert == "") != (s.TLSKey == "") {
 		add("tls-key", "--tls-cert and --tls-key go together")
 	}
+}
+
+// validateAuth checks the policies and the Entra ID settings.
+func (s Server) validateAuth(add func(name, format string, args ...any)) {
 	if _, err := s.PolicyList(); err != nil {
 		add("policies", "%s", err.Error())
 	}
@@ -371,6 +385,11 @@ func (s Server) Validate() error {
 	if !isRole(s.EntraDevRole) {
 		add("entra-dev-role", "%q is not a Service Bus data role (owner, sender, receiver or none)", s.EntraDevRole)
 	}
+}
+
+// validateLimits checks the limits that need more than a whole number
+// and the log settings.
+func (s Server) validateLimits(add func(name, format string, args ...any)) {
 	if s.HandshakeTimeout <= 0 {
 		add("handshake-timeout", "must be longer than 0")
 	}
@@ -386,7 +405,6 @@ func (s Server) Validate() error {
 	if _, ok := levels[s.LogLevel]; !ok {
 		add("log-level", "%q is not a log level (debug, info, warn or error)", s.LogLevel)
 	}
-	return errs.err()
 }
 
 // EffectiveConfigFile returns the Config.json to load: ConfigFile when
