@@ -3,6 +3,8 @@ package config
 import (
 	"errors"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -280,5 +282,19 @@ func TestParseMinFreeDisk(t *testing.T) {
 	s := DefaultServer()
 	if err := s.Set("min-free-disk", "10%"); err != nil || s.MinFreePercent != 10 {
 		t.Fatalf("Set: %v %+v", err, s)
+	}
+}
+
+// TestServerSettingsDocumented: the README's table of busbar serve lists
+// every setting, by flag and by environment variable.
+func TestServerSettingsDocumented(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range ServerSettings() {
+		if !strings.Contains(string(readme), "`--"+st.Name) || !strings.Contains(string(readme), st.Env) {
+			t.Errorf("README.md's busbar serve table lacks --%s / %s", st.Name, st.Env)
+		}
 	}
 }
