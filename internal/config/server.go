@@ -197,7 +197,7 @@ var serverSettings = []Setting{
 		parseBool, func(s *Server) *bool { return &s.Salvage }),
 	setting("metrics-open", "BUSBAR_METRICS_OPEN", "false", "serve GET /metrics without authentication (by default it needs a token granting Manage, as the admin API)",
 		parseBool, func(s *Server) *bool { return &s.MetricsOpen }),
-	setting2("min-free-disk", "BUSBAR_MIN_FREE_DISK", "auto", `free disk space below which new messages and entities are refused, so settlements still succeed: a size ("2GiB", "500MB"), a share of the disk ("10%"), "auto" (1 GiB or 5 %, whichever is smaller) or 0 (off)`,
+	settingPair("min-free-disk", "BUSBAR_MIN_FREE_DISK", "auto", `free disk space below which new messages and entities are refused, so settlements still succeed: a size ("2GiB", "500MB"), a share of the disk ("10%"), "auto" (1 GiB or 5 %, whichever is smaller) or 0 (off)`,
 		ParseMinFreeDisk, func(s *Server) (*int64, *float64) { return &s.MinFreeBytes, &s.MinFreePercent }),
 	setting("pprof", "BUSBAR_PPROF", "", "serve Go runtime profiles (/debug/pprof/) on this address (host:port, unauthenticated: keep it on loopback); off when empty",
 		text, func(s *Server) *string { return &s.PprofAddr }),
@@ -219,8 +219,8 @@ func setting[T any](name, env, def, usage string, parse func(string) (T, error),
 		}}
 }
 
-// setting2 is setting for a value held in two fields.
-func setting2[T, U any](name, env, def, usage string, parse func(string) (T, U, error), fields func(*Server) (*T, *U)) Setting {
+// settingPair is setting for a value held in two fields.
+func settingPair[T, U any](name, env, def, usage string, parse func(string) (T, U, error), fields func(*Server) (*T, *U)) Setting {
 	return Setting{Name: name, Env: env, Default: def, Usage: usage,
 		set: func(s *Server, v string) error {
 			x, y, err := parse(v)
