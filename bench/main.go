@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -17,50 +18,18 @@ import (
 
 // Main is busbar-bench: it runs the workloads against Busbar and, when
 // their binaries are given, RabbitMQ and NATS JetStream, one broker at a
-// time, and writes the results table.
+// time, and writes the results table. Its steps: parse the flags
+// (parseFlags), make the plan (flags.plan), measure the physical limits,
+// build the binaries (benchRun.build), run the null broker and Busbar in
+// rounds (benchRun.rounds), then RabbitMQ and NATS, and write the results
+// (benchRun.report).
 func Main(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("busbar-bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	repo := fs.String("repo", "..", "the Busbar checkout to build cmd/busbar from")
-	work := fs.String("work", filepath.Join(os.TempDir(), "busbar-bench"), "scratch directory for binaries and data directories (removed data at the end)")
-	out := fs.String("out", "", "directory to write results.md and results.csv into (default: stdout only)")
-	targets := fs.String("targets", "busbar,sdk,rabbitmq-amqp10,rabbitmq-amqp091,nats-always,nats-default", "targets to run, comma-separated; also null and null-sdk: the null broker (cmd/busbar-null, no broker work; W1, W2 and, with go-amqp, W3) with go-amqp and with the azservicebus SDK, null-durable: the null broker with a group-committed, fdatasync'd journal (the least a durable broker does; W1, W2, W3), and busbar-memory: Busbar with serve --memory (not durable; W1, W2, W3, W5)")
-	workloads := fs.String("workloads", "W1,W2,W3,W4,W5", "workloads to run, comma-separated")
-	plan := fs.String("plan", "full", "full or smoke")
-	rmqSbin := fs.String("rabbitmq-sbin", "", "directory with RabbitMQ's rabbitmq-server and rabbitmqctl scripts (e.g. /usr/lib/rabbitmq/lib/rabbitmq_server-3.10.8/sbin); empty skips RabbitMQ")
-	natsBin := fs.String("nats-server", "", "nats-server binary (2.15.2 from the Go module proxy); empty skips NATS")
-	busbarBin := fs.String("busbar-bin", "", "use this busbar binary instead of building one from --repo")
-	source := fs.String("source", "head", "what to build: head (a commit of --repo, see --rev, exported with git archive) or worktree (--repo as it is on disk)")
-	rev := fs.String("rev", "HEAD", "the commit to build with --source head")
-	w4msgs := fs.Int64("w4-msgs", 0, "override the W4 backlog size")
-	w4settle := fs.Duration("w4-settle", 0, "override the wait before measuring disk after the W4 drain")
-	w1msgs := fs.Int64("w1-msgs", 0, "override the W1 message count per cell")
-	w2msgs := fs.Int64("w2-msgs", 0, "override the W2 pre-filled message count per cell")
-	w1dur := fs.Duration("w1-dur", 0, "override the W1 cell duration")
-	w3dur := fs.Duration("w3-dur", 0, "override the W3 duration per rate")
-	w4targets := fs.String("w4-targets", "busbar,rabbitmq-amqp10,nats-default", "targets that run the 1M backlog test (W4); the others print why not")
-	w1cells := fs.String("w1-cells", "", `override the W1 cells, e.g. "1x1,4x64" (connections x window)`)
-	w2cells := fs.String("w2-cells", "", `override the W2 cells, e.g. "1x200,4x200" (receivers x credit)`)
-	w3rates := fs.String("w3-rates", "", `override the W3 rates, e.g. "1000,5000"`)
-	sizes := fs.String("sizes", "", `override the extra W1 payload sizes, e.g. "128,65536" ("none" for none)`)
-	w5subs := fs.String("w5-subs", "", `override the W5 subscription counts, e.g. "1,5,20"`)
-	w5senders := fs.String("w5-senders", "", `override W5's senders, e.g. "1x256,4x64" (connections x window, as -w1-cells)`)
-	w5drain := fs.String("w5-drain", "", `override the W5 receiver variants: "no" (no receivers), "yes" (receivers draining) or "no,yes"`)
-	w5dur := fs.Duration("w5-dur", 0, "override the W5 cell duration")
-	w5msgs := fs.Int64("w5-msgs", 0, "override the W5 message count per cell")
-	pivot := fs.String("pivot", "", "print the side-by-side table of an earlier run's results.csv and exit")
-	limits := fs.Duration("limits", 2*time.Second, "duration of each physical-limit probe (0 skips them)")
-	rounds := fs.Int("rounds", 1, "run the null-broker targets (null, null-sdk, null-durable) and the Busbar targets (busbar-memory, busbar, sdk) this many times, interleaved (round 1: null broker then Busbar, round 2: …), so that each Busbar figure has a ceiling measured minutes apart (results.md: Rounds); W4 runs in the first round only; RabbitMQ and NATS run once, after the rounds")
-	pin := fs.Bool("pin", false, "pinned variant: re-run the harness under taskset -c 0 and start every broker under taskset -c 1")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if *rounds < 1 {
-		fmt.Fprintf(stderr, "bad -rounds %d: want 1 or more\n", *rounds)
-		return 2
+	f, code := parseFlags(args, stderr)
+	if f == nil {
+		return code
 	}
 	pinNote := ""
-	if *pin && *pivot == "" {
+	if f.pin && f.pivot == "" {
 		cpus := os.Getenv(pinnedEnv)
 		if cpus == "" {
 			return reexecPinned(args, "0", "1", stdout, stderr)
@@ -68,114 +37,219 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		brokerCPUs = cpus
 		pinNote = fmt.Sprintf("Pinned: load generator on CPU %s (GOMAXPROCS %d), brokers under taskset -c %s.", cpusAllowed(os.Getpid()), runtime.GOMAXPROCS(0), cpus)
 	}
-	if *pivot != "" {
-		f, err := os.Open(*pivot)
-		if err != nil {
-			fmt.Fprintln(stderr, err)
-			return 1
-		}
-		defer f.Close()
-		rs, err := ReadCSV(f)
-		if err != nil {
-			fmt.Fprintln(stderr, err)
-			return 1
-		}
-		writeTables(stdout, rs)
-		return 0
+	if f.pivot != "" {
+		return pivotTables(f.pivot, stdout, stderr)
 	}
-	p := DefaultPlan()
-	if *plan == "smoke" {
-		p = SmokePlan()
-	}
-	if *w4msgs > 0 {
-		p.W4Msgs = *w4msgs
-	}
-	if *w4settle > 0 {
-		p.W4Settle = *w4settle
-	}
-	if *w1msgs > 0 {
-		p.W1Msgs = *w1msgs
-	}
-	if *w2msgs > 0 {
-		p.W2Msgs = *w2msgs
-	}
-	if *w1dur > 0 {
-		p.W1Dur = *w1dur
-	}
-	if *w3dur > 0 {
-		p.W3Dur = *w3dur
-	}
-	var perr error
-	if *w1cells != "" {
-		p.W1Windows, perr = pairs(*w1cells)
-	}
-	if *w2cells != "" && perr == nil {
-		p.W2Cells, perr = pairs(*w2cells)
-	}
-	if *w3rates != "" && perr == nil {
-		p.W3Rates, perr = ints(*w3rates)
-	}
-	if *sizes != "" && perr == nil {
-		p.W1Sizes = nil
-		if *sizes != "none" {
-			p.W1Sizes, perr = ints(*sizes)
-		}
-	}
-	if *w5subs != "" && perr == nil {
-		p.W5Subs, perr = ints(*w5subs)
-	}
-	if *w5senders != "" && perr == nil {
-		p.W5Senders, perr = pairs(*w5senders)
-	}
-	if *w5drain != "" && perr == nil {
-		p.W5Drain, perr = drains(*w5drain)
-	}
-	if *w5dur > 0 {
-		p.W5Dur = *w5dur
-	}
-	if *w5msgs > 0 {
-		p.W5Msgs = *w5msgs
-	}
-	if perr != nil {
-		fmt.Fprintln(stderr, perr)
+	p, err := f.plan()
+	if err != nil {
+		fmt.Fprintln(stderr, err)
 		return 2
-	}
-	want := map[string]bool{}
-	for _, s := range strings.Split(*targets, ",") {
-		want[strings.TrimSpace(s)] = true
-	}
-	wl := map[string]bool{}
-	for _, s := range strings.Split(*workloads, ",") {
-		wl[strings.ToUpper(strings.TrimSpace(s))] = true
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := os.MkdirAll(*work, 0o755); err != nil {
+	if err := os.MkdirAll(f.work, 0o755); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	absRepo, _ := filepath.Abs(*repo)
 	prog := newProgress(stderr, false)
 	defer prog.close()
-	cmdline := "busbar-bench " + strings.Join(args, " ")
-	started := time.Now()
-	header := machineHeader(cmdline, started)
-	prog.log("%s", header)
+	b := &benchRun{ctx: ctx, f: f, plan: p, prog: prog, pinNote: pinNote, started: time.Now(),
+		want: set(f.targets, strings.TrimSpace), wl: set(f.workloads, func(s string) string { return strings.ToUpper(strings.TrimSpace(s)) }),
+		w4on: set(f.w4targets, strings.TrimSpace)}
+	b.repo, _ = filepath.Abs(f.repo)
+	b.header = machineHeader("busbar-bench "+strings.Join(args, " "), b.started)
+	prog.log("%s", b.header)
 
-	var lim Limits
-	lim.Err = fmt.Errorf("skipped (-limits 0)")
-	if *limits > 0 {
+	b.lim.Err = fmt.Errorf("skipped (-limits 0)")
+	if f.limits > 0 {
 		prog.set("physical limits", 0)
-		lim = MeasureLimits(filepath.Join(*work, "probe"), *limits)
-		prog.log("Physical limits: %s", lim)
+		b.lim = MeasureLimits(filepath.Join(f.work, "probe"), f.limits)
+		prog.log("Physical limits: %s", b.lim)
 	}
-
 	if pinNote != "" {
 		prog.log("%s", pinNote)
 	}
-	r := &Runner{Plan: p, Prog: prog, OnResult: func(res Result) {
-		rn := roundName(res.Round, *rounds)
+	b.r = b.newRunner()
+	if err := b.build(); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	b.rounds()
+	b.rabbit()
+	b.nats()
+	prog.set("", 0)
+	if err := b.report(stdout); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	if ctx.Err() != nil {
+		return 130
+	}
+	return 0
+}
+
+// flags are busbar-bench's command line.
+type flags struct {
+	repo, work, out, targets, workloads, planName, rmqSbin, natsBin, busbarBin, source, rev string
+	w4msgs, w1msgs, w2msgs, w5msgs                                                          int64
+	w4settle, w1dur, w3dur, w5dur, limits                                                   time.Duration
+	w4targets, w1cells, w2cells, w3rates, sizes, w5subs, w5senders, w5drain, pivot          string
+	rounds                                                                                  int
+	pin                                                                                     bool
+}
+
+// parseFlags reads the command line; a nil result comes with the exit
+// code.
+func parseFlags(args []string, stderr io.Writer) (*flags, int) {
+	var f flags
+	fs := flag.NewFlagSet("busbar-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.repo, "repo", "..", "the Busbar checkout to build cmd/busbar from")
+	fs.StringVar(&f.work, "work", filepath.Join(os.TempDir(), "busbar-bench"), "scratch directory for binaries and data directories (removed data at the end)")
+	fs.StringVar(&f.out, "out", "", "directory to write results.md and results.csv into (default: stdout only)")
+	fs.StringVar(&f.targets, "targets", "busbar,sdk,rabbitmq-amqp10,rabbitmq-amqp091,nats-always,nats-default", "targets to run, comma-separated; also null and null-sdk: the null broker (cmd/busbar-null, no broker work; W1, W2 and, with go-amqp, W3) with go-amqp and with the azservicebus SDK, null-durable: the null broker with a group-committed, fdatasync'd journal (the least a durable broker does; W1, W2, W3), and busbar-memory: Busbar with serve --memory (not durable; W1, W2, W3, W5)")
+	fs.StringVar(&f.workloads, "workloads", "W1,W2,W3,W4,W5", "workloads to run, comma-separated")
+	fs.StringVar(&f.planName, "plan", "full", "full or smoke")
+	fs.StringVar(&f.rmqSbin, "rabbitmq-sbin", "", "directory with RabbitMQ's rabbitmq-server and rabbitmqctl scripts (e.g. /usr/lib/rabbitmq/lib/rabbitmq_server-3.10.8/sbin); empty skips RabbitMQ")
+	fs.StringVar(&f.natsBin, "nats-server", "", "nats-server binary (2.15.2 from the Go module proxy); empty skips NATS")
+	fs.StringVar(&f.busbarBin, "busbar-bin", "", "use this busbar binary instead of building one from --repo")
+	fs.StringVar(&f.source, "source", "head", "what to build: head (a commit of --repo, see --rev, exported with git archive) or worktree (--repo as it is on disk)")
+	fs.StringVar(&f.rev, "rev", "HEAD", "the commit to build with --source head")
+	fs.Int64Var(&f.w4msgs, "w4-msgs", 0, "override the W4 backlog size")
+	fs.DurationVar(&f.w4settle, "w4-settle", 0, "override the wait before measuring disk after the W4 drain")
+	fs.Int64Var(&f.w1msgs, "w1-msgs", 0, "override the W1 message count per cell")
+	fs.Int64Var(&f.w2msgs, "w2-msgs", 0, "override the W2 pre-filled message count per cell")
+	fs.DurationVar(&f.w1dur, "w1-dur", 0, "override the W1 cell duration")
+	fs.DurationVar(&f.w3dur, "w3-dur", 0, "override the W3 duration per rate")
+	fs.StringVar(&f.w4targets, "w4-targets", "busbar,rabbitmq-amqp10,nats-default", "targets that run the 1M backlog test (W4); the others print why not")
+	fs.StringVar(&f.w1cells, "w1-cells", "", `override the W1 cells, e.g. "1x1,4x64" (connections x window)`)
+	fs.StringVar(&f.w2cells, "w2-cells", "", `override the W2 cells, e.g. "1x200,4x200" (receivers x credit)`)
+	fs.StringVar(&f.w3rates, "w3-rates", "", `override the W3 rates, e.g. "1000,5000"`)
+	fs.StringVar(&f.sizes, "sizes", "", `override the extra W1 payload sizes, e.g. "128,65536" ("none" for none)`)
+	fs.StringVar(&f.w5subs, "w5-subs", "", `override the W5 subscription counts, e.g. "1,5,20"`)
+	fs.StringVar(&f.w5senders, "w5-senders", "", `override W5's senders, e.g. "1x256,4x64" (connections x window, as -w1-cells)`)
+	fs.StringVar(&f.w5drain, "w5-drain", "", `override the W5 receiver variants: "no" (no receivers), "yes" (receivers draining) or "no,yes"`)
+	fs.DurationVar(&f.w5dur, "w5-dur", 0, "override the W5 cell duration")
+	fs.Int64Var(&f.w5msgs, "w5-msgs", 0, "override the W5 message count per cell")
+	fs.StringVar(&f.pivot, "pivot", "", "print the side-by-side table of an earlier run's results.csv and exit")
+	fs.DurationVar(&f.limits, "limits", 2*time.Second, "duration of each physical-limit probe (0 skips them)")
+	fs.IntVar(&f.rounds, "rounds", 1, "run the null-broker targets (null, null-sdk, null-durable) and the Busbar targets (busbar-memory, busbar, sdk) this many times, interleaved (round 1: null broker then Busbar, round 2: …), so that each Busbar figure has a ceiling measured minutes apart (results.md: Rounds); W4 runs in the first round only; RabbitMQ and NATS run once, after the rounds")
+	fs.BoolVar(&f.pin, "pin", false, "pinned variant: re-run the harness under taskset -c 0 and start every broker under taskset -c 1")
+	if err := fs.Parse(args); err != nil {
+		return nil, 2
+	}
+	if f.rounds < 1 {
+		fmt.Fprintf(stderr, "bad -rounds %d: want 1 or more\n", f.rounds)
+		return nil, 2
+	}
+	return &f, 0
+}
+
+// plan is the full or smoke plan with the flags' overrides.
+func (f *flags) plan() (Plan, error) {
+	p := DefaultPlan()
+	if f.planName == "smoke" {
+		p = SmokePlan()
+	}
+	for _, o := range []struct {
+		v   int64
+		dst *int64
+	}{{f.w4msgs, &p.W4Msgs}, {f.w1msgs, &p.W1Msgs}, {f.w2msgs, &p.W2Msgs}, {f.w5msgs, &p.W5Msgs}} {
+		if o.v > 0 {
+			*o.dst = o.v
+		}
+	}
+	for _, o := range []struct {
+		v   time.Duration
+		dst *time.Duration
+	}{{f.w4settle, &p.W4Settle}, {f.w1dur, &p.W1Dur}, {f.w3dur, &p.W3Dur}, {f.w5dur, &p.W5Dur}} {
+		if o.v > 0 {
+			*o.dst = o.v
+		}
+	}
+	var err error
+	if f.w1cells != "" && err == nil {
+		p.W1Windows, err = pairs(f.w1cells)
+	}
+	if f.w2cells != "" && err == nil {
+		p.W2Cells, err = pairs(f.w2cells)
+	}
+	if f.w3rates != "" && err == nil {
+		p.W3Rates, err = ints(f.w3rates)
+	}
+	if f.sizes != "" && err == nil {
+		p.W1Sizes = nil
+		if f.sizes != "none" {
+			p.W1Sizes, err = ints(f.sizes)
+		}
+	}
+	if f.w5subs != "" && err == nil {
+		p.W5Subs, err = ints(f.w5subs)
+	}
+	if f.w5senders != "" && err == nil {
+		p.W5Senders, err = pairs(f.w5senders)
+	}
+	if f.w5drain != "" && err == nil {
+		p.W5Drain, err = drains(f.w5drain)
+	}
+	return p, err
+}
+
+// set is the comma-separated list v as a set, each entry through norm.
+func set(v string, norm func(string) string) map[string]bool {
+	m := map[string]bool{}
+	for _, s := range strings.Split(v, ",") {
+		m[norm(s)] = true
+	}
+	return m
+}
+
+// pivotTables prints the side-by-side table of an earlier results.csv.
+func pivotTables(path string, stdout, stderr io.Writer) int {
+	f, err := os.Open(path)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	defer f.Close()
+	rs, err := ReadCSV(f)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	writeTables(stdout, rs)
+	return 0
+}
+
+// benchRun is one run of Main, from the build to the report.
+type benchRun struct {
+	ctx     context.Context
+	f       *flags
+	plan    Plan
+	prog    *progress
+	r       *Runner
+	repo    string          // --repo, absolute
+	want    map[string]bool // targets
+	wl      map[string]bool // workloads
+	w4on    map[string]bool // targets that run W4
+	header  string
+	pinNote string
+	started time.Time
+	lim     Limits
+
+	built    string // how the binaries were made, for the report
+	src      string // the source tree Busbar is built from
+	exported bool   // src is an export of --rev
+	bin      string // the busbar binary
+	nullBin  string // the busbar-null binary
+}
+
+// newRunner makes the Runner, logging each result as it comes.
+func (b *benchRun) newRunner() *Runner {
+	prog, rounds := b.prog, b.f.rounds
+	r := &Runner{Plan: b.plan, Prog: prog, OnResult: func(res Result) {
+		rn := roundName(res.Round, rounds)
 		if res.NA != "" {
 			prog.log("%s%s %-44s %-26s %-10s %s %s", rn, res.Workload, res.Target, res.Params, res.Metric, res.NA, res.Note)
 			return
@@ -183,234 +257,241 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		prog.log("%s%s %-44s %-26s %-22s %8s msg/s  p50 %s p99 %s p99.9 %s max %s ms  broker cpu %s µs/msg (sys %s%%)  client cpu %s µs/msg  load %.2f  steal %s%%",
 			rn, res.Workload, res.Target, res.Params+" "+sizeName(res.Size), res.Metric, human(res.Rate), ms(res.Lat.P50), ms(res.Lat.P99), ms(res.Lat.P999), ms(res.Lat.Max), fnum(res.CPUus, 1), fnum(res.SysPct, 0), fnum(res.ClientUs, 1), res.Load, fnum(res.StealPct, 0))
 	}}
-	if pinNote != "" {
+	if b.pinNote != "" {
 		r.TargetSuffix = " [pinned]"
 	}
-	w4on := map[string]bool{}
-	for _, s := range strings.Split(*w4targets, ",") {
-		w4on[strings.TrimSpace(s)] = true
-	}
-	skipW4 := func(t *Target, key string) {
-		if !w4on[key] {
-			t.SkipW4 = "not run (time budget; add it to -w4-targets)"
-		}
-	}
-	runAll := func(t *Target, only ...string) {
-		allowed := func(w string) bool {
-			if !wl[w] {
-				return false
-			}
-			if len(only) == 0 {
-				return true
-			}
-			for _, o := range only {
-				if o == w {
-					return true
-				}
-			}
-			return false
-		}
-		for _, w := range []string{"W1", "W2", "W3", "W4", "W5"} {
-			if !allowed(w) || ctx.Err() != nil {
-				continue
-			}
-			if !runsInRound(w, r.Round) {
-				continue
-			}
-			if t.Workloads != nil && !t.Workloads[w] {
-				r.NA(t, w, t.WorkloadsNA)
-				continue
-			}
-			switch w {
-			case "W1":
-				r.W1(ctx, t)
-			case "W2":
-				r.W2(ctx, t)
-			case "W3":
-				r.W3(ctx, t)
-			case "W4":
-				r.W4(ctx, t)
-			case "W5":
-				r.W5(ctx, t)
-			}
-		}
-	}
+	return r
+}
 
-	// Busbar, built from the checkout.
-	built := ""
-	src := absRepo
-	exported := false
-	wantBusbar := want["busbar"] || want["sdk"] || want["busbar-memory"]
-	wantNull := want["null"] || want["null-sdk"] || want["null-durable"]
-	if wantBusbar && *busbarBin == "" || wantNull {
-		if *source == "head" {
-			src = filepath.Join(*work, "src")
-			id, err := ExportHead(absRepo, *rev, src)
-			if err != nil {
-				fmt.Fprintln(stderr, err)
-				return 1
-			}
-			exported = true
-			built = fmt.Sprintf("Busbar built from commit %s (git archive %s of %s).", id, *rev, absRepo)
-		} else {
-			built = fmt.Sprintf("Busbar built from the work tree %s.", absRepo)
+// skipW4 marks t as not running W4 unless key is in -w4-targets.
+func (b *benchRun) skipW4(t *Target, key string) {
+	if !b.w4on[key] {
+		t.SkipW4 = "not run (time budget; add it to -w4-targets)"
+	}
+}
+
+// runAll runs the chosen workloads (of only, if given) on t.
+func (b *benchRun) runAll(t *Target, only ...string) {
+	ctx, r := b.ctx, b.r
+	for _, w := range []string{"W1", "W2", "W3", "W4", "W5"} {
+		if !b.wl[w] || (len(only) > 0 && !slices.Contains(only, w)) || ctx.Err() != nil {
+			continue
 		}
-		prog.log("%s", built)
+		if !runsInRound(w, r.Round) {
+			continue
+		}
+		if t.Workloads != nil && !t.Workloads[w] {
+			r.NA(t, w, t.WorkloadsNA)
+			continue
+		}
+		switch w {
+		case "W1":
+			r.W1(ctx, t)
+		case "W2":
+			r.W2(ctx, t)
+		case "W3":
+			r.W3(ctx, t)
+		case "W4":
+			r.W4(ctx, t)
+		case "W5":
+			r.W5(ctx, t)
+		}
+	}
+}
+
+func (b *benchRun) wantBusbar() bool {
+	return b.want["busbar"] || b.want["sdk"] || b.want["busbar-memory"]
+}
+
+func (b *benchRun) wantNull() bool {
+	return b.want["null"] || b.want["null-sdk"] || b.want["null-durable"]
+}
+
+// build exports --rev (with --source head) and builds the null broker and
+// Busbar as the targets need them, noting how in b.built.
+func (b *benchRun) build() error {
+	f, prog := b.f, b.prog
+	b.src = b.repo
+	if b.wantBusbar() && f.busbarBin == "" || b.wantNull() {
+		if f.source == "head" {
+			b.src = filepath.Join(f.work, "src")
+			id, err := ExportHead(b.repo, f.rev, b.src)
+			if err != nil {
+				return err
+			}
+			b.exported = true
+			b.built = fmt.Sprintf("Busbar built from commit %s (git archive %s of %s).", id, f.rev, b.repo)
+		} else {
+			b.built = fmt.Sprintf("Busbar built from the work tree %s.", b.repo)
+		}
+		prog.log("%s", b.built)
 	}
 	// The null broker: the bench module's cmd/busbar-null, on the endpoint
 	// (internal/amqp) of the same source tree as Busbar.
-	nullBin := filepath.Join(*work, "busbar-null")
-	if wantNull && ctx.Err() == nil {
+	b.nullBin = filepath.Join(f.work, "busbar-null")
+	if b.wantNull() && b.ctx.Err() == nil {
 		prog.set("building busbar-null", 0)
 		nsrc := ""
-		if exported {
-			nsrc = src
+		if b.exported {
+			nsrc = b.src
 		}
-		if err := BuildNull(filepath.Join(absRepo, "bench"), nsrc, nullBin); err != nil {
-			fmt.Fprintln(stderr, err)
-			return 1
+		if err := BuildNull(filepath.Join(b.repo, "bench"), nsrc, b.nullBin); err != nil {
+			return err
 		}
-		nb := fmt.Sprintf("Null broker: bench/cmd/busbar-null of the work tree %s, endpoint from %s.", filepath.Join(absRepo, "bench"), src)
+		nb := fmt.Sprintf("Null broker: bench/cmd/busbar-null of the work tree %s, endpoint from %s.", filepath.Join(b.repo, "bench"), b.src)
 		prog.log("%s", nb)
-		built = strings.TrimSpace(built + "\n" + nb)
+		b.built = strings.TrimSpace(b.built + "\n" + nb)
 	}
-	bin := *busbarBin
-	if wantBusbar && ctx.Err() == nil {
-		if bin != "" {
-			built = strings.TrimSpace(built + "\nBusbar: the binary " + bin + ".")
+	b.bin = f.busbarBin
+	if b.wantBusbar() && b.ctx.Err() == nil {
+		if b.bin != "" {
+			b.built = strings.TrimSpace(b.built + "\nBusbar: the binary " + b.bin + ".")
 		} else {
-			bin = filepath.Join(*work, "busbar")
+			b.bin = filepath.Join(f.work, "busbar")
 			prog.set("building busbar", 0)
-			if err := BuildBusbar(src, bin); err != nil {
-				fmt.Fprintln(stderr, err)
-				return 1
+			if err := BuildBusbar(b.src, b.bin); err != nil {
+				return err
 			}
 		}
 	}
-	if *rounds > 1 {
-		built = strings.TrimSpace(built + fmt.Sprintf("\nRounds: %d, the null broker's and Busbar's targets interleaved (round 1: null broker then Busbar, round 2: …).", *rounds))
+	if f.rounds > 1 {
+		b.built = strings.TrimSpace(b.built + fmt.Sprintf("\nRounds: %d, the null broker's and Busbar's targets interleaved (round 1: null broker then Busbar, round 2: …).", f.rounds))
 	}
-	// The null broker and Busbar, once or in interleaved rounds; each
-	// round starts and stops their processes afresh.
-	for k := 1; k <= *rounds && ctx.Err() == nil; k++ {
-		if *rounds > 1 {
+	return nil
+}
+
+// rounds runs the null broker and Busbar, once or in interleaved rounds;
+// each round starts and stops their processes afresh.
+func (b *benchRun) rounds() {
+	ctx, f, r, prog, want, work := b.ctx, b.f, b.r, b.prog, b.want, b.f.work
+	for k := 1; k <= f.rounds && ctx.Err() == nil; k++ {
+		if f.rounds > 1 {
 			r.Round = k
-			prog.setRound(k, *rounds)
-			prog.log("Round %d/%d", k, *rounds)
+			prog.setRound(k, f.rounds)
+			prog.log("Round %d/%d", k, f.rounds)
 		}
-		if wantNull {
-			ga, sdk, stopN := NewNullTargets(NullOptions{Bin: nullBin, WorkDir: *work, Port: 25810, Size: p.Size})
+		if b.wantNull() {
+			ga, sdk, stopN := NewNullTargets(NullOptions{Bin: b.nullBin, WorkDir: work, Port: 25810, Size: b.plan.Size})
 			if want["null"] {
-				runAll(ga)
+				b.runAll(ga)
 			}
 			if want["null-sdk"] {
-				runAll(sdk)
+				b.runAll(sdk)
 			}
 			stopN()
 			if want["null-durable"] && ctx.Err() == nil {
-				dt, stopD := NewNullDurableTarget(NullOptions{Bin: nullBin, WorkDir: *work, Port: 25811, Size: p.Size})
-				runAll(dt)
+				dt, stopD := NewNullDurableTarget(NullOptions{Bin: b.nullBin, WorkDir: work, Port: 25811, Size: b.plan.Size})
+				b.runAll(dt)
 				stopD()
 			}
 		}
-		if !wantBusbar || ctx.Err() != nil {
+		if !b.wantBusbar() || ctx.Err() != nil {
 			continue
 		}
 		if want["busbar-memory"] {
 			// Not durable: nothing on disk, otherwise the same binary.
-			mt, _, stopM := NewBusbarTargets(BusbarOptions{Bin: bin, WorkDir: *work, AMQPPort: 25802, HTTPPort: 25803, Src: src, Memory: true})
-			runAll(mt)
+			mt, _, stopM := NewBusbarTargets(BusbarOptions{Bin: b.bin, WorkDir: work, AMQPPort: 25802, HTTPPort: 25803, Src: b.src, Memory: true})
+			b.runAll(mt)
 			stopM()
 		}
 		if (want["busbar"] || want["sdk"]) && ctx.Err() == nil {
-			ga, sdk, stopB := NewBusbarTargets(BusbarOptions{Bin: bin, WorkDir: *work, AMQPPort: 25800, HTTPPort: 25801, Src: src})
-			skipW4(ga, "busbar")
+			ga, sdk, stopB := NewBusbarTargets(BusbarOptions{Bin: b.bin, WorkDir: work, AMQPPort: 25800, HTTPPort: 25801, Src: b.src})
+			b.skipW4(ga, "busbar")
 			if want["busbar"] {
-				runAll(ga)
+				b.runAll(ga)
 			}
 			if want["sdk"] {
-				runAll(sdk, "W1", "W2")
+				b.runAll(sdk, "W1", "W2")
 			}
 			stopB()
 		}
 	}
 	r.Round = 0
 	prog.setRound(0, 0)
-	if *rmqSbin != "" && (want["rabbitmq-amqp10"] || want["rabbitmq-amqp091"]) && ctx.Err() == nil {
-		prog.set("starting RabbitMQ", 0)
-		ts, stopR, err := NewRabbitTargets(ctx, RabbitOptions{SbinDir: *rmqSbin, WorkDir: *work, Port: 25673, DistPort: 25674, EPMDPort: 24369})
-		if err != nil {
-			prog.log("RabbitMQ: %v", err)
-		} else {
-			skipW4(ts[0], "rabbitmq-amqp10")
-			skipW4(ts[1], "rabbitmq-amqp091")
-			if want["rabbitmq-amqp10"] {
-				runAll(ts[0])
-			}
-			if want["rabbitmq-amqp091"] {
-				runAll(ts[1])
-			}
-			prog.set("stopping RabbitMQ", 0)
-			stopR()
-		}
-	}
-	if *natsBin != "" && ctx.Err() == nil {
-		for _, always := range []bool{true, false} {
-			name := "nats-default"
-			port := 14222
-			if always {
-				name, port = "nats-always", 14223
-			}
-			if !want[name] || ctx.Err() != nil {
-				continue
-			}
-			prog.set("starting "+name, 0)
-			t, stopN, err := NewNATSTarget(ctx, NATSOptions{Bin: *natsBin, WorkDir: *work, Port: port, Always: always}, false)
-			if err != nil {
-				prog.log("%s: %v", name, err)
-				continue
-			}
-			skipW4(t, name)
-			runAll(t)
-			serverConfirmedAcks(t)
-			runAll(t, "W2")
-			stopN()
-		}
-	}
-	prog.set("", 0)
+}
 
-	var md strings.Builder
-	if pinNote != "" {
-		built = strings.TrimSpace(built + "\n" + pinNote)
+// rabbit runs the RabbitMQ targets, with -rabbitmq-sbin.
+func (b *benchRun) rabbit() {
+	if b.f.rmqSbin == "" || !(b.want["rabbitmq-amqp10"] || b.want["rabbitmq-amqp091"]) || b.ctx.Err() != nil {
+		return
 	}
-	fmt.Fprintf(&md, "%s\n%s\n\nPhysical limits: %s\n\n", header, built, lim)
-	fmt.Fprintf(&md, "Side by side (msgs/s · p99 · broker CPU µs per message · load average; W3: latency from the scheduled send time):\n\n")
-	writeTables(&md, r.Results)
-	fmt.Fprintf(&md, "\nAll figures:\n\n")
-	WriteMarkdown(&md, r.Results)
-	fmt.Fprintf(&md, "\nFinished %s (%.0f min).\n", time.Now().Format(time.RFC3339), time.Since(started).Minutes())
-	fmt.Fprint(stdout, md.String())
-	if *out != "" {
-		if err := os.MkdirAll(*out, 0o755); err != nil {
-			fmt.Fprintln(stderr, err)
-			return 1
+	b.prog.set("starting RabbitMQ", 0)
+	ts, stopR, err := NewRabbitTargets(b.ctx, RabbitOptions{SbinDir: b.f.rmqSbin, WorkDir: b.f.work, Port: 25673, DistPort: 25674, EPMDPort: 24369})
+	if err != nil {
+		b.prog.log("RabbitMQ: %v", err)
+		return
+	}
+	b.skipW4(ts[0], "rabbitmq-amqp10")
+	b.skipW4(ts[1], "rabbitmq-amqp091")
+	if b.want["rabbitmq-amqp10"] {
+		b.runAll(ts[0])
+	}
+	if b.want["rabbitmq-amqp091"] {
+		b.runAll(ts[1])
+	}
+	b.prog.set("stopping RabbitMQ", 0)
+	stopR()
+}
+
+// nats runs the NATS JetStream targets, with -nats-server.
+func (b *benchRun) nats() {
+	if b.f.natsBin == "" || b.ctx.Err() != nil {
+		return
+	}
+	for _, always := range []bool{true, false} {
+		name := "nats-default"
+		port := 14222
+		if always {
+			name, port = "nats-always", 14223
 		}
-		if err := os.WriteFile(filepath.Join(*out, "results.md"), []byte(md.String()), 0o644); err != nil {
-			fmt.Fprintln(stderr, err)
-			return 1
+		if !b.want[name] || b.ctx.Err() != nil {
+			continue
 		}
-		f, err := os.Create(filepath.Join(*out, "results.csv"))
+		b.prog.set("starting "+name, 0)
+		t, stopN, err := NewNATSTarget(b.ctx, NATSOptions{Bin: b.f.natsBin, WorkDir: b.f.work, Port: port, Always: always}, false)
 		if err != nil {
-			fmt.Fprintln(stderr, err)
-			return 1
+			b.prog.log("%s: %v", name, err)
+			continue
 		}
-		_ = WriteCSV(f, r.Results)
-		f.Close()
+		b.skipW4(t, name)
+		b.runAll(t)
+		serverConfirmedAcks(t)
+		b.runAll(t, "W2")
+		stopN()
 	}
-	if ctx.Err() != nil {
-		return 130
+}
+
+// report writes results.md to stdout and, with -out, results.md and
+// results.csv into that directory.
+func (b *benchRun) report(stdout io.Writer) error {
+	var md strings.Builder
+	built := b.built
+	if b.pinNote != "" {
+		built = strings.TrimSpace(built + "\n" + b.pinNote)
 	}
-	return 0
+	fmt.Fprintf(&md, "%s\n%s\n\nPhysical limits: %s\n\n", b.header, built, b.lim)
+	fmt.Fprintf(&md, "Side by side (msgs/s · p99 · broker CPU µs per message · load average; W3: latency from the scheduled send time):\n\n")
+	writeTables(&md, b.r.Results)
+	fmt.Fprintf(&md, "\nAll figures:\n\n")
+	WriteMarkdown(&md, b.r.Results)
+	fmt.Fprintf(&md, "\nFinished %s (%.0f min).\n", time.Now().Format(time.RFC3339), time.Since(b.started).Minutes())
+	fmt.Fprint(stdout, md.String())
+	if b.f.out == "" {
+		return nil
+	}
+	if err := os.MkdirAll(b.f.out, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(b.f.out, "results.md"), []byte(md.String()), 0o644); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(b.f.out, "results.csv"))
+	if err != nil {
+		return err
+	}
+	_ = WriteCSV(f, b.r.Results)
+	f.Close()
+	return nil
 }
 
 // machineHeader describes the run: date, machine, command.

@@ -401,35 +401,14 @@ func (r *Runner) W4(ctx context.Context, t *Target) {
 	var firstNote string
 	got0 := int64(0)
 	if r.Plan.W4Kill && t.Kill9Restart != nil {
-		res := r.base(t, "W4", params, killMetric, r.Plan.Size)
-		r.Prog.set(fmt.Sprintf("W4 kill -9 %s", t.Client.Name()), 0)
 		m.close()
 		m = nil
-		t0 := time.Now()
-		if err := t.Kill9Restart(ctx); err != nil {
-			r.fail(res, err)
-			return
-		}
-		first, err := firstDelivery(ctx, t, q, t0, 120*time.Second)
-		res.Load = loadAvg()
-		if err != nil {
-			r.fail(res, err)
+		first, ok := r.w4Kill(ctx, t, q, params)
+		if !ok {
 			return
 		}
 		got0 = 1
-		res.Rate = -1
-		res.Secs = first.Seconds()
-		res.Lat = dist{Max: first}
-		res.RSSMB = float64(procHWM(t.pid())) / 1e6
-		res.Note = fmt.Sprintf("%.2f s from SIGKILL to the first message received (process torn down, restarted, recovery, connect, attach, deliver)", first.Seconds())
-		if t.Started != nil {
-			if st := t.Started(); st.After(t0) {
-				res.Note += fmt.Sprintf("; %.2f s from the new process's start", t0.Add(first).Sub(st).Seconds())
-			}
-		}
-		res.Note += "; RSS = peak of the restarted process so far"
 		firstNote = fmt.Sprintf("first delivery after kill -9: %.2f s", first.Seconds())
-		r.add(res)
 		m = startMeter(t, true)
 		m.diskMax.Store(diskFull)
 	}
@@ -467,6 +446,38 @@ func (r *Runner) W4(ctx context.Context, t *Target) {
 	}
 	r.add(out)
 	_ = t.Client.DeleteQueue(ctx, q)
+}
+
+// w4Kill kills the broker with the backlog queued, restarts it and adds
+// the time to the first delivery (that message completed); ok is false if
+// that failed (the failure is added instead).
+func (r *Runner) w4Kill(ctx context.Context, t *Target, q, params string) (first time.Duration, ok bool) {
+	res := r.base(t, "W4", params, killMetric, r.Plan.Size)
+	r.Prog.set(fmt.Sprintf("W4 kill -9 %s", t.Client.Name()), 0)
+	t0 := time.Now()
+	if err := t.Kill9Restart(ctx); err != nil {
+		r.fail(res, err)
+		return 0, false
+	}
+	first, err := firstDelivery(ctx, t, q, t0, 120*time.Second)
+	res.Load = loadAvg()
+	if err != nil {
+		r.fail(res, err)
+		return 0, false
+	}
+	res.Rate = -1
+	res.Secs = first.Seconds()
+	res.Lat = dist{Max: first}
+	res.RSSMB = float64(procHWM(t.pid())) / 1e6
+	res.Note = fmt.Sprintf("%.2f s from SIGKILL to the first message received (process torn down, restarted, recovery, connect, attach, deliver)", first.Seconds())
+	if t.Started != nil {
+		if st := t.Started(); st.After(t0) {
+			res.Note += fmt.Sprintf("; %.2f s from the new process's start", t0.Add(first).Sub(st).Seconds())
+		}
+	}
+	res.Note += "; RSS = peak of the restarted process so far"
+	r.add(res)
+	return first, true
 }
 
 // firstDelivery connects (retrying while the broker starts) and returns
@@ -544,6 +555,24 @@ func w5Sender(params string) string {
 		return f[1]
 	}
 	return ""
+}
+
+// w5Egress lets the subscriptions' receivers catch up with the want
+// deliveries (for at most a minute), stops them and describes the egress.
+func w5Egress(egress, lastRecv *atomic.Int64, want int64, start time.Time, stop context.CancelFunc, done <-chan error) string {
+	deadline := time.Now().Add(60 * time.Second)
+	for egress.Load() < want && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop()
+	rerr := <-done
+	eg := egress.Load()
+	egSecs := time.Unix(0, lastRecv.Load()).Sub(start).Seconds()
+	note := fmt.Sprintf("aggregate egress %s msg/s (%d of %d deliveries, received and completed)", human(float64(eg)/egSecs), eg, want)
+	if rerr != nil && eg < want {
+		note += "; receiver error: " + rerr.Error()
+	}
+	return note
 }
 
 func (r *Runner) w5(ctx context.Context, t *Target, nsub int, drain bool, conns, win int) {
@@ -630,19 +659,7 @@ func (r *Runner) w5(ctx context.Context, t *Target, nsub int, drain bool, conns,
 	res.Msgs, res.Secs, res.Rate, res.Lat = msgs, secs, float64(msgs)/secs, lat.dist()
 	res.Note = "latency = send confirm; CPU per ingress message"
 	if drain {
-		// Let the subscriptions catch up (bounded).
-		deadline := time.Now().Add(60 * time.Second)
-		for egress.Load() < sent*int64(nsub) && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		rcancel()
-		rerr := <-recvDone
-		eg := egress.Load()
-		egSecs := time.Unix(0, lastRecv.Load()).Sub(start).Seconds()
-		res.Note = fmt.Sprintf("aggregate egress %s msg/s (%d of %d deliveries, received and completed); %s", human(float64(eg)/egSecs), eg, sent*int64(nsub), res.Note)
-		if rerr != nil && eg < sent*int64(nsub) {
-			res.Note += "; receiver error: " + rerr.Error()
-		}
+		res.Note = w5Egress(&egress, &lastRecv, sent*int64(nsub), start, rcancel, recvDone) + "; " + res.Note
 	}
 	closeM()
 	res.RSSMB = m.rssMB()

@@ -6,14 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/busbarmq/busbar/internal/amqp"
-	"github.com/busbarmq/busbar/internal/auth"
 	"github.com/busbarmq/busbar/internal/config"
 	"github.com/busbarmq/busbar/internal/server"
 )
@@ -73,64 +70,7 @@ a flag wins over its variable.`,
 }
 
 func serve(ctx context.Context, settings config.Server, logger *slog.Logger) error {
-	opts := server.Options{
-		DataDir:     settings.DataDir,
-		Memory:      settings.Memory,
-		AMQPAddr:    settings.AMQPAddr,
-		HTTPAddr:    settings.HTTPAddr,
-		AMQPSAddr:   settings.AMQPSAddr,
-		HTTPSAddr:   settings.HTTPSAddr,
-		TLSCert:     settings.TLSCert,
-		TLSKey:      settings.TLSKey,
-		DevTLS:      settings.DevTLS,
-		AllowAnyKey: settings.AllowAnyKey,
-		Entra: auth.EntraConfig{
-			DevDefaultRole: settings.EntraDevRole,
-			Issuers:        config.SplitList(settings.OIDCIssuers),
-			Audiences:      config.SplitList(settings.OIDCAudiences),
-			Tenants:        config.SplitList(settings.OIDCTenants),
-			ClockSkew:      settings.OIDCClockSkew,
-		},
-		Salvage:        settings.Salvage,
-		PprofAddr:      settings.PprofAddr,
-		MetricsOpen:    settings.MetricsOpen,
-		MinFreeBytes:   settings.MinFreeBytes,
-		MinFreePercent: settings.MinFreePercent,
-		Logger:         logger,
-		AMQP:           amqpConfig(settings),
-
-		MaxUnsettledPerLink: settings.MaxUnsettledPerLink,
-	}
-	mode, err := auth.ParseEntraMode(settings.Entra)
-	if err != nil {
-		return usageError{err}
-	}
-	opts.Entra.Mode = mode
-	specs, err := settings.PolicyList()
-	if err != nil {
-		return usageError{err}
-	}
-	for _, p := range specs {
-		rights := auth.Manage
-		if len(p.Rights) > 0 {
-			if rights, err = auth.ParseRights(strings.Join(p.Rights, ",")); err != nil {
-				return usageError{fmt.Errorf("--policies: %w", err)}
-			}
-		}
-		opts.Policies = append(opts.Policies, auth.Policy{Name: p.Name, PrimaryKey: p.Key, Rights: rights})
-	}
-	if file := settings.EffectiveConfigFile(fileExists); file != "" {
-		logger.Info("loading entities", "config", file)
-		ec, err := config.LoadEmulatorConfigFile(file)
-		if err != nil {
-			return err
-		}
-		for _, w := range ec.Warnings {
-			logger.Warn("config: " + w.Error())
-		}
-		opts.Entities = ec
-	}
-	srv, err := server.Start(ctx, opts)
+	srv, err := server.Start(ctx, server.Options{Server: settings, Logger: logger})
 	if err != nil {
 		return err
 	}
@@ -143,36 +83,6 @@ func serve(ctx context.Context, settings config.Server, logger *slog.Logger) err
 	}
 	logger.Info("stopped")
 	return nil
-}
-
-// fileExists reports whether path names something that exists.
-func fileExists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
-}
-
-// amqpConfig maps the AMQP limits of settings, where 0 turns a limit
-// off, to amqp.Config, where 0 selects the default and a negative value
-// turns it off.
-func amqpConfig(s config.Server) amqp.Config {
-	off := func(n int) int {
-		if n == 0 {
-			return -1
-		}
-		return n
-	}
-	cfg := amqp.Config{
-		MaxConnections:                s.MaxConnections,
-		MaxLinks:                      s.MaxLinks,
-		MaxSessions:                   off(s.MaxSessions),
-		MaxUnauthenticatedConnections: off(s.MaxUnauthenticatedConnections),
-		AuthTimeout:                   s.AuthTimeout,
-		HandshakeTimeout:              s.HandshakeTimeout,
-	}
-	if s.AuthTimeout == 0 {
-		cfg.AuthTimeout = -1
-	}
-	return cfg
 }
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {

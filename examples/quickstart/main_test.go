@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/busbarmq/busbar/internal/broker"
+	"github.com/busbarmq/busbar/internal/config"
 	"github.com/busbarmq/busbar/internal/server"
 )
 
@@ -17,7 +18,7 @@ import (
 func TestQuickstart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := server.Start(ctx, server.Options{Memory: true, AMQPAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"})
+	s, err := server.Start(ctx, server.Options{Server: config.Server{Memory: true, AMQPAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"}})
 	if err != nil {
 		t.Fatal(err)
 	}

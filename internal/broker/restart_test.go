@@ -69,7 +69,7 @@ func TestRestartKeepsDeliveryCountsAndDropsLocks(t *testing.T) {
 		e.sendN("q", 2)
 		d := e.recv1("q")
 		e.abandon("q", d.LockToken, nil) // persisted count 1 (synced)
-		d = e.recv1("q")
+		e.recv1("q")                     // locked again; the lock expires below
 		e.advance(time.Minute)
 		e.b.Tick() // lock expiry: count 2 (sync=false, durable with the next commit)
 		ds := e.recv("q", PeekLock, 2)

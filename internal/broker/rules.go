@@ -160,6 +160,8 @@ func (ev *evaluation) fail(err error, typ string) {
 }
 
 // copies is how many copies the evaluation delivers.
+//
+//lint:ignore U1000 unused since fan-out planning moved; the broker's send-path rework decides its fate
 func (ev *evaluation) copies() int {
 	if ev.failed != nil {
 		return 1

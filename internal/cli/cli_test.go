@@ -30,7 +30,7 @@ func startBroker(t *testing.T, entities *config.EmulatorConfig) *testBroker {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	srv, err := server.Start(ctx, server.Options{Memory: true, AMQPAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Entities: entities})
+	srv, err := server.Start(ctx, server.Options{Server: config.Server{Memory: true, AMQPAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"}, Entities: entities})
 	if err != nil {
 		t.Fatalf("server.Start: %v", err)
 	}

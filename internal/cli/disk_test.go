@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/busbarmq/busbar/internal/config"
 	"github.com/busbarmq/busbar/internal/server"
 )
 
@@ -36,8 +37,7 @@ func TestFullDiskExitCodes(t *testing.T) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	srv, err := server.Start(ctx, server.Options{DataDir: filepath.Join(mnt, "data"), MinFreeBytes: -1, SegmentSize: 256 << 10,
-		AMQPAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"})
+	srv, err := server.Start(ctx, server.Options{Server: config.Server{DataDir: filepath.Join(mnt, "data"), MinFreeBytes: -1, AMQPAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"}, SegmentSize: 256 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}

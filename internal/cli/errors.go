@@ -58,6 +58,7 @@ func usageErrorf(format string, args ...any) error {
 // flagError is the FlagErrorFunc of every command: flag parsing errors are
 // usage errors.
 func flagError(cmd *cobra.Command, err error) error {
+	//lint:ignore ST1005 printed as the command's last lines, with the usage hint as a sentence
 	return &exitError{code: ExitUsage, err: fmt.Errorf("%w\nRun '%s --help' for usage.", err, cmd.CommandPath())}
 }
 

@@ -32,7 +32,7 @@ func startBrokerOn(t *testing.T, fixture string) *testBroker {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	srv, err := server.Start(ctx, server.Options{DataDir: dir, AMQPAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"})
+	srv, err := server.Start(ctx, server.Options{Server: config.Server{DataDir: dir, AMQPAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"}})
 	if err != nil {
 		t.Fatalf("server.Start: %v", err)
 	}

@@ -116,6 +116,10 @@ func (f *receiveFlags) settlement() (settlement, error) {
 	return settlement{}, usageErrorf("--settle: %q is not one of complete, abandon, deadletter, defer", f.settle)
 }
 
+// receive runs the receive command: it checks how the flags combine
+// (mode, settlement, deferred), opens the receiver, then receives, settles
+// and prints the messages. It is long because the flags combine: each
+// branch is one flag's check or effect, in the order applied.
 func (a *app) receive(cmd *cobra.Command, e entityRef, f *receiveFlags) error {
 	fs := cmd.Flags()
 	if err := f.sub.check(); err != nil {

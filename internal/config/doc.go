@@ -93,10 +93,13 @@
 //
 // # Server settings
 //
-// Server holds busbar serve's own settings with their defaults
-// (DefaultServer), environment mapping (FromEnv, BUSBAR_*) and validation.
-// ServerSettings describes each setting (flag name, environment variable,
-// default, usage) so the command layer can declare its flags from one table
-// and apply the ones the user set with Server.Set, after FromEnv: flags
-// override the environment, which overrides the defaults.
+// Server holds busbar serve's own settings. Each is declared once, in the
+// table ServerSettings returns: flag name, BUSBAR_* environment variable,
+// default, usage, and the parser that turns its text into its Server
+// field. The command layer declares its flags from that table and applies
+// the ones the user set with Server.Set, after FromEnv: flags override the
+// environment, which overrides the defaults (DefaultServer, the table's
+// defaults parsed). Validate then checks the whole. package server embeds
+// Server in its Options and reads each setting where it is used, so a new
+// setting is a Server field, a table entry and its use.
 package config

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -42,100 +43,8 @@ func ParseISO8601(s string) (time.Duration, error) {
 	if t == "" || (t[0] != 'P' && t[0] != 'p') {
 		return 0, errDuration
 	}
-	t = t[1:]
-	var total uint64 // nanoseconds, saturated at math.MaxInt64+1
-	add := func(n uint64, unit time.Duration) {
-		const limit = 1 << 63
-		u := uint64(unit)
-		if n > limit/u || n*u > limit-total {
-			total = limit
-			return
-		}
-		total += n * u
-	}
-	// Designators allowed in each part, in the order they must appear.
-	dateUnits := []struct {
-		c    byte
-		unit time.Duration
-	}{{'Y', 365 * day}, {'M', 30 * day}, {'W', 7 * day}, {'D', day}}
-	timeUnits := []struct {
-		c    byte
-		unit time.Duration
-	}{{'H', time.Hour}, {'M', time.Minute}, {'S', time.Second}}
-
-	components := 0
-	inTime := false
-	next := 0 // index of the next allowed designator in the current part
-	for t != "" {
-		if t[0] == 'T' || t[0] == 't' {
-			if inTime {
-				return 0, errDuration
-			}
-			inTime, next, t = true, 0, t[1:]
-			if t == "" {
-				return 0, errDuration // a T must be followed by a component
-			}
-			continue
-		}
-		i := 0
-		for i < len(t) && t[i] >= '0' && t[i] <= '9' {
-			i++
-		}
-		if i == 0 {
-			return 0, errDuration
-		}
-		n := parseDigits(t[:i])
-		var frac uint64 // nanoseconds
-		hasFrac := false
-		if i < len(t) && (t[i] == '.' || t[i] == ',') {
-			j := i + 1
-			for j < len(t) && t[j] >= '0' && t[j] <= '9' {
-				j++
-			}
-			if j == i+1 {
-				return 0, errDuration
-			}
-			digits := t[i+1 : j]
-			if len(digits) > 9 {
-				digits = digits[:9]
-			}
-			frac = parseDigits(digits)
-			for k := len(digits); k < 9; k++ {
-				frac *= 10
-			}
-			hasFrac = true
-			i = j
-		}
-		if i == len(t) {
-			return 0, errDuration // a number without a designator
-		}
-		c := t[i] &^ 0x20 // upper case
-		found := false
-		if !inTime {
-			for k := next; k < len(dateUnits); k++ {
-				if dateUnits[k].c == c {
-					add(n, dateUnits[k].unit)
-					next, found = k+1, true
-					break
-				}
-			}
-		} else {
-			for k := next; k < len(timeUnits); k++ {
-				if timeUnits[k].c == c {
-					add(n, timeUnits[k].unit)
-					next, found = k+1, true
-					break
-				}
-			}
-		}
-		if !found || (hasFrac && (!inTime || c != 'S')) {
-			return 0, errDuration
-		}
-		add(frac, 1)
-		components++
-		t = t[i+1:]
-	}
-	if components == 0 {
+	total, ok := isoComponents(t[1:])
+	if !ok {
 		return 0, errDuration
 	}
 	if neg {
@@ -148,6 +57,94 @@ func ParseISO8601(s string) (time.Duration, error) {
 		return MaxDuration, nil
 	}
 	return time.Duration(total), nil
+}
+
+// isoUnit is an ISO 8601 duration designator and what one of it is worth.
+type isoUnit struct {
+	c    byte
+	unit time.Duration
+}
+
+// The designators allowed in the date and the time part, in the order
+// they must appear.
+var (
+	isoDateUnits = []isoUnit{{'Y', 365 * day}, {'M', 30 * day}, {'W', 7 * day}, {'D', day}}
+	isoTimeUnits = []isoUnit{{'H', time.Hour}, {'M', time.Minute}, {'S', time.Second}}
+)
+
+// isoComponents adds up the components of a duration after its P, in
+// nanoseconds saturated at 1<<63; ok is false unless there is at least
+// one, each in its place, and a T is followed by one.
+func isoComponents(t string) (total uint64, ok bool) {
+	add := func(n uint64, unit time.Duration) {
+		const limit = 1 << 63
+		u := uint64(unit)
+		if n > limit/u || n*u > limit-total {
+			total = limit
+			return
+		}
+		total += n * u
+	}
+	components := 0
+	inTime := false
+	units := isoDateUnits // those still allowed in the current part
+	for t != "" {
+		if t[0] == 'T' || t[0] == 't' {
+			if inTime || len(t) == 1 { // a T must be followed by a component
+				return 0, false
+			}
+			inTime, units, t = true, isoTimeUnits, t[1:]
+			continue
+		}
+		n, frac, hasFrac, rest, ok := isoNumber(t)
+		if !ok || rest == "" { // a number needs a designator
+			return 0, false
+		}
+		c := rest[0] &^ 0x20 // upper case
+		k := slices.IndexFunc(units, func(u isoUnit) bool { return u.c == c })
+		if k < 0 || (hasFrac && (!inTime || c != 'S')) {
+			return 0, false
+		}
+		add(n, units[k].unit)
+		add(frac, 1)
+		units = units[k+1:]
+		components++
+		t = rest[1:]
+	}
+	return total, components > 0
+}
+
+// isoNumber reads the number at the start of t: digits, then optionally
+// a '.' or ',' and more digits, the fraction in nanoseconds (digits beyond
+// nine dropped). rest is what follows.
+func isoNumber(t string) (n, frac uint64, hasFrac bool, rest string, ok bool) {
+	i := 0
+	for i < len(t) && t[i] >= '0' && t[i] <= '9' {
+		i++
+	}
+	if i == 0 {
+		return 0, 0, false, "", false
+	}
+	n = parseDigits(t[:i])
+	if i == len(t) || (t[i] != '.' && t[i] != ',') {
+		return n, 0, false, t[i:], true
+	}
+	j := i + 1
+	for j < len(t) && t[j] >= '0' && t[j] <= '9' {
+		j++
+	}
+	if j == i+1 {
+		return 0, 0, false, "", false
+	}
+	digits := t[i+1 : j]
+	if len(digits) > 9 {
+		digits = digits[:9]
+	}
+	frac = parseDigits(digits)
+	for k := len(digits); k < 9; k++ {
+		frac *= 10
+	}
+	return n, frac, true, t[j:], true
 }
 
 // parseDigits parses a run of ASCII digits, saturating at math.MaxUint64.

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -116,7 +117,7 @@ func TestMarshalRoundTripEverything(t *testing.T) {
 								SessionID: ptr(""), To: ptr("to"),
 								Properties: map[string]any{
 									"s": "v", "i": int64(-7), "f": 1.5, "whole": 2.0, "tiny": 1e-300,
-									"huge": 1e300, "neg0": -0.0, "t": true, "x": false, "max": int64(9223372036854775807),
+									"huge": 1e300, "neg0": math.Copysign(0, -1), "t": true, "x": false, "max": int64(9223372036854775807),
 								},
 							}}, Action: "SET a = 1"},
 							{Name: "sql", Filter: Filter{Type: FilterSQL, SQL: "a > 1 AND b < 2 AND c <> 'x & y'"}},

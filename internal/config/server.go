@@ -73,71 +73,44 @@ type Server struct {
 
 	MetricsOpen bool // serve GET /metrics without authentication
 	// MinFreeBytes and MinFreePercent are the low-disk watermark
-	// (--min-free-disk, see ParseMinFreeDisk); both zero is "auto".
+	// (--min-free-disk, see ParseMinFreeDisk) below which new messages and
+	// entities are refused: both zero is "auto" (1 GiB or 5 % of the disk,
+	// whichever is smaller), a negative MinFreeBytes none.
 	MinFreeBytes   int64
 	MinFreePercent float64
 }
 
-// Server defaults.
-const (
-	DefaultDataDir   = "./busbar-data"
-	DefaultAMQPAddr  = "localhost:5672"
-	DefaultHTTPAddr  = "localhost:5300"
-	DefaultLogFormat = "text"
-	DefaultLogLevel  = "info"
+// DefaultHTTPAddr is the HTTP listen address when none is set; busbar
+// health probes it too.
+const DefaultHTTPAddr = "localhost:5300"
 
-	DefaultEntra         = "auto"
-	DefaultEntraDevRole  = "owner"
-	DefaultOIDCClockSkew = 5 * time.Minute
-
-	// Generous on purpose: the emulator's cap of 10 connections is its
-	// users' most common complaint.
-	DefaultMaxConnections = 10000
-	DefaultMaxLinks       = 4096
-	DefaultMaxSessions    = 256
-
-	DefaultMaxUnauthenticatedConnections = 64
-	DefaultAuthTimeout                   = 60 * time.Second
-	DefaultHandshakeTimeout              = 10 * time.Second
-	DefaultMaxUnsettledPerLink           = 5000
-
-	// DefaultMinFreeDisk: 1 GiB or 5 % of the disk, whichever is smaller.
-	DefaultMinFreeDisk = "auto"
-)
-
-// DefaultServer returns the settings busbar serve uses when nothing is set.
+// DefaultServer returns the settings busbar serve uses when nothing is set:
+// every entry of ServerSettings at its Default.
 func DefaultServer() Server {
-	return Server{
-		DataDir:   DefaultDataDir,
-		AMQPAddr:  DefaultAMQPAddr,
-		HTTPAddr:  DefaultHTTPAddr,
-		LogFormat: DefaultLogFormat,
-		LogLevel:  DefaultLogLevel,
-
-		Entra:         DefaultEntra,
-		EntraDevRole:  DefaultEntraDevRole,
-		OIDCClockSkew: DefaultOIDCClockSkew,
-
-		MaxConnections: DefaultMaxConnections,
-		MaxLinks:       DefaultMaxLinks,
-		MaxSessions:    DefaultMaxSessions,
-
-		MaxUnauthenticatedConnections: DefaultMaxUnauthenticatedConnections,
-		AuthTimeout:                   DefaultAuthTimeout,
-		HandshakeTimeout:              DefaultHandshakeTimeout,
-		MaxUnsettledPerLink:           DefaultMaxUnsettledPerLink,
+	var s Server
+	for _, st := range serverSettings {
+		if st.Default == "" {
+			continue
+		}
+		if err := st.set(&s, st.Default); err != nil {
+			panic("config: the default of " + st.Name + ": " + err.Error())
+		}
 	}
+	return s
 }
 
 // Setting describes one server setting: the name of its command-line flag
 // (and of Server.Set), its environment variable, its default as text and a
 // usage line. Bool settings are boolean flags (--memory, --memory=false).
+// Each also knows how to parse its text into the Server field it sets.
 type Setting struct {
 	Name    string
 	Env     string
 	Default string
 	Usage   string
 	Bool    bool
+
+	set func(s *Server, value string) error // parses value into s
 }
 
 // ServerSettings lists the server settings in the order to show them. The
@@ -153,148 +126,166 @@ type Setting struct {
 //		}
 //	}
 //	if err := s.Validate(); err != nil { … }
-func ServerSettings() []Setting {
-	return []Setting{
-		{Name: "config", Env: "BUSBAR_CONFIG", Usage: "emulator Config.json declaring namespaces, queues, topics, subscriptions and rules"},
-		{Name: "config-search", Env: "BUSBAR_CONFIG_SEARCH", Usage: "Config.json paths separated by ':'; without --config the first that exists is loaded, none is fine"},
-		{Name: "data", Env: "BUSBAR_DATA", Default: DefaultDataDir, Usage: "data directory"},
-		{Name: "amqp", Env: "BUSBAR_AMQP", Default: DefaultAMQPAddr, Usage: "AMQP listen address (host:port)"},
-		{Name: "http", Env: "BUSBAR_HTTP", Default: DefaultHTTPAddr, Usage: "HTTP listen address (host:port): health, admin API, AMQP over WebSockets at /$servicebus/websocket"},
-		{Name: "memory", Env: "BUSBAR_MEMORY", Default: "false", Usage: "keep all data in memory (nothing is written to disk)", Bool: true},
-		{Name: "log-format", Env: "BUSBAR_LOG_FORMAT", Default: DefaultLogFormat, Usage: "log format: text or json"},
-		{Name: "log-level", Env: "BUSBAR_LOG_LEVEL", Default: DefaultLogLevel, Usage: "log level: debug, info, warn or error"},
-		{Name: "amqps", Env: "BUSBAR_AMQPS", Usage: "AMQP over TLS listen address (host:port; 5671 by convention); off when empty"},
-		{Name: "https", Env: "BUSBAR_HTTPS", Usage: "HTTPS listen address (host:port): admin API and AMQP over WebSockets over TLS; off when empty"},
-		{Name: "tls-cert", Env: "BUSBAR_TLS_CERT", Usage: "PEM certificate file for --amqps and --https"},
-		{Name: "tls-key", Env: "BUSBAR_TLS_KEY", Usage: "PEM private key file for --amqps and --https"},
-		{Name: "dev-tls", Env: "BUSBAR_DEV_TLS", Default: "false", Usage: "create a self-signed certificate for localhost in the data directory and use it", Bool: true},
-		{Name: "policies", Env: "BUSBAR_POLICIES", Usage: `shared access policies replacing the default: "NAME=KEY[:Manage|Send,Listen];..."`},
-		{Name: "allow-any-key", Env: "BUSBAR_ALLOW_ANY_KEY", Default: "false", Usage: "accept tokens signed with any key, as the emulator is assumed to (no authentication)", Bool: true},
-		{Name: "entra", Env: "BUSBAR_ENTRA", Default: DefaultEntra, Usage: "Entra ID (JWT) tokens: auto (oidc with --oidc-issuer, dev with the emulator key or --allow-any-key, else off), off, dev (signatures unchecked) or oidc"},
-		{Name: "entra-dev-role", Env: "BUSBAR_ENTRA_DEV_ROLE", Default: DefaultEntraDevRole, Usage: "role of a development-mode token without a roles claim (DefaultAzureCredential's): owner, sender, receiver or none"},
-		{Name: "oidc-issuer", Env: "BUSBAR_OIDC_ISSUER", Usage: "OpenID Connect issuer URLs whose keys sign accepted Entra ID tokens, comma-separated (e.g. https://login.microsoftonline.com/TENANT/v2.0)"},
-		{Name: "oidc-audience", Env: "BUSBAR_OIDC_AUDIENCE", Usage: "audiences accepted besides https://servicebus.azure.net and the namespace's URLs, comma-separated"},
-		{Name: "oidc-tenant", Env: "BUSBAR_OIDC_TENANT", Usage: "tenant ids (tid) accepted, comma-separated; any when empty"},
-		{Name: "oidc-clock-skew", Env: "BUSBAR_OIDC_CLOCK_SKEW", Default: DefaultOIDCClockSkew.String(), Usage: "tolerance on the exp and nbf of OIDC-verified tokens (Go duration)"},
-		{Name: "max-connections", Env: "BUSBAR_MAX_CONNECTIONS", Default: strconv.Itoa(DefaultMaxConnections), Usage: "most concurrent AMQP connections (0: unlimited)"},
-		{Name: "max-links", Env: "BUSBAR_MAX_LINKS", Default: strconv.Itoa(DefaultMaxLinks), Usage: "most links attached on one AMQP connection (0: unlimited)"},
-		{Name: "max-sessions", Env: "BUSBAR_MAX_SESSIONS", Default: strconv.Itoa(DefaultMaxSessions), Usage: "most sessions on one AMQP connection, advertised as channel-max (0: unlimited)"},
-		{Name: "max-unauthenticated-connections", Env: "BUSBAR_MAX_UNAUTHENTICATED_CONNECTIONS", Default: strconv.Itoa(DefaultMaxUnauthenticatedConnections), Usage: "most AMQP connections without a valid token yet, at most a quarter of --max-connections; beyond it the oldest is closed (0: no separate budget)"},
-		{Name: "auth-timeout", Env: "BUSBAR_AUTH_TIMEOUT", Default: DefaultAuthTimeout.String(), Usage: "close an AMQP connection that has not put a valid $cbs token this long after open (0: never)"},
-		{Name: "max-unsettled-per-link", Env: "BUSBAR_MAX_UNSETTLED_PER_LINK", Default: strconv.Itoa(DefaultMaxUnsettledPerLink), Usage: "most peek-lock deliveries a receiver link holds unsettled; then it waits for settlements or expired locks"},
-		{Name: "handshake-timeout", Env: "BUSBAR_HANDSHAKE_TIMEOUT", Default: DefaultHandshakeTimeout.String(), Usage: "close an AMQP connection whose protocol header, SASL and open exchange takes longer"},
-		{Name: "salvage", Env: "BUSBAR_SALVAGE", Default: "false", Usage: "open a damaged data directory, dropping records that cannot be read", Bool: true},
-		{Name: "metrics-open", Env: "BUSBAR_METRICS_OPEN", Default: "false", Usage: "serve GET /metrics without authentication (by default it needs a token granting Manage, as the admin API)", Bool: true},
-		{Name: "min-free-disk", Env: "BUSBAR_MIN_FREE_DISK", Default: DefaultMinFreeDisk, Usage: `free disk space below which new messages and entities are refused, so settlements still succeed: a size ("2GiB", "500MB"), a share of the disk ("10%"), "auto" (1 GiB or 5 %, whichever is smaller) or 0 (off)`},
-		{Name: "pprof", Env: "BUSBAR_PPROF", Usage: "serve Go runtime profiles (/debug/pprof/) on this address (host:port, unauthenticated: keep it on loopback); off when empty"},
+//
+// The Server then goes to server.Start as it is (server.Options embeds it).
+func ServerSettings() []Setting { return append([]Setting(nil), serverSettings...) }
+
+// serverSettings is the one declaration of each server setting: flag, BUSBAR_*
+// variable, default, parser and the Server field it sets. Adding a setting
+// is a Server field, an entry here and its use in package server; Validate
+// checks what needs more than one field.
+var serverSettings = []Setting{
+	setting("config", "BUSBAR_CONFIG", "", "emulator Config.json declaring namespaces, queues, topics, subscriptions and rules",
+		text, func(s *Server) *string { return &s.ConfigFile }),
+	setting("config-search", "BUSBAR_CONFIG_SEARCH", "", "Config.json paths separated by ':'; without --config the first that exists is loaded, none is fine",
+		text, func(s *Server) *string { return &s.ConfigSearch }),
+	setting("data", "BUSBAR_DATA", "./busbar-data", "data directory",
+		text, func(s *Server) *string { return &s.DataDir }),
+	setting("amqp", "BUSBAR_AMQP", "localhost:5672", "AMQP listen address (host:port)",
+		text, func(s *Server) *string { return &s.AMQPAddr }),
+	setting("http", "BUSBAR_HTTP", DefaultHTTPAddr, "HTTP listen address (host:port): health, admin API, AMQP over WebSockets at /$servicebus/websocket",
+		text, func(s *Server) *string { return &s.HTTPAddr }),
+	setting("memory", "BUSBAR_MEMORY", "false", "keep all data in memory (nothing is written to disk)",
+		parseBool, func(s *Server) *bool { return &s.Memory }),
+	setting("log-format", "BUSBAR_LOG_FORMAT", "text", "log format: text or json",
+		lower, func(s *Server) *string { return &s.LogFormat }),
+	setting("log-level", "BUSBAR_LOG_LEVEL", "info", "log level: debug, info, warn or error",
+		logLevel, func(s *Server) *string { return &s.LogLevel }),
+	setting("amqps", "BUSBAR_AMQPS", "", "AMQP over TLS listen address (host:port; 5671 by convention); off when empty",
+		text, func(s *Server) *string { return &s.AMQPSAddr }),
+	setting("https", "BUSBAR_HTTPS", "", "HTTPS listen address (host:port): admin API and AMQP over WebSockets over TLS; off when empty",
+		text, func(s *Server) *string { return &s.HTTPSAddr }),
+	setting("tls-cert", "BUSBAR_TLS_CERT", "", "PEM certificate file for --amqps and --https",
+		text, func(s *Server) *string { return &s.TLSCert }),
+	setting("tls-key", "BUSBAR_TLS_KEY", "", "PEM private key file for --amqps and --https",
+		text, func(s *Server) *string { return &s.TLSKey }),
+	setting("dev-tls", "BUSBAR_DEV_TLS", "false", "create a self-signed certificate for localhost in the data directory and use it",
+		parseBool, func(s *Server) *bool { return &s.DevTLS }),
+	setting("policies", "BUSBAR_POLICIES", "", `shared access policies replacing the default: "NAME=KEY[:Manage|Send,Listen];..."`,
+		text, func(s *Server) *string { return &s.Policies }),
+	setting("allow-any-key", "BUSBAR_ALLOW_ANY_KEY", "false", "accept tokens signed with any key, as the emulator is assumed to (no authentication)",
+		parseBool, func(s *Server) *bool { return &s.AllowAnyKey }),
+	setting("entra", "BUSBAR_ENTRA", "auto", "Entra ID (JWT) tokens: auto (oidc with --oidc-issuer, dev with the emulator key or --allow-any-key, else off), off, dev (signatures unchecked) or oidc",
+		lower, func(s *Server) *string { return &s.Entra }),
+	setting("entra-dev-role", "BUSBAR_ENTRA_DEV_ROLE", "owner", "role of a development-mode token without a roles claim (DefaultAzureCredential's): owner, sender, receiver or none",
+		trimmed, func(s *Server) *string { return &s.EntraDevRole }),
+	setting("oidc-issuer", "BUSBAR_OIDC_ISSUER", "", "OpenID Connect issuer URLs whose keys sign accepted Entra ID tokens, comma-separated (e.g. https://login.microsoftonline.com/TENANT/v2.0)",
+		text, func(s *Server) *string { return &s.OIDCIssuers }),
+	setting("oidc-audience", "BUSBAR_OIDC_AUDIENCE", "", "audiences accepted besides https://servicebus.azure.net and the namespace's URLs, comma-separated",
+		text, func(s *Server) *string { return &s.OIDCAudiences }),
+	setting("oidc-tenant", "BUSBAR_OIDC_TENANT", "", "tenant ids (tid) accepted, comma-separated; any when empty",
+		text, func(s *Server) *string { return &s.OIDCTenants }),
+	setting("oidc-clock-skew", "BUSBAR_OIDC_CLOCK_SKEW", "5m0s", "tolerance on the exp and nbf of OIDC-verified tokens (Go duration)",
+		clockSkew, func(s *Server) *time.Duration { return &s.OIDCClockSkew }),
+	// Generous on purpose: the emulator's cap of 10 connections is its
+	// users' most common complaint.
+	setting("max-connections", "BUSBAR_MAX_CONNECTIONS", "10000", "most concurrent AMQP connections (0: unlimited)",
+		count, func(s *Server) *int { return &s.MaxConnections }),
+	setting("max-links", "BUSBAR_MAX_LINKS", "4096", "most links attached on one AMQP connection (0: unlimited)",
+		count, func(s *Server) *int { return &s.MaxLinks }),
+	setting("max-sessions", "BUSBAR_MAX_SESSIONS", "256", "most sessions on one AMQP connection, advertised as channel-max (0: unlimited)",
+		count, func(s *Server) *int { return &s.MaxSessions }),
+	setting("max-unauthenticated-connections", "BUSBAR_MAX_UNAUTHENTICATED_CONNECTIONS", "64", "most AMQP connections without a valid token yet, at most a quarter of --max-connections; beyond it the oldest is closed (0: no separate budget)",
+		count, func(s *Server) *int { return &s.MaxUnauthenticatedConnections }),
+	setting("auth-timeout", "BUSBAR_AUTH_TIMEOUT", "1m0s", "close an AMQP connection that has not put a valid $cbs token this long after open (0: never)",
+		timeout, func(s *Server) *time.Duration { return &s.AuthTimeout }),
+	setting("max-unsettled-per-link", "BUSBAR_MAX_UNSETTLED_PER_LINK", "5000", "most peek-lock deliveries a receiver link holds unsettled; then it waits for settlements or expired locks",
+		count, func(s *Server) *int { return &s.MaxUnsettledPerLink }),
+	setting("handshake-timeout", "BUSBAR_HANDSHAKE_TIMEOUT", "10s", "close an AMQP connection whose protocol header, SASL and open exchange takes longer",
+		timeout, func(s *Server) *time.Duration { return &s.HandshakeTimeout }),
+	setting("salvage", "BUSBAR_SALVAGE", "false", "open a damaged data directory, dropping records that cannot be read",
+		parseBool, func(s *Server) *bool { return &s.Salvage }),
+	setting("metrics-open", "BUSBAR_METRICS_OPEN", "false", "serve GET /metrics without authentication (by default it needs a token granting Manage, as the admin API)",
+		parseBool, func(s *Server) *bool { return &s.MetricsOpen }),
+	settingPair("min-free-disk", "BUSBAR_MIN_FREE_DISK", "auto", `free disk space below which new messages and entities are refused, so settlements still succeed: a size ("2GiB", "500MB"), a share of the disk ("10%"), "auto" (1 GiB or 5 %, whichever is smaller) or 0 (off)`,
+		ParseMinFreeDisk, func(s *Server) (*int64, *float64) { return &s.MinFreeBytes, &s.MinFreePercent }),
+	setting("pprof", "BUSBAR_PPROF", "", "serve Go runtime profiles (/debug/pprof/) on this address (host:port, unauthenticated: keep it on loopback); off when empty",
+		text, func(s *Server) *string { return &s.PprofAddr }),
+}
+
+// setting declares a setting whose text parse turns into the field that
+// field points to; a bool field makes it a boolean flag. A parse error
+// becomes a FieldError named after the setting.
+func setting[T any](name, env, def, usage string, parse func(string) (T, error), field func(*Server) *T) Setting {
+	_, isBool := any(*new(T)).(bool)
+	return Setting{Name: name, Env: env, Default: def, Usage: usage, Bool: isBool,
+		set: func(s *Server, v string) error {
+			x, err := parse(v)
+			if err != nil {
+				return &FieldError{Path: name, Msg: err.Error()}
+			}
+			*field(s) = x
+			return nil
+		}}
+}
+
+// settingPair is setting for a value held in two fields.
+func settingPair[T, U any](name, env, def, usage string, parse func(string) (T, U, error), fields func(*Server) (*T, *U)) Setting {
+	return Setting{Name: name, Env: env, Default: def, Usage: usage,
+		set: func(s *Server, v string) error {
+			x, y, err := parse(v)
+			if err != nil {
+				return &FieldError{Path: name, Msg: err.Error()}
+			}
+			px, py := fields(s)
+			*px, *py = x, y
+			return nil
+		}}
+}
+
+// The parsers of the settings table.
+
+func text(v string) (string, error)    { return v, nil }
+func trimmed(v string) (string, error) { return strings.TrimSpace(v), nil }
+func lower(v string) (string, error)   { return strings.ToLower(strings.TrimSpace(v)), nil }
+
+// logLevel is lower, with "warning" read as "warn".
+func logLevel(v string) (string, error) {
+	l, _ := lower(v)
+	if l == "warning" {
+		l = "warn"
 	}
+	return l, nil
+}
+
+// count is a whole number ≥ 0.
+func count(v string) (int, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%q is not a whole number ≥ 0", v)
+	}
+	return n, nil
+}
+
+// timeout is a Go duration ≥ 0.
+func timeout(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%q is not a duration ≥ 0 (such as 60s or 1m)", v)
+	}
+	return d, nil
+}
+
+// clockSkew is a Go duration from 0 to an hour.
+func clockSkew(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	if err != nil || d < 0 || d > time.Hour {
+		return 0, fmt.Errorf("%q is not a duration from 0s to 1h (e.g. 5m)", v)
+	}
+	return d, nil
 }
 
 // Set sets the setting with the given name (a Setting.Name) from text, as
 // given on the command line or in the environment. Log format and level are
 // case-insensitive; a boolean takes true/false, 1/0, yes/no or on/off. Set
-// checks only the syntax of booleans; Validate checks the rest.
+// checks only the syntax of each value; Validate checks the rest.
 func (s *Server) Set(name, value string) error {
-	switch name {
-	case "config":
-		s.ConfigFile = value
-	case "config-search":
-		s.ConfigSearch = value
-	case "data":
-		s.DataDir = value
-	case "amqp":
-		s.AMQPAddr = value
-	case "http":
-		s.HTTPAddr = value
-	case "amqps":
-		s.AMQPSAddr = value
-	case "https":
-		s.HTTPSAddr = value
-	case "pprof":
-		s.PprofAddr = value
-	case "tls-cert":
-		s.TLSCert = value
-	case "tls-key":
-		s.TLSKey = value
-	case "policies":
-		s.Policies = value
-	case "entra":
-		s.Entra = strings.ToLower(strings.TrimSpace(value))
-	case "entra-dev-role":
-		s.EntraDevRole = strings.TrimSpace(value)
-	case "oidc-issuer":
-		s.OIDCIssuers = value
-	case "oidc-audience":
-		s.OIDCAudiences = value
-	case "oidc-tenant":
-		s.OIDCTenants = value
-	case "oidc-clock-skew":
-		d, err := time.ParseDuration(strings.TrimSpace(value))
-		if err != nil || d < 0 || d > time.Hour {
-			return &FieldError{Path: name, Msg: fmt.Sprintf("%q is not a duration from 0s to 1h (e.g. 5m)", value)}
+	for _, st := range serverSettings {
+		if st.Name == name {
+			return st.set(s, value)
 		}
-		s.OIDCClockSkew = d
-	case "max-connections", "max-links", "max-sessions", "max-unauthenticated-connections", "max-unsettled-per-link":
-		n, err := strconv.Atoi(strings.TrimSpace(value))
-		if err != nil || n < 0 {
-			return &FieldError{Path: name, Msg: fmt.Sprintf("%q is not a whole number ≥ 0", value)}
-		}
-		switch name {
-		case "max-connections":
-			s.MaxConnections = n
-		case "max-links":
-			s.MaxLinks = n
-		case "max-sessions":
-			s.MaxSessions = n
-		case "max-unsettled-per-link":
-			s.MaxUnsettledPerLink = n
-		default:
-			s.MaxUnauthenticatedConnections = n
-		}
-	case "auth-timeout", "handshake-timeout":
-		d, err := time.ParseDuration(strings.TrimSpace(value))
-		if err != nil || d < 0 {
-			return &FieldError{Path: name, Msg: fmt.Sprintf("%q is not a duration ≥ 0 (such as 60s or 1m)", value)}
-		}
-		if name == "auth-timeout" {
-			s.AuthTimeout = d
-		} else {
-			s.HandshakeTimeout = d
-		}
-	case "memory", "dev-tls", "allow-any-key", "salvage", "metrics-open":
-		b, err := parseBool(value)
-		if err != nil {
-			return &FieldError{Path: name, Msg: err.Error()}
-		}
-		switch name {
-		case "memory":
-			s.Memory = b
-		case "dev-tls":
-			s.DevTLS = b
-		case "allow-any-key":
-			s.AllowAnyKey = b
-		case "salvage":
-			s.Salvage = b
-		case "metrics-open":
-			s.MetricsOpen = b
-		}
-	case "min-free-disk":
-		b, p, err := ParseMinFreeDisk(value)
-		if err != nil {
-			return &FieldError{Path: name, Msg: err.Error()}
-		}
-		s.MinFreeBytes, s.MinFreePercent = b, p
-	case "log-format":
-		s.LogFormat = strings.ToLower(strings.TrimSpace(value))
-	case "log-level":
-		s.LogLevel = strings.ToLower(strings.TrimSpace(value))
-		if s.LogLevel == "warning" {
-			s.LogLevel = "warn"
-		}
-	default:
-		return &FieldError{Path: name, Msg: "unknown setting"}
 	}
-	return nil
+	return &FieldError{Path: name, Msg: "unknown setting"}
 }
 
 func parseBool(v string) (bool, error) {
@@ -330,12 +321,22 @@ func (s *Server) FromEnv(lookup func(string) (string, bool)) error {
 }
 
 // Validate checks the settings and returns nil or an ErrorList whose paths
-// are setting names.
+// are setting names: the listeners and TLS, then authentication, then
+// limits and logging.
 func (s Server) Validate() error {
 	var errs ErrorList
 	add := func(name, format string, args ...any) {
 		errs = append(errs, &FieldError{Path: name, Msg: fmt.Sprintf(format, args...)})
 	}
+	s.validateListeners(add)
+	s.validateAuth(add)
+	s.validateLimits(add)
+	return errs.err()
+}
+
+// validateListeners checks the data directory, the listen addresses and
+// what the TLS listeners need.
+func (s Server) validateListeners(add func(name, format string, args ...any)) {
 	if !s.Memory && strings.TrimSpace(s.DataDir) == "" {
 		add("data", "is required unless memory is set")
 	}
@@ -361,6 +362,10 @@ func (s Server) Validate() error {
 	if (s.TLSCert == "") != (s.TLSKey == "") {
 		add("tls-key", "--tls-cert and --tls-key go together")
 	}
+}
+
+// validateAuth checks the policies and the Entra ID settings.
+func (s Server) validateAuth(add func(name, format string, args ...any)) {
 	if _, err := s.PolicyList(); err != nil {
 		add("policies", "%s", err.Error())
 	}
@@ -380,6 +385,11 @@ func (s Server) Validate() error {
 	if !isRole(s.EntraDevRole) {
 		add("entra-dev-role", "%q is not a Service Bus data role (owner, sender, receiver or none)", s.EntraDevRole)
 	}
+}
+
+// validateLimits checks the limits that need more than a whole number
+// and the log settings.
+func (s Server) validateLimits(add func(name, format string, args ...any)) {
 	if s.HandshakeTimeout <= 0 {
 		add("handshake-timeout", "must be longer than 0")
 	}
@@ -395,7 +405,6 @@ func (s Server) Validate() error {
 	if _, ok := levels[s.LogLevel]; !ok {
 		add("log-level", "%q is not a log level (debug, info, warn or error)", s.LogLevel)
 	}
-	return errs.err()
 }
 
 // EffectiveConfigFile returns the Config.json to load: ConfigFile when

@@ -282,3 +282,4 @@ func TestParseMinFreeDisk(t *testing.T) {
 		t.Fatalf("Set: %v %+v", err, s)
 	}
 }
+

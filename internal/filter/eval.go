@@ -285,6 +285,9 @@ var (
 // MinValue / -1 throws OverflowException; Double arithmetic is IEEE (x/0
 // is infinite); + concatenates two strings; DateTime and TimeSpan add and
 // subtract.
+//
+// Its cyclomatic complexity is high on purpose: it is the table of
+// operator × operand types, and each case mirrors one C# rule.
 func arith(op Token, a, b *value) (value, error) {
 	if a.isNull() || b.isNull() {
 		return nullValue, nil

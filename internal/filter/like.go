@@ -40,7 +40,7 @@ func compileLike(pattern string, esc rune, hasEsc bool) (*likePattern, string) {
 			if i >= len(pattern) {
 				return nil, "the LIKE pattern ends with the escape character"
 			}
-			r, w = utf8.DecodeRuneInString(pattern[i:])
+			_, w = utf8.DecodeRuneInString(pattern[i:])
 			lit.WriteString(pattern[i : i+w])
 			i += w
 		case r == '%':

@@ -61,6 +61,9 @@ func isDigit(r rune) bool { return '0' <= r && r <= '9' }
 // unescaped name for DIDENT and PARAM (without '@'); the unescaped value
 // for STRING; and "" for operators and EOF. A lexical error is reported to
 // the error handler and returned as ILLEGAL.
+//
+// It is long on purpose, as go/scanner's Scan is: one switch on the first
+// character, a case per token class, reads as the lexical grammar.
 func (s *Scanner) Scan() (pos Pos, tok Token, lit string) {
 	// Skip white space.
 	for {

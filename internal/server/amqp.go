@@ -1,7 +1,9 @@
 package server
 
 import (
+	"fmt"
 	"log/slog"
+	"strings"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -9,6 +11,7 @@ import (
 	"github.com/busbarmq/busbar/internal/auth"
 	"github.com/busbarmq/busbar/internal/broker"
 	"github.com/busbarmq/busbar/internal/clock"
+	"github.com/busbarmq/busbar/internal/config"
 	"github.com/busbarmq/busbar/internal/servicebus"
 )
 
@@ -27,17 +30,83 @@ func newAMQPServer(b *broker.Broker, a *auth.Authenticator, obs servicebus.Obser
 	if err != nil {
 		return nil, err
 	}
-	cfg := o.AMQP
+	cfg := amqpConfig(o.Server)
 	cfg.Logger = log.With("component", "amqp")
 	return amqp.NewServer(h, cfg)
+}
+
+// amqpConfig maps the AMQP limits of the settings, where 0 turns a limit
+// off, to amqp.Config, where 0 selects the default and a negative value
+// turns it off. HandshakeTimeout has no "off": 0 keeps the default.
+func amqpConfig(s config.Server) amqp.Config {
+	off := func(n int) int {
+		if n == 0 {
+			return -1
+		}
+		return n
+	}
+	cfg := amqp.Config{
+		MaxConnections:                s.MaxConnections,
+		MaxLinks:                      s.MaxLinks,
+		MaxSessions:                   off(s.MaxSessions),
+		MaxUnauthenticatedConnections: off(s.MaxUnauthenticatedConnections),
+		AuthTimeout:                   s.AuthTimeout,
+		HandshakeTimeout:              s.HandshakeTimeout,
+	}
+	if s.AuthTimeout == 0 {
+		cfg.AuthTimeout = -1
+	}
+	return cfg
+}
+
+// authConfig maps the authentication settings to auth.Config: the
+// policies parsed from their text, Entra ID's mode, role and OIDC lists.
+func authConfig(s config.Server) (auth.Config, error) {
+	mode := auth.EntraAuto
+	if s.Entra != "" {
+		var err error
+		if mode, err = auth.ParseEntraMode(s.Entra); err != nil {
+			return auth.Config{}, err
+		}
+	}
+	cfg := auth.Config{
+		AllowAnyKey: s.AllowAnyKey,
+		Entra: auth.EntraConfig{
+			Mode:           mode,
+			DevDefaultRole: s.EntraDevRole,
+			Issuers:        config.SplitList(s.OIDCIssuers),
+			Audiences:      config.SplitList(s.OIDCAudiences),
+			Tenants:        config.SplitList(s.OIDCTenants),
+			ClockSkew:      s.OIDCClockSkew,
+		},
+	}
+	specs, err := s.PolicyList()
+	if err != nil {
+		return auth.Config{}, fmt.Errorf("policies: %w", err)
+	}
+	for _, p := range specs {
+		rights := auth.Manage
+		if len(p.Rights) > 0 {
+			if rights, err = auth.ParseRights(strings.Join(p.Rights, ",")); err != nil {
+				return auth.Config{}, fmt.Errorf("policies: %w", err)
+			}
+		}
+		cfg.Policies = append(cfg.Policies, auth.Policy{Name: p.Name, PrimaryKey: p.Key, Rights: rights})
+	}
+	return cfg, nil
 }
 
 // newAuthenticator builds the authenticator both listeners share. Entity
 // rules are read from the broker get returns (nil until it is open).
 func newAuthenticator(o Options, log *slog.Logger, get func() *broker.Broker) (*auth.Authenticator, error) {
+	cfg, err := authConfig(o.Server)
+	if err != nil {
+		return nil, err
+	}
 	var clk clock.Clock = o.Clock
-	a, err := auth.New(auth.Config{Policies: o.Policies, AllowAnyKey: o.AllowAnyKey, Clock: clk, Entra: o.Entra,
-		EntityRules: servicebus.EntityRules(get)})
+	cfg.Clock = clk
+	cfg.EntityRules = servicebus.EntityRules(get)
+	a, err := auth.New(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -51,9 +120,9 @@ func newAuthenticator(o Options, log *slog.Logger, get func() *broker.Broker) (*
 	}
 	switch a.EntraMode() {
 	case auth.EntraDev:
-		log.Warn("Entra ID tokens in development mode: their signatures are not checked (--entra)", "defaultRole", o.Entra.DevDefaultRole)
+		log.Warn("Entra ID tokens in development mode: their signatures are not checked (--entra)", "defaultRole", cfg.Entra.DevDefaultRole)
 	case auth.EntraOIDC:
-		log.Info("Entra ID tokens verified against OpenID Connect issuers", "issuers", o.Entra.Issuers)
+		log.Info("Entra ID tokens verified against OpenID Connect issuers", "issuers", cfg.Entra.Issuers)
 	}
 	return a, nil
 }

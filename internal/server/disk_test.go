@@ -19,6 +19,7 @@ import (
 	"github.com/Azure/go-amqp"
 
 	"github.com/busbarmq/busbar/internal/broker"
+	"github.com/busbarmq/busbar/internal/config"
 	"github.com/busbarmq/busbar/internal/message"
 	"github.com/busbarmq/busbar/internal/version"
 )
@@ -95,7 +96,7 @@ func wantNoSpace(t *testing.T, what string, err error) {
 func TestFullDiskEndToEnd(t *testing.T) {
 	mnt := tmpfs(t, 8<<20)
 	data := filepath.Join(mnt, "data")
-	opts := Options{DataDir: data, MinFreeBytes: -1, SegmentSize: 256 << 10}
+	opts := Options{Server: config.Server{DataDir: data, MinFreeBytes: -1}, SegmentSize: 256 << 10}
 	s := start(t, opts)
 	stopped := false
 	defer func() {
@@ -274,7 +275,7 @@ func TestFullDiskEndToEnd(t *testing.T) {
 // space lifts it.
 func TestLowDiskWatermarkEndToEnd(t *testing.T) {
 	mnt := tmpfs(t, 8<<20)
-	s := start(t, Options{DataDir: filepath.Join(mnt, "data"), SegmentSize: 256 << 10})
+	s := start(t, Options{Server: config.Server{DataDir: filepath.Join(mnt, "data")}, SegmentSize: 256 << 10})
 	defer stop(t, s)
 	if _, err := s.Broker().CreateQueue("q", broker.DefaultQueueProperties()); err != nil {
 		t.Fatal(err)
@@ -403,7 +404,7 @@ func TestHealthStates(t *testing.T) {
 // next start finds every acknowledged message.
 func TestShutdownOnFullDisk(t *testing.T) {
 	mnt := tmpfs(t, 8<<20)
-	opts := Options{DataDir: filepath.Join(mnt, "data"), MinFreeBytes: -1, SegmentSize: 256 << 10}
+	opts := Options{Server: config.Server{DataDir: filepath.Join(mnt, "data"), MinFreeBytes: -1}, SegmentSize: 256 << 10}
 	s := start(t, opts)
 	if _, err := s.Broker().CreateQueue("q", broker.DefaultQueueProperties()); err != nil {
 		t.Fatal(err)
@@ -444,7 +445,7 @@ func TestShutdownOnFullDisk(t *testing.T) {
 // retry once space is back succeeds (not "lock lost").
 func TestDeferredSettlementRetriedEndToEnd(t *testing.T) {
 	mnt := tmpfs(t, 8<<20)
-	s := start(t, Options{DataDir: filepath.Join(mnt, "data"), MinFreeBytes: -1, SegmentSize: 256 << 10})
+	s := start(t, Options{Server: config.Server{DataDir: filepath.Join(mnt, "data"), MinFreeBytes: -1}, SegmentSize: 256 << 10})
 	defer stop(t, s)
 	props := broker.DefaultQueueProperties()
 	props.LockDuration = 5 * time.Minute

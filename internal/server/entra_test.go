@@ -22,8 +22,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
-	"github.com/busbarmq/busbar/internal/auth"
 	"github.com/busbarmq/busbar/internal/auth/authtest"
+	"github.com/busbarmq/busbar/internal/config"
 )
 
 // jwtCredential mints a JWT per GetToken for the scope asked (aud = the
@@ -183,10 +183,10 @@ func TestEntraDevSDK(t *testing.T) {
 // role-less ones are refused.
 func TestEntraOIDCSDK(t *testing.T) {
 	is := authtest.NewIssuer(t)
-	s, tlsCfg := tlsServer(t, Options{
-		Policies: []auth.Policy{{Name: "root", PrimaryKey: "not-the-emulator-key", Rights: auth.Manage}},
-		Entra:    auth.EntraConfig{Issuers: []string{is.URL}, Tenants: []string{"tenant-1"}},
-	})
+	s, tlsCfg := tlsServer(t, Options{Server: config.Server{
+		Policies:    "root=not-the-emulator-key:Manage",
+		OIDCIssuers: is.URL, OIDCTenants: "tenant-1",
+	}})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	owner := map[string]any{"iss": is.URL, "roles": []string{"Azure Service Bus Data Owner"}}

@@ -58,7 +58,7 @@ func TestConfigForwardingToEntitiesDeclaredLater(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := start(t, Options{DataDir: dir, Entities: ec})
+	s := start(t, Options{Server: config.Server{DataDir: dir}, Entities: ec})
 	b := s.Broker()
 	info, err := b.GetQueue("front")
 	if err != nil || info.Properties.ForwardTo != "back" || info.Properties.ForwardDeadLetteredMessagesTo != "parking" {
@@ -76,7 +76,7 @@ func TestConfigForwardingToEntitiesDeclaredLater(t *testing.T) {
 	stop(t, s)
 
 	// Applied again on a restart (the entities exist): still forwarding.
-	s = start(t, Options{DataDir: dir, Entities: ec})
+	s = start(t, Options{Server: config.Server{DataDir: dir}, Entities: ec})
 	defer stop(t, s)
 	b = s.Broker()
 	if err := b.Send(ctx, "front", []*message.Message{{Body: []byte("c")}}); err != nil {
@@ -91,7 +91,7 @@ func TestConfigForwardingLoopFailsStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = Start(context.Background(), Options{Memory: true, AMQPAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Entities: ec})
+	_, err = Start(context.Background(), Options{Server: config.Server{Memory: true, AMQPAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"}, Entities: ec})
 	if err == nil || !strings.Contains(err.Error(), "loop") || !strings.Contains(err.Error(), "b → a → b") {
 		t.Fatalf("Start with a forwarding loop: %v", err)
 	}

@@ -10,9 +10,9 @@ import (
 
 	goamqp "github.com/Azure/go-amqp"
 
-	"github.com/busbarmq/busbar/internal/amqp"
 	"github.com/busbarmq/busbar/internal/amqp/frames"
 	"github.com/busbarmq/busbar/internal/broker"
+	"github.com/busbarmq/busbar/internal/config"
 )
 
 // TestLimitsReachEndpoint: the limits in Options reach the AMQP endpoint
@@ -22,7 +22,7 @@ func TestLimitsReachEndpoint(t *testing.T) {
 	defer cancel()
 
 	// A connection that never puts a token is closed at AuthTimeout.
-	s := start(t, Options{Memory: true, AMQP: amqp.Config{AuthTimeout: 100 * time.Millisecond, MaxSessions: 4}})
+	s := start(t, Options{Server: config.Server{Memory: true, AuthTimeout: 100 * time.Millisecond, MaxSessions: 4}})
 	defer stop(t, s)
 	nc, err := net.Dial("tcp", s.AMQPAddr().String())
 	if err != nil {
@@ -67,7 +67,7 @@ func TestLimitsReachEndpoint(t *testing.T) {
 	}
 
 	// A peek-lock link holds at most MaxUnsettledPerLink deliveries.
-	s2 := start(t, Options{Memory: true, AllowAnyKey: true, MaxUnsettledPerLink: 2})
+	s2 := start(t, Options{Server: config.Server{Memory: true, AllowAnyKey: true, MaxUnsettledPerLink: 2}})
 	defer stop(t, s2)
 	if _, err := s2.Broker().CreateQueue("q", broker.DefaultQueueProperties()); err != nil {
 		t.Fatal(err)

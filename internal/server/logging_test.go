@@ -16,6 +16,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/busbarmq/busbar/internal/auth"
+	"github.com/busbarmq/busbar/internal/config"
 )
 
 // logBuffer collects JSON log lines while a server runs.
@@ -53,7 +54,7 @@ func TestLogLevels(t *testing.T) {
 	for _, level := range []slog.Level{slog.LevelInfo, slog.LevelDebug} {
 		t.Run(level.String(), func(t *testing.T) {
 			var logs logBuffer
-			s := start(t, Options{Memory: true, Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: level}))})
+			s := start(t, Options{Server: config.Server{Memory: true}, Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: level}))})
 			cs := fmt.Sprintf("Endpoint=sb://%s;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;", s.AMQPAddr())
 			client, err := azservicebus.NewClientFromConnectionString(cs, nil)
 			if err != nil {

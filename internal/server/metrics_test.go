@@ -17,6 +17,7 @@ import (
 
 	"github.com/busbarmq/busbar/internal/auth"
 	"github.com/busbarmq/busbar/internal/broker"
+	"github.com/busbarmq/busbar/internal/config"
 )
 
 const emulatorKey = "SAS_KEY_VALUE"
@@ -97,7 +98,7 @@ func wantSeriesAtLeast(t *testing.T, body, name string, min float64) {
 }
 
 func TestMetricsAfterTraffic(t *testing.T) {
-	s := start(t, Options{DataDir: t.TempDir()})
+	s := start(t, Options{Server: config.Server{DataDir: t.TempDir()}})
 	defer stop(t, s)
 	b := s.Broker()
 	if _, err := b.CreateQueue("orders", broker.DefaultQueueProperties()); err != nil {
@@ -232,7 +233,7 @@ func TestMetricsAfterTraffic(t *testing.T) {
 }
 
 func TestMetricsNeedAuthentication(t *testing.T) {
-	s := start(t, Options{Memory: true})
+	s := start(t, Options{Server: config.Server{Memory: true}})
 	defer stop(t, s)
 	if code, body := scrape(t, s, ""); code != http.StatusUnauthorized {
 		t.Errorf("without a token: %d %s, want 401", code, body)
@@ -268,7 +269,7 @@ func TestMetricsNeedAuthentication(t *testing.T) {
 }
 
 func TestMetricsOverHTTPS(t *testing.T) {
-	s := start(t, Options{DataDir: t.TempDir(), DevTLS: true, HTTPSAddr: "127.0.0.1:0"})
+	s := start(t, Options{Server: config.Server{DataDir: t.TempDir(), DevTLS: true, HTTPSAddr: "127.0.0.1:0"}})
 	defer stop(t, s)
 	pem, err := os.ReadFile(s.DevCertificate())
 	if err != nil {
@@ -299,10 +300,7 @@ func TestMetricsOverHTTPS(t *testing.T) {
 }
 
 func TestMetricsSendOnlyPolicyRefused(t *testing.T) {
-	s := start(t, Options{Memory: true, Policies: []auth.Policy{
-		{Name: "admin", PrimaryKey: "admin-key", Rights: auth.Manage},
-		{Name: "app", PrimaryKey: "app-key", Rights: auth.Send | auth.Listen},
-	}})
+	s := start(t, Options{Server: config.Server{Memory: true, Policies: "admin=admin-key:Manage; app=app-key:Send,Listen"}})
 	defer stop(t, s)
 	aud := "sb://" + s.HTTPAddr().String() + "/"
 	if code, _ := scrape(t, s, auth.NewToken("app", "app-key", aud, time.Now().Add(time.Hour))); code != http.StatusUnauthorized {
@@ -314,7 +312,7 @@ func TestMetricsSendOnlyPolicyRefused(t *testing.T) {
 }
 
 func TestMetricsOpen(t *testing.T) {
-	s := start(t, Options{Memory: true, MetricsOpen: true})
+	s := start(t, Options{Server: config.Server{Memory: true, MetricsOpen: true}})
 	defer stop(t, s)
 	if code, body := scrape(t, s, ""); code != http.StatusOK || !strings.Contains(body, "go_goroutines") {
 		t.Errorf("--metrics-open without a token: %d, want 200 and the metrics", code)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/busbarmq/busbar/internal/auth"
+	"github.com/busbarmq/busbar/internal/config"
 )
 
 // TestDotSegmentsReachAdmin: a path with "." or ".." segments reaches the
@@ -15,7 +16,7 @@ import (
 // path (another entity's): creating "x/../y" is refused by the naming rule
 // and creates no "y".
 func TestDotSegmentsReachAdmin(t *testing.T) {
-	s := start(t, Options{Memory: true})
+	s := start(t, Options{Server: config.Server{Memory: true}})
 	defer stop(t, s)
 	base := "http://" + s.HTTPAddr().String()
 	c := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}

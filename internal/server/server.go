@@ -56,60 +56,25 @@ import (
 )
 
 // Options configure a Server.
+//
+// The settings of busbar serve (its flags and BUSBAR_* variables, declared
+// once in package config) are embedded as they are: a setting reaches the
+// component that uses it from here, without a copy in between. Their zero
+// values turn limits off; busbar serve starts from config.DefaultServer.
+// A few settings have a different zero value here, for tests that set
+// only what they need: HandshakeTimeout and MaxUnsettledPerLink 0 take
+// the endpoint's defaults, Entra "" is auto and EntraDevRole "" is Data
+// Owner.
 type Options struct {
-	DataDir  string // store directory; unused with Memory
-	Memory   bool   // keep nothing on disk
-	AMQPAddr string // AMQP listen address ("127.0.0.1:0" picks a port)
-	HTTPAddr string // HTTP listen address
-
-	// TLS listeners, off when empty. They need TLSCert and TLSKey, or
-	// DevTLS, which creates a self-signed localhost certificate in the data
-	// directory.
-	AMQPSAddr string
-	HTTPSAddr string
-	TLSCert   string
-	TLSKey    string
-	DevTLS    bool
+	config.Server
 
 	// Entities are declared at start-up (created, or updated if present).
+	// When nil, the Config.json the settings name (ConfigFile, else the
+	// first ConfigSearch path that exists) is loaded, if any.
 	Entities *config.EmulatorConfig
 
-	// Salvage opens a damaged data directory, dropping what cannot be read.
-	Salvage bool
-
-	// MinFreeBytes and MinFreePercent are the low-disk watermark below
-	// which new messages and entities are refused (filestore.Options);
-	// both zero: 1 GiB or 5 % of the disk, whichever is smaller; a
-	// negative MinFreeBytes: none.
-	MinFreeBytes   int64
-	MinFreePercent float64
 	// SegmentSize is the store's log segment size; 0 means its default.
 	SegmentSize int64
-
-	// Policies are the shared access policies clients sign tokens with;
-	// empty means the emulator's RootManageSharedAccessKey / SAS_KEY_VALUE.
-	Policies []auth.Policy
-	// AllowAnyKey accepts tokens signed with any key.
-	AllowAnyKey bool
-	// Entra configures Entra ID (JWT) tokens; the zero value is auto
-	// mode (development mode while the emulator key is in use).
-	Entra auth.EntraConfig
-
-	// AMQP tunes the AMQP endpoint (limits, time-outs); zero values take
-	// the endpoint's defaults.
-	AMQP amqp.Config
-	// MaxUnsettledPerLink bounds the unsettled deliveries of a peek-lock
-	// receiver link; 0 takes servicebus.DefaultMaxUnsettledPerLink.
-	MaxUnsettledPerLink int
-
-	// PprofAddr, when set, serves Go runtime profiles (net/http/pprof's
-	// /debug/pprof/ pages, with mutex and block sampling on) on a listener
-	// of their own, never on the admin port.
-	PprofAddr string
-
-	// MetricsOpen serves GET /metrics without authentication; by default
-	// it needs a token granting Manage, as the admin API does.
-	MetricsOpen bool
 
 	Logger *slog.Logger // nil discards
 	Clock  clock.Clock  // nil means the wall clock
@@ -147,7 +112,9 @@ type Server struct {
 }
 
 // Start brings a broker up and returns once it is serving. ctx bounds
-// start-up only.
+// start-up only. Its phases follow the start-up order in the package
+// comment: startHTTP, openCore (store, broker, entities, admin API,
+// tracing, timers), startAMQP, then ready.
 func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	begin := time.Now()
 	log := o.Logger
@@ -161,11 +128,14 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		}
 	}()
 
+	entities, err := loadEntities(o, log)
+	if err != nil {
+		return nil, err
+	}
 	authn, err := newAuthenticator(o, log, func() *broker.Broker { return s.broker })
 	if err != nil {
 		return nil, err
 	}
-
 	tlsCfg, devCert, err := tlsConfig(o)
 	if err != nil {
 		return nil, err
@@ -173,8 +143,33 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	s.devCert = devCert
 
 	// HTTP first, so a health probe sees 503 while the store recovers.
+	if err := s.startHTTP(o, tlsCfg); err != nil {
+		return nil, err
+	}
+	if o.PprofAddr != "" {
+		if err := s.startPprof(o.PprofAddr, log); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.openCore(ctx, o, entities, authn); err != nil {
+		return nil, err
+	}
+	if err := s.startAMQP(o, authn, tlsCfg); err != nil {
+		return nil, err
+	}
+	s.health.setCheck(s.broker.Health)
+	s.health.ready.Store(true)
+	s.logReady(o, begin)
+	return s, nil
+}
+
+// startHTTP opens the HTTP listener, and the HTTPS one if set, serving
+// health (503 until ready), /metrics, AMQP over WebSockets and the admin
+// API, each set as it becomes available.
+func (s *Server) startHTTP(o Options, tlsCfg *tls.Config) error {
+	var err error
 	if s.httpLn, err = net.Listen("tcp", o.HTTPAddr); err != nil {
-		return nil, fmt.Errorf("http listener: %w", err)
+		return fmt.Errorf("http listener: %w", err)
 	}
 	mux := http.NewServeMux()
 	// GET /health is the probe; the admin API asks for a queue or topic
@@ -209,51 +204,54 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	// the admin API's authorisation.
 	mux.Handle(amqpws.Path, &s.ws)
 	mux.Handle(amqpws.Path+"/{$}", &s.ws)
-	s.httpSrv = &http.Server{Handler: keepDotSegments(mux, &s.admin), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	s.httpSrv = &http.Server{Handler: keepDotSegments(mux, &s.admin), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 	s.goServe("http", func() error { return s.httpSrv.Serve(s.httpLn) })
 	if o.HTTPSAddr != "" {
 		ln, err := net.Listen("tcp", o.HTTPSAddr)
 		if err != nil {
-			return nil, fmt.Errorf("https listener: %w", err)
+			return fmt.Errorf("https listener: %w", err)
 		}
 		s.httpsLn = tls.NewListener(ln, tlsCfg)
 		s.goServe("https", func() error { return s.httpSrv.Serve(s.httpsLn) })
 	}
+	return nil
+}
 
-	if o.PprofAddr != "" {
-		if err := s.startPprof(o.PprofAddr, log); err != nil {
-			return nil, err
-		}
-	}
-
+// openCore opens the store (recovering it) and the broker, declares the
+// entities, puts the admin API and /metrics behind the HTTP listeners,
+// starts the tracer provider if OTEL_* asks for it, and runs the broker's
+// timers.
+func (s *Server) openCore(ctx context.Context, o Options, entities *config.EmulatorConfig, authn *auth.Authenticator) error {
+	log := s.log
 	if o.Memory {
 		s.store = memstore.New()
 	} else {
 		fs, err := filestore.Open(filestore.Options{Dir: o.DataDir, Salvage: o.Salvage, Logger: log.With("component", "store"),
 			MinFreeBytes: o.MinFreeBytes, MinFreePercent: o.MinFreePercent, SegmentSize: o.SegmentSize, SyncObserver: s.metrics})
 		if err != nil {
-			return nil, fmt.Errorf("open data directory %s: %w", o.DataDir, err)
+			return fmt.Errorf("open data directory %s: %w", o.DataDir, err)
 		}
 		s.store = fs
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return err
 	}
+	var err error
 	s.broker, err = broker.Open(broker.Options{Store: s.store, Clock: o.Clock, Logger: log.With("component", "broker"), Observer: s.metrics})
 	if err != nil {
-		return nil, fmt.Errorf("recover broker state: %w", err)
+		return fmt.Errorf("recover broker state: %w", err)
 	}
 	s.metrics.Watch(s.broker, s.store)
-	if o.Entities != nil {
-		created, updated, err := applyEntities(s.broker, o.Entities)
+	if entities != nil {
+		created, updated, err := applyEntities(s.broker, entities)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		log.Info("declared entities from config", "created", created, "updated", updated)
 	}
 	adm, err := admin.New(admin.Options{Broker: s.broker, Auth: authn, Clock: o.Clock, Logger: log.With("component", "admin"), Observer: s.metrics})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s.admin.set(adm)
 	if o.MetricsOpen {
@@ -262,7 +260,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		s.metricH.set(adm.Protect(s.metrics.Handler()))
 	}
 	if s.tracing, err = tracing.Start(ctx, os.LookupEnv, "", log.With("component", "tracing")); err != nil {
-		return nil, err
+		return err
 	}
 	if s.tracing != nil {
 		log.Info("exporting traces over OTLP/HTTP")
@@ -275,27 +273,36 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		defer s.wg.Done()
 		_ = s.broker.Run(timerCtx)
 	}()
+	return nil
+}
 
+// startAMQP opens the AMQP listener, and the AMQPS one if set, and lets
+// the HTTP listeners upgrade to AMQP over WebSockets.
+func (s *Server) startAMQP(o Options, authn *auth.Authenticator, tlsCfg *tls.Config) error {
+	var err error
 	if s.amqpLn, err = net.Listen("tcp", o.AMQPAddr); err != nil {
-		return nil, fmt.Errorf("amqp listener: %w", err)
+		return fmt.Errorf("amqp listener: %w", err)
 	}
-	if s.amqp, err = newAMQPServer(s.broker, authn, s.metrics, s.tracing.Tracer(), o, log); err != nil {
-		return nil, err
+	if s.amqp, err = newAMQPServer(s.broker, authn, s.metrics, s.tracing.Tracer(), o, s.log); err != nil {
+		return err
 	}
 	s.goServe("amqp", func() error { return s.amqp.Serve(s.amqpLn) })
 	if o.AMQPSAddr != "" {
 		ln, err := net.Listen("tcp", o.AMQPSAddr)
 		if err != nil {
-			return nil, fmt.Errorf("amqps listener: %w", err)
+			return fmt.Errorf("amqps listener: %w", err)
 		}
 		s.amqpsLn = tls.NewListener(ln, tlsCfg)
 		s.goServe("amqps", func() error { return s.amqp.Serve(s.amqpsLn) })
 	}
-	s.wsH = amqpws.NewHandler(s.amqp.ServeConn, log.With("component", "amqpws"))
+	s.wsH = amqpws.NewHandler(s.amqp.ServeConn, s.log.With("component", "amqpws"))
 	s.ws.set(s.wsH)
+	return nil
+}
 
-	s.health.setCheck(s.broker.Health)
-	s.health.ready.Store(true)
+// logReady logs "busbar ready" with the listeners' addresses, the
+// version, the data directory and how long start-up took.
+func (s *Server) logReady(o Options, begin time.Time) {
 	dataDir := o.DataDir
 	if o.Memory {
 		dataDir = "(memory)"
@@ -310,16 +317,39 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if s.httpsLn != nil {
 		attrs = append(attrs, "https", s.httpsLn.Addr().String())
 	}
-	if devCert != "" {
-		attrs = append(attrs, "dev_certificate", devCert)
+	if s.devCert != "" {
+		attrs = append(attrs, "dev_certificate", s.devCert)
 	}
 	v := version.Get()
-	log.Info("busbar ready", append(attrs,
+	s.log.Info("busbar ready", append(attrs,
 		"version", v.Version, "commit", v.Commit,
 		"data", dataDir,
 		"queues", len(s.broker.ListQueues()),
 		"startup", time.Since(begin).Round(time.Millisecond).String())...)
-	return s, nil
+}
+
+// loadEntities returns o.Entities or else the Config.json the settings
+// name, nil if none.
+func loadEntities(o Options, log *slog.Logger) (*config.EmulatorConfig, error) {
+	if o.Entities != nil {
+		return o.Entities, nil
+	}
+	file := o.EffectiveConfigFile(func(path string) bool {
+		_, err := os.Stat(path)
+		return err == nil
+	})
+	if file == "" {
+		return nil, nil
+	}
+	log.Info("loading entities", "config", file)
+	ec, err := config.LoadEmulatorConfigFile(file)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range ec.Warnings {
+		log.Warn("config: " + w.Error())
+	}
+	return ec, nil
 }
 
 // AMQPAddr is the address the AMQP listener is bound to.

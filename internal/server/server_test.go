@@ -61,7 +61,7 @@ func get(t *testing.T, url string) (int, string) {
 }
 
 func TestHealthAndShutdown(t *testing.T) {
-	s := start(t, Options{Memory: true})
+	s := start(t, Options{Server: config.Server{Memory: true}})
 	code, body := get(t, "http://"+s.HTTPAddr().String()+"/health")
 	want := `{"status":"healthy","version":"` + version.Version() + `"}`
 	if code != 200 || body != want {
@@ -133,7 +133,7 @@ func TestConfigEntitiesPersistAcrossRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := start(t, Options{DataDir: dir, Entities: ec})
+	s := start(t, Options{Server: config.Server{DataDir: dir}, Entities: ec})
 	q, err := s.Broker().GetQueue("queue.1")
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +159,7 @@ func TestConfigEntitiesPersistAcrossRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s = start(t, Options{DataDir: dir, Entities: ec2})
+	s = start(t, Options{Server: config.Server{DataDir: dir}, Entities: ec2})
 	defer stop(t, s)
 	if _, err := s.Broker().GetQueue("runtime"); err != nil {
 		t.Fatalf("runtime queue lost across restart: %v", err)
@@ -179,14 +179,14 @@ func TestInvalidEntityFailsStart(t *testing.T) {
 		// The loader caught it; that is the clear error we want.
 		return
 	}
-	_, err = Start(context.Background(), Options{Memory: true, AMQPAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", Entities: ec})
+	_, err = Start(context.Background(), Options{Server: config.Server{Memory: true, AMQPAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"}, Entities: ec})
 	if err == nil {
 		t.Fatal("Start accepted a queue forwarding to itself")
 	}
 }
 
 func TestBadDataDirFailsStart(t *testing.T) {
-	_, err := Start(context.Background(), Options{DataDir: "/proc/busbar-cannot-write-here", AMQPAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"})
+	_, err := Start(context.Background(), Options{Server: config.Server{DataDir: "/proc/busbar-cannot-write-here", AMQPAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"}})
 	if err == nil {
 		t.Fatal("Start succeeded on an unusable data directory")
 	}
@@ -196,7 +196,7 @@ func TestBadDataDirFailsStart(t *testing.T) {
 // "health" from the admin API, which always sends api-version. (The Go
 // admin client speaks only https.)
 func TestQueueNamedHealth(t *testing.T) {
-	s := start(t, Options{DataDir: t.TempDir(), DevTLS: true, HTTPSAddr: "127.0.0.1:0"})
+	s := start(t, Options{Server: config.Server{DataDir: t.TempDir(), DevTLS: true, HTTPSAddr: "127.0.0.1:0"}})
 	defer stop(t, s)
 	pem, err := os.ReadFile(s.DevCertificate())
 	if err != nil {
@@ -227,7 +227,7 @@ func TestQueueNamedHealth(t *testing.T) {
 // TestPprof: --pprof serves the runtime's profiles on its own listener,
 // and Shutdown stops it (goleak checks the goroutine is gone).
 func TestPprof(t *testing.T) {
-	s := start(t, Options{Memory: true, PprofAddr: "127.0.0.1:0"})
+	s := start(t, Options{Server: config.Server{Memory: true, PprofAddr: "127.0.0.1:0"}})
 	if code, body := get(t, "http://"+s.PprofAddr().String()+"/debug/pprof/"); code != 200 || !strings.Contains(body, "goroutine") {
 		t.Fatalf("GET /debug/pprof/ = %d %.80s", code, body)
 	}
@@ -235,7 +235,7 @@ func TestPprof(t *testing.T) {
 		t.Fatal("profiles are served on the admin port too")
 	}
 	stop(t, s)
-	if s2 := start(t, Options{Memory: true}); s2.PprofAddr() != nil {
+	if s2 := start(t, Options{Server: config.Server{Memory: true}}); s2.PprofAddr() != nil {
 		t.Fatal("PprofAddr set without PprofAddr option")
 	} else {
 		stop(t, s2)

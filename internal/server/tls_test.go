@@ -13,6 +13,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+
+	"github.com/busbarmq/busbar/internal/config"
 )
 
 // TestDevTLS starts the TLS listeners with a generated certificate and
@@ -21,7 +23,7 @@ import (
 // messaging client over amqps (no emulator flag in the connection string).
 func TestDevTLS(t *testing.T) {
 	dir := t.TempDir()
-	s := start(t, Options{DataDir: dir, DevTLS: true, AMQPSAddr: "127.0.0.1:0", HTTPSAddr: "127.0.0.1:0"})
+	s := start(t, Options{Server: config.Server{DataDir: dir, DevTLS: true, AMQPSAddr: "127.0.0.1:0", HTTPSAddr: "127.0.0.1:0"}})
 	defer stop(t, s)
 	if s.DevCertificate() == "" {
 		t.Fatal("no dev certificate path reported")
@@ -87,7 +89,7 @@ func TestDevTLS(t *testing.T) {
 }
 
 func TestTLSNeedsCertificate(t *testing.T) {
-	_, err := Start(context.Background(), Options{Memory: true, AMQPAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", AMQPSAddr: "127.0.0.1:0"})
+	_, err := Start(context.Background(), Options{Server: config.Server{Memory: true, AMQPAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", AMQPSAddr: "127.0.0.1:0"}})
 	if err == nil {
 		t.Fatal("Start accepted --amqps without a certificate")
 	}

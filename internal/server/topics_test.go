@@ -53,7 +53,7 @@ func TestConfigTopicsSubscriptionsRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := start(t, Options{DataDir: dir, Entities: ec})
+	s := start(t, Options{Server: config.Server{DataDir: dir}, Entities: ec})
 	check := func() {
 		t.Helper()
 		b := s.Broker()
@@ -90,7 +90,7 @@ func TestConfigTopicsSubscriptionsRules(t *testing.T) {
 	stop(t, s)
 	// Restart with the same file: everything is found and updated, nothing
 	// duplicated.
-	s = start(t, Options{DataDir: dir, Entities: ec})
+	s = start(t, Options{Server: config.Server{DataDir: dir}, Entities: ec})
 	defer stop(t, s)
 	check()
 }

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/busbarmq/busbar/internal/broker"
+	"github.com/busbarmq/busbar/internal/config"
 )
 
 // collector is an in-process OTLP/HTTP trace receiver.
@@ -88,7 +89,7 @@ func TestTracesJoinTheMessagesTrace(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", col.srv.URL)
 	t.Setenv("OTEL_SERVICE_NAME", "busbar-under-test")
 
-	s := start(t, Options{Memory: true})
+	s := start(t, Options{Server: config.Server{Memory: true}})
 	stopped := false
 	defer func() {
 		if !stopped {
@@ -218,7 +219,7 @@ func TestTracingOffByDefault(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
 	t.Setenv("OTEL_TRACES_EXPORTER", "")
-	s := start(t, Options{Memory: true})
+	s := start(t, Options{Server: config.Server{Memory: true}})
 	if s.tracing != nil {
 		t.Error("a tracer provider without any OTEL_* setting")
 	}
@@ -226,7 +227,7 @@ func TestTracingOffByDefault(t *testing.T) {
 
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", col.srv.URL)
 	t.Setenv("OTEL_TRACES_EXPORTER", "none")
-	s = start(t, Options{Memory: true})
+	s = start(t, Options{Server: config.Server{Memory: true}})
 	if s.tracing != nil {
 		t.Error("a tracer provider with OTEL_TRACES_EXPORTER=none")
 	}
@@ -237,7 +238,7 @@ func TestTracingBadExporterFailsStart(t *testing.T) {
 	t.Setenv("OTEL_TRACES_EXPORTER", "zipkin")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if s, err := Start(ctx, Options{Memory: true, AMQPAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"}); err == nil {
+	if s, err := Start(ctx, Options{Server: config.Server{Memory: true, AMQPAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0"}}); err == nil {
 		_ = s.Shutdown(ctx)
 		t.Fatal("Start with OTEL_TRACES_EXPORTER=zipkin succeeded")
 	}

@@ -16,8 +16,8 @@ import (
 	goamqp "github.com/Azure/go-amqp"
 	"github.com/coder/websocket"
 
-	"github.com/busbarmq/busbar/internal/amqp"
 	"github.com/busbarmq/busbar/internal/broker"
+	"github.com/busbarmq/busbar/internal/config"
 )
 
 const wsPath = "/$servicebus/websocket"
@@ -81,7 +81,7 @@ func sendReceive(t *testing.T, cs string, opts *azservicebus.ClientOptions, queu
 // certificate), with an ordinary connection string naming that listener.
 func TestWebSocketGoSDK(t *testing.T) {
 	dir := t.TempDir()
-	s := start(t, Options{DataDir: dir, DevTLS: true, HTTPSAddr: "127.0.0.1:0"})
+	s := start(t, Options{Server: config.Server{DataDir: dir, DevTLS: true, HTTPSAddr: "127.0.0.1:0"}})
 	defer stop(t, s)
 	if _, err := s.Broker().CreateQueue("ws", broker.DefaultQueueProperties()); err != nil {
 		t.Fatal(err)
@@ -132,7 +132,7 @@ func openSession(ctx context.Context, c *goamqp.Conn) error {
 // authenticated (AllowAnyKey): an unauthenticated one would give way to a
 // newcomer (amqp.Config.MaxUnauthenticatedConnections).
 func TestWebSocketConnectionLimit(t *testing.T) {
-	s := start(t, Options{Memory: true, AllowAnyKey: true, AMQP: amqp.Config{MaxConnections: 1}})
+	s := start(t, Options{Server: config.Server{Memory: true, AllowAnyKey: true, MaxConnections: 1}})
 	defer stop(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -186,7 +186,7 @@ func TestWebSocketConnectionLimit(t *testing.T) {
 // WebSockets (the client gets close(amqp:connection:forced)) and waits
 // for their goroutines (goleak, in TestMain, checks none is left).
 func TestWebSocketShutdown(t *testing.T) {
-	s := start(t, Options{Memory: true})
+	s := start(t, Options{Server: config.Server{Memory: true}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := dialWSAMQP(ctx, s)
@@ -217,7 +217,7 @@ func TestWebSocketShutdown(t *testing.T) {
 // answers a plain GET or another subprotocol with a clear HTTP error, not
 // the admin API's 401.
 func TestWebSocketHTTPErrors(t *testing.T) {
-	s := start(t, Options{Memory: true})
+	s := start(t, Options{Server: config.Server{Memory: true}})
 	defer stop(t, s)
 	base := "http://" + s.HTTPAddr().String()
 	for _, p := range []string{wsPath, wsPath + "/"} {
@@ -237,7 +237,7 @@ func TestWebSocketHTTPErrors(t *testing.T) {
 // TestWebSocketHandshakeDeadline: a WebSocket that never starts the AMQP
 // handshake is closed after the handshake time-out, as a TCP one is.
 func TestWebSocketHandshakeDeadline(t *testing.T) {
-	s := start(t, Options{Memory: true, AMQP: amqp.Config{HandshakeTimeout: 200 * time.Millisecond}})
+	s := start(t, Options{Server: config.Server{Memory: true, HandshakeTimeout: 200 * time.Millisecond}})
 	defer stop(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -170,6 +170,7 @@ func (c *conn) attachSessionReceiver(l *amqp.OutgoingLink, a address, f sessionF
 		if err != nil {
 			switch {
 			case errors.Is(err, context.DeadlineExceeded):
+				//lint:ignore ST1005 Service Bus's own wording, which clients show as it is
 				err = fmt.Errorf("No session of '%s' became available to accept within %v: %w", path, timeout.Round(time.Millisecond), err)
 			case broker.KindOf(err) == broker.KindNotFound:
 				err = notFound(c.entityURI(path))

@@ -45,7 +45,7 @@ func TestString(t *testing.T) {
 }
 
 func TestGetIsStable(t *testing.T) {
-	if Get() != Get() || Version() != Get().Version || Commit() != Get().Commit {
+	if a, b := Get(), Get(); a != b || Version() != Get().Version || Commit() != Get().Commit {
 		t.Error("Get is not stable")
 	}
 }

@@ -50,7 +50,7 @@ func main() {
 	}
 	go func() { log.Error("pprof", "err", http.ListenAndServe(addr, nil)) }()
 
-	opts := server.Options{DataDir: *data, AMQPAddr: *amqpAddr, HTTPAddr: *httpAddr, Logger: log}
+	opts := server.Options{Server: config.Server{DataDir: *data, AMQPAddr: *amqpAddr, HTTPAddr: *httpAddr}, Logger: log}
 	if *cfg != "" {
 		ec, err := config.LoadEmulatorConfigFile(*cfg)
 		if err != nil {

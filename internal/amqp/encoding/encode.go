@@ -291,6 +291,9 @@ func (b *Buffer) WriteList(v []any) error {
 // WriteAny writes v using the Go mapping of the package documentation.
 // int and uint are written as long and ulong. Values implementing
 // Marshaler encode themselves.
+//
+// It is long on purpose: one flat type switch, a case per Go type of the
+// mapping, reads as the mapping's table; splitting it would scatter it.
 func (b *Buffer) WriteAny(v any) error {
 	switch v := v.(type) {
 	case nil:

@@ -171,6 +171,13 @@ func Start(t testing.TB, opts *Options) *Server {
 		}
 	}
 	t.Cleanup(s.Close)
+	s.declare(t, opts)
+	return s
+}
+
+// declare creates the queues, topics and subscriptions opts lists.
+func (s *Server) declare(t testing.TB, opts *Options) {
+	t.Helper()
 	for _, q := range opts.Queues {
 		p, ok := opts.QueueProps[q]
 		if !ok {
@@ -188,7 +195,6 @@ func Start(t testing.TB, opts *Options) *Server {
 	for _, sub := range opts.Subscriptions {
 		s.CreateSubscription(t, sub)
 	}
-	return s
 }
 
 // Subscription describes a subscription for Options.Subscriptions and

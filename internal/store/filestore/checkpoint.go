@@ -60,6 +60,10 @@ func (s *Store) checkpoint() error { return s.writeCheckpoint(false) }
 // the last one.
 func (s *Store) checkpointForced() error { return s.writeCheckpoint(true) }
 
+// writeCheckpoint writes the checkpoint of the applied state (unless
+// nothing was logged since the last one and !force): it syncs the log,
+// writes the file under a temporary name (writeCheckpointFile), renames it
+// into place, then records it and lets older checkpoints and segments go.
 func (s *Store) writeCheckpoint(force bool) error {
 	s.mu.Lock()
 	snap := s.mu.ix.snapshot(true)
@@ -76,80 +80,38 @@ func (s *Store) writeCheckpoint(force bool) error {
 	}
 	start := time.Now()
 	final := ckptName(s.opts.Dir, lsn)
+	size, refs, nmsgs, err := s.writeCheckpointFile(final, snap, lsn, pos)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.mu.ckptLSN, s.mu.ckpt, s.mu.ckptBytes = lsn, pos, size
+	s.mu.ckptTime, s.mu.ckptLogEnd = time.Now(), logEnd
+	for id, seg := range s.mu.segs {
+		seg.ckptRefs = refs[id]
+	}
+	s.mu.Unlock()
+	s.log.Debug("checkpoint written", "file", final, "lsn", lsn, "messages", nmsgs, "bytes", size, "took", time.Since(start))
+	s.removeOldCheckpoints(lsn)
+	return s.deleteSegments()
+}
+
+// writeCheckpointFile writes snap as checkpoint file final: to final.tmp,
+// synced, then renamed (and the directory synced). It returns the file's
+// size, the messages it refers to per segment and their number. On error
+// the temporary file is removed.
+func (s *Store) writeCheckpointFile(final string, snap *snapshot, lsn uint64, pos logPos) (size int64, refs map[uint32]int64, nmsgs uint64, err error) {
 	tmp := final + tmpSuffix
 	f, err := s.fs.Create(tmp)
 	if err != nil {
-		return fmt.Errorf("filestore: checkpoint: %w", err)
+		return 0, nil, 0, fmt.Errorf("filestore: checkpoint: %w", err)
 	}
-	var off int64
 	w := &ckptWriter{buf: make([]byte, 0, 2<<20), flush: func(b []byte) error {
-		_, err := f.WriteAt(b, off)
-		off += int64(len(b))
+		_, err := f.WriteAt(b, size)
+		size += int64(len(b))
 		return err
 	}}
-	// Header.
-	w.buf = append(w.buf, ckptMagic...)
-	w.buf = binary.LittleEndian.AppendUint32(w.buf, ckptVersion)
-	w.buf = binary.LittleEndian.AppendUint32(w.buf, pos.seg)
-	w.buf = binary.LittleEndian.AppendUint64(w.buf, lsn)
-	w.buf = binary.LittleEndian.AppendUint64(w.buf, uint64(pos.off))
-	w.buf = binary.LittleEndian.AppendUint32(w.buf, 0)
-	w.buf = binary.LittleEndian.AppendUint32(w.buf, crc(w.buf[:36]))
-	refs := make(map[uint32]int64)
-	var nmsgs, nvalues uint64
-	for i := range snap.entities {
-		e := &snap.entities[i]
-		w.begin(frameEntity)
-		w.uvarint(e.id)
-		w.uvarint(e.lastSeq)
-		w.bytes([]byte(e.name))
-		w.bytes(e.spec)
-		w.end()
-		for _, c := range e.chunks {
-			w.begin(frameMsgs)
-			w.uvarint(e.id)
-			w.uvarint(uint64(len(c.ents)))
-			// Count references per segment run: consecutive messages
-			// mostly share a segment, and a map update per message cost
-			// a third of writing the checkpoint.
-			var runSeg uint32
-			var run int64
-			for j := range c.ents {
-				ent := &c.ents[j]
-				w.uvarint(ent.seq)
-				w.uvarint(uint64(ent.seg))
-				w.uvarint(uint64(ent.off))
-				w.uvarint(uint64(ent.size))
-				w.buf = binary.LittleEndian.AppendUint32(w.buf, ent.crc)
-				w.bytes(c.meta(j))
-				if ent.seg != runSeg {
-					if run > 0 {
-						refs[runSeg] += run
-					}
-					runSeg, run = ent.seg, 0
-				}
-				run++
-			}
-			if run > 0 {
-				refs[runSeg] += run
-			}
-			nmsgs += uint64(len(c.ents))
-			w.end()
-		}
-		for _, k := range slices.Sorted(maps.Keys(e.values)) {
-			w.begin(frameValue)
-			w.uvarint(e.id)
-			w.bytes([]byte(k))
-			w.bytes(e.values[k])
-			w.end()
-			nvalues++
-		}
-	}
-	w.begin(frameEnd)
-	w.uvarint(uint64(len(snap.entities)))
-	w.uvarint(nmsgs)
-	w.uvarint(nvalues)
-	w.end()
+	refs, nmsgs = w.encode(snap, lsn, pos)
 	err = w.err
 	if err == nil {
 		err = w.flush(w.buf)
@@ -168,18 +130,84 @@ func (s *Store) writeCheckpoint(force bool) error {
 	}
 	if err != nil {
 		s.fs.Remove(tmp)
-		return fmt.Errorf("filestore: checkpoint %s: %w", final, err)
+		return 0, nil, 0, fmt.Errorf("filestore: checkpoint %s: %w", final, err)
 	}
-	s.mu.Lock()
-	s.mu.ckptLSN, s.mu.ckpt, s.mu.ckptBytes = lsn, pos, off
-	s.mu.ckptTime, s.mu.ckptLogEnd = time.Now(), logEnd
-	for id, seg := range s.mu.segs {
-		seg.ckptRefs = refs[id]
+	return size, refs, nmsgs, nil
+}
+
+// encode writes the checkpoint of snap: the header, each entity's frames,
+// the end frame. It returns the messages referred to per segment and their
+// number. Errors of the flushes are in w.err.
+func (w *ckptWriter) encode(snap *snapshot, lsn uint64, pos logPos) (refs map[uint32]int64, nmsgs uint64) {
+	w.buf = append(w.buf, ckptMagic...)
+	w.buf = binary.LittleEndian.AppendUint32(w.buf, ckptVersion)
+	w.buf = binary.LittleEndian.AppendUint32(w.buf, pos.seg)
+	w.buf = binary.LittleEndian.AppendUint64(w.buf, lsn)
+	w.buf = binary.LittleEndian.AppendUint64(w.buf, uint64(pos.off))
+	w.buf = binary.LittleEndian.AppendUint32(w.buf, 0)
+	w.buf = binary.LittleEndian.AppendUint32(w.buf, crc(w.buf[:36]))
+	refs = make(map[uint32]int64)
+	var nvalues uint64
+	for i := range snap.entities {
+		e := &snap.entities[i]
+		w.begin(frameEntity)
+		w.uvarint(e.id)
+		w.uvarint(e.lastSeq)
+		w.bytes([]byte(e.name))
+		w.bytes(e.spec)
+		w.end()
+		for _, c := range e.chunks {
+			w.messages(e.id, c, refs)
+			nmsgs += uint64(len(c.ents))
+		}
+		for _, k := range slices.Sorted(maps.Keys(e.values)) {
+			w.begin(frameValue)
+			w.uvarint(e.id)
+			w.bytes([]byte(k))
+			w.bytes(e.values[k])
+			w.end()
+			nvalues++
+		}
 	}
-	s.mu.Unlock()
-	s.log.Debug("checkpoint written", "file", final, "lsn", lsn, "messages", nmsgs, "bytes", off, "took", time.Since(start))
-	s.removeOldCheckpoints(lsn)
-	return s.deleteSegments()
+	w.begin(frameEnd)
+	w.uvarint(uint64(len(snap.entities)))
+	w.uvarint(nmsgs)
+	w.uvarint(nvalues)
+	w.end()
+	return refs, nmsgs
+}
+
+// messages writes the messages frame of one chunk of entity id, adding
+// the messages to refs per segment.
+func (w *ckptWriter) messages(id uint64, c *chunk, refs map[uint32]int64) {
+	w.begin(frameMsgs)
+	w.uvarint(id)
+	w.uvarint(uint64(len(c.ents)))
+	// Count references per segment run: consecutive messages mostly share
+	// a segment, and a map update per message cost a third of writing the
+	// checkpoint.
+	var runSeg uint32
+	var run int64
+	for j := range c.ents {
+		ent := &c.ents[j]
+		w.uvarint(ent.seq)
+		w.uvarint(uint64(ent.seg))
+		w.uvarint(uint64(ent.off))
+		w.uvarint(uint64(ent.size))
+		w.buf = binary.LittleEndian.AppendUint32(w.buf, ent.crc)
+		w.bytes(c.meta(j))
+		if ent.seg != runSeg {
+			if run > 0 {
+				refs[runSeg] += run
+			}
+			runSeg, run = ent.seg, 0
+		}
+		run++
+	}
+	if run > 0 {
+		refs[runSeg] += run
+	}
+	w.end()
 }
 
 // removeOldCheckpoints deletes checkpoint files older than lsn.
@@ -345,7 +373,9 @@ func (r *ckptReader) u32() uint32 {
 // loadCheckpoint reads checkpoint file p into s.mu.ix (which must be
 // empty), counting references into the segments in s.mu.segs. Messages
 // in segments that do not exist are corruption (with Salvage: dropped and
-// logged).
+// logged). Its phases: the header (ckptLoader.header), then frame after
+// frame (ckptLoader.frame) applied by kind (entity, messages, value) until
+// the end frame, whose counts must match what was read (ckptLoader.end).
 func (s *Store) loadCheckpoint(p string) (*ckptInfo, error) {
 	f, err := s.fs.Open(p)
 	if err != nil {
@@ -356,139 +386,196 @@ func (s *Store) loadCheckpoint(p string) (*ckptInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("filestore: %w", err)
 	}
-	w := &window{f: f, name: p, size: size}
-	r := &ckptReader{path: p}
-	b, err := w.get(0, min(ckptHeaderSize, size))
-	if err != nil {
+	l := &ckptLoader{s: s, w: &window{f: f, name: p, size: size}, r: &ckptReader{path: p}, ix: s.mu.ix}
+	if err := l.header(p, size); err != nil {
 		return nil, err
 	}
+	for pos := int64(ckptHeaderSize); ; {
+		body, next, err := l.frame(pos)
+		if err != nil {
+			return nil, err
+		}
+		switch body[0] {
+		case frameEntity:
+			l.entity()
+		case frameMsgs:
+			l.messages()
+		case frameValue:
+			l.value()
+		case frameEnd:
+			if err := l.end(next == size); err != nil {
+				return nil, err
+			}
+			return l.info, nil
+		default:
+			l.r.fail(fmt.Sprintf("unknown frame kind %d", body[0]))
+		}
+		if l.r.err != nil {
+			return nil, l.r.err
+		}
+		pos = next
+	}
+}
+
+// ckptLoader is loadCheckpoint's state while it reads one checkpoint.
+type ckptLoader struct {
+	s    *Store
+	w    *window
+	r    *ckptReader
+	ix   *index
+	info *ckptInfo
+	cur  *entity // the entity the last entity frame declared
+
+	nents, nmsgs, nvals uint64 // what was read, for the end frame
+}
+
+// header checks the file header (magic, checksum, version) and reads the
+// LSN and log position the checkpoint stands for.
+func (l *ckptLoader) header(p string, size int64) error {
+	b, err := l.w.get(0, min(ckptHeaderSize, size))
+	if err != nil {
+		return err
+	}
 	if len(b) < ckptHeaderSize || string(b[:8]) != ckptMagic || crc(b[:36]) != binary.LittleEndian.Uint32(b[36:]) {
-		r.fail("bad checkpoint header")
-		return nil, r.err
+		l.r.fail("bad checkpoint header")
+		return l.r.err
 	}
 	if v := binary.LittleEndian.Uint32(b[8:]); v != ckptVersion {
-		r.fail(fmt.Sprintf("unknown checkpoint version %d", v))
-		return nil, r.err
+		l.r.fail(fmt.Sprintf("unknown checkpoint version %d", v))
+		return l.r.err
 	}
-	info := &ckptInfo{
+	l.info = &ckptInfo{
 		path: p,
 		lsn:  binary.LittleEndian.Uint64(b[16:]),
 		pos:  logPos{seg: binary.LittleEndian.Uint32(b[12:]), off: int64(binary.LittleEndian.Uint64(b[24:]))},
 		size: size,
 		refs: make(map[uint32]int64),
 	}
-	ix := s.mu.ix
-	var nents, nmsgs, nvals uint64
-	pos := int64(ckptHeaderSize)
-	var cur *entity
-	for {
-		r.off = pos
-		if size-pos < frameHeaderSize+1 {
-			r.fail("checkpoint ends without its end frame")
-			return nil, r.err
-		}
-		fh, err := w.get(pos, frameHeaderSize)
-		if err != nil {
-			return nil, err
-		}
-		n := int64(binary.LittleEndian.Uint32(fh))
-		sum := binary.LittleEndian.Uint32(fh[4:])
-		if n < 1 || n > size-pos-frameHeaderSize {
-			r.fail("frame length out of range")
-			return nil, r.err
-		}
-		frame, err := w.get(pos, frameHeaderSize+n)
-		if err != nil {
-			return nil, err
-		}
-		body := frame[frameHeaderSize:]
-		if crc(body) != sum {
-			r.fail("frame checksum mismatch")
-			return nil, r.err
-		}
-		r.b, r.pos = body, 1
-		switch body[0] {
-		case frameEntity:
-			id := r.uvarint()
-			e := &entity{id: id, lastSeq: r.uvarint(), values: make(map[string][]byte)}
-			e.name = string(r.bytes())
-			e.spec = slices.Clone(r.bytes())
-			if r.err == nil && ix.entities[id] != nil {
-				r.fail(fmt.Sprintf("entity %d twice", id))
-			}
-			ix.entities[id] = e
-			cur = e
-			nents++
-		case frameMsgs:
-			id := r.uvarint()
-			count := r.uvarint()
-			if cur == nil || cur.id != id {
-				r.fail("messages frame out of place")
-				break
-			}
-			for range count {
-				ent := entry{seq: r.uvarint()}
-				seg, off, sz := r.uvarint(), r.uvarint(), r.uvarint()
-				ent.crc = r.u32()
-				meta := r.bytes()
-				if r.err != nil {
-					break
-				}
-				if seg > 1<<32-1 || off > 1<<32-1 || sz > 1<<32-1 {
-					r.fail("message location out of range")
-					break
-				}
-				ent.seg, ent.off, ent.size = uint32(seg), uint32(off), uint32(sz)
-				if n := len(cur.chunks); n > 0 && ent.seq <= cur.chunks[n-1].last() {
-					r.fail(fmt.Sprintf("entity %d: messages out of order at seq %d", id, ent.seq))
-					break
-				}
-				if ent.size > 0 && s.mu.segs[ent.seg] == nil {
-					why := fmt.Sprintf("message %d/%d is in segment %d, which does not exist", id, ent.seq, ent.seg)
-					if !s.opts.Salvage {
-						r.fail(why)
-						break
-					}
-					s.log.Error("salvage: dropping message", "file", p, "reason", why)
-					continue
-				}
-				ix.insert(cur, ent, meta)
-				cur.lastSeq = max(cur.lastSeq, ent.seq)
-				s.refLocked(ent)
-				info.refs[ent.seg]++
-				nmsgs++
-			}
-		case frameValue:
-			id := r.uvarint()
-			k, v := r.bytes(), r.bytes()
-			if r.err == nil {
-				e := ix.entities[id]
-				if e == nil {
-					r.fail(fmt.Sprintf("value of unknown entity %d", id))
-					break
-				}
-				e.values[string(k)] = slices.Clone(v)
-				ix.nvalues++
-				nvals++
-			}
-		case frameEnd:
-			ne, nm, nv := r.uvarint(), r.uvarint(), r.uvarint()
-			if r.err == nil && (ne != nents || (nm != nmsgs && !s.opts.Salvage) || nv != nvals) {
-				r.fail("end frame counts do not match")
-			}
-			if r.err == nil && pos+frameHeaderSize+n != size {
-				r.fail("data after the end frame")
-			}
-			if r.err != nil {
-				return nil, r.err
-			}
-			return info, nil
-		default:
-			r.fail(fmt.Sprintf("unknown frame kind %d", body[0]))
-		}
-		if r.err != nil {
-			return nil, r.err
-		}
-		pos += frameHeaderSize + n
+	return nil
+}
+
+// frame reads and checks the frame at pos and points the reader at its
+// body (past the kind byte). It returns the body and where the next frame
+// starts.
+func (l *ckptLoader) frame(pos int64) (body []byte, next int64, err error) {
+	size, r := l.w.size, l.r
+	r.off = pos
+	if size-pos < frameHeaderSize+1 {
+		r.fail("checkpoint ends without its end frame")
+		return nil, 0, r.err
 	}
+	fh, err := l.w.get(pos, frameHeaderSize)
+	if err != nil {
+		return nil, 0, err
+	}
+	n := int64(binary.LittleEndian.Uint32(fh))
+	sum := binary.LittleEndian.Uint32(fh[4:])
+	if n < 1 || n > size-pos-frameHeaderSize {
+		r.fail("frame length out of range")
+		return nil, 0, r.err
+	}
+	frame, err := l.w.get(pos, frameHeaderSize+n)
+	if err != nil {
+		return nil, 0, err
+	}
+	body = frame[frameHeaderSize:]
+	if crc(body) != sum {
+		r.fail("frame checksum mismatch")
+		return nil, 0, r.err
+	}
+	r.b, r.pos = body, 1
+	return body, pos + frameHeaderSize + n, nil
+}
+
+// entity reads an entity frame: a new entity, which the messages frames
+// after it belong to.
+func (l *ckptLoader) entity() {
+	r := l.r
+	id := r.uvarint()
+	e := &entity{id: id, lastSeq: r.uvarint(), values: make(map[string][]byte)}
+	e.name = string(r.bytes())
+	e.spec = slices.Clone(r.bytes())
+	if r.err == nil && l.ix.entities[id] != nil {
+		r.fail(fmt.Sprintf("entity %d twice", id))
+	}
+	l.ix.entities[id] = e
+	l.cur = e
+	l.nents++
+}
+
+// messages reads a messages frame of the current entity into the index,
+// referencing the segments the messages' data is in.
+func (l *ckptLoader) messages() {
+	r, s, cur := l.r, l.s, l.cur
+	id := r.uvarint()
+	count := r.uvarint()
+	if cur == nil || cur.id != id {
+		r.fail("messages frame out of place")
+		return
+	}
+	for range count {
+		ent := entry{seq: r.uvarint()}
+		seg, off, sz := r.uvarint(), r.uvarint(), r.uvarint()
+		ent.crc = r.u32()
+		meta := r.bytes()
+		if r.err != nil {
+			return
+		}
+		if seg > 1<<32-1 || off > 1<<32-1 || sz > 1<<32-1 {
+			r.fail("message location out of range")
+			return
+		}
+		ent.seg, ent.off, ent.size = uint32(seg), uint32(off), uint32(sz)
+		if n := len(cur.chunks); n > 0 && ent.seq <= cur.chunks[n-1].last() {
+			r.fail(fmt.Sprintf("entity %d: messages out of order at seq %d", id, ent.seq))
+			return
+		}
+		if ent.size > 0 && s.mu.segs[ent.seg] == nil {
+			why := fmt.Sprintf("message %d/%d is in segment %d, which does not exist", id, ent.seq, ent.seg)
+			if !s.opts.Salvage {
+				r.fail(why)
+				return
+			}
+			s.log.Error("salvage: dropping message", "file", r.path, "reason", why)
+			continue
+		}
+		l.ix.insert(cur, ent, meta)
+		cur.lastSeq = max(cur.lastSeq, ent.seq)
+		s.refLocked(ent)
+		l.info.refs[ent.seg]++
+		l.nmsgs++
+	}
+}
+
+// value reads a value frame: one key and value of an entity.
+func (l *ckptLoader) value() {
+	r := l.r
+	id := r.uvarint()
+	k, v := r.bytes(), r.bytes()
+	if r.err != nil {
+		return
+	}
+	e := l.ix.entities[id]
+	if e == nil {
+		r.fail(fmt.Sprintf("value of unknown entity %d", id))
+		return
+	}
+	e.values[string(k)] = slices.Clone(v)
+	l.ix.nvalues++
+	l.nvals++
+}
+
+// end reads the end frame: its counts must match what was read (messages
+// excepted with Salvage, which may have dropped some), and it must be the
+// file's last bytes (atEOF).
+func (l *ckptLoader) end(atEOF bool) error {
+	r := l.r
+	ne, nm, nv := r.uvarint(), r.uvarint(), r.uvarint()
+	if r.err == nil && (ne != l.nents || (nm != l.nmsgs && !l.s.opts.Salvage) || nv != l.nvals) {
+		r.fail("end frame counts do not match")
+	}
+	if r.err == nil && !atEOF {
+		r.fail("data after the end frame")
+	}
+	return r.err
 }
