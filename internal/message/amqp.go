@@ -177,8 +177,8 @@ func simpleValues(m map[string]any, what string) error {
 		if err != nil {
 			return fmt.Errorf("%s %q: %w", what, k, err)
 		}
-		if b, ok := sv.([]byte); ok {
-			m[k] = b
+		if _, ok := sv.([]byte); ok {
+			m[k] = sv
 		}
 	}
 	return nil
