@@ -17,7 +17,7 @@
 // value types (Symbol, UUID and Char, named here as aliases) and
 // amqp/frames the message sections (header, properties, section order).
 // It imports nothing else of Busbar; the packages above it (broker, store,
-// filter, admin) link those two through it but never import them, and
+// filter, admin, metrics) link those two through it but never import them, and
 // never the AMQP endpoint (internal/lint enforces it). frames.Message, the
 // generic AMQP message, is left to control traffic ($cbs and $management
 // requests and responses), which is not stored.
