@@ -1,29 +1,89 @@
-// Package message is the broker's protocol-neutral form of a Service Bus
-// message: what a sender supplied, kept so it can be delivered back
-// unchanged. The AMQP endpoint converts between AMQP sections and Message;
-// the broker core and the store never see AMQP.
+// Package message is Busbar's one model of a Service Bus message, Message,
+// and its two encodings: the AMQP form a client sends and receives
+// (amqp.go) and the record the store keeps (codec.go). The broker core and
+// the store see only Message and the record; the AMQP endpoint converts at
+// the edge with DecodeAMQP and AppendAMQP.
 //
-// Property values (ApplicationProperties, Annotations, MessageID,
-// CorrelationID) hold only these Go types, mirroring AMQP primitive types:
+//	client --AMQP--> DecodeAMQP --> Message --Marshal--> store record
+//	client <--AMQP-- AppendAMQP <-- Message <--Unmarshal-- store record
+//	                    ^
+//	                    Delivery: the broker's state (sequence number,
+//	                    lock, delivery count, ...) added on the way out
+//
+// # Layering
+//
+// Property values are AMQP values, so this package builds on the AMQP
+// codec packages, which only encode and decode: amqp/encoding defines the
+// value types (Symbol, UUID and Char, named here as aliases) and
+// amqp/frames the message sections (header, properties, section order).
+// It imports nothing else of Busbar; the packages above it (broker, store,
+// filter, admin, metrics) link those two through it but never import them, and
+// never the AMQP endpoint (internal/lint enforces it). frames.Message, the
+// generic AMQP message, is left to control traffic ($cbs and $management
+// requests and responses), which is not stored.
+//
+// # Values
+//
+// Property values (ApplicationProperties, Annotations, DeliveryAnnotations,
+// MessageID, CorrelationID) hold only these Go types, the simple AMQP
+// types Service Bus allows (SimpleValue checks one):
 //
 //	nil, bool, uint8, uint16, uint32, uint64, int8, int16, int32, int64,
 //	float32, float64, string, Symbol, []byte, time.Time, UUID, Char
 //
+// The record can also hold lists and maps of them (its tags 19 to 21);
+// AppendAMQP writes such values, DecodeAMQP never produces them.
+//
 // Body is the sender's encoded body section(s) exactly as received
 // (AMQP data / amqp-sequence / amqp-value sections), opaque to the broker,
-// so a message is delivered byte for byte as sent.
+// so a message is delivered byte for byte as sent; Footer likewise.
+//
+// # The AMQP form
+//
+// An AMQP message is a sequence of described sections (AMQP 1.0 part 3):
+//
+//	+--------+------------+------------+------------+-----------+------+--------+
+//	| header | delivery-  | message-   | properties | applic.-  | body | footer |
+//	| 0x70   | annotations| annotations| 0x73       | properties| 0x75 | 0x78   |
+//	|        | 0x71       | 0x72       |            | 0x74      | ..77 |        |
+//	+--------+------------+------------+------------+-----------+------+--------+
+//
+//	section                 Message fields
+//	header                  Durable, Priority, TTL (ttl, milliseconds)
+//	delivery-annotations    DeliveryAnnotations (symbol keys)
+//	message-annotations     Annotations (symbol keys)
+//	properties              MessageID, UserID, To, Subject, ReplyTo,
+//	                        CorrelationID, ContentType, ContentEncoding,
+//	                        AbsoluteExpiryTime, CreationTime, SessionID
+//	                        (group-id; EmptySessionID for ""), GroupSequence,
+//	                        ReplyToSessionID (reply-to-group-id)
+//	application-properties  ApplicationProperties (string keys)
+//	body (data, amqp-       Body, the sections' bytes
+//	sequence or amqp-value)
+//	footer                  Footer, the section's bytes
+//
+// On delivery the broker's state goes in the same sections: the header's
+// delivery-count and ttl, x-opt-lock-token among the delivery
+// annotations, and x-opt-sequence-number, x-opt-enqueued-time,
+// x-opt-locked-until, x-opt-message-state, x-opt-scheduled-enqueue-time
+// and x-opt-deadletter-source among the message annotations
+// (AppendAMQP).
 package message
 
-import "time"
+import (
+	"time"
 
-// Symbol is an AMQP symbol value (ASCII).
-type Symbol string
+	"github.com/busbarmq/busbar/internal/amqp/encoding"
+)
 
-// UUID is an AMQP uuid value in RFC 4122 byte order.
-type UUID [16]byte
-
-// Char is an AMQP char value (a UTF-32 code point).
-type Char rune
+// The AMQP value types a property may hold beside Go's own, defined once
+// in package encoding and named here for the packages that know messages
+// but not AMQP.
+type (
+	Symbol = encoding.Symbol // an AMQP symbol (ASCII)
+	UUID   = encoding.UUID   // an AMQP uuid, RFC 4122 byte order
+	Char   = encoding.Char   // an AMQP char (a UTF-32 code point)
+)
 
 // Message is a message as a sender supplied it. System properties the
 // broker assigns (sequence number, enqueued time, lock token, delivery

@@ -9,7 +9,6 @@ import (
 
 	"github.com/busbarmq/busbar/internal/amqp/encoding"
 	"github.com/busbarmq/busbar/internal/broker"
-	"github.com/busbarmq/busbar/internal/message"
 )
 
 // Rule management on topic/Subscriptions/sub/$management (docs/wire/amqp.md §6.3,
@@ -300,8 +299,6 @@ func ruleValueToAMQP(v any) any {
 		return int64(x)
 	case time.Duration:
 		return encoding.Described{Descriptor: encoding.Symbol("com.microsoft:timespan"), Value: int64(x / 100)}
-	case message.Symbol, message.UUID, message.Char:
-		return toAMQPValue(x)
 	}
 	return v
 }

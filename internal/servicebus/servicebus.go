@@ -12,7 +12,8 @@
 //     token expired unrenewed are detached. One $cbs link pair per
 //     connection.
 //   - sender links to a queue or a topic: each transfer (single message or
-//     the 0x80013700 batch format) is decoded into message.Message and
+//     the 0x80013700 batch format) is decoded into message.Message
+//     (message.DecodeAMQP; deliveries are encoded by message.AppendAMQP) and
 //     sent to the broker, which fans a topic's messages out to its
 //     subscriptions by their rules; the client gets accepted, or rejected
 //     with a condition.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/busbarmq/busbar/internal/amqp/encoding"
 	"github.com/busbarmq/busbar/internal/amqp/frames"
+	"github.com/busbarmq/busbar/internal/message"
 )
 
 // Readers for the loosely typed bodies and application properties of
@@ -243,7 +244,7 @@ func propsMap(v any) (map[string]any, error) {
 		default:
 			return nil, badRequest("A property name must be a string, not %T.", e.Key)
 		}
-		mv, err := toMessageValue(e.Value)
+		mv, err := message.SimpleValue(e.Value)
 		if err != nil {
 			return nil, badRequest("The property '%s': %v", k, err)
 		}

@@ -781,6 +781,15 @@ func (r *Reader) ReadSymbolMap() (map[Symbol]any, error) {
 	return readTextKeyMap[Symbol](r, "symbol map key")
 }
 
+// ReadAnnotations reads a map whose keys are symbols, as ReadSymbolMap
+// does, into a map with string keys (for a caller that keeps annotations
+// by name). Not inlined, as ReadSymbolMap.
+//
+//go:noinline
+func (r *Reader) ReadAnnotations() (map[string]any, error) {
+	return readTextKeyMap[string](r, "symbol map key")
+}
+
 // ReadStringMap reads a map whose keys are strings
 // (application-properties). Symbol keys are accepted and converted; any
 // other key type is an error. Null reads as a nil map. Not inlined, as

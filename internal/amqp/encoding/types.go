@@ -94,7 +94,9 @@ func (e *TypeError) Error() string {
 }
 
 // Symbol is an AMQP symbol: a short ASCII name from a controlled
-// vocabulary (annotation keys, capabilities, error conditions).
+// vocabulary (annotation keys, capabilities, error conditions). Symbol,
+// UUID and Char are also the property value types of Service Bus messages
+// (package message names them as aliases).
 type Symbol string
 
 // UUID is an AMQP uuid in RFC 4122 byte order.

@@ -64,4 +64,9 @@
 // where body is one amqp-value, one or more amqp-sequence, or one or more
 // data sections. Message keeps the body as the exact encoded bytes of
 // those sections (RawBody) and writes them back verbatim.
+//
+// Header, Properties and SplitMessage are the section codec. Service Bus
+// messages (sent, stored, delivered) are read and written with it by
+// package message, straight into and out of its Message; this package's
+// Message serves the control traffic ($cbs, $management) and tests.
 package frames
