@@ -2,6 +2,8 @@ package cli
 
 import (
 	"errors"
+	"net"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -52,14 +54,23 @@ func TestConnectionSettings(t *testing.T) {
 	runCLI(t, env, "", "peek", "q", "--connection-string", b.cs).ok(t)
 
 	// Without --admin, the admin API is the endpoint's host on port 5300
-	// (checked without dialing: a broker may be running on this machine).
+	// when the endpoint's AMQP port is 5672, said or not (checked without
+	// dialing: a broker may be running on this machine).
 	for host, want := range map[string]string{
-		"localhost": "localhost:5300", "127.0.0.1:5673": "127.0.0.1:5300", "[::1]:5672": "[::1]:5300", "[::1]": "[::1]:5300",
+		"localhost": "localhost:5300", "127.0.0.1:5672": "127.0.0.1:5300", "[::1]:5672": "[::1]:5300", "[::1]": "[::1]:5300",
 	} {
-		if got := emulatorAdminAddr(host); got != want {
-			t.Errorf("emulatorAdminAddr(%q) = %q, want %q", host, got, want)
+		if got, err := emulatorAdminAddr(host); err != nil || got != want {
+			t.Errorf("emulatorAdminAddr(%q) = %q, %v; want %q", host, got, err, want)
 		}
 	}
+	// Any other AMQP port: no guess, a usage error naming --admin, from
+	// every command that uses the management API; messaging commands do
+	// not need it.
+	other := map[string]string{EnvConnectionString: b.cs}
+	runCLI(t, other, "", "queue", "show", "q").fails(t, ExitUsage, "--admin", "AMQP port "+strconv.Itoa(b.srv.AMQPAddr().(*net.TCPAddr).Port))
+	runCLI(t, other, "", "export").fails(t, ExitUsage, "--admin HOST:PORT", EnvAdmin)
+	runCLI(t, other, "", "peek", "q").ok(t)
+	runCLI(t, other, "", "queue", "show", "q", "--admin", b.admin).ok(t)
 
 	// A connection string that does not parse is a usage error.
 	runCLI(t, map[string]string{EnvConnectionString: "Endpoint=sb://x"}, "", "peek", "q").fails(t, ExitUsage, EnvConnectionString)
