@@ -52,6 +52,7 @@ func Commands(env func(string) (string, bool)) []*cobra.Command {
 		newReceiveCmd(a),
 		newDLQCmd(a),
 		newPurgeCmd(a),
+		newSessionCmd(a),
 		newExportCmd(a),
 	}
 	for _, c := range cmds {

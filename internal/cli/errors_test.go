@@ -33,6 +33,10 @@ func TestWrongKey(t *testing.T) {
 		{"queue", "list"},
 		{"queue", "create", "other"},
 		{"export"},
+		{"session", "list", "q"},
+		{"session", "show", "q", "s"},
+		{"session", "set-state", "q", "s", "x"},
+		{"peek", "q", "--session-id", "s"},
 	} {
 		runCLI(t, env, "", args...).fails(t, ExitUnauthorized, "access denied", "SharedAccessKey")
 	}
@@ -42,6 +46,7 @@ func TestBrokerDown(t *testing.T) {
 	env := map[string]string{EnvConnectionString: connString("127.0.0.1:1", "SAS_KEY_VALUE"), EnvAdmin: "127.0.0.1:1"}
 	runCLI(t, env, "", "peek", "q").fails(t, ExitFailure, "cannot reach the broker")
 	runCLI(t, env, "", "queue", "list").fails(t, ExitFailure, "cannot reach the broker")
+	runCLI(t, env, "", "session", "list", "q").fails(t, ExitFailure, "cannot reach the broker")
 }
 
 func TestConnectionSettings(t *testing.T) {

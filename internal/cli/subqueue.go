@@ -91,3 +91,16 @@ func abandonAfterClose(ctx context.Context, c *azservicebus.Client, r *azservice
 	}
 	return errors.Join(errs...)
 }
+
+// abandonOn abandons msgs on r, which received them.
+func abandonOn(ctx context.Context, r messageReceiver, msgs []*azservicebus.ReceivedMessage) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	var errs []error
+	for _, m := range msgs {
+		if err := r.AbandonMessage(ctx, m, nil); err != nil {
+			errs = append(errs, fmt.Errorf("message %s: %w", optInt(m.SequenceNumber), err))
+		}
+	}
+	return errors.Join(errs...)
+}
