@@ -105,21 +105,25 @@ func (m *mgmtClient) putToken(ctx context.Context, entity string) error {
 }
 
 // statusError is a management answer's failure as the *amqp.Error that
-// entityError understands: the answer's errorCondition, or one from the
+// entityError understands: the answer's errorCondition, else one from the
 // status code.
 func statusError(code int32, desc string, condition any) error {
-	cond := amqp.ErrCondInternalError
+	var cond amqp.ErrCond
 	switch c := condition.(type) {
 	case string:
 		cond = amqp.ErrCond(c)
 	case amqp.Symbol:
 		cond = amqp.ErrCond(c)
 	}
-	switch code {
-	case 401, 403:
-		cond = amqp.ErrCondUnauthorizedAccess
-	case 404:
-		cond = amqp.ErrCondNotFound
+	if cond == "" {
+		switch code {
+		case 401, 403:
+			cond = amqp.ErrCondUnauthorizedAccess
+		case 404:
+			cond = amqp.ErrCondNotFound
+		default:
+			cond = amqp.ErrCondInternalError
+		}
 	}
 	return &amqp.Error{Condition: cond, Description: fmt.Sprintf("%s (status %d)", desc, code)}
 }

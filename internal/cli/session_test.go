@@ -63,6 +63,7 @@ func TestSessionPeekAndList(t *testing.T) {
 		t.Errorf("session list plain: %v", ids)
 	}
 	b.run("session", "list", "nosuch").fails(t, ExitNotFound, `queue "nosuch"`)
+	b.run("session", "list", "t").fails(t, ExitFailure, "'t' is a topic", "--subscription NAME")
 
 	// A session another receiver holds: a clear failure, not a hang.
 	r, err := b.sdkClient().AcceptSessionForQueue(context.Background(), "sq", "a", nil)
@@ -128,6 +129,12 @@ func TestSessionState(t *testing.T) {
 	}
 	if ids := decode[[]string](t, b.run("session", "list", "sq", "--json").ok(t)); !slices.Equal(ids, []string{"a"}) {
 		t.Errorf("session list after --clear: %v", ids)
+	}
+
+	// State over the entity's maximum message size (256 KB) is refused.
+	b.run("session", "set-state", "sq", "a", strings.Repeat("x", 300<<10)).fails(t, ExitFailure, "exceeds")
+	if v := show("a"); string(v.State) != "from stdin" {
+		t.Errorf("state after a refused set-state: %+v", v)
 	}
 
 	// Usage errors.
