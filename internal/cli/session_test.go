@@ -155,19 +155,19 @@ func TestSessionReceiveAndPurge(t *testing.T) {
 	}
 
 	// A named session.
-	msgs := decode[[]jsonMessage](t, b.run("receive", "sq", "--session-id", "b", "--count", "5", "--wait", "500ms", "--json").ok(t))
+	msgs := decode[[]jsonMessage](t, b.run("receive", "sq", "--session-id", "b", "--count", "5", "--wait", "1s", "--json").ok(t))
 	if got := sessionsOf(msgs); !slices.Equal(got, []string{"b"}) || msgs[0].Settled != "completed" {
 		t.Errorf("receive --session-id b: %v %+v", got, msgs)
 	}
 	// Abandoned on the session: still there, delivered once.
-	got := decode[[]jsonMessage](t, b.run("receive", "sq", "--session-id", "c", "--settle", "abandon", "--wait", "500ms", "--json").ok(t))
+	got := decode[[]jsonMessage](t, b.run("receive", "sq", "--session-id", "c", "--settle", "abandon", "--wait", "1s", "--json").ok(t))
 	msgs = decode[[]jsonMessage](t, b.run("peek", "sq", "--session-id", "c", "--json").ok(t))
 	if len(got) != 1 || got[0].Settled != "abandoned" || len(msgs) != 1 || *msgs[0].DeliveryCount != *got[0].DeliveryCount+1 {
 		t.Errorf("after abandon: received %+v, peeked %+v", got, msgs)
 	}
 	// Without --session-id: the next session with messages, said on
 	// stderr; only that session's messages.
-	r := b.run("receive", "sq", "--count", "5", "--wait", "500ms", "--json")
+	r := b.run("receive", "sq", "--count", "5", "--wait", "2s", "--json")
 	msgs = decode[[]jsonMessage](t, r.ok(t))
 	ids := sessionsOf(msgs)
 	if len(ids) == 0 || !strings.Contains(r.stderr, "receiving from session "+ids[0]) || len(slices.Compact(slices.Clone(ids))) != 1 {
@@ -178,7 +178,7 @@ func TestSessionReceiveAndPurge(t *testing.T) {
 	b.run("send", "sq", "x", "--session-id", "d").ok(t)
 	b.run("send", "sq", "y", "--session-id", "d").ok(t)
 	b.run("send", "sq", "z", "--session-id", "e").ok(t)
-	if out := b.run("purge", "sq", "--session-id", "d", "--wait", "300ms").ok(t); out != "purged 2 messages from sq (session d)\n" {
+	if out := b.run("purge", "sq", "--session-id", "d", "--wait", "1s").ok(t); out != "purged 2 messages from sq (session d)\n" {
 		t.Errorf("purge --session-id: %q", out)
 	}
 	left := len(decode[[]string](t, b.run("session", "list", "sq", "--json").ok(t)))
@@ -189,7 +189,7 @@ func TestSessionReceiveAndPurge(t *testing.T) {
 		Purged   int  `json:"purged"`
 		Sessions *int `json:"sessions"`
 	}
-	p := decode[purged](t, b.run("purge", "sq", "--wait", "300ms", "--json").ok(t))
+	p := decode[purged](t, b.run("purge", "sq", "--wait", "1s", "--json").ok(t))
 	if p.Sessions == nil || *p.Sessions != left || p.Purged < left {
 		t.Errorf("purge every session: %+v, %d sessions had messages", p, left)
 	}
@@ -223,8 +223,8 @@ func TestSessionSubscription(t *testing.T) {
 	if v := decode[sessionView](t, b.run("session", "show", "t", "-s", "ss", "s1", "--json").ok(t)); v.MessageCount != 1 || string(v.State) != "st" || v.Entity != "t/Subscriptions/ss" {
 		t.Errorf("show: %+v", v)
 	}
-	b.run("receive", "t", "-s", "ss", "--session-id", "s1", "--wait", "500ms").ok(t)
-	if out := b.run("purge", "t", "-s", "ss", "--wait", "300ms").ok(t); out != "purged 1 message from 1 session of t/Subscriptions/ss\n" {
+	b.run("receive", "t", "-s", "ss", "--session-id", "s1", "--wait", "1s").ok(t)
+	if out := b.run("purge", "t", "-s", "ss", "--wait", "1s").ok(t); out != "purged 1 message from 1 session of t/Subscriptions/ss\n" {
 		t.Errorf("purge: %q", out)
 	}
 	b.run("session", "list", "t", "-s", "nosuch").fails(t, ExitNotFound)
