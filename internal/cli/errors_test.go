@@ -47,6 +47,10 @@ func TestBrokerDown(t *testing.T) {
 	runCLI(t, env, "", "peek", "q").fails(t, ExitFailure, "cannot reach the broker")
 	runCLI(t, env, "", "queue", "list").fails(t, ExitFailure, "cannot reach the broker")
 	runCLI(t, env, "", "session", "list", "q").fails(t, ExitFailure, "cannot reach the broker")
+	// A wait shorter than the attempts to connect: still a failure, never
+	// an empty queue (receive and purge connect before they start waiting).
+	runCLI(t, env, "", "receive", "q", "--wait", "1ms").fails(t, ExitFailure, "cannot reach the broker")
+	runCLI(t, env, "", "purge", "q", "--wait", "1ms").fails(t, ExitFailure, "cannot reach the broker")
 }
 
 func TestConnectionSettings(t *testing.T) {

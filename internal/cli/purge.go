@@ -81,8 +81,11 @@ Exits with 3 if the queue or subscription does not exist.`,
 				if err != nil {
 					return e.err(err)
 				}
-				err = purgeReceiver(ctx, r, wait, prog, &n)
-				if err == nil || !requiresSession(err) || sub.any() {
+				if err = attach(ctx, r); err == nil {
+					return e.err(purgeReceiver(ctx, r, wait, prog, &n))
+				}
+				closeQuietly(ctx, r.Close)
+				if !requiresSession(err) || sub.any() {
 					return e.err(err)
 				}
 				// A session-enabled entity: every session in turn.

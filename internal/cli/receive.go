@@ -217,6 +217,17 @@ func (a *app) receive(cmd *cobra.Command, e entityRef, f *receiveFlags) error {
 			fmt.Fprintf(cmd.ErrOrStderr(), "receiving from session %s\n", sr.SessionID())
 			return true, nil
 		}
+		if !sessionful && len(f.deferred) == 0 {
+			if err := attach(ctx, r); err != nil {
+				switched, err := switchToSession(err)
+				if err != nil {
+					return e.err(err)
+				}
+				if !switched {
+					return nil // no session with messages came within --wait
+				}
+			}
+		}
 		take := func(msgs []*azservicebus.ReceivedMessage) error {
 			for _, m := range msgs {
 				j := toJSONMessage(m)
@@ -254,14 +265,7 @@ func (a *app) receive(cmd *cobra.Command, e entityRef, f *receiveFlags) error {
 			msgs, err := r.ReceiveMessages(wctx, min(f.count-len(out), receiveBatch), nil)
 			cancel()
 			if err != nil && !isIdle(ctx, err) {
-				switched, err := switchToSession(err)
-				if err != nil {
-					return e.err(err)
-				}
-				if !switched {
-					break // no session with messages came within --wait
-				}
-				continue
+				return e.err(err)
 			}
 			if len(msgs) == 0 {
 				break

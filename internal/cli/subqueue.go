@@ -57,6 +57,16 @@ func (s *subQueueFlags) check() error {
 	return nil
 }
 
+// attach makes r open its connection and links now, bounded by ctx only,
+// by peeking one message. The SDK opens them in the first call that needs
+// them; were that a receive bounded by --wait, a broker that cannot be
+// reached within the wait would look like an empty queue, and the command
+// would report success.
+func attach(ctx context.Context, r messageReceiver) error {
+	_, err := r.PeekMessages(ctx, 1, nil)
+	return err
+}
+
 // positive checks a --count style flag.
 func positive(flag string, n int) error {
 	if n < 1 {
