@@ -274,3 +274,34 @@ func TestVersionLdflags(t *testing.T) {
 		t.Errorf("busbar version = %q", out)
 	}
 }
+
+// TestUsageErrorsExitTwo: every mistake in the command line exits with 2,
+// at the root and in the commands defined here (internal/cli tests its
+// own); asking for help exits with 0.
+func TestUsageErrorsExitTwo(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"nonsense"}, `unknown command "nonsense" for "busbar"`},
+		{[]string{"queu"}, "Did you mean this?\n\tqueue"},
+		{[]string{"--bogus"}, "unknown flag: --bogus"},
+		{[]string{"serve", "extra"}, `unknown command "extra" for "busbar serve"`},
+		{[]string{"serve", "--bogus"}, "unknown flag: --bogus"},
+		{[]string{"health", "extra"}, `unknown command "extra" for "busbar health"`},
+		{[]string{"version", "extra"}, `unknown command "extra" for "busbar version"`},
+		{[]string{"version", "--bogus"}, "unknown flag: --bogus"},
+		{[]string{"queue", "bogus"}, `unknown command "bogus" for "busbar queue"`},
+	} {
+		var stderr bytes.Buffer
+		if code := run(context.Background(), tc.args, io.Discard, &stderr, noEnv); code != 2 || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tc.args, code, stderr.String(), tc.want)
+		}
+	}
+	for _, args := range [][]string{{}, {"--help"}, {"serve", "--help"}, {"session", "--help"}} {
+		var stdout bytes.Buffer
+		if code := run(context.Background(), args, &stdout, io.Discard, noEnv); code != 0 || !strings.Contains(stdout.String(), "Usage:") {
+			t.Errorf("%v: exit %d, stdout %q", args, code, stdout.String())
+		}
+	}
+}

@@ -52,13 +52,14 @@ func Commands(env func(string) (string, bool)) []*cobra.Command {
 		newReceiveCmd(a),
 		newDLQCmd(a),
 		newPurgeCmd(a),
+		newSessionCmd(a),
 		newExportCmd(a),
 	}
 	for _, c := range cmds {
 		addExitCodes(c)
 		c.SetFlagErrorFunc(flagError)
 		c.PersistentFlags().StringVar(&a.connStr, "connection-string", "", "Service Bus connection string (env "+EnvConnectionString+"; default: the emulator's)")
-		c.PersistentFlags().StringVar(&a.adminAddr, "admin", "", "management API address host:port, plain HTTP unless given as an https:// URL (env "+EnvAdmin+"; default for emulator connection strings: the endpoint's host, port "+DefaultAdminPort+")")
+		c.PersistentFlags().StringVar(&a.adminAddr, "admin", "", "management API address host:port, plain HTTP unless given as an https:// URL (env "+EnvAdmin+"; default for emulator connection strings with AMQP port "+DefaultAMQPPort+": the endpoint's host, port "+DefaultAdminPort+")")
 	}
 	return cmds
 }
@@ -177,7 +178,10 @@ func (a *app) admin() (*adminClient, error) {
 	}
 	addr = strings.TrimSuffix(addr, "/")
 	if addr == "" && cs.UseDevelopmentEmulator {
-		addr = emulatorAdminAddr(cs.Host)
+		addr, err = emulatorAdminAddr(cs.Host)
+		if err != nil {
+			return nil, err
+		}
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	opts := &sbadmin.ClientOptions{ClientOptions: azcore.ClientOptions{
@@ -191,14 +195,26 @@ func (a *app) admin() (*adminClient, error) {
 	return &adminClient{Client: c, transport: tr}, nil
 }
 
+// DefaultAMQPPort is the AMQP port an emulator connection string means
+// when its endpoint names none.
+const DefaultAMQPPort = "5672"
+
 // emulatorAdminAddr is the management API's address for an emulator
-// connection string whose endpoint is host (host or host:port): the same
-// host on DefaultAdminPort.
-func emulatorAdminAddr(host string) string {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
+// connection string whose endpoint is host (host or host:port). The
+// convention is the emulator's, and busbar serve's defaults: AMQP on 5672,
+// the management API on 5300 of the same host. An endpoint naming another
+// AMQP port follows no convention (the HTTP port is set on its own), so
+// that is a usage error asking for --admin rather than a guess that could
+// reach another broker's management API.
+func emulatorAdminAddr(host string) (string, error) {
+	port := DefaultAMQPPort
+	if h, p, err := net.SplitHostPort(host); err == nil {
+		host, port = h, p
 	}
-	return net.JoinHostPort(strings.Trim(host, "[]"), DefaultAdminPort)
+	if port != DefaultAMQPPort {
+		return "", usageErrorf("the connection string's endpoint names AMQP port %s, so the management API's address cannot be derived from it (port %s goes with AMQP port %s only): give it with --admin HOST:PORT or %s", port, DefaultAdminPort, DefaultAMQPPort, EnvAdmin)
+	}
+	return net.JoinHostPort(strings.Trim(host, "[]"), DefaultAdminPort), nil
 }
 
 // withAdmin runs f with a management client.

@@ -210,6 +210,9 @@ func (f *resubmitFlags) run(cmd *cobra.Command, c *azservicebus.Client, res *res
 		return f.source.err(err)
 	}
 	defer closeQuietly(ctx, r.Close)
+	if err := attach(ctx, r); err != nil {
+		return f.source.err(err)
+	}
 	s, err := c.NewSender(f.target, nil)
 	if err != nil {
 		return entityError(err, sendTarget(f.target))

@@ -11,6 +11,7 @@
 //	busbar receive ENTITY                                 receive and settle
 //	busbar dlq resubmit ENTITY                            move dead-lettered messages back (or on)
 //	busbar purge ENTITY                                   delete every available message
+//	busbar session list|show|set-state ENTITY [SESSION]  sessions of a session-enabled entity
 //	busbar export                                         the topology as an emulator Config.json
 //
 // # Queues and subscriptions
@@ -30,6 +31,30 @@
 // Service Bus Explorer does, knowingly; --to QUEUE moves them to a queue of
 // the operator's choosing (a retry queue, say).
 //
+// Create commands take --if-not-exists: an entity that is already there is
+// left as it is (nothing is compared) and the command exits 0 saying so. A
+// queue's name held by a topic, or the reverse, is still "already exists".
+//
+// # Sessions
+//
+// A session-enabled queue or subscription cannot be read without naming a
+// session: the broker refuses a plain receiver (amqp:not-allowed, "requires
+// sessions"). peek, receive and purge take --session-id and then use an SDK
+// session receiver, which locks the session for the command's duration.
+// Without --session-id, on the broker's refusal: peek fails with a usage
+// error naming the flag and up to five sessions with messages (the SDK
+// cannot peek across sessions); receive accepts the next session with an
+// available message and says which; purge accepts sessions one after the
+// other (AcceptNextSession) until none is offered for --wait. Dead-letter
+// queues have no sessions, so --session-id with --dlq is a usage error.
+//
+// session list needs the management operation
+// com.microsoft:get-message-sessions, which the Go SDK does not expose;
+// mgmtClient speaks it with go-amqp (see amqpmgmt.go for the exchange).
+// session show and set-state lock the session with a session receiver,
+// as the broker, like Service Bus, answers session-state requests only for
+// a session someone holds.
+//
 // Queues and topics share one name space and one management URL; queue
 // commands refuse a topic's name and topic commands a queue's, rather than
 // reading an empty description or deleting the other kind.
@@ -48,6 +73,11 @@
 // subscription without rules, SQL parameters, correlation properties that
 // are not strings, numbers or booleans) stops the export with an error
 // listing every case.
+//
+// Nothing is written until the whole topology has been read and encoded.
+// export -o FILE writes a temporary file in FILE's directory, syncs it and
+// renames it over FILE (writeFileAtomic), so FILE is never empty or partly
+// written; a file already there keeps its permissions.
 //
 // # Go admin client workarounds
 //
@@ -70,7 +100,10 @@
 // well-known one (DefaultConnectionString). The management API is reached on
 // --admin ADDR, else BUSBAR_ADMIN, else, for a connection string with
 // UseDevelopmentEmulator=true, on plain HTTP at the endpoint's host and port
-// 5300. The Go admin client always speaks https to the endpoint host, so the
+// 5300, provided the endpoint's AMQP port is 5672 (given or implied).
+// Another AMQP port says nothing about the HTTP port, which busbar serve
+// sets separately, so without --admin that is a usage error asking for it
+// rather than a guess. The Go admin client always speaks https to the endpoint host, so the
 // commands give it a transport that rewrites each request's scheme and host
 // (adminTransport). Without UseDevelopmentEmulator and without --admin, the
 // admin client is left alone and speaks https to the endpoint, as it does
@@ -90,11 +123,14 @@
 //
 //	0  success
 //	1  failure (connection refused, rejected operation, partial failure)
-//	2  usage error: unknown flag, bad flag value, wrong number of arguments
+//	2  usage error: unknown flag, bad flag value, wrong number of arguments,
+//	   --session-id missing for an entity that requires sessions (peek) or
+//	   given for one without them
 //	3  not found: the queue, topic, subscription or rule does not exist
 //	4  access denied: wrong key or missing rights
 //	5  already exists: create on an existing name
 //
 // ExitCode maps an error returned by one of these commands to its code;
-// the binary's main function calls it.
+// the binary's main function calls it. TestExitCodesPerCommand checks each
+// code for every command.
 package cli

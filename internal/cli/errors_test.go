@@ -2,6 +2,8 @@ package cli
 
 import (
 	"errors"
+	"net"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -31,6 +33,10 @@ func TestWrongKey(t *testing.T) {
 		{"queue", "list"},
 		{"queue", "create", "other"},
 		{"export"},
+		{"session", "list", "q"},
+		{"session", "show", "q", "s"},
+		{"session", "set-state", "q", "s", "x"},
+		{"peek", "q", "--session-id", "s"},
 	} {
 		runCLI(t, env, "", args...).fails(t, ExitUnauthorized, "access denied", "SharedAccessKey")
 	}
@@ -40,6 +46,11 @@ func TestBrokerDown(t *testing.T) {
 	env := map[string]string{EnvConnectionString: connString("127.0.0.1:1", "SAS_KEY_VALUE"), EnvAdmin: "127.0.0.1:1"}
 	runCLI(t, env, "", "peek", "q").fails(t, ExitFailure, "cannot reach the broker")
 	runCLI(t, env, "", "queue", "list").fails(t, ExitFailure, "cannot reach the broker")
+	runCLI(t, env, "", "session", "list", "q").fails(t, ExitFailure, "cannot reach the broker")
+	// A wait shorter than the attempts to connect: still a failure, never
+	// an empty queue (receive and purge connect before they start waiting).
+	runCLI(t, env, "", "receive", "q", "--wait", "1ms").fails(t, ExitFailure, "cannot reach the broker")
+	runCLI(t, env, "", "purge", "q", "--wait", "1ms").fails(t, ExitFailure, "cannot reach the broker")
 }
 
 func TestConnectionSettings(t *testing.T) {
@@ -52,14 +63,23 @@ func TestConnectionSettings(t *testing.T) {
 	runCLI(t, env, "", "peek", "q", "--connection-string", b.cs).ok(t)
 
 	// Without --admin, the admin API is the endpoint's host on port 5300
-	// (checked without dialing: a broker may be running on this machine).
+	// when the endpoint's AMQP port is 5672, said or not (checked without
+	// dialing: a broker may be running on this machine).
 	for host, want := range map[string]string{
-		"localhost": "localhost:5300", "127.0.0.1:5673": "127.0.0.1:5300", "[::1]:5672": "[::1]:5300", "[::1]": "[::1]:5300",
+		"localhost": "localhost:5300", "127.0.0.1:5672": "127.0.0.1:5300", "[::1]:5672": "[::1]:5300", "[::1]": "[::1]:5300",
 	} {
-		if got := emulatorAdminAddr(host); got != want {
-			t.Errorf("emulatorAdminAddr(%q) = %q, want %q", host, got, want)
+		if got, err := emulatorAdminAddr(host); err != nil || got != want {
+			t.Errorf("emulatorAdminAddr(%q) = %q, %v; want %q", host, got, err, want)
 		}
 	}
+	// Any other AMQP port: no guess, a usage error naming --admin, from
+	// every command that uses the management API; messaging commands do
+	// not need it.
+	other := map[string]string{EnvConnectionString: b.cs}
+	runCLI(t, other, "", "queue", "show", "q").fails(t, ExitUsage, "--admin", "AMQP port "+strconv.Itoa(b.srv.AMQPAddr().(*net.TCPAddr).Port))
+	runCLI(t, other, "", "export").fails(t, ExitUsage, "--admin HOST:PORT", EnvAdmin)
+	runCLI(t, other, "", "peek", "q").ok(t)
+	runCLI(t, other, "", "queue", "show", "q", "--admin", b.admin).ok(t)
 
 	// A connection string that does not parse is a usage error.
 	runCLI(t, map[string]string{EnvConnectionString: "Endpoint=sb://x"}, "", "peek", "q").fails(t, ExitUsage, EnvConnectionString)

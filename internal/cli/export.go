@@ -52,39 +52,36 @@ and SupportOrdering of queues, which the management API does not report. These
 stop the export with an error naming each one, as writing them would load back
 into something different: a subscription without any rule (it would get
 $Default), SQL filter and action parameters (@name values), and correlation
-filter properties that are not strings, numbers or booleans.`,
-		Example: `  busbar export > Config.json
+filter properties that are not strings, numbers or booleans.
+
+Nothing is written unless the whole export succeeds. -o FILE replaces the file
+atomically (a temporary file in the same directory, synced, then renamed), so
+FILE holds the old topology or the new one, never a part. With standard output
+redirected to a file, the shell empties that file before busbar runs: prefer
+-o to keep the old file when the export fails.`,
+		Example: `  busbar export -o Config.json
+  busbar export > Config.json
   busbar export -o Config.json && busbar serve --config Config.json --data-dir ./copy`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var cfg *config.EmulatorConfig
-			err := a.withAdmin(func(c *adminClient) error {
-				var err error
-				cfg, err = exportConfig(cmd, c, namespace)
-				return err
-			})
+			data, cfg, err := a.export(cmd, namespace)
 			if err != nil {
-				return err
-			}
-			// Entities from before the naming rule may have names a new
-			// broker refuses; they are exported all the same (the file is
-			// the broker's topology), each with a warning.
-			if err := cfg.Validate(config.Options{ExistingNames: true}); err != nil {
-				return fmt.Errorf("the exported configuration would not load back: %w", err)
-			}
-			for _, w := range legacyNames(cfg) {
-				fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", w)
-			}
-			data, err := cfg.Marshal()
-			if err != nil {
+				if output == "" || output == "-" {
+					if f, ok := cmd.OutOrStdout().(*os.File); ok {
+						if fi, serr := f.Stat(); serr == nil && fi.Mode().IsRegular() {
+							// The shell emptied the file before busbar ran.
+							return fmt.Errorf("%w\nNothing was written; standard output is a file, which the shell emptied: 'busbar export -o FILE' leaves an existing file as it was when the export fails", err)
+						}
+					}
+				}
 				return err
 			}
 			if output == "" || output == "-" {
 				_, err = cmd.OutOrStdout().Write(data)
 				return err
 			}
-			if err := os.WriteFile(output, data, 0o644); err != nil {
-				return err
+			if err := writeFileAtomic(output, data, 0o644); err != nil {
+				return fmt.Errorf("writing %s: %w", output, err)
 			}
 			ns := cfg.Namespaces[0]
 			subs := 0
@@ -96,9 +93,37 @@ filter properties that are not strings, numbers or booleans.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "", "write to this file instead of standard output")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "write to this file (atomically: replaced whole or not at all) instead of standard output")
 	cmd.Flags().StringVar(&namespace, "namespace", "", "namespace name to write (default: the broker's)")
 	return cmd
+}
+
+// export reads the topology and encodes it; nothing is written until it
+// all succeeded.
+func (a *app) export(cmd *cobra.Command, namespace string) ([]byte, *config.EmulatorConfig, error) {
+	var cfg *config.EmulatorConfig
+	err := a.withAdmin(func(c *adminClient) error {
+		var err error
+		cfg, err = exportConfig(cmd, c, namespace)
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	// Entities from before the naming rule may have names a new broker
+	// refuses; they are exported all the same (the file is the broker's
+	// topology), each with a warning.
+	if err := cfg.Validate(config.Options{ExistingNames: true}); err != nil {
+		return nil, nil, fmt.Errorf("the exported configuration would not load back: %w", err)
+	}
+	for _, w := range legacyNames(cfg) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "warning: %s\n", w)
+	}
+	data, err := cfg.Marshal()
+	if err != nil {
+		return nil, nil, err
+	}
+	return data, cfg, nil
 }
 
 // exportConfig reads the topology through the management API.

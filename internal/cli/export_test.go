@@ -11,6 +11,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	sbadmin "github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+	"github.com/spf13/cobra"
 
 	"github.com/busbarmq/busbar/internal/config"
 )
@@ -276,4 +277,88 @@ func TestExportIntegerCorrelationProperty(t *testing.T) {
 	if again := b2.run("export").ok(t); again != exported {
 		t.Errorf("second export differs:\n%s\nfirst:\n%s", again, exported)
 	}
+}
+
+// TestExportNeverLeavesPartialFile: a failed export writes nothing, to -o
+// FILE (which keeps its old contents) or to standard output; a successful
+// -o replaces the file whole, keeping its permissions, and leaves no
+// temporary file behind.
+func TestExportNeverLeavesPartialFile(t *testing.T) {
+	b := startBroker(t, nil)
+	b.run("queue", "create", "q").ok(t)
+	b.run("topic", "create", "t").ok(t)
+	b.run("subscription", "create", "t", "empty").ok(t)
+	b.run("rule", "delete", "t", "empty", "$Default").ok(t) // cannot be exported
+	dir := t.TempDir()
+	file := filepath.Join(dir, "Config.json")
+	if err := os.WriteFile(file, []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	entries := func() []string {
+		des, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, de := range des {
+			names = append(names, de.Name())
+		}
+		return names
+	}
+
+	b.run("export", "-o", file).fails(t, ExitFailure, "it has no rules")
+	if got, _ := os.ReadFile(file); string(got) != "old" {
+		t.Errorf("failed export -o changed the file to %q", got)
+	}
+	if got := entries(); len(got) != 1 {
+		t.Errorf("directory after a failed export: %v", got)
+	}
+
+	// Standard output redirected to a file, as the shell does it: nothing
+	// is written, and the error says how to keep the file.
+	out := filepath.Join(dir, "stdout.json")
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := &cobra.Command{Use: "busbar", SilenceUsage: true, SilenceErrors: true}
+	env := map[string]string{EnvConnectionString: b.cs, EnvAdmin: b.admin}
+	root.AddCommand(Commands(func(k string) (string, bool) { v, ok := env[k]; return v, ok })...)
+	var stderr bytes.Buffer
+	root.SetArgs([]string{"export"})
+	root.SetOut(f)
+	root.SetErr(&stderr)
+	err = root.ExecuteContext(context.Background())
+	_ = f.Close()
+	if ExitCode(err) != ExitFailure || !strings.Contains(err.Error(), "busbar export -o FILE") {
+		t.Errorf("export > file: exit %d, %v", ExitCode(err), err)
+	}
+	if got, _ := os.ReadFile(out); len(got) != 0 {
+		t.Errorf("failed export > file wrote %q", got)
+	}
+	if err := os.Remove(out); err != nil {
+		t.Fatal(err)
+	}
+
+	// Once the topology can be exported, -o replaces the file whole.
+	b.run("rule", "create", "t", "empty", "none", "--false").ok(t)
+	want := b.run("export").ok(t)
+	b.run("export", "-o", file).ok(t)
+	got, err := os.ReadFile(file)
+	if err != nil || string(got) != want {
+		t.Errorf("export -o wrote %q (%v), want %q", got, err, want)
+	}
+	if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("export -o changed the file's mode: %v %v", fi.Mode(), err)
+	}
+	if got := entries(); len(got) != 1 {
+		t.Errorf("directory after export -o: %v", got)
+	}
+	// A new file gets 0644; a directory that does not exist is an error.
+	fresh := filepath.Join(dir, "new.json")
+	b.run("export", "-o", fresh).ok(t)
+	if fi, err := os.Stat(fresh); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Errorf("new export file: %v %v", fi, err)
+	}
+	b.run("export", "-o", filepath.Join(dir, "missing", "Config.json")).fails(t, ExitFailure, "writing")
 }

@@ -12,6 +12,7 @@ func newPeekCmd(a *app) *cobra.Command {
 	var (
 		sub    subQueueFlags
 		subscr subscriptionFlag
+		sess   sessionFlag
 		from   int64
 		count  int
 		asJSON bool
@@ -26,12 +27,20 @@ messages alike. Nothing changes on the broker.
 A subscription is named by its topic and --subscription (-s), or by its path
 TOPIC/Subscriptions/SUB. A topic itself holds no messages to peek.
 
-Exits with 3 if the queue or subscription does not exist.`,
+A session-enabled queue or subscription is peeked one session at a time:
+--session-id names it ('busbar session list' shows those with messages).
+Peeking a session locks it for a moment, so a session that another receiver
+holds cannot be peeked until it is released. Its dead-letter queue has no
+sessions and is peeked without --session-id.
+
+Exits with 3 if the queue or subscription does not exist, 2 if it requires
+sessions and --session-id is missing (or is given for one without sessions).`,
 		Example: `  busbar peek orders
   busbar peek orders --dlq --count 50
   busbar peek orders --from 1200 --json | jq -r '.[].body'
   busbar peek events --subscription audit
-  busbar peek events/Subscriptions/audit --dlq`,
+  busbar peek events/Subscriptions/audit --dlq
+  busbar peek carts --session-id customer-42`,
 		Args: exactArgs(1, "a queue name, or a topic name with --subscription"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			e, err := subscr.entity(cmd, args[0])
@@ -41,15 +50,28 @@ Exits with 3 if the queue or subscription does not exist.`,
 			if err := sub.check(); err != nil {
 				return err
 			}
+			if err := sess.check(cmd, &sub); err != nil {
+				return err
+			}
 			if err := positive("count", count); err != nil {
 				return err
 			}
 			var out []jsonMessage
 			err = a.withMessaging(cmd.Context(), func(c *azservicebus.Client) error {
 				ctx := cmd.Context()
-				r, err := e.newReceiver(c, &azservicebus.ReceiverOptions{SubQueue: sub.subQueue()})
-				if err != nil {
-					return e.err(err)
+				var r messageReceiver
+				if sess.id != "" {
+					sr, err := e.acceptSession(ctx, c, sess.id, azservicebus.ReceiveModePeekLock)
+					if err != nil {
+						return e.sessionErr(err)
+					}
+					r = sr
+				} else {
+					pr, err := e.newReceiver(c, &azservicebus.ReceiverOptions{SubQueue: sub.subQueue()})
+					if err != nil {
+						return e.err(err)
+					}
+					r = pr
 				}
 				defer closeQuietly(ctx, r.Close)
 				var opts *azservicebus.PeekMessagesOptions
@@ -58,6 +80,9 @@ Exits with 3 if the queue or subscription does not exist.`,
 				}
 				for len(out) < count {
 					msgs, err := r.PeekMessages(ctx, min(count-len(out), peekBatch), opts)
+					if err != nil && requiresSession(err) {
+						return a.needSessionID(ctx, e, "peek")
+					}
 					if err != nil {
 						return e.err(err)
 					}
@@ -79,6 +104,7 @@ Exits with 3 if the queue or subscription does not exist.`,
 	}
 	subscr.register(cmd)
 	sub.register(cmd, true)
+	sess.register(cmd)
 	cmd.Flags().Int64Var(&from, "from", 0, "start at this sequence number (default: the first message)")
 	cmd.Flags().IntVarP(&count, "count", "n", 10, "how many messages to show at most")
 	addJSONFlag(cmd, &asJSON)

@@ -17,6 +17,7 @@ const receiveBatch = 100
 type receiveFlags struct {
 	subscr      subscriptionFlag
 	sub         subQueueFlags
+	session     sessionFlag
 	mode        string
 	count       int
 	wait        time.Duration
@@ -47,6 +48,12 @@ with --settle:
   defer        set it aside; receive it later by sequence number with --deferred
 In receiveanddelete mode messages are removed as they are delivered.
 
+On a session-enabled queue or subscription, --session-id receives from that
+session (locking it while the command runs). Without it, the command takes the
+next session with an available message, waiting up to --wait for one, and says
+on standard error which one it got; it receives from that session only.
+Deferred messages of a session need --session-id.
+
 Exits with 0 when no message arrived, 3 if the queue or subscription does not
 exist.`,
 		Example: `  busbar receive orders
@@ -56,7 +63,9 @@ exist.`,
   busbar receive orders --deferred 42 --settle complete
   busbar receive orders --dlq --mode receiveanddelete --count 100
   busbar receive events --subscription audit --count 10
-  busbar receive events/Subscriptions/audit --dlq --settle complete`,
+  busbar receive events/Subscriptions/audit --dlq --settle complete
+  busbar receive carts --session-id customer-42 --count 10
+  busbar receive carts --count 10              # the next session with messages`,
 		Args: exactArgs(1, "a queue name, or a topic name with --subscription"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			e, err := f.subscr.entity(cmd, args[0])
@@ -69,6 +78,7 @@ exist.`,
 	fs := cmd.Flags()
 	f.subscr.register(cmd)
 	f.sub.register(cmd, true)
+	f.session.register(cmd)
 	fs.StringVar(&f.mode, "mode", "peeklock", "peeklock or receiveanddelete")
 	fs.IntVarP(&f.count, "count", "n", 1, "how many messages to receive at most")
 	fs.DurationVar(&f.wait, "wait", 5*time.Second, "stop after no message has arrived for this long")
@@ -84,17 +94,17 @@ exist.`,
 type settlement struct {
 	verb string // complete, abandon, ...
 	name string // as printed: completed, abandoned, ...
-	do   func(ctx context.Context, r *azservicebus.Receiver, m *azservicebus.ReceivedMessage) error
+	do   func(ctx context.Context, r messageReceiver, m *azservicebus.ReceivedMessage) error
 }
 
 func (f *receiveFlags) settlement() (settlement, error) {
 	switch strings.ToLower(f.settle) {
 	case "complete":
-		return settlement{"complete", "completed", func(ctx context.Context, r *azservicebus.Receiver, m *azservicebus.ReceivedMessage) error {
+		return settlement{"complete", "completed", func(ctx context.Context, r messageReceiver, m *azservicebus.ReceivedMessage) error {
 			return r.CompleteMessage(ctx, m, nil)
 		}}, nil
 	case "abandon":
-		return settlement{"abandon", "abandoned", func(ctx context.Context, r *azservicebus.Receiver, m *azservicebus.ReceivedMessage) error {
+		return settlement{"abandon", "abandoned", func(ctx context.Context, r messageReceiver, m *azservicebus.ReceivedMessage) error {
 			return r.AbandonMessage(ctx, m, nil)
 		}}, nil
 	case "deadletter", "dead-letter":
@@ -105,11 +115,11 @@ func (f *receiveFlags) settlement() (settlement, error) {
 		if f.description != "" {
 			opts.ErrorDescription = &f.description
 		}
-		return settlement{"deadletter", "dead-lettered", func(ctx context.Context, r *azservicebus.Receiver, m *azservicebus.ReceivedMessage) error {
+		return settlement{"deadletter", "dead-lettered", func(ctx context.Context, r messageReceiver, m *azservicebus.ReceivedMessage) error {
 			return r.DeadLetterMessage(ctx, m, opts)
 		}}, nil
 	case "defer":
-		return settlement{"defer", "deferred", func(ctx context.Context, r *azservicebus.Receiver, m *azservicebus.ReceivedMessage) error {
+		return settlement{"defer", "deferred", func(ctx context.Context, r messageReceiver, m *azservicebus.ReceivedMessage) error {
 			return r.DeferMessage(ctx, m, nil)
 		}}, nil
 	}
@@ -123,6 +133,9 @@ func (f *receiveFlags) settlement() (settlement, error) {
 func (a *app) receive(cmd *cobra.Command, e entityRef, f *receiveFlags) error {
 	fs := cmd.Flags()
 	if err := f.sub.check(); err != nil {
+		return err
+	}
+	if err := f.session.check(cmd, &f.sub); err != nil {
 		return err
 	}
 	if err := positive("count", f.count); err != nil {
@@ -157,20 +170,68 @@ func (a *app) receive(cmd *cobra.Command, e entityRef, f *receiveFlags) error {
 	var out []jsonMessage
 	err = a.withMessaging(cmd.Context(), func(c *azservicebus.Client) (err error) {
 		ctx := cmd.Context()
-		r, err := e.newReceiver(c, &azservicebus.ReceiverOptions{ReceiveMode: mode, SubQueue: f.sub.subQueue()})
-		if err != nil {
-			return e.err(err)
+		var r messageReceiver
+		sessionful := f.session.id != ""
+		if sessionful {
+			sr, err := e.acceptSession(ctx, c, f.session.id, mode)
+			if err != nil {
+				return e.sessionErr(err)
+			}
+			r = sr
+		} else {
+			pr, err := e.newReceiver(c, &azservicebus.ReceiverOptions{ReceiveMode: mode, SubQueue: f.sub.subQueue()})
+			if err != nil {
+				return e.err(err)
+			}
+			r = pr
 		}
-		defer closeQuietly(ctx, r.Close)
+		defer func() { closeQuietly(ctx, r.Close) }()
 		// Abandoned messages are unlocked once the receiver is closed (see
 		// abandonAfterClose), so that this receive does not get them back.
+		// A session's are abandoned on its receiver, which holds the
+		// session lock they depend on; the SDK releases any that come back
+		// to it.
 		var abandon []*azservicebus.ReceivedMessage
 		abandoning := mode == azservicebus.ReceiveModePeekLock && settle.verb == "abandon"
 		defer func() {
-			if aerr := abandonAfterClose(ctx, c, r, e, f.sub.subQueue(), abandon); aerr != nil && err == nil {
+			var aerr error
+			if sessionful {
+				aerr = abandonOn(ctx, r, abandon)
+			} else if pr, ok := r.(*azservicebus.Receiver); ok {
+				aerr = abandonAfterClose(ctx, c, pr, e, f.sub.subQueue(), abandon)
+			}
+			if aerr != nil && err == nil {
 				err = fmt.Errorf("abandon failed (the messages unlock when their lock expires): %w", e.err(aerr))
 			}
 		}()
+		// switchToSession replaces a plain receiver refused by a
+		// session-enabled entity with one on its next available session.
+		switchToSession := func(err error) (bool, error) {
+			if sessionful || !requiresSession(err) || f.sub.any() {
+				return false, err
+			}
+			closeQuietly(ctx, r.Close)
+			wctx, cancel := context.WithTimeout(ctx, f.wait)
+			sr, ok, err := e.acceptNextSession(wctx, c, mode)
+			cancel()
+			if err != nil || !ok {
+				return false, err
+			}
+			r, sessionful = sr, true
+			fmt.Fprintf(cmd.ErrOrStderr(), "receiving from session %s\n", sr.SessionID())
+			return true, nil
+		}
+		if !sessionful && len(f.deferred) == 0 {
+			if err := attach(ctx, r); err != nil {
+				switched, err := switchToSession(err)
+				if err != nil {
+					return e.err(err)
+				}
+				if !switched {
+					return nil // no session with messages came within --wait
+				}
+			}
+		}
 		take := func(msgs []*azservicebus.ReceivedMessage) error {
 			for _, m := range msgs {
 				j := toJSONMessage(m)
@@ -192,6 +253,9 @@ func (a *app) receive(cmd *cobra.Command, e entityRef, f *receiveFlags) error {
 		}
 		if len(f.deferred) > 0 {
 			msgs, err := r.ReceiveDeferredMessages(ctx, f.deferred, nil)
+			if err != nil && !sessionful && requiresSession(err) {
+				return a.needSessionID(ctx, e, "receive --deferred")
+			}
 			if err != nil && isNotFound(err) && !isEntityNotFound(err) {
 				return &exitError{code: ExitNotFound, err: fmt.Errorf("%s: no deferred message with sequence number %s (it does not exist, is not deferred, or is locked)", e, joinInts(f.deferred))}
 			}
@@ -234,7 +298,7 @@ func (a *app) receive(cmd *cobra.Command, e entityRef, f *receiveFlags) error {
 
 // drainDeleted closes a receive-and-delete receiver and returns the
 // messages it still holds: the broker has deleted them already.
-func drainDeleted(ctx context.Context, r *azservicebus.Receiver) ([]*azservicebus.ReceivedMessage, error) {
+func drainDeleted(ctx context.Context, r messageReceiver) ([]*azservicebus.ReceivedMessage, error) {
 	closeQuietly(ctx, r.Close)
 	var all []*azservicebus.ReceivedMessage
 	for {

@@ -27,8 +27,9 @@ const ruleFilterHelp = `The filter is one of:
 
 func newRuleCreateCmd(a *app) *cobra.Command {
 	var (
-		f      ruleFlags
-		asJSON bool
+		f           ruleFlags
+		asJSON      bool
+		ifNotExists bool
 	)
 	cmd := &cobra.Command{
 		Use:   "create TOPIC SUBSCRIPTION NAME",
@@ -38,12 +39,15 @@ delivered to the subscription if this rule or any other of its rules matches.
 
 ` + ruleFilterHelp + `
 
-Exits with 3 if the topic or subscription does not exist, 5 if the rule does.`,
+Exits with 3 if the topic or subscription does not exist, 5 if the rule does,
+unless --if-not-exists is given: then it says so and exits with 0, leaving the
+rule's filter and action as they are.`,
 		Example: `  busbar rule create events audit eu --sql "region = 'eu'"
   busbar rule create events audit orders --subject order-placed --property region=eu
   busbar rule create events audit big --correlation subject=order-placed,size=large
   busbar rule create events audit tag --true --action "SET source = 'busbar'"
-  busbar rule delete events audit '$Default'   # then only the rules above select`,
+  busbar rule delete events audit '$Default'   # then only the rules above select
+  busbar rule create events audit eu --sql "region = 'eu'" --if-not-exists`,
 		Args: exactArgs(3, "a topic, a subscription and a rule name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			topic, sub, name := args[0], args[1], args[2]
@@ -62,7 +66,21 @@ Exits with 3 if the topic or subscription does not exist, 5 if the rule does.`,
 				ctx := cmd.Context()
 				resp, err := c.CreateRule(ctx, topic, sub, &sbadmin.CreateRuleOptions{Name: &name, Filter: filter, Action: action})
 				if err != nil {
-					return ruleError(ctx, c, err, topic, sub, name)
+					err = ruleError(ctx, c, err, topic, sub, name)
+					if !ifNotExists || ExitCode(err) != ExitExists {
+						return err
+					}
+					r, gerr := c.GetRule(ctx, topic, sub, name, nil)
+					if gerr == nil && r == nil {
+						gerr = errNotFound
+					}
+					if gerr != nil {
+						if uerr := unreadableRule(gerr, topic, sub); uerr != nil {
+							return uerr
+						}
+						return ruleError(ctx, c, gerr, topic, sub, name)
+					}
+					return existed(cmd, asJSON, ruleName(topic, sub, name), newRuleView(&r.RuleProperties))
 				}
 				if asJSON {
 					return writeJSON(cmd.OutOrStdout(), newRuleView(&resp.RuleProperties))
@@ -73,6 +91,7 @@ Exits with 3 if the topic or subscription does not exist, 5 if the rule does.`,
 		},
 	}
 	f.registerFilter(cmd.Flags(), true)
+	addIfNotExists(cmd, &ifNotExists)
 	addJSONFlag(cmd, &asJSON)
 	return cmd
 }

@@ -57,6 +57,16 @@ func (s *subQueueFlags) check() error {
 	return nil
 }
 
+// attach makes r open its connection and links now, bounded by ctx only,
+// by peeking one message. The SDK opens them in the first call that needs
+// them; were that a receive bounded by --wait, a broker that cannot be
+// reached within the wait would look like an empty queue, and the command
+// would report success.
+func attach(ctx context.Context, r messageReceiver) error {
+	_, err := r.PeekMessages(ctx, 1, nil)
+	return err
+}
+
 // positive checks a --count style flag.
 func positive(flag string, n int) error {
 	if n < 1 {
@@ -86,6 +96,19 @@ func abandonAfterClose(ctx context.Context, c *azservicebus.Client, r *azservice
 	for _, m := range msgs {
 		// A message with only a lock token is settled on the management link.
 		if err := r2.AbandonMessage(ctx, &azservicebus.ReceivedMessage{LockToken: m.LockToken}, nil); err != nil {
+			errs = append(errs, fmt.Errorf("message %s: %w", optInt(m.SequenceNumber), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// abandonOn abandons msgs on r, which received them.
+func abandonOn(ctx context.Context, r messageReceiver, msgs []*azservicebus.ReceivedMessage) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	var errs []error
+	for _, m := range msgs {
+		if err := r.AbandonMessage(ctx, m, nil); err != nil {
 			errs = append(errs, fmt.Errorf("message %s: %w", optInt(m.SequenceNumber), err))
 		}
 	}

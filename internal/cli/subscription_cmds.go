@@ -12,10 +12,11 @@ import (
 
 func newSubscriptionCreateCmd(a *app) *cobra.Command {
 	var (
-		f        subscriptionFlags
-		rf       ruleFlags
-		ruleName string
-		asJSON   bool
+		f           subscriptionFlags
+		rf          ruleFlags
+		ruleName    string
+		asJSON      bool
+		ifNotExists bool
 	)
 	cmd := &cobra.Command{
 		Use:   "create TOPIC NAME",
@@ -35,12 +36,15 @@ value, as for send --property). --action sets the default rule's SQL action.
 Durations are Go durations with an optional day count (30s, 1h30m, 7d), ISO 8601
 as Service Bus writes them (PT30S), or "never".
 
-Exits with 3 if the topic does not exist, 5 if the subscription does.`,
+Exits with 3 if the topic does not exist, 5 if the subscription does, unless
+--if-not-exists is given: then it says so and exits with 0, leaving the
+subscription and its rules as they are.`,
 		Example: `  busbar subscription create events all
   busbar subscription create events eu --sql "region = 'eu'" --max-delivery-count 5
   busbar subscription create events placed --correlation subject=order-placed,priority=high
   busbar subscription create events audit --forward-to audit-queue --lock-duration 30s
-  busbar subscription create events tagged --action "SET tagged = TRUE"`,
+  busbar subscription create events tagged --action "SET tagged = TRUE"
+  busbar subscription create events all --if-not-exists`,
 		Args: exactArgs(2, "a topic and a subscription name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			topic, name := args[0], args[1]
@@ -72,7 +76,15 @@ Exits with 3 if the topic does not exist, 5 if the subscription does.`,
 				ctx := cmd.Context()
 				resp, err := c.CreateSubscription(withSubscriptionStatus(ctx, props.Status), topic, name, &sbadmin.CreateSubscriptionOptions{Properties: &props})
 				if err != nil {
-					return subscriptionError(ctx, c, err, topic, name)
+					err = subscriptionError(ctx, c, err, topic, name)
+					if !ifNotExists || ExitCode(err) != ExitExists {
+						return err
+					}
+					s, gerr := getSubscription(ctx, c, topic, name)
+					if gerr != nil {
+						return gerr
+					}
+					return existed(cmd, asJSON, subscriptionName(topic, name), newSubscriptionView(topic, name, &s.SubscriptionProperties, nil))
 				}
 				if asJSON {
 					return writeJSON(cmd.OutOrStdout(), newSubscriptionView(topic, name, &resp.SubscriptionProperties, nil))
@@ -85,6 +97,7 @@ Exits with 3 if the topic does not exist, 5 if the subscription does.`,
 	f.register(cmd.Flags(), true)
 	rf.registerFilter(cmd.Flags(), false)
 	cmd.Flags().StringVar(&ruleName, "rule-name", "$Default", "name of the rule --sql or --correlation creates")
+	addIfNotExists(cmd, &ifNotExists)
 	addJSONFlag(cmd, &asJSON)
 	return cmd
 }

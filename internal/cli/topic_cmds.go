@@ -12,8 +12,9 @@ import (
 
 func newTopicCreateCmd(a *app) *cobra.Command {
 	var (
-		f      topicFlags
-		asJSON bool
+		f           topicFlags
+		asJSON      bool
+		ifNotExists bool
 	)
 	cmd := &cobra.Command{
 		Use:   "create NAME",
@@ -24,10 +25,13 @@ defaults: no expiry, duplicate detection off, 1024 MB, messages up to 256 KB.
 Durations are Go durations with an optional day count (30s, 1h30m, 7d), ISO 8601
 as Service Bus writes them (PT30S), or "never".
 
-Exits with 5 if a topic or queue of that name already exists.`,
+Exits with 5 if a topic or queue of that name already exists, unless the topic
+exists and --if-not-exists is given: then it says so and exits with 0, leaving
+the topic as it is (its properties are not compared with the flags).`,
 		Example: `  busbar topic create events
   busbar topic create events --default-ttl 7d --duplicate-detection --duplicate-window 30m
-  busbar topic create audit --max-size-mb 5120 --user-metadata 'owner=security'`,
+  busbar topic create audit --max-size-mb 5120 --user-metadata 'owner=security'
+  busbar topic create events --if-not-exists`,
 		Args: exactArgs(1, "a topic name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
@@ -39,9 +43,21 @@ Exits with 5 if a topic or queue of that name already exists.`,
 				return err
 			}
 			return a.withAdmin(func(c *adminClient) error {
-				resp, err := c.CreateTopic(cmd.Context(), name, &sbadmin.CreateTopicOptions{Properties: &props})
+				ctx := cmd.Context()
+				resp, err := c.CreateTopic(ctx, name, &sbadmin.CreateTopicOptions{Properties: &props})
 				if err != nil {
-					return entityError(err, topicName(name))
+					err = entityError(err, topicName(name))
+					if !ifNotExists || ExitCode(err) != ExitExists {
+						return err
+					}
+					t, gerr := c.GetTopic(ctx, name, nil)
+					if gerr != nil {
+						return entityError(gerr, topicName(name))
+					}
+					if t == nil || !isTopic(&t.TopicProperties) {
+						return nameTaken(topicName(name), name, "queue")
+					}
+					return existed(cmd, asJSON, topicName(name), newTopicView(name, &t.TopicProperties, nil))
 				}
 				if asJSON {
 					return writeJSON(cmd.OutOrStdout(), newTopicView(name, &resp.TopicProperties, nil))
@@ -52,6 +68,7 @@ Exits with 5 if a topic or queue of that name already exists.`,
 		},
 	}
 	f.register(cmd.Flags(), true)
+	addIfNotExists(cmd, &ifNotExists)
 	addJSONFlag(cmd, &asJSON)
 	return cmd
 }
