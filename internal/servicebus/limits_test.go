@@ -284,6 +284,9 @@ func inUse() int64 {
 // the message bytes are not kept for it), and checks the figure
 // docs/limits.md states. Run with -v to see it.
 func TestUnsettledMemory(t *testing.T) {
+	if raceDetector {
+		t.Skip("memory figures mean nothing under -race (run without it)")
+	}
 	const n = 4000
 	s := servicebustest.Start(t, &servicebustest.Options{Queues: []string{"q"}, AllowAnyKey: true})
 	body := make([]byte, 1024)
@@ -319,6 +322,9 @@ func TestUnsettledMemory(t *testing.T) {
 // sender link: the endpoint's link and the handler's request state), and
 // checks the figure docs/limits.md states. Run with -v to see it.
 func TestLinkMemory(t *testing.T) {
+	if raceDetector {
+		t.Skip("memory figures mean nothing under -race (run without it)")
+	}
 	const n = 2000
 	s := servicebustest.Start(t, &servicebustest.Options{AllowAnyKey: true})
 	rc := dialRaw(t, s.Addr)
