@@ -230,6 +230,9 @@ type conn struct {
 	// settles orders settlements before management requests
 	// (settleorder.go).
 	settles settleOrder
+
+	// txns are the connection's open transactions (txn.go).
+	txns txnTable
 }
 
 // spawn runs f on a new goroutine of the connection, unless it is gone.
@@ -367,6 +370,9 @@ func (c *conn) refuse(op, entity string, err error) error {
 // AttachIncoming handles a client sender link: to $cbs, to a management
 // node or to an entity.
 func (c *conn) AttachIncoming(l *amqp.IncomingLink) error {
+	if l.PeerAttach().Coordinator != nil {
+		return c.attachCoordinator(l) // txn.go
+	}
 	a, err := parseAddress(l.TargetAddress())
 	if err != nil {
 		return c.refuse("attach", "", badRequest("The target address %q of link '%s' names no entity.", l.TargetAddress(), l.Name()))
