@@ -459,3 +459,19 @@ func (c *conn) sendVia(l *amqp.IncomingLink, a address) (address, string, error)
 	}
 	return d, via, nil
 }
+
+// txnRequest answers a $management (or $cbs) request sent inside a
+// transaction: Busbar does not run those within one, so it is refused
+// and the transaction (if open) becomes rollback-only, rather than the
+// operation being applied outside it.
+func (c *conn) txnRequest(ts *frames.TransactionalState, node address) frames.DeliveryState {
+	err := &txnError{cond: frames.ErrCondNotImplemented, msg: fmt.Sprintf(
+		"Busbar does not run %s operations inside a transaction (schedule, cancel-scheduled, update-disposition, session state); the transaction can only roll back.", node.String())}
+	t := &c.txns
+	t.mu.Lock()
+	if x := t.m[string(ts.TxnID)]; x != nil && x.failed == nil {
+		x.failed = err
+	}
+	t.mu.Unlock()
+	return &frames.Rejected{Error: c.fail("transaction", node.path(), err).amqpError()}
+}

@@ -194,8 +194,17 @@ func TestTxnLimitsAndErrors(t *testing.T) {
 	wantRejected(t, c.discharge([]byte("nope"), false), "amqp:transaction:unknown-id", "not open")
 	wantRejected(t, c.sendTxn(2, "x", []byte("nope")), "amqp:transaction:unknown-id", "not open")
 
-	// Operation count: 100 per transaction.
+	// A $management request inside a transaction is refused, and the
+	// transaction can only roll back.
+	c.attachSender(4, "in/$management", "")
 	id := c.declare()
+	wantAccepted(t, c.sendTxn(2, "x", id))
+	wantRejected(t, c.sendTxn(4, "schedule", id), "amqp:not-implemented", "inside a transaction")
+	wantRejected(t, c.discharge(id, false), "amqp:transaction:rollback", "inside a transaction")
+	want(t, s, "in")
+
+	// Operation count: 100 per transaction.
+	id = c.declare()
 	for i := range broker.MaxTxnOperations {
 		wantAccepted(t, c.sendTxn(2, "m", id))
 		_ = i
