@@ -193,6 +193,18 @@ func (b *Broker) CommitTxn(ctx context.Context, tx *Txn) error {
 		q.mu.Unlock()
 	}
 	if committed {
+		if q != nil {
+			var n [TxnDefer + 1]int
+			for i := range tx.Settlements {
+				n[tx.Settlements[i].Kind]++
+			}
+			d := b.clock.Now().Sub(nowT)
+			for k, o := range map[TxnSettleKind]Outcome{TxnComplete: OutcomeComplete, TxnAbandon: OutcomeAbandon, TxnDeadLetter: OutcomeDeadLetter, TxnDefer: OutcomeDefer} {
+				if n[k] > 0 {
+					b.obs.Settled(q.name, o, n[k], d)
+				}
+			}
+		}
 		return nil
 	}
 	if err == nil {

@@ -246,3 +246,23 @@ func lockToken(t *testing.T, tag []byte) uuid.UUID {
 	copy(u[8:], tag[8:])
 	return u
 }
+
+// A subscription and its topic are one top-level entity: receive from the
+// subscription, send to the topic, in one transaction.
+func TestTxnSubscriptionAndTopic(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	s := servicebustest.Start(t, &servicebustest.Options{AllowAnyKey: true, Clock: clk, TokenClock: clk,
+		Topics: []string{"t"}, Subscriptions: []servicebustest.Subscription{{Topic: "t", Name: "s"}}})
+	seed(t, s, "t", "a")
+	c := dialTxn(t, s.Addr)
+	c.attachCoordinator()
+	c.attachReceiver(1, "t/Subscriptions/s", 1)
+	c.attachSender(2, "t", "")
+	m := c.receive(1, 1)[0]
+	id := c.declare()
+	wantAccepted(t, c.dispose(m, &frames.Accepted{}, id))
+	wantAccepted(t, c.sendTxn(2, "b", id))
+	want(t, s, "t/Subscriptions/s", "a")
+	wantAccepted(t, c.discharge(id, false))
+	want(t, s, "t/Subscriptions/s", "b")
+}
