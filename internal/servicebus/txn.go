@@ -59,8 +59,9 @@ const (
 	// maxTxnsPerConn bounds the open transactions of one connection.
 	maxTxnsPerConn = 32
 	// maxTxnBytes bounds the message bytes one transaction holds until
-	// its commit.
-	maxTxnBytes = 16 << 20
+	// its commit, maxConnTxnBytes those of all of a connection's.
+	maxTxnBytes     = 16 << 20
+	maxConnTxnBytes = 32 << 20
 
 	// propTransferDestination is the sender link property naming a
 	// send-via link's final destination.
@@ -306,6 +307,16 @@ func (c *conn) txnOp(id []byte, via string, bytes int, add func(x *txn) error) e
 		if x.bytes+bytes > maxTxnBytes {
 			return &broker.Error{Kind: broker.KindQuotaExceeded, Msg: fmt.Sprintf(
 				"The transaction's messages would take %d bytes, over Busbar's limit of %d bytes per transaction.", x.bytes+bytes, maxTxnBytes)}
+		}
+		if bytes > 0 {
+			held := 0
+			for _, o := range t.m {
+				held += o.bytes
+			}
+			if held+bytes > maxConnTxnBytes {
+				return &broker.Error{Kind: broker.KindQuotaExceeded, Msg: fmt.Sprintf(
+					"The connection's open transactions would hold %d bytes of messages, over Busbar's limit of %d bytes per connection; commit or roll back some first.", held+bytes, maxConnTxnBytes)}
+			}
 		}
 		if err := add(x); err != nil {
 			return err

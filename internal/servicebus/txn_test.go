@@ -232,6 +232,12 @@ func TestTxnLimitsAndErrors(t *testing.T) {
 	if got := contents(t, s, "in"); !slices.Equal(got, []string{"a"}) {
 		t.Fatalf("in holds %q after the rollback", got)
 	}
+
+	// At most 32 open transactions per connection.
+	for range 32 {
+		c.declare()
+	}
+	wantRejected(t, c.command(), "amqp:resource-limit-exceeded", "32 open transactions")
 }
 
 // lockToken reads a delivery tag: the lock token in .NET GUID byte order.
