@@ -250,3 +250,31 @@ func TestTxnCrashAtManyPoints(t *testing.T) {
 		t.Fatal("no image caught the transactions part-way")
 	}
 }
+
+// A session receiver's messages settle in a transaction like any others,
+// and a transaction may send to a session queue.
+func TestTxnSession(t *testing.T) {
+	e := newEnv(t)
+	e.queue("s", sessionQueue)
+	e.send("s", &message.Message{Body: []byte("a"), SessionID: "x"})
+	r := e.accept("s", "x")
+	ds := take(t, r, 1)
+	if len(ds) != 1 {
+		t.Fatal("nothing received")
+	}
+	err := e.b.CommitTxn(ctx, &Txn{
+		Settlements: []TxnSettlement{{Kind: TxnComplete, Path: "s", Token: ds[0].LockToken}},
+		SendTo:      "s",
+		Sends:       []*message.Message{{Body: []byte("b"), SessionID: "x"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds := take(t, r, 1); len(ds) != 1 || body(ds[0]) != "b" {
+		t.Fatalf("then received %v", ds)
+	}
+	// A send without a session id fails the whole.
+	e.send("s", &message.Message{Body: []byte("c"), SessionID: "x"})
+	err = e.b.CommitTxn(ctx, &Txn{SendTo: "s", Sends: []*message.Message{msg("no session")}})
+	wantKind(t, err, ErrInvalidArgument)
+}

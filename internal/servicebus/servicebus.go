@@ -32,6 +32,10 @@
 //     get-session-state, set-session-state, get-message-sessions) and, on
 //     a subscription, the rule manager's add-rule, remove-rule and
 //     enumerate-rules (rules.go).
+//   - the transaction coordinator (a sender link with a coordinator
+//     target): declare, discharge, transfers and dispositions carrying
+//     transactional-state, send-via links (txn.go,
+//     docs/wire/transactions.md).
 //
 // entities.go says which address may name what. observe.go has the
 // hooks for metrics (Config.Observer: connections, failed requests) and
