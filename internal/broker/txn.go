@@ -257,9 +257,17 @@ func (q *entity) planTxnLocked(ss []TxnSettlement, subs []SubQueue, now int64) (
 			q.unlockRecLocked(sub, r)
 			t = removeTransitionLocked(sub, r)
 		case TxnAbandon:
+			if sub != SubQueueMain && s.Props == nil {
+				// Nothing durable changes (a dead-letter queue's count is
+				// frozen), but the lock must stay until the commit: an
+				// unchanged record, made available when applied.
+				q.unlockRecLocked(sub, r)
+				t = updateTransitionLocked(sub, sub, r, *r, nil)
+				break
+			}
 			var ok bool
 			if t, ok = q.lockEndLocked(sub, r, now, s.Props, true); !ok {
-				continue // in memory only: available again already
+				continue // (not reached: the main queue's count rises)
 			}
 		case TxnDeadLetter:
 			q.unlockRecLocked(sub, r)

@@ -278,3 +278,32 @@ func TestTxnSession(t *testing.T) {
 	err = e.b.CommitTxn(ctx, &Txn{SendTo: "s", Sends: []*message.Message{msg("no session")}})
 	wantKind(t, err, ErrInvalidArgument)
 }
+
+// Abandoning a dead-lettered message in a transaction keeps its lock until
+// the commit, and a failed commit keeps it locked.
+func TestTxnAbandonInDeadLetterQueue(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q")
+	e.queue("small", func(p *QueueProperties) { p.MaxSizeInMegabytes = 1 })
+	big := &message.Message{Body: make([]byte, 200<<10)}
+	for range 5 {
+		e.send("small", big)
+	}
+	e.send("q", msg("a"))
+	d := e.recv1("q")
+	if err := e.b.DeadLetter(ctx, "q", d.LockToken, "r", "", nil); err != nil {
+		t.Fatal(err)
+	}
+	dl := e.recv1("q/$DeadLetterQueue")
+	abandon := []TxnSettlement{{Kind: TxnAbandon, Path: "q/$DeadLetterQueue", Token: dl.LockToken}}
+	// The send fails after the settlement was planned: all fails.
+	err := e.b.CommitTxn(ctx, &Txn{Settlements: abandon, SendTo: "small", Sends: []*message.Message{big}})
+	wantKind(t, err, ErrQuotaExceeded)
+	e.expectEmpty("q/$DeadLetterQueue") // still locked
+	if err := e.b.CommitTxn(ctx, &Txn{Settlements: abandon}); err != nil {
+		t.Fatal(err)
+	}
+	if d := e.recv1("q/$DeadLetterQueue"); body(d) != "a" {
+		t.Fatalf("received %q", body(d))
+	}
+}
