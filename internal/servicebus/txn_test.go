@@ -272,3 +272,31 @@ func TestTxnSubscriptionAndTopic(t *testing.T) {
 	wantAccepted(t, c.discharge(id, false))
 	want(t, s, "t/Subscriptions/s", "b")
 }
+
+// A scheduled message sent in a transaction is scheduled on commit.
+func TestTxnScheduledSend(t *testing.T) {
+	s, clk := startTxnServer(t, "in")
+	c := dialTxn(t, s.Addr)
+	c.attachCoordinator()
+	c.attachSender(2, "in", "")
+	id := c.declare()
+	at := clk.Now().Add(time.Hour)
+	payload, err := (&frames.Message{
+		MessageAnnotations: map[frames.Symbol]any{"x-opt-scheduled-enqueue-time": at},
+		Properties:         &frames.Properties{MessageID: "sched"},
+		RawBody:            frames.AppendDataSection(nil, []byte("later")),
+	}).MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantAccepted(t, c.transfer(chEntities, 2, payload, &frames.TransactionalState{TxnID: id}))
+	if qi, _ := s.Broker.GetQueue("in"); qi.Counts.Scheduled != 0 {
+		t.Fatalf("scheduled before the commit: %+v", qi.Counts)
+	}
+	wantAccepted(t, c.discharge(id, false))
+	if qi, _ := s.Broker.GetQueue("in"); qi.Counts.Scheduled != 1 || qi.Counts.Active != 0 {
+		t.Fatalf("after the commit: %+v", qi.Counts)
+	}
+	s.Advance(t, time.Hour+time.Second)
+	want(t, s, "in", "later")
+}
