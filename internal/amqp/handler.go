@@ -35,7 +35,10 @@ func (f HandlerFunc) Connect(c *Conn) (ConnHandler, error) { return f(c) }
 // condition (docs/wire/amqp.md §0.15).
 type ConnHandler interface {
 	// AttachIncoming is called when the client attaches a sender link:
-	// the broker receives on it.
+	// the broker receives on it. A link to the transaction coordinator
+	// (l.PeerAttach().Coordinator set, no target) comes here too; the
+	// reply echoes the coordinator (AttachReply.Coordinator). A handler
+	// without transactions refuses it (amqp:not-implemented).
 	AttachIncoming(l *IncomingLink) error
 
 	// AttachOutgoing is called when the client attaches a receiver link:

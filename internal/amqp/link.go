@@ -46,6 +46,10 @@ type AttachReply struct {
 
 	// OfferedCapabilities of the reply.
 	OfferedCapabilities []frames.Symbol
+
+	// Coordinator is a shallow copy of the client's coordinator target
+	// on a link to the transaction coordinator (then Target is nil).
+	Coordinator *frames.Coordinator
 }
 
 // Link is what incoming and outgoing links have in common. Its accessors
@@ -87,7 +91,10 @@ func newLink(s *Session, a *frames.Attach, out uint32) *Link {
 		src := *a.Source
 		l.Reply.Source = &src
 	}
-	if a.Target != nil {
+	if a.Coordinator != nil {
+		co := *a.Coordinator
+		l.Reply.Coordinator = &co
+	} else if a.Target != nil {
 		tgt := *a.Target
 		l.Reply.Target = &tgt
 	} else if l.incoming != nil {
@@ -129,7 +136,8 @@ func (l *Link) reply(ok bool) *frames.Attach {
 	if l.outgoing != nil && r.Source == nil {
 		r.Source = &frames.Source{}
 	}
-	if l.incoming != nil && r.Target == nil {
+	r.Coordinator = l.Reply.Coordinator
+	if l.incoming != nil && r.Target == nil && r.Coordinator == nil {
 		r.Target = &frames.Target{}
 	}
 	return r
@@ -312,6 +320,11 @@ type IncomingDelivery struct {
 	MessageFormat uint32 // 0, or 0x80013700 for a Service Bus batch
 	Settled       bool   // the client sent it settled: no disposition follows
 	Payload       []byte // the encoded message; the handler owns it
+	// State is the delivery state the client sent with the transfer (the
+	// first one of a multi-frame delivery that has one): a
+	// *frames.TransactionalState for a send inside a transaction; nil
+	// otherwise.
+	State frames.DeliveryState
 
 	done bool           // owned by the session mux: settled
 	buf  *frames.Buffer // the frame buffer Payload and Tag live in, or nil

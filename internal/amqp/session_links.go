@@ -41,8 +41,8 @@ func (s *Session) handleAttach(a *frames.Attach) {
 
 	var err error
 	switch {
-	case a.Coordinator != nil:
-		err = Errorf(CondNotImplemented, "transactions are not supported")
+	case a.Coordinator != nil && a.Role != frames.RoleSender:
+		err = Errorf(CondNotAllowed, "only a sender link may attach to the transaction coordinator")
 	case !s.conn.acquireLink():
 		if !s.conn.authed.Load() {
 			err = Errorf(CondResourceLimitExceeded, "at most %d links before the connection authenticates (put a token on $cbs first)", maxLinksBeforeAuth)

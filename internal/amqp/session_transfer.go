@@ -62,6 +62,7 @@ func (s *Session) receiveTransfer(t *frames.Transfer) (handedOver bool) {
 			ID:      *t.DeliveryID,
 			Tag:     t.DeliveryTag,
 			Settled: t.Settled,
+			State:   t.State,
 		}
 		if t.MessageFormat != nil {
 			d.MessageFormat = *t.MessageFormat
@@ -82,6 +83,9 @@ func (s *Session) receiveTransfer(t *frames.Transfer) (handedOver bool) {
 		return false
 	}
 	d.Settled = d.Settled || t.Settled
+	if d.State == nil {
+		d.State = t.State
+	}
 	if t.Aborted {
 		in.partial = nil
 		return false

@@ -105,7 +105,12 @@ func entityNotFoundText(entity string) string {
 func classify(err error) (frames.Symbol, int32) {
 	var ae *auth.Error
 	var ue *errUnauthorized
+	var te *txnError
 	switch {
+	case errors.As(err, &te):
+		// Transactions (txn.go): unknown-id, rollback, timeout; a global
+		// transaction is not-implemented.
+		return te.cond, statusBadRequest
 	case errors.As(err, &ae), errors.As(err, &ue):
 		return frames.ErrCondUnauthorizedAccess, statusUnauthorized
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):

@@ -322,6 +322,10 @@ func (rl *receiverLink) onDisposition(d *amqp.OutgoingDelivery, state frames.Del
 	if !ok {
 		return
 	}
+	if ts, ok := state.(*frames.TransactionalState); ok {
+		rl.txnSettle(d, uuid.UUID(tok), ts) // txn.go: recorded, applied on commit
+		return
+	}
 	if _, ok := state.(*frames.Accepted); ok {
 		rl.queueComplete(d, uuid.UUID(tok))
 		return

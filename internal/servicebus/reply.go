@@ -114,6 +114,10 @@ func (c *conn) route(replyTo string, node address, session *amqp.Session) *reply
 func (c *conn) attachRequests(l *amqp.IncomingLink, node address) error {
 	l.Credit = 100
 	l.OnDelivery = func(d *amqp.IncomingDelivery) {
+		if ts, ok := d.State.(*frames.TransactionalState); ok {
+			d.Settle(c.txnRequest(ts, node)) // txn.go: refused
+			return
+		}
 		d.Settle(&frames.Accepted{})
 		payload := d.Payload
 		session := l.Session()

@@ -39,6 +39,7 @@ type senderLink struct {
 	c      *conn
 	l      *amqp.IncomingLink
 	path   string
+	via    string // a send-via link's via entity (txn.go); "" otherwise
 	wake   chan struct{}
 	done   chan struct{}
 	detach sync.Once
@@ -70,6 +71,11 @@ const (
 )
 
 func (c *conn) attachSender(l *amqp.IncomingLink, a address) error {
+	viaAddr := a.path()
+	a, via, err := c.sendVia(l, a) // txn.go: send-via goes to the destination
+	if err != nil {
+		return c.refuse("attach", viaAddr, err)
+	}
 	if a.sub != subNone {
 		return c.refuse("attach", a.path(), &broker.Error{Kind: broker.KindNotAllowed,
 			Msg: fmt.Sprintf("Cannot send messages to '%s': it is a dead-letter sub-queue.", a.path())})
@@ -85,7 +91,7 @@ func (c *conn) attachSender(l *amqp.IncomingLink, a address) error {
 	if err != nil {
 		return c.refuse("attach", a.path(), err)
 	}
-	s := &senderLink{c: c, l: l, path: name, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	s := &senderLink{c: c, l: l, path: name, via: via, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	s.ctx = broker.WithFollower(c.ctx, &s.fol)
 	// §0.2, §3.4: a non-zero max-message-size, the entity's limit; the
 	// endpoint rejects larger transfers with message-size-exceeded.
@@ -95,6 +101,9 @@ func (c *conn) attachSender(l *amqp.IncomingLink, a address) error {
 	// on entities whose messages may be larger, and at the message limit
 	// (256 KB by default) below that.
 	l.Reply.Properties = map[frames.Symbol]any{propMaxBatchSize: min(maxSize, maxBatchSize)}
+	if via != "" {
+		l.Reply.Properties[propTransferDestination] = l.Properties()[propTransferDestination]
+	}
 	l.MaxUnsettled = senderMaxUnsettled
 	l.OnDelivery = s.onDelivery
 	l.OnDetach = func(error) { s.detach.Do(func() { close(s.done) }) }
@@ -199,6 +208,11 @@ func (s *senderLink) store(ds []*amqp.IncomingDelivery) {
 		case <-s.done:
 			return
 		default:
+		}
+		if ts, ok := d.State.(*frames.TransactionalState); ok {
+			flush()
+			s.txnSend(d, ts) // txn.go: recorded, applied on commit
+			continue
 		}
 		lo := len(msgs)
 		var err error

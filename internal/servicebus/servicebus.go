@@ -33,6 +33,10 @@
 //     get-session-state, set-session-state, get-message-sessions) and, on
 //     a subscription, the rule manager's add-rule, remove-rule and
 //     enumerate-rules (rules.go).
+//   - the transaction coordinator (a sender link with a coordinator
+//     target): declare, discharge, transfers and dispositions carrying
+//     transactional-state, send-via links (txn.go,
+//     docs/wire/transactions.md).
 //
 // entities.go says which address may name what. observe.go has the
 // hooks for metrics (Config.Observer: connections, failed requests) and
@@ -231,6 +235,9 @@ type conn struct {
 	// settles orders settlements before management requests
 	// (settleorder.go).
 	settles settleOrder
+
+	// txns are the connection's open transactions (txn.go).
+	txns txnTable
 }
 
 // spawn runs f on a new goroutine of the connection, unless it is gone.
@@ -368,6 +375,9 @@ func (c *conn) refuse(op, entity string, err error) error {
 // AttachIncoming handles a client sender link: to $cbs, to a management
 // node or to an entity.
 func (c *conn) AttachIncoming(l *amqp.IncomingLink) error {
+	if l.PeerAttach().Coordinator != nil {
+		return c.attachCoordinator(l) // txn.go
+	}
 	a, err := parseAddress(l.TargetAddress())
 	if err != nil {
 		return c.refuse("attach", "", badRequest("The target address %q of link '%s' names no entity.", l.TargetAddress(), l.Name()))

@@ -167,8 +167,8 @@ type Modified struct {
 }
 
 // TransactionalState is the state of a delivery within a transaction
-// (part 4 section 4.5.5). Decoded so that transactional deliveries can be
-// refused; Busbar does not implement transactions.
+// (part 4 section 4.5.5): on a transfer or a disposition inside a
+// transaction, and on the broker's answer with the provisional outcome.
 //
 //	<type name="transactional-state" class="composite" source="list" provides="delivery-state">
 //	    <descriptor name="amqp:transactional-state:list" code="0x00000000:0x00000034"/>

@@ -277,8 +277,8 @@ func (t *Target) UnmarshalAMQP(r *encoding.Reader) error {
 }
 
 // Coordinator is the target of a link to a transaction coordinator (part
-// 4 section 4.5.1). Busbar does not implement transactions; it decodes
-// the coordinator so it can refuse the attach cleanly.
+// 4 section 4.5.1); the Service Bus layer serves it
+// (docs/wire/transactions.md).
 //
 //	<type name="coordinator" class="composite" source="list" provides="target">
 //	    <descriptor name="amqp:coordinator:list" code="0x00000000:0x00000030"/>

@@ -1,0 +1,309 @@
+package broker
+
+import (
+	"fmt"
+	"math/rand"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/busbarmq/busbar/internal/clock"
+	"github.com/busbarmq/busbar/internal/message"
+	"github.com/busbarmq/busbar/internal/store/filestore"
+	"github.com/busbarmq/busbar/internal/vfs"
+)
+
+func TestTxnCommitReceiveCompleteSend(t *testing.T) {
+	e := newEnv(t)
+	e.queue("in")
+	e.queue("out")
+	e.send("in", msg("a"), msg("b"))
+	a, b := e.recv1("in"), e.recv1("in")
+	err := e.b.CommitTxn(ctx, &Txn{
+		Settlements: []TxnSettlement{
+			{Kind: TxnComplete, Path: "in", Token: a.LockToken},
+			{Kind: TxnDeadLetter, Path: "in", Token: b.LockToken, Reason: "r", Desc: "d"},
+		},
+		SendTo: "out",
+		Sends:  []*message.Message{msg("x"), msg("y")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := bodies(e.recv("out", PeekLock, 10)); !slices.Equal(got, []string{"x", "y"}) {
+		t.Fatalf("out has %v", got)
+	}
+	e.expectEmpty("in")
+	if d := e.recv1("in/$DeadLetterQueue"); body(d) != "b" || prop(d, PropDeadLetterReason) != "r" {
+		t.Fatalf("dead-lettered %q %v", body(d), d.Message.ApplicationProperties)
+	}
+	// Durable: all of it is still there after a restart.
+	e.restart()
+	if c := e.counts("out"); c.Active != 2 {
+		t.Fatalf("out after restart: %+v", c)
+	}
+	if c := e.counts("in"); c.Active != 0 || c.DeadLetter != 1 {
+		t.Fatalf("in after restart: %+v", c)
+	}
+}
+
+func TestTxnAllOrNothingOnLostLock(t *testing.T) {
+	e := newEnv(t)
+	e.queue("in", func(p *QueueProperties) { p.LockDuration = 30 * time.Second })
+	e.send("in", msg("a"))
+	a := e.recv1("in")
+	e.advance(20 * time.Second)
+	e.send("in", msg("b"))
+	b := e.recv1("in")
+	e.advance(15 * time.Second) // a's lock expired, b's holds
+	err := e.b.CommitTxn(ctx, &Txn{
+		Settlements: []TxnSettlement{
+			{Kind: TxnComplete, Path: "in", Token: b.LockToken},
+			{Kind: TxnComplete, Path: "in", Token: a.LockToken},
+		},
+		SendTo: "in",
+		Sends:  []*message.Message{msg("new")},
+	})
+	wantKind(t, err, ErrLockLost)
+	// Nothing applied: b still locked (its token still settles), no "new".
+	c := e.counts("in")
+	if c.Active != 2 {
+		t.Fatalf("counts %+v; want a and b only", c)
+	}
+	e.complete("in", b.LockToken)
+}
+
+func TestTxnFailedCommitKeepsLocks(t *testing.T) {
+	e := newEnv(t)
+	e.queue("in")
+	e.queue("small", func(p *QueueProperties) { p.MaxSizeInMegabytes = 1 })
+	e.send("in", msg("a"))
+	a := e.recv1("in")
+	big := &message.Message{Body: make([]byte, 200<<10)}
+	for range 5 {
+		e.send("small", big)
+	}
+	err := e.b.CommitTxn(ctx, &Txn{
+		Settlements: []TxnSettlement{{Kind: TxnComplete, Path: "in", Token: a.LockToken}},
+		SendTo:      "small",
+		Sends:       []*message.Message{big},
+	})
+	wantKind(t, err, ErrQuotaExceeded)
+	// The complete was not applied and a's lock is still held.
+	e.complete("in", a.LockToken)
+}
+
+func TestTxnRules(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q1")
+	e.queue("q2")
+	e.send("q1", msg("a"))
+	e.send("q2", msg("b"))
+	a, b := e.recv1("q1"), e.recv1("q2")
+	err := e.b.CommitTxn(ctx, &Txn{Settlements: []TxnSettlement{
+		{Kind: TxnComplete, Path: "q1", Token: a.LockToken},
+		{Kind: TxnComplete, Path: "q2", Token: b.LockToken},
+	}})
+	wantKind(t, err, ErrNotAllowed)
+	err = e.b.CommitTxn(ctx, &Txn{Settlements: []TxnSettlement{
+		{Kind: TxnComplete, Path: "q1", Token: a.LockToken},
+		{Kind: TxnAbandon, Path: "q1", Token: a.LockToken},
+	}})
+	wantKind(t, err, ErrLockLost)
+	many := make([]*message.Message, MaxTxnOperations+1)
+	for i := range many {
+		many[i] = msg("m")
+	}
+	err = e.b.CommitTxn(ctx, &Txn{SendTo: "q1", Sends: many})
+	wantKind(t, err, ErrQuotaExceeded)
+	// Abandon and defer in one transaction, on the same entity.
+	e.send("q1", msg("c"))
+	c := e.recv1("q1")
+	if err := e.b.CommitTxn(ctx, &Txn{Settlements: []TxnSettlement{
+		{Kind: TxnAbandon, Path: "q1", Token: a.LockToken, Props: map[string]any{"k": "v"}},
+		{Kind: TxnDefer, Path: "q1", Token: c.LockToken},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	d := e.recv1("q1")
+	if body(d) != "a" || d.DeliveryCount != 2 || prop(d, "k") != "v" {
+		t.Fatalf("abandoned message: %q dc %d props %v", body(d), d.DeliveryCount, d.Message.ApplicationProperties)
+	}
+	if cs := e.counts("q1"); cs.Deferred != 1 {
+		t.Fatalf("counts %+v; want c deferred", cs)
+	}
+}
+
+// TestTxnCrashAtManyPoints commits transactions on the filestore on the
+// crashable in-memory file system, taking a crash image before file-system
+// operations. Each transaction completes one message of "in" and sends
+// two to "out"; in every image, each transaction is either wholly applied
+// or not at all, and every acknowledged one is wholly applied.
+func TestTxnCrashAtManyPoints(t *testing.T) {
+	const n = 40
+	mem := vfs.NewMem()
+	var (
+		mu     sync.Mutex
+		images []fwdCrashImage
+		armed  atomic.Bool
+		acked  atomic.Int64
+	)
+	rng := rand.New(rand.NewSource(1))
+	inject := func(op vfs.Op) error {
+		if !armed.Load() {
+			return nil
+		}
+		a := int(acked.Load())
+		mu.Lock()
+		defer mu.Unlock()
+		img := fwdCrashImage{op: op, acked: a}
+		img.fs = mem.CrashClone(vfs.CrashOptions{Rand: rand.New(rand.NewSource(rng.Int63())), AnySubset: rng.Intn(2) == 0})
+		images = append(images, img)
+		return nil
+	}
+	opts := filestore.Options{Dir: "/db", FS: vfs.WithErrors(mem, inject), SegmentSize: 16 << 10, BackgroundInterval: -1, NoPreallocate: true}
+	st, err := filestore.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, clk: clock.NewFake(t0), st: st}
+	e.open()
+	e.queue("in")
+	e.queue("out")
+	for i := range n {
+		e.send("in", msg(fmt.Sprintf("in-%03d", i)))
+	}
+	armed.Store(true)
+	for i := range n {
+		d := e.recv1("in")
+		if body(d) != fmt.Sprintf("in-%03d", i) {
+			t.Fatalf("received %q", body(d))
+		}
+		err := e.b.CommitTxn(ctx, &Txn{
+			Settlements: []TxnSettlement{{Kind: TxnComplete, Path: "in", Token: d.LockToken}},
+			SendTo:      "out",
+			Sends:       []*message.Message{msg(fmt.Sprintf("out-%03d-a", i)), msg(fmt.Sprintf("out-%03d-b", i))},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		acked.Store(int64(i + 1))
+		if i%10 == 9 {
+			if err := st.Checkpoint(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	armed.Store(false)
+	if err := e.b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	images = append(images, fwdCrashImage{fs: mem.CrashClone(vfs.CrashOptions{}), op: vfs.Op{Path: "after Close"}, acked: n})
+	if len(images) < 50 {
+		t.Fatalf("only %d crash points", len(images))
+	}
+	partial := 0
+	for _, img := range images {
+		opts := opts
+		opts.FS = img.fs
+		st, err := filestore.Open(opts)
+		if err != nil {
+			t.Fatalf("crash before %v %s: reopen: %v", img.op.Kind, img.op.Path, err)
+		}
+		e := &env{t: t, clk: clock.NewFake(t0), st: st}
+		e.open()
+		places := placesOf(t, e.b)
+		done := 0
+		for i := range n {
+			in := places[fmt.Sprintf("in-%03d", i)]
+			oa := places[fmt.Sprintf("out-%03d-a", i)]
+			ob := places[fmt.Sprintf("out-%03d-b", i)]
+			committed := len(in) == 0
+			switch {
+			case committed && slices.Equal(oa, []string{"out"}) && slices.Equal(ob, []string{"out"}):
+				done++
+			case !committed && slices.Equal(in, []string{"in"}) && len(oa) == 0 && len(ob) == 0:
+				if i < img.acked {
+					t.Fatalf("crash before %v %s: transaction %d was acknowledged but is not applied", img.op.Kind, img.op.Path, i)
+				}
+			default:
+				t.Fatalf("crash before %v %s: transaction %d half applied: in %v, out %v %v", img.op.Kind, img.op.Path, i, in, oa, ob)
+			}
+		}
+		if done > 0 && done < n {
+			partial++
+		}
+		if err := e.b.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("%d crash images, %d between transactions", len(images), partial)
+	if partial == 0 {
+		t.Fatal("no image caught the transactions part-way")
+	}
+}
+
+// A session receiver's messages settle in a transaction like any others,
+// and a transaction may send to a session queue.
+func TestTxnSession(t *testing.T) {
+	e := newEnv(t)
+	e.queue("s", sessionQueue)
+	e.send("s", &message.Message{Body: []byte("a"), SessionID: "x"})
+	r := e.accept("s", "x")
+	ds := take(t, r, 1)
+	if len(ds) != 1 {
+		t.Fatal("nothing received")
+	}
+	err := e.b.CommitTxn(ctx, &Txn{
+		Settlements: []TxnSettlement{{Kind: TxnComplete, Path: "s", Token: ds[0].LockToken}},
+		SendTo:      "s",
+		Sends:       []*message.Message{{Body: []byte("b"), SessionID: "x"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds := take(t, r, 1); len(ds) != 1 || body(ds[0]) != "b" {
+		t.Fatalf("then received %v", ds)
+	}
+	// A send without a session id fails the whole.
+	e.send("s", &message.Message{Body: []byte("c"), SessionID: "x"})
+	err = e.b.CommitTxn(ctx, &Txn{SendTo: "s", Sends: []*message.Message{msg("no session")}})
+	wantKind(t, err, ErrInvalidArgument)
+}
+
+// Abandoning a dead-lettered message in a transaction keeps its lock until
+// the commit, and a failed commit keeps it locked.
+func TestTxnAbandonInDeadLetterQueue(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q")
+	e.queue("small", func(p *QueueProperties) { p.MaxSizeInMegabytes = 1 })
+	big := &message.Message{Body: make([]byte, 200<<10)}
+	for range 5 {
+		e.send("small", big)
+	}
+	e.send("q", msg("a"))
+	d := e.recv1("q")
+	if err := e.b.DeadLetter(ctx, "q", d.LockToken, "r", "", nil); err != nil {
+		t.Fatal(err)
+	}
+	dl := e.recv1("q/$DeadLetterQueue")
+	abandon := []TxnSettlement{{Kind: TxnAbandon, Path: "q/$DeadLetterQueue", Token: dl.LockToken}}
+	// The send fails after the settlement was planned: all fails.
+	err := e.b.CommitTxn(ctx, &Txn{Settlements: abandon, SendTo: "small", Sends: []*message.Message{big}})
+	wantKind(t, err, ErrQuotaExceeded)
+	e.expectEmpty("q/$DeadLetterQueue") // still locked
+	if err := e.b.CommitTxn(ctx, &Txn{Settlements: abandon}); err != nil {
+		t.Fatal(err)
+	}
+	if d := e.recv1("q/$DeadLetterQueue"); body(d) != "a" {
+		t.Fatalf("received %q", body(d))
+	}
+}

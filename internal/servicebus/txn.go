@@ -1,0 +1,488 @@
+package servicebus
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/busbarmq/busbar/internal/amqp"
+	"github.com/busbarmq/busbar/internal/amqp/encoding"
+	"github.com/busbarmq/busbar/internal/amqp/frames"
+	"github.com/busbarmq/busbar/internal/auth"
+	"github.com/busbarmq/busbar/internal/broker"
+	"github.com/busbarmq/busbar/internal/message"
+)
+
+// Transactions (OASIS AMQP 1.0 part 4, as Service Bus implements them;
+// docs/wire/transactions.md has the frame sequences).
+//
+// A client attaches a sender link whose target is a coordinator and sends
+// it declare and discharge commands (amqp-value bodies). declare is
+// answered with declared(txn-id); a transfer or a disposition carrying
+// transactional-state(txn-id) is recorded in the transaction and answered
+// at once with transactional-state(txn-id, outcome) — nothing changes in
+// the broker yet; discharge(fail=false) applies everything with one
+// broker.CommitTxn (one durable store batch) and is accepted only once it
+// is durable; discharge(fail=true), a connection that goes away, or a
+// transaction older than txnTimeout discard it.
+//
+// Service Bus's rules, checked as each operation arrives:
+//
+//   - The first operation fixes the transaction's entity: the queue or
+//     topic it sends to, the queue or the subscription's topic it
+//     settles on. Every later operation must be on that entity too, or
+//     be a send through it (a sender link attached to it with
+//     com.microsoft:transfer-destination-address: send-via); anything
+//     else is refused with amqp:not-allowed.
+//   - At most broker.MaxTxnOperations (100) operations.
+//   - A settlement's lock must be held when it is recorded and again at
+//     commit; a lock that expired meanwhile rolls the whole back.
+//
+// Busbar applies a transaction as one store batch, which limits it
+// further: its settlements are all on one queue or one subscription, and
+// its sends all go to one destination (refused otherwise, with a clear
+// text). An operation refused inside a transaction marks it rollback-only:
+// the commit then fails with amqp:transaction:rollback naming the first
+// refusal, so that no partial transaction is ever applied.
+
+const (
+	// txnTimeout is how long a transaction may stay open (Service Bus:
+	// 2 minutes); after that it is rolled back.
+	txnTimeout = 2 * time.Minute
+	// maxTxnsPerConn bounds the open transactions of one connection.
+	maxTxnsPerConn = 32
+	// maxTxnBytes bounds the message bytes one transaction holds until
+	// its commit, maxConnTxnBytes those of all of a connection's.
+	maxTxnBytes     = 16 << 20
+	maxConnTxnBytes = 32 << 20
+
+	// propTransferDestination is the sender link property naming a
+	// send-via link's final destination.
+	propTransferDestination frames.Symbol = "com.microsoft:transfer-destination-address"
+	capLocalTxns            frames.Symbol = "amqp:local-transactions"
+)
+
+// Transaction error conditions (part 4 section 4.5.8).
+const (
+	condTxnUnknownID frames.Symbol = "amqp:transaction:unknown-id"
+	condTxnRollback  frames.Symbol = "amqp:transaction:rollback"
+	condTxnTimeout   frames.Symbol = "amqp:transaction:timeout"
+)
+
+// txnError is a failure with a transaction condition; classify maps it.
+type txnError struct {
+	cond frames.Symbol
+	msg  string
+}
+
+func (e *txnError) Error() string { return e.msg }
+
+// txn is one open transaction of a connection.
+type txn struct {
+	id       string // the txn-id's bytes
+	declared time.Time
+
+	entity  string // the top-level entity of the first operation ("" = none yet), as keyed
+	recvOn  string // the receiving entity path of its settlements (no sub-queue)
+	sendTo  string // the destination of its sends
+	ops     int
+	bytes   int
+	settles []broker.TxnSettlement
+	sends   []*message.Message
+	failed  error // the first operation refused: rollback-only
+}
+
+// txnTable is a connection's open transactions.
+type txnTable struct {
+	mu sync.Mutex
+	m  map[string]*txn
+}
+
+// entityKey is the case-insensitive key of a top-level entity.
+func txnEntityKey(path string) string {
+	p, err := broker.ParsePath(path)
+	if err != nil {
+		return strings.ToLower(path)
+	}
+	return strings.ToLower(p.Entity)
+}
+
+// attachCoordinator accepts a link to the transaction coordinator.
+func (c *conn) attachCoordinator(l *amqp.IncomingLink) error {
+	l.Reply.OfferedCapabilities = []frames.Symbol{capLocalTxns}
+	l.OnDelivery = func(d *amqp.IncomingDelivery) {
+		cmd, err := decodeTxnCommand(d.Payload)
+		d.Release()
+		if err != nil {
+			d.Settle(&frames.Rejected{Error: c.fail("transaction", "", err).amqpError()})
+			return
+		}
+		if cmd.declare {
+			d.Settle(c.declareTxn())
+			return
+		}
+		if !c.spawn(func() { d.Settle(c.discharge(cmd.txnID, cmd.fail)) }) {
+			d.Settle(&frames.Rejected{Error: c.fail("transaction", "", &broker.Error{Kind: broker.KindClosed, Msg: "The connection is closing."}).amqpError()})
+		}
+	}
+	return nil
+}
+
+// txnCommand is a decoded coordinator command.
+type txnCommand struct {
+	declare bool
+	txnID   []byte // discharge
+	fail    bool   // discharge
+}
+
+// decodeTxnCommand decodes a coordinator message: an amqp-value holding
+// declare(global-id) or discharge(txn-id, fail).
+func decodeTxnCommand(payload []byte) (txnCommand, error) {
+	var m frames.Message
+	if err := m.UnmarshalBinary(payload); err != nil {
+		return txnCommand{}, badRequest("The transaction command could not be decoded: %v", err)
+	}
+	v, err := frames.BodyValue(m.RawBody)
+	if err != nil {
+		return txnCommand{}, badRequest("The transaction command could not be decoded: %v", err)
+	}
+	d, ok := v.(encoding.Described)
+	if !ok {
+		return txnCommand{}, badRequest("The transaction command is not a declare or a discharge.")
+	}
+	fields, _ := d.Value.([]any)
+	switch descriptorCode(d.Descriptor) {
+	case frames.DescriptorDeclare:
+		if len(fields) > 0 && fields[0] != nil {
+			return txnCommand{}, &txnError{cond: frames.ErrCondNotImplemented, msg: "Global (distributed) transactions are not supported; declare a local transaction without a global-id."}
+		}
+		return txnCommand{declare: true}, nil
+	case frames.DescriptorDischarge:
+		if len(fields) == 0 {
+			return txnCommand{}, badRequest("The discharge has no txn-id.")
+		}
+		id, ok := fields[0].([]byte)
+		if !ok {
+			return txnCommand{}, badRequest("The discharge's txn-id is not binary.")
+		}
+		cmd := txnCommand{txnID: id}
+		if len(fields) > 1 && fields[1] != nil {
+			if cmd.fail, ok = fields[1].(bool); !ok {
+				return txnCommand{}, badRequest("The discharge's fail field is not a boolean.")
+			}
+		}
+		return cmd, nil
+	}
+	return txnCommand{}, badRequest("The transaction command is not a declare or a discharge.")
+}
+
+func descriptorCode(d any) uint64 {
+	switch x := d.(type) {
+	case uint64:
+		return x
+	case encoding.Symbol:
+		switch x {
+		case "amqp:declare:list":
+			return frames.DescriptorDeclare
+		case "amqp:discharge:list":
+			return frames.DescriptorDischarge
+		}
+	}
+	return 0
+}
+
+// declareTxn opens a transaction and answers declared(txn-id).
+func (c *conn) declareTxn() frames.DeliveryState {
+	now := c.h.clock.Now()
+	t := &c.txns
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for id, x := range t.m { // forget the ones that timed out unused
+		if now.Sub(x.declared) > txnTimeout {
+			delete(t.m, id)
+		}
+	}
+	if len(t.m) >= maxTxnsPerConn {
+		return &frames.Rejected{Error: c.fail("transaction", "", &broker.Error{Kind: broker.KindQuotaExceeded,
+			Msg: fmt.Sprintf("The connection already has %d open transactions, the most one connection may have; discharge one first.", maxTxnsPerConn)}).amqpError()}
+	}
+	var id [16]byte
+	_, _ = rand.Read(id[:])
+	if t.m == nil {
+		t.m = make(map[string]*txn)
+	}
+	t.m[string(id[:])] = &txn{id: string(id[:]), declared: now}
+	return &frames.Declared{TxnID: id[:]}
+}
+
+// discharge ends a transaction: commit (fail=false) or rollback.
+func (c *conn) discharge(id []byte, fail bool) frames.DeliveryState {
+	t := &c.txns
+	t.mu.Lock()
+	x := t.m[string(id)]
+	delete(t.m, string(id))
+	t.mu.Unlock()
+	var err error
+	switch {
+	case x == nil:
+		err = errTxnUnknown(id)
+	case fail:
+		return &frames.Accepted{}
+	case c.h.clock.Now().Sub(x.declared) > txnTimeout:
+		err = errTxnTimeout(id)
+	case x.failed != nil:
+		err = &txnError{cond: condTxnRollback, msg: "The transaction was rolled back: one of its operations failed: " + clientText(x.failed)}
+	default:
+		if cerr := c.h.broker.CommitTxn(context.WithoutCancel(c.ctx), &broker.Txn{Settlements: x.settles, SendTo: x.sendTo, Sends: x.sends}); cerr != nil {
+			err = &txnError{cond: condTxnRollback, msg: "The transaction was rolled back: " + clientText(cerr)}
+		}
+	}
+	if err != nil {
+		return &frames.Rejected{Error: c.fail("transaction", x.entityName(), err).amqpError()}
+	}
+	return &frames.Accepted{}
+}
+
+func (x *txn) entityName() string {
+	if x == nil {
+		return ""
+	}
+	if x.recvOn != "" {
+		return x.recvOn
+	}
+	return x.sendTo
+}
+
+// clientText is err's text as a client may see it (no internal causes).
+func clientText(err error) string {
+	if broker.KindOf(err) == broker.KindInternal && !errors.As(err, new(*txnError)) {
+		return "an internal error occurred"
+	}
+	return strings.TrimSuffix(err.Error(), ".")
+}
+
+func errTxnUnknown(id []byte) error {
+	return &txnError{cond: condTxnUnknownID, msg: fmt.Sprintf("The transaction %x is not open on this connection: it was never declared, or it was already discharged or rolled back.", id)}
+}
+
+func errTxnTimeout(id []byte) error {
+	return &txnError{cond: condTxnTimeout, msg: fmt.Sprintf("The transaction %x was rolled back: it was open longer than the %v a transaction may last.", id, txnTimeout)}
+}
+
+// txnOp records one operation in transaction id: via is the top-level
+// entity the operation goes through (the entity sent to or settled on,
+// or a send-via link's via entity); add checks the Busbar-specific rules
+// and records the operation. A refusal marks the transaction
+// rollback-only.
+func (c *conn) txnOp(id []byte, via string, bytes int, add func(x *txn) error) error {
+	now := c.h.clock.Now()
+	t := &c.txns
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	x := t.m[string(id)]
+	if x == nil {
+		return errTxnUnknown(id)
+	}
+	err := func() error {
+		if now.Sub(x.declared) > txnTimeout {
+			return errTxnTimeout(id)
+		}
+		key := txnEntityKey(via)
+		if x.entity != "" && x.entity != key {
+			return &broker.Error{Kind: broker.KindNotAllowed, Msg: fmt.Sprintf(
+				"A transaction cannot span several top-level entities: it began on '%s', and '%s' is another one; send to other entities through the first one (send-via, cross-entity transactions).",
+				x.entity, via)}
+		}
+		if x.ops >= broker.MaxTxnOperations {
+			return &broker.Error{Kind: broker.KindQuotaExceeded, Msg: fmt.Sprintf(
+				"The transaction already holds %d operations, the most one transaction may hold.", broker.MaxTxnOperations)}
+		}
+		if x.bytes+bytes > maxTxnBytes {
+			return &broker.Error{Kind: broker.KindQuotaExceeded, Msg: fmt.Sprintf(
+				"The transaction's messages would take %d bytes, over Busbar's limit of %d bytes per transaction.", x.bytes+bytes, maxTxnBytes)}
+		}
+		if bytes > 0 {
+			held := 0
+			for _, o := range t.m {
+				held += o.bytes
+			}
+			if held+bytes > maxConnTxnBytes {
+				return &broker.Error{Kind: broker.KindQuotaExceeded, Msg: fmt.Sprintf(
+					"The connection's open transactions would hold %d bytes of messages, over Busbar's limit of %d bytes per connection; commit or roll back some first.", held+bytes, maxConnTxnBytes)}
+			}
+		}
+		if err := add(x); err != nil {
+			return err
+		}
+		x.entity = key
+		x.ops++
+		x.bytes += bytes
+		return nil
+	}()
+	if err != nil && x.failed == nil {
+		x.failed = err
+	}
+	return err
+}
+
+// txnSend records a transactional transfer's messages (sent on a link to
+// dest, through via) and answers it.
+func (s *senderLink) txnSend(d *amqp.IncomingDelivery, ts *frames.TransactionalState) {
+	c := s.c
+	// The messages are kept until the commit, so they must not alias the
+	// frame buffer, which store releases when this returns.
+	own := *d
+	own.Payload = bytes.Clone(d.Payload)
+	msgs, err := decodeTransfer(&own, nil)
+	if err == nil {
+		via := s.via
+		if via == "" {
+			via = s.path
+		}
+		err = c.txnOp(ts.TxnID, via, len(d.Payload), func(x *txn) error {
+			if x.sendTo != "" && !strings.EqualFold(x.sendTo, s.path) {
+				return &broker.Error{Kind: broker.KindNotAllowed, Msg: fmt.Sprintf(
+					"Busbar commits a transaction's sends to one destination: this one already sends to '%s', not '%s'.", x.sendTo, s.path)}
+			}
+			if x.ops+len(msgs) > broker.MaxTxnOperations {
+				return &broker.Error{Kind: broker.KindQuotaExceeded, Msg: fmt.Sprintf(
+					"The transaction would hold %d operations, over the limit of %d per transaction.", x.ops+len(msgs), broker.MaxTxnOperations)}
+			}
+			x.sendTo = s.path
+			x.sends = append(x.sends, msgs...)
+			x.ops += len(msgs) - 1 // txnOp counts one
+			return nil
+		})
+	}
+	if err != nil {
+		d.Settle(&frames.Rejected{Error: c.fail("send", s.path, err).amqpError()})
+		return
+	}
+	d.Settle(&frames.TransactionalState{TxnID: ts.TxnID, Outcome: &frames.Accepted{}})
+}
+
+// txnSettle records a transactional disposition of a peek-lock delivery
+// and answers it with the outcome inside transactional-state.
+func (rl *receiverLink) txnSettle(d *amqp.OutgoingDelivery, tok uuid.UUID, ts *frames.TransactionalState) {
+	c := rl.c
+	s := broker.TxnSettlement{Path: rl.path, Token: tok}
+	var reply frames.DeliveryState
+	err := func() error {
+		switch o := ts.Outcome.(type) {
+		case *frames.Accepted:
+			s.Kind, reply = broker.TxnComplete, &frames.Accepted{}
+		case *frames.Modified:
+			props, err := propsMap(o.MessageAnnotations)
+			if err != nil {
+				return err
+			}
+			s.Props = props
+			if o.UndeliverableHere {
+				s.Kind, reply = broker.TxnDefer, &frames.Modified{UndeliverableHere: true}
+			} else {
+				s.Kind, reply = broker.TxnAbandon, &frames.Modified{DeliveryFailed: o.DeliveryFailed}
+			}
+		case *frames.Rejected:
+			reason, desc, props, err := deadLetterInfo(o.Error)
+			if err != nil {
+				return err
+			}
+			s.Kind, s.Reason, s.Desc, s.Props, reply = broker.TxnDeadLetter, reason, desc, props, &frames.Rejected{}
+		default:
+			return badRequest("The outcome %v cannot be part of a transaction: complete, abandon, defer or dead-letter the message.", ts.Outcome)
+		}
+		if errs, err := c.h.broker.CheckLocks(rl.path, []uuid.UUID{tok}); err != nil {
+			return err
+		} else if errs[0] != nil {
+			return errs[0]
+		}
+		recvOn := txnEntityPath(rl.path)
+		return c.txnOp(ts.TxnID, rl.path, 0, func(x *txn) error {
+			if x.recvOn != "" && !strings.EqualFold(x.recvOn, recvOn) {
+				return &broker.Error{Kind: broker.KindNotAllowed, Msg: fmt.Sprintf(
+					"Busbar commits a transaction's settlements on one queue or subscription: this one already settles on '%s', not '%s'.", x.recvOn, recvOn)}
+			}
+			x.recvOn = recvOn
+			x.settles = append(x.settles, s)
+			return nil
+		})
+	}()
+	if err != nil {
+		d.Settle(&frames.Rejected{Error: c.fail("settle", rl.path, err).amqpError()})
+		return
+	}
+	d.Settle(&frames.TransactionalState{TxnID: ts.TxnID, Outcome: reply})
+}
+
+// txnEntityPath is a receiving path without its sub-queue: the queue or
+// subscription whose messages it settles.
+func txnEntityPath(path string) string {
+	p, err := broker.ParsePath(path)
+	if err != nil {
+		return path
+	}
+	if p.Subscription != "" {
+		return p.Entity + "/Subscriptions/" + p.Subscription
+	}
+	return p.Entity
+}
+
+// sendVia resolves a send-via sender link (target: the via entity, link
+// property com.microsoft:transfer-destination-address: the destination):
+// it checks the via entity (a queue or topic the connection may send to)
+// and returns the destination's address and the via entity's path. A
+// plain sender link is returned as it is, with via "".
+func (c *conn) sendVia(l *amqp.IncomingLink, a address) (address, string, error) {
+	var dest string
+	switch v := l.Properties()[propTransferDestination].(type) {
+	case string:
+		dest = v
+	case encoding.Symbol:
+		dest = string(v)
+	}
+	if dest == "" {
+		return a, "", nil
+	}
+	if a.sub != subNone || a.kind != nodeEntity {
+		return a, "", &broker.Error{Kind: broker.KindNotAllowed, Msg: fmt.Sprintf("Cannot send via '%s': it is not a queue or topic.", a.path())}
+	}
+	if err := c.authorize(a.path(), auth.Send); err != nil {
+		return a, "", err
+	}
+	ref, err := c.checkEntity(a)
+	if err != nil {
+		return a, "", err
+	}
+	via, _, err := c.sendTarget(a, ref)
+	if err != nil {
+		return a, "", err
+	}
+	d, err := parseAddress(dest)
+	if err != nil || d.kind != nodeEntity {
+		return a, "", badRequest("The transfer destination %q names no entity.", dest)
+	}
+	return d, via, nil
+}
+
+// txnRequest answers a $management (or $cbs) request sent inside a
+// transaction: Busbar does not run those within one, so it is refused
+// and the transaction (if open) becomes rollback-only, rather than the
+// operation being applied outside it.
+func (c *conn) txnRequest(ts *frames.TransactionalState, node address) frames.DeliveryState {
+	err := &txnError{cond: frames.ErrCondNotImplemented, msg: fmt.Sprintf(
+		"Busbar does not run %s operations inside a transaction (schedule, cancel-scheduled, update-disposition, session state); the transaction can only roll back.", node.String())}
+	t := &c.txns
+	t.mu.Lock()
+	if x := t.m[string(ts.TxnID)]; x != nil && x.failed == nil {
+		x.failed = err
+	}
+	t.mu.Unlock()
+	return &frames.Rejected{Error: c.fail("transaction", node.path(), err).amqpError()}
+}

@@ -1,0 +1,302 @@
+package servicebus_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/busbarmq/busbar/internal/amqp/frames"
+	"github.com/busbarmq/busbar/internal/broker"
+	"github.com/busbarmq/busbar/internal/clock"
+	"github.com/busbarmq/busbar/internal/message"
+	"github.com/busbarmq/busbar/internal/servicebus/servicebustest"
+)
+
+// Transactions over the wire, with the .NET SDK's frames (txnclient_test.go).
+
+func startTxnServer(t *testing.T, queues ...string) (*servicebustest.Server, *clock.Fake) {
+	t.Helper()
+	clk := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	s := servicebustest.Start(t, &servicebustest.Options{AllowAnyKey: true, Clock: clk, TokenClock: clk, Queues: queues})
+	return s, clk
+}
+
+func seed(t *testing.T, s *servicebustest.Server, path string, bodies ...string) {
+	t.Helper()
+	var msgs []*message.Message
+	for _, b := range bodies {
+		msgs = append(msgs, &message.Message{Body: frames.AppendDataSection(nil, []byte(b))})
+	}
+	if err := s.Broker.Send(context.Background(), path, msgs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// contents lists the bodies of path's messages (peek: locked ones too).
+func contents(t *testing.T, s *servicebustest.Server, path string) []string {
+	t.Helper()
+	ds, err := s.Broker.Peek(context.Background(), path, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, d := range ds {
+		data, err := frames.DataSections(d.Message.Body)
+		if err != nil || len(data) != 1 {
+			t.Fatalf("body %x: %v", d.Message.Body, err)
+		}
+		out = append(out, string(data[0]))
+	}
+	return out
+}
+
+func want(t *testing.T, s *servicebustest.Server, path string, bodies ...string) {
+	t.Helper()
+	if got := contents(t, s, path); !slices.Equal(got, bodies) {
+		t.Fatalf("%s holds %q; want %q", path, got, bodies)
+	}
+}
+
+func wantAccepted(t *testing.T, st frames.DeliveryState) {
+	t.Helper()
+	switch x := st.(type) {
+	case *frames.Accepted:
+		return
+	case *frames.TransactionalState:
+		if _, ok := x.Outcome.(*frames.Accepted); ok {
+			return
+		}
+	}
+	t.Fatalf("answered %v; want accepted", st)
+}
+
+func wantRejected(t *testing.T, st frames.DeliveryState, cond frames.Symbol, text string) {
+	t.Helper()
+	r, ok := st.(*frames.Rejected)
+	if !ok || r.Error == nil || r.Error.Condition != cond || !strings.Contains(r.Error.Description, text) {
+		t.Fatalf("answered %v; want rejected %s containing %q", st, cond, text)
+	}
+}
+
+func TestTxnCoordinatorAttach(t *testing.T) {
+	s, _ := startTxnServer(t)
+	c := dialTxn(t, s.Addr)
+	r := c.attachCoordinator()
+	if r.Coordinator == nil || r.Target != nil {
+		t.Fatalf("attach reply target %v coordinator %v; want the coordinator echoed", r.Target, r.Coordinator)
+	}
+	if !slices.Contains(r.OfferedCapabilities, "amqp:local-transactions") {
+		t.Fatalf("offered capabilities %v", r.OfferedCapabilities)
+	}
+	// A global transaction is refused.
+	wantRejected(t, c.transfer(chCoordinator, hCoordinator, txnCommandPayload(t, 0x31, []byte("global")), nil), "amqp:not-implemented", "Global")
+}
+
+func TestTxnCommitReceiveCompleteSend(t *testing.T) {
+	s, _ := startTxnServer(t, "in")
+	seed(t, s, "in", "a", "b")
+	c := dialTxn(t, s.Addr)
+	c.attachCoordinator()
+	c.attachReceiver(1, "in", 2)
+	c.attachSender(2, "in", "")
+	ms := c.receive(1, 2)
+	id := c.declare()
+
+	wantAccepted(t, c.dispose(ms[0], &frames.Accepted{}, id))
+	if st := c.dispose(ms[1], &frames.Rejected{Error: &frames.Error{Condition: "com.microsoft:dead-letter",
+		Info: map[frames.Symbol]any{"DeadLetterReason": "bad"}}}, id); st == nil {
+		t.Fatal("no answer to the dead-letter")
+	} else if ts, ok := st.(*frames.TransactionalState); !ok || ts.Outcome == nil {
+		t.Fatalf("dead-letter answered %v", st)
+	}
+	wantAccepted(t, c.sendTxn(2, "c", id))
+	// Nothing is applied before the commit.
+	want(t, s, "in", "a", "b")
+	want(t, s, "in/$DeadLetterQueue")
+
+	wantAccepted(t, c.discharge(id, false))
+	want(t, s, "in", "c")
+	want(t, s, "in/$DeadLetterQueue", "b")
+	// Discharged: the id is gone.
+	wantRejected(t, c.discharge(id, false), "amqp:transaction:unknown-id", "not open")
+}
+
+func TestTxnRollbackLeavesEverything(t *testing.T) {
+	s, _ := startTxnServer(t, "in")
+	seed(t, s, "in", "a")
+	c := dialTxn(t, s.Addr)
+	c.attachCoordinator()
+	c.attachReceiver(1, "in", 1)
+	c.attachSender(2, "in", "")
+	m := c.receive(1, 1)[0]
+	id := c.declare()
+	wantAccepted(t, c.dispose(m, &frames.Accepted{}, id))
+	wantAccepted(t, c.sendTxn(2, "x", id))
+	wantAccepted(t, c.discharge(id, true))
+	want(t, s, "in", "a")
+	// As in Service Bus, the receiver still holds the lock: the message
+	// can be settled again, and its delivery count did not change.
+	ds, err := s.Broker.Peek(context.Background(), "in", 0, 1)
+	if err != nil || ds[0].DeliveryCount != 1 {
+		t.Fatalf("after rollback: %v %v", ds, err)
+	}
+	if err := s.Broker.Complete(context.Background(), "in", lockToken(t, m.tag)); err != nil {
+		t.Fatalf("complete after rollback: %v", err)
+	}
+	want(t, s, "in")
+}
+
+func TestTxnSendVia(t *testing.T) {
+	s, _ := startTxnServer(t, "in", "out", "other")
+	seed(t, s, "in", "a")
+	c := dialTxn(t, s.Addr)
+	c.attachCoordinator()
+	c.attachReceiver(1, "in", 1)
+	r := c.attachSender(2, "in", "out")
+	if r.Target == nil || r.Properties["com.microsoft:transfer-destination-address"] != "out" {
+		t.Fatalf("send-via attach reply %v", r)
+	}
+	c.attachSender(3, "out", "") // a plain sender to another entity
+	m := c.receive(1, 1)[0]
+	id := c.declare()
+	wantAccepted(t, c.dispose(m, &frames.Accepted{}, id))
+	wantAccepted(t, c.sendTxn(2, "x", id))
+	wantAccepted(t, c.sendTxn(2, "y", id))
+	want(t, s, "out")
+	wantAccepted(t, c.discharge(id, false))
+	want(t, s, "in")
+	want(t, s, "out", "x", "y")
+
+	// Without send-via, another entity than the first is refused, and the
+	// transaction can then only roll back.
+	seed(t, s, "in", "b")
+	c.send(chEntities, &frames.Flow{NextIncomingID: ptr(uint32(1)), IncomingWindow: 5000, NextOutgoingID: 2, OutgoingWindow: 5000,
+		Handle: ptr(uint32(1)), DeliveryCount: ptr(uint32(1)), LinkCredit: ptr(uint32(1))})
+	m = c.receive(1, 1)[0]
+	id = c.declare()
+	wantAccepted(t, c.dispose(m, &frames.Accepted{}, id))
+	wantRejected(t, c.sendTxn(3, "z", id), "amqp:not-allowed", "cannot span several top-level entities")
+	wantRejected(t, c.discharge(id, false), "amqp:transaction:rollback", "cannot span")
+	want(t, s, "in", "b")
+	want(t, s, "out", "x", "y")
+}
+
+func TestTxnLimitsAndErrors(t *testing.T) {
+	s, clk := startTxnServer(t, "in")
+	c := dialTxn(t, s.Addr)
+	c.attachCoordinator()
+	c.attachSender(2, "in", "")
+
+	wantRejected(t, c.discharge([]byte("nope"), false), "amqp:transaction:unknown-id", "not open")
+	wantRejected(t, c.sendTxn(2, "x", []byte("nope")), "amqp:transaction:unknown-id", "not open")
+
+	// A $management request inside a transaction is refused, and the
+	// transaction can only roll back.
+	c.attachSender(4, "in/$management", "")
+	id := c.declare()
+	wantAccepted(t, c.sendTxn(2, "x", id))
+	wantRejected(t, c.sendTxn(4, "schedule", id), "amqp:not-implemented", "inside a transaction")
+	wantRejected(t, c.discharge(id, false), "amqp:transaction:rollback", "inside a transaction")
+	want(t, s, "in")
+
+	// Operation count: 100 per transaction.
+	id = c.declare()
+	for i := range broker.MaxTxnOperations {
+		wantAccepted(t, c.sendTxn(2, "m", id))
+		_ = i
+	}
+	wantRejected(t, c.sendTxn(2, "one too many", id), "amqp:resource-limit-exceeded", "100 operations")
+	wantRejected(t, c.discharge(id, false), "amqp:transaction:rollback", "100 operations")
+	want(t, s, "in")
+
+	// Timeout: 2 minutes, then rolled back.
+	id = c.declare()
+	wantAccepted(t, c.sendTxn(2, "late", id))
+	clk.Advance(2*time.Minute + time.Second)
+	wantRejected(t, c.discharge(id, false), "amqp:transaction:timeout", "open longer than")
+	want(t, s, "in")
+
+	// A lock that expires inside the transaction rolls it back.
+	seed(t, s, "in", "a")
+	c.attachReceiver(1, "in", 1)
+	m := c.receive(1, 1)[0]
+	id = c.declare()
+	wantAccepted(t, c.dispose(m, &frames.Accepted{}, id))
+	wantAccepted(t, c.sendTxn(2, "b", id))
+	s.Advance(t, time.Minute+time.Second) // LockDuration is 1 minute
+	wantRejected(t, c.discharge(id, false), "amqp:transaction:rollback", "lock")
+	if got := contents(t, s, "in"); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("in holds %q after the rollback", got)
+	}
+
+	// At most 32 open transactions per connection.
+	for range 32 {
+		c.declare()
+	}
+	wantRejected(t, c.command(), "amqp:resource-limit-exceeded", "32 open transactions")
+}
+
+// lockToken reads a delivery tag: the lock token in .NET GUID byte order.
+func lockToken(t *testing.T, tag []byte) uuid.UUID {
+	t.Helper()
+	if len(tag) != 16 {
+		t.Fatalf("delivery tag %x", tag)
+	}
+	var u uuid.UUID
+	u[0], u[1], u[2], u[3] = tag[3], tag[2], tag[1], tag[0]
+	u[4], u[5], u[6], u[7] = tag[5], tag[4], tag[7], tag[6]
+	copy(u[8:], tag[8:])
+	return u
+}
+
+// A subscription and its topic are one top-level entity: receive from the
+// subscription, send to the topic, in one transaction.
+func TestTxnSubscriptionAndTopic(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	s := servicebustest.Start(t, &servicebustest.Options{AllowAnyKey: true, Clock: clk, TokenClock: clk,
+		Topics: []string{"t"}, Subscriptions: []servicebustest.Subscription{{Topic: "t", Name: "s"}}})
+	seed(t, s, "t", "a")
+	c := dialTxn(t, s.Addr)
+	c.attachCoordinator()
+	c.attachReceiver(1, "t/Subscriptions/s", 1)
+	c.attachSender(2, "t", "")
+	m := c.receive(1, 1)[0]
+	id := c.declare()
+	wantAccepted(t, c.dispose(m, &frames.Accepted{}, id))
+	wantAccepted(t, c.sendTxn(2, "b", id))
+	want(t, s, "t/Subscriptions/s", "a")
+	wantAccepted(t, c.discharge(id, false))
+	want(t, s, "t/Subscriptions/s", "b")
+}
+
+// A scheduled message sent in a transaction is scheduled on commit.
+func TestTxnScheduledSend(t *testing.T) {
+	s, clk := startTxnServer(t, "in")
+	c := dialTxn(t, s.Addr)
+	c.attachCoordinator()
+	c.attachSender(2, "in", "")
+	id := c.declare()
+	at := clk.Now().Add(time.Hour)
+	payload, err := (&frames.Message{
+		MessageAnnotations: map[frames.Symbol]any{"x-opt-scheduled-enqueue-time": at},
+		Properties:         &frames.Properties{MessageID: "sched"},
+		RawBody:            frames.AppendDataSection(nil, []byte("later")),
+	}).MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantAccepted(t, c.transfer(chEntities, 2, payload, &frames.TransactionalState{TxnID: id}))
+	if qi, _ := s.Broker.GetQueue("in"); qi.Counts.Scheduled != 0 {
+		t.Fatalf("scheduled before the commit: %+v", qi.Counts)
+	}
+	wantAccepted(t, c.discharge(id, false))
+	if qi, _ := s.Broker.GetQueue("in"); qi.Counts.Scheduled != 1 || qi.Counts.Active != 0 {
+		t.Fatalf("after the commit: %+v", qi.Counts)
+	}
+	s.Advance(t, time.Hour+time.Second)
+	want(t, s, "in", "later")
+}
