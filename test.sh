@@ -40,6 +40,7 @@ part() {
 part "go test ./..." go test "$@" ./...
 part "tests/js (official @azure/service-bus against busbar)" tests/js/run.sh
 part "tests/python (official azure-servicebus on uamqp against busbar)" tests/python/run.sh
+part "tests/curl (the HTTP data plane with curl)" tests/curl/run.sh
 if [ "$(id -u)" -eq 0 ]; then
 	part "tests/azsdk (Microsoft's azservicebus live tests, unmodified)" tests/azsdk/run.sh
 else

@@ -256,6 +256,9 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		return nil, err
 	}
 	s.admin.set(adm)
+	// Data-plane receives waiting for a message end when the HTTP server
+	// shuts down, rather than holding its Shutdown for their timeout.
+	s.httpSrv.RegisterOnShutdown(adm.StopWaiting)
 	if o.MetricsOpen {
 		s.metricH.set(s.metrics.Handler())
 	} else {
