@@ -14,6 +14,7 @@ import (
 
 	"github.com/busbarmq/busbar/internal/amqp"
 	"github.com/busbarmq/busbar/internal/auth"
+	"github.com/busbarmq/busbar/internal/broker"
 	"github.com/busbarmq/busbar/internal/config"
 	"github.com/busbarmq/busbar/internal/server"
 )
@@ -106,6 +107,11 @@ func serve(ctx context.Context, settings config.Server, logger *slog.Logger) err
 		return usageError{err}
 	}
 	opts.Entra.Mode = mode
+	if settings.Tier != "" {
+		if opts.Tier, err = broker.TierProfile(settings.Tier); err != nil {
+			return usageError{err}
+		}
+	}
 	specs, err := settings.PolicyList()
 	if err != nil {
 		return usageError{err}

@@ -72,6 +72,10 @@ type Server struct {
 	PprofAddr string // host:port serving Go runtime profiles (/debug/pprof/); "" for none
 
 	MetricsOpen bool // serve GET /metrics without authentication
+	// Tier is the Service Bus tier whose limits apply: "basic",
+	// "standard", "premium", or "" for Busbar's own profile (Standard's
+	// features without its quotas).
+	Tier string
 	// MinFreeBytes and MinFreePercent are the low-disk watermark
 	// (--min-free-disk, see ParseMinFreeDisk); both zero is "auto".
 	MinFreeBytes   int64
@@ -186,6 +190,7 @@ func ServerSettings() []Setting {
 		{Name: "salvage", Env: "BUSBAR_SALVAGE", Default: "false", Usage: "open a damaged data directory, dropping records that cannot be read", Bool: true},
 		{Name: "metrics-open", Env: "BUSBAR_METRICS_OPEN", Default: "false", Usage: "serve GET /metrics without authentication (by default it needs a token granting Manage, as the admin API)", Bool: true},
 		{Name: "min-free-disk", Env: "BUSBAR_MIN_FREE_DISK", Default: DefaultMinFreeDisk, Usage: `free disk space below which new messages and entities are refused, so settlements still succeed: a size ("2GiB", "500MB"), a share of the disk ("10%"), "auto" (1 GiB or 5 %, whichever is smaller) or 0 (off)`},
+		{Name: "tier", Env: "BUSBAR_TIER", Usage: "enforce a Service Bus tier's limits and report its MessagingSKU: basic, standard or premium; empty: Standard's features without its quotas (messages up to 100 MB per entity, any number of entities)"},
 		{Name: "pprof", Env: "BUSBAR_PPROF", Usage: "serve Go runtime profiles (/debug/pprof/) on this address (host:port, unauthenticated: keep it on loopback); off when empty"},
 	}
 }
@@ -284,6 +289,8 @@ func (s *Server) Set(name, value string) error {
 			return &FieldError{Path: name, Msg: err.Error()}
 		}
 		s.MinFreeBytes, s.MinFreePercent = b, p
+	case "tier":
+		s.Tier = strings.ToLower(strings.TrimSpace(value))
 	case "log-format":
 		s.LogFormat = strings.ToLower(strings.TrimSpace(value))
 	case "log-level":
@@ -363,6 +370,11 @@ func (s Server) Validate() error {
 	}
 	if _, err := s.PolicyList(); err != nil {
 		add("policies", "%s", err.Error())
+	}
+	switch s.Tier {
+	case "", "basic", "standard", "premium":
+	default:
+		add("tier", "%q is not a tier (basic, standard or premium)", s.Tier)
 	}
 	switch s.Entra {
 	case "auto", "off", "dev", "oidc":

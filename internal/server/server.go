@@ -76,6 +76,9 @@ type Options struct {
 
 	// Salvage opens a damaged data directory, dropping what cannot be read.
 	Salvage bool
+	// Tier is the Service Bus tier whose limits the broker enforces
+	// (broker.TierProfile); nil is Busbar's own profile.
+	Tier *broker.Tier
 
 	// MinFreeBytes and MinFreePercent are the low-disk watermark below
 	// which new messages and entities are refused (filestore.Options);
@@ -239,7 +242,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	s.broker, err = broker.Open(broker.Options{Store: s.store, Clock: o.Clock, Logger: log.With("component", "broker"), Observer: s.metrics})
+	s.broker, err = broker.Open(broker.Options{Store: s.store, Clock: o.Clock, Logger: log.With("component", "broker"), Observer: s.metrics, Tier: o.Tier})
 	if err != nil {
 		return nil, fmt.Errorf("recover broker state: %w", err)
 	}
@@ -315,6 +318,9 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	}
 	if devCert != "" {
 		attrs = append(attrs, "dev_certificate", devCert)
+	}
+	if o.Tier != nil {
+		attrs = append(attrs, "tier", o.Tier.Name)
 	}
 	v := version.Get()
 	log.Info("busbar ready", append(attrs,
