@@ -2,7 +2,8 @@
 # The whole test suite: the Go tests, the JavaScript SDK conformance suite
 # (tests/js, which installs its npm packages itself), the Python SDK suite
 # (tests/python, which installs Debian's python3-azure and python3-pytest
-# with apt-get when missing), Microsoft's own Go SDK live tests (tests/azsdk,
+# with apt-get when missing), the HTTP data plane with curl (tests/curl),
+# Microsoft's own Go SDK live tests (tests/azsdk,
 # as root: Busbar takes port 443 of a free 127.x.y.z), the benchmark
 # harness's smoke run (bench/, its own Go module) and the Testcontainers
 # module. Needs go, node 20+, npm and Debian's /usr/bin/python3.

@@ -12,6 +12,7 @@
 //	busbar dlq resubmit ENTITY                            move dead-lettered messages back (or on)
 //	busbar purge ENTITY                                   delete every available message
 //	busbar export                                         the topology as an emulator Config.json
+//	busbar import TEMPLATE.json [-o FILE | --apply]       an Azure ARM template's entities as Config.json, or created
 //
 // # Queues and subscriptions
 //

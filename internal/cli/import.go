@@ -105,7 +105,7 @@ With --apply nothing is created when any declared queue or topic exists already
 				}
 			}
 			for ns, sku := range imp.SKUs {
-				fmt.Fprintf(stderr, "note: namespace '%s' is %s in the template\n", ns, sku)
+				fmt.Fprintf(stderr, "note: namespace '%s' is %s in the template; busbar serve --tier %s enforces that tier's limits\n", ns, sku, strings.ToLower(sku))
 			}
 			if !apply {
 				b, err := imp.Config.Marshal()
