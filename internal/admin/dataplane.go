@@ -20,7 +20,6 @@ package admin
 // the service's Location header gives it) is not checked.
 
 import (
-	"context"
 	"errors"
 	"io"
 	"mime"
@@ -277,7 +276,9 @@ func (h *Handler) dataReceive(rq *request, entity string, mode broker.ReceiveMod
 		case <-timer.C:
 			return &reply{status: http.StatusNoContent}, nil
 		case <-rq.r.Context().Done():
-			return nil, context.Cause(rq.r.Context())
+			// The client is gone: nothing was taken, and no one reads
+			// the answer.
+			return &reply{status: http.StatusNoContent}, nil
 		case <-h.waiters.stop:
 			return nil, &broker.Error{Kind: broker.KindClosed, Msg: "the server is shutting down"}
 		}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/busbarmq/busbar/internal/auth"
 	"github.com/busbarmq/busbar/internal/broker"
 )
@@ -324,5 +326,33 @@ func TestParseDataPath(t *testing.T) {
 		if ok != (c.op != 0) || dr.op != c.op || dr.entity != c.entity {
 			t.Errorf("%s %s = %+v, %v; want op %d on %q", c.method, c.path, dr, ok, c.op, c.entity)
 		}
+	}
+}
+
+// TestDataPlaneDeadLetterQueue: a dead-letter queue is an entity path like
+// any other for receives and settlement.
+func TestDataPlaneDeadLetterQueue(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q")
+	if status, _, body := e.do("POST", "/q/messages", "poison"); status != http.StatusCreated {
+		t.Fatalf("send: %d %s", status, body)
+	}
+	_, h, _ := e.do("POST", "/q/messages/head?timeout=0", "")
+	tok, err := uuid.Parse(brokerProps(t, h)["LockToken"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.b.DeadLetter(t.Context(), "q", tok, "bad", "unreadable", nil); err != nil {
+		t.Fatal(err)
+	}
+	status, h, body := e.do("POST", "/q/$DeadLetterQueue/messages/head?timeout=0", "")
+	if status != http.StatusCreated || body != "poison" {
+		t.Fatalf("dead-letter peek-lock: %d %q", status, body)
+	}
+	if h.Get("DeadLetterReason") != `"bad"` {
+		t.Errorf("DeadLetterReason header: %q", h.Get("DeadLetterReason"))
+	}
+	if status, _, body := e.do("DELETE", locPath(t, h), ""); status != http.StatusOK {
+		t.Fatalf("complete in the dead-letter queue: %d %s", status, body)
 	}
 }
