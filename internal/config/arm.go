@@ -490,7 +490,7 @@ func (t *armTemplate) resource(r map[string]any, parentType string, parentSegs [
 	}
 	pv, _ := lookupCI(r, "properties")
 	props := map[string]any{}
-	if pv != nil {
+	if pv != nil && full != armNamespaceType { // a namespace's own settings (TLS, network, …) are not read
 		ev, err := t.eval(pv)
 		if err != nil {
 			return res, nil, "", fmt.Errorf("%s: properties: %w", label, err)

@@ -196,3 +196,17 @@ func TestARMExpressions(t *testing.T) {
 		}
 	}
 }
+
+// TestARMNamespaceSettingsNotRead: a namespace's own properties (TLS,
+// zone redundancy, …) are not evaluated, so expressions there do not
+// matter.
+func TestARMNamespaceSettingsNotRead(t *testing.T) {
+	tmpl := `{"resources":[{"type":"Microsoft.ServiceBus/namespaces","name":"n","properties":{"zoneRedundant":"[resourceGroup().zr]"},"resources":[{"type":"queues","name":"q"}]}]}`
+	imp, err := ParseARMTemplate([]byte(tmpl), ARMOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ns := imp.Config.Namespaces; len(ns) != 1 || len(ns[0].Queues) != 1 || ns[0].Queues[0].Name != "q" {
+		t.Errorf("%+v", ns)
+	}
+}
