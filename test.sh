@@ -2,7 +2,8 @@
 # The whole test suite: the Go tests, the JavaScript SDK conformance suite
 # (tests/js, which installs its npm packages itself), the Python SDK suite
 # (tests/python, which installs Debian's python3-azure and python3-pytest
-# with apt-get when missing), Microsoft's own Go SDK live tests (tests/azsdk,
+# with apt-get when missing), the HTTP data plane with curl (tests/curl),
+# Microsoft's own Go SDK live tests (tests/azsdk,
 # as root: Busbar takes port 443 of a free 127.x.y.z), the benchmark
 # harness's smoke run (bench/, its own Go module) and the Testcontainers
 # module. Needs go, node 20+, npm and Debian's /usr/bin/python3.
@@ -40,6 +41,7 @@ part() {
 part "go test ./..." go test "$@" ./...
 part "tests/js (official @azure/service-bus against busbar)" tests/js/run.sh
 part "tests/python (official azure-servicebus on uamqp against busbar)" tests/python/run.sh
+part "tests/curl (the HTTP data plane with curl)" tests/curl/run.sh
 if [ "$(id -u)" -eq 0 ]; then
 	part "tests/azsdk (Microsoft's azservicebus live tests, unmodified)" tests/azsdk/run.sh
 else

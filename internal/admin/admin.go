@@ -59,6 +59,7 @@ type Handler struct {
 	log       *slog.Logger
 	obs       Observer  // nil: none
 	started   time.Time // the namespace's CreatedTime and ModifiedTime
+	waiters   *waiters  // the data plane's waiting receives (dataplane.go)
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -71,7 +72,7 @@ func New(o Options) (*Handler, error) {
 	if o.Auth == nil {
 		return nil, errors.New("admin: Options.Auth is required")
 	}
-	h := &Handler{broker: o.Broker, auth: o.Auth, namespace: o.Namespace, clock: o.Clock, log: o.Logger, obs: o.Observer}
+	h := &Handler{broker: o.Broker, auth: o.Auth, namespace: o.Namespace, clock: o.Clock, log: o.Logger, obs: o.Observer, waiters: newWaiters()}
 	if h.namespace == "" {
 		h.namespace = "busbar"
 	}
@@ -99,6 +100,7 @@ type reply struct {
 	status      int
 	contentType string // empty for an empty body
 	body        []byte
+	header      http.Header // more response headers (the data plane's); nil if none
 }
 
 // site is what rendering needs to know of the request: how the client
@@ -173,6 +175,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, rq, err)
 		return
 	}
+	for k, v := range rep.header {
+		w.Header()[k] = v
+	}
 	if rep.contentType != "" {
 		w.Header().Set("Content-Type", rep.contentType)
 	}
@@ -232,6 +237,9 @@ func (h *Handler) authorize(rq *request) error {
 }
 
 func (h *Handler) serve(rq *request) (*reply, error) {
+	if dr, ok := parseDataPath(rq.r.Method, rq.path); ok {
+		return h.serveData(rq, dr) // dataplane.go
+	}
 	g, err := h.auth.AuthenticateHeader(rq.r.Context(), rq.r.Header.Get("Authorization"), rq.path, rq.r.Host)
 	if err != nil {
 		return nil, err

@@ -34,6 +34,11 @@
 //	                                                    (Go's CreateRule without a name)
 //	/{topic}/Subscriptions/{sub}/Rules/{rule}   GET, PUT (create / If-Match update), DELETE
 //
+// The HTTP data plane (Service Bus's REST runtime API: send, receive,
+// settle) is served by the same Handler: POST …/messages, POST and DELETE
+// …/messages/head, and PUT, DELETE and POST …/messages/{seq}/{lock} are
+// its requests (dataplane.go, docs/http-data-plane.md).
+//
 // Queues and topics share one name space: creating either over the other
 // is 409, and so is an update whose description is of the other kind.
 //

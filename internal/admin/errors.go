@@ -29,6 +29,13 @@ func errorf(status int, format string, args ...any) *Error {
 	return &Error{Status: status, Msg: fmt.Sprintf(format, args...)}
 }
 
+// dataPlaneError is a failure of an HTTP data-plane request: httpStatus
+// maps a few broker errors differently for those.
+type dataPlaneError struct{ err error }
+
+func (e *dataPlaneError) Error() string { return e.err.Error() }
+func (e *dataPlaneError) Unwrap() error { return e.err }
+
 // badRequest is a 400 for input this package rejects.
 func badRequest(format string, args ...any) *Error {
 	return errorf(http.StatusBadRequest, format, args...)
@@ -44,6 +51,23 @@ func invalidProperty(name, format string, args ...any) *Error {
 // the Service Bus sub-code put in front of the detail, §1.5). It also
 // returns the message for <Detail>.
 func httpStatus(err error) (status, subCode int, msg string) {
+	var dp *dataPlaneError
+	if errors.As(err, &dp) {
+		// The REST runtime API (dataplane.go) documents its own statuses
+		// for three broker failures; everything else is as below.
+		var be *broker.Error
+		if errors.As(dp.err, &be) {
+			switch be.Kind {
+			case broker.KindNotFound:
+				return http.StatusGone, 41000, be.Error() // "queue or topic doesn't exist"
+			case broker.KindMessageTooLarge, broker.KindQuotaExceeded:
+				return http.StatusForbidden, 40300, be.Error() // "quota exceeded or message too large"
+			case broker.KindLockLost, broker.KindMessageNotFound:
+				return http.StatusNotFound, 40400, be.Error() // "no message with that lock token"
+			}
+		}
+		err = dp.err
+	}
 	var ae *Error
 	if errors.As(err, &ae) {
 		if ae.Bare {

@@ -8,7 +8,8 @@ import (
 // NamespaceInfo describes the namespace (GET /$namespaceinfo).
 type NamespaceInfo struct {
 	Name string
-	// SKU is the MessagingSKU: Busbar reports Standard.
+	// SKU is the MessagingSKU: the tier's (busbar serve --tier), Standard
+	// without one.
 	SKU string
 	// CreatedTime and ModifiedTime: the broker keeps no namespace
 	// creation time, so both are when the Handler was made.
@@ -18,7 +19,7 @@ type NamespaceInfo struct {
 
 // NamespaceInfo returns the namespace's description.
 func (h *Handler) NamespaceInfo() NamespaceInfo {
-	return NamespaceInfo{Name: h.namespace, SKU: "Standard", CreatedTime: h.started, ModifiedTime: h.started}
+	return NamespaceInfo{Name: h.namespace, SKU: h.broker.Tier().SKU(), CreatedTime: h.started, ModifiedTime: h.started}
 }
 
 // getNamespaceInfo serves GET /$namespaceinfo. Its elements are in

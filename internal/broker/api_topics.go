@@ -129,6 +129,9 @@ func (b *Broker) CreateTopic(name string, p TopicProperties) (TopicInfo, error) 
 	if err := p.Validate(); err != nil {
 		return TopicInfo{}, err
 	}
+	if err := b.tier.checkTopic(&p); err != nil {
+		return TopicInfo{}, err
+	}
 	if err := b.checkGrowth(); err != nil {
 		return TopicInfo{}, err
 	}
@@ -141,6 +144,9 @@ func (b *Broker) CreateTopic(name string, p TopicProperties) (TopicInfo, error) 
 	}
 	if taken {
 		return TopicInfo{}, errorf(KindAlreadyExists, "The messaging entity '%s' already exists.", name)
+	}
+	if err := b.checkEntityCount(); err != nil {
+		return TopicInfo{}, err
 	}
 	var batch store.Batch
 	id := b.allocIDLocked(&batch)
@@ -166,6 +172,9 @@ func (b *Broker) CreateTopic(name string, p TopicProperties) (TopicInfo, error) 
 // RequiresDuplicateDetection and EnablePartitioning cannot change.
 func (b *Broker) UpdateTopic(name string, p TopicProperties) (TopicInfo, error) {
 	if err := p.Validate(); err != nil {
+		return TopicInfo{}, err
+	}
+	if err := b.tier.checkTopic(&p); err != nil {
 		return TopicInfo{}, err
 	}
 	p.AuthorizationRules = slices.Clone(p.AuthorizationRules)

@@ -25,6 +25,9 @@ type Options struct {
 	// Observer is told of sends, deliveries and settlements (metrics);
 	// nil tells no one.
 	Observer Observer
+	// Tier is the pricing tier whose limits apply (tier.go); nil is
+	// Busbar's own profile.
+	Tier *Tier
 }
 
 // Broker is the queue and topic engine. All methods are safe for
@@ -42,6 +45,7 @@ type Broker struct {
 	clock clock.Clock
 	log   *slog.Logger
 	obs   Observer
+	tier  *Tier // nil: no tier limits
 	// retries logs failing background work once per episode.
 	retries retryLog
 
@@ -86,6 +90,7 @@ func newBroker(opts Options) *Broker {
 		clock: opts.Clock,
 		log:   opts.Logger,
 		obs:   opts.Observer,
+		tier:  opts.Tier,
 		wake:  make(chan struct{}, 1),
 		done:  make(chan struct{}),
 	}
@@ -231,6 +236,9 @@ func (b *Broker) CreateQueue(name string, p QueueProperties) (QueueInfo, error) 
 	if err := p.Validate(); err != nil {
 		return QueueInfo{}, err
 	}
+	if err := b.tier.checkQueue(&p); err != nil {
+		return QueueInfo{}, err
+	}
 	if err := b.checkGrowth(); err != nil {
 		return QueueInfo{}, err
 	}
@@ -243,6 +251,9 @@ func (b *Broker) CreateQueue(name string, p QueueProperties) (QueueInfo, error) 
 	}
 	if exists {
 		return QueueInfo{}, errorf(KindAlreadyExists, "The messaging entity '%s' already exists.", name)
+	}
+	if err := b.checkEntityCount(); err != nil {
+		return QueueInfo{}, err
 	}
 	if err := b.checkForwardLocked(name, p); err != nil {
 		return QueueInfo{}, err
@@ -357,6 +368,9 @@ func (b *Broker) checkForwardLocked(name string, p QueueProperties) error {
 // new messages and the next lock end.
 func (b *Broker) UpdateQueue(name string, p QueueProperties) (QueueInfo, error) {
 	if err := p.Validate(); err != nil {
+		return QueueInfo{}, err
+	}
+	if err := b.tier.checkQueue(&p); err != nil {
 		return QueueInfo{}, err
 	}
 	p.AuthorizationRules = slices.Clone(p.AuthorizationRules)

@@ -159,6 +159,10 @@ func (b *Broker) enqueue(ctx context.Context, path string, msgs []*message.Messa
 	if err != nil {
 		return nil, err
 	}
+	if err := b.tier.checkBatch(len(msgs), total); err != nil {
+		releaseSendData(pend)
+		return nil, err
+	}
 	var seqs []int64
 	var name string
 	if t != nil {

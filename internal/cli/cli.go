@@ -54,6 +54,7 @@ func Commands(env func(string) (string, bool)) []*cobra.Command {
 		newPurgeCmd(a),
 		newSessionCmd(a),
 		newExportCmd(a),
+		newImportCmd(a),
 	}
 	for _, c := range cmds {
 		addExitCodes(c)

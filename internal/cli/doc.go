@@ -13,6 +13,7 @@
 //	busbar purge ENTITY                                   delete every available message
 //	busbar session list|show|set-state ENTITY [SESSION]  sessions of a session-enabled entity
 //	busbar export                                         the topology as an emulator Config.json
+//	busbar import TEMPLATE.json [-o FILE | --apply]       an Azure ARM template's entities as Config.json, or created
 //
 // # Queues and subscriptions
 //

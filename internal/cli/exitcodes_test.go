@@ -57,6 +57,7 @@ func TestExitCodesPerCommand(t *testing.T) {
 		"dlq resubmit": {badArgs: []string{}, notFound: []string{"nosuch"}, works: []string{"q"}},
 		"purge":        {badArgs: []string{"q", "--dlq", "--transfer-dlq"}, notFound: []string{"nosuch"}, works: []string{"q"}},
 		"export":       {badArgs: []string{"x"}, works: []string{}},
+		"import":       {badArgs: []string{}, works: []string{armDir + "exported.json", "--apply"}},
 
 		"session list":      {badArgs: []string{}, notFound: []string{"nosuch"}, works: []string{"sq"}},
 		"session show":      {badArgs: []string{"sq"}, notFound: []string{"nosuch", "a"}, works: []string{"sq", "a"}},

@@ -72,6 +72,10 @@ type Server struct {
 	PprofAddr string // host:port serving Go runtime profiles (/debug/pprof/); "" for none
 
 	MetricsOpen bool // serve GET /metrics without authentication
+	// Tier is the Service Bus tier whose limits apply: "basic",
+	// "standard", "premium", or "" for Busbar's own profile (Standard's
+	// features without its quotas).
+	Tier string
 	// MinFreeBytes and MinFreePercent are the low-disk watermark
 	// (--min-free-disk, see ParseMinFreeDisk) below which new messages and
 	// entities are refused: both zero is "auto" (1 GiB or 5 % of the disk,
@@ -199,6 +203,8 @@ var serverSettings = []Setting{
 		parseBool, func(s *Server) *bool { return &s.MetricsOpen }),
 	settingPair("min-free-disk", "BUSBAR_MIN_FREE_DISK", "auto", `free disk space below which new messages and entities are refused, so settlements still succeed: a size ("2GiB", "500MB"), a share of the disk ("10%"), "auto" (1 GiB or 5 %, whichever is smaller) or 0 (off)`,
 		ParseMinFreeDisk, func(s *Server) (*int64, *float64) { return &s.MinFreeBytes, &s.MinFreePercent }),
+	setting("tier", "BUSBAR_TIER", "", "enforce a Service Bus tier's limits and report its MessagingSKU: basic, standard or premium; empty: Standard's features without its quotas (messages up to 100 MB per entity, any number of entities)",
+		lower, func(s *Server) *string { return &s.Tier }),
 	setting("pprof", "BUSBAR_PPROF", "", "serve Go runtime profiles (/debug/pprof/) on this address (host:port, unauthenticated: keep it on loopback); off when empty",
 		text, func(s *Server) *string { return &s.PprofAddr }),
 }
@@ -368,6 +374,11 @@ func (s Server) validateListeners(add func(name, format string, args ...any)) {
 func (s Server) validateAuth(add func(name, format string, args ...any)) {
 	if _, err := s.PolicyList(); err != nil {
 		add("policies", "%s", err.Error())
+	}
+	switch s.Tier {
+	case "", "basic", "standard", "premium":
+	default:
+		add("tier", "%q is not a tier (basic, standard or premium)", s.Tier)
 	}
 	switch s.Entra {
 	case "auto", "off", "dev", "oidc":

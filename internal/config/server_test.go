@@ -282,4 +282,3 @@ func TestParseMinFreeDisk(t *testing.T) {
 		t.Fatalf("Set: %v %+v", err, s)
 	}
 }
-

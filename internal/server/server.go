@@ -237,7 +237,13 @@ func (s *Server) openCore(ctx context.Context, o Options, entities *config.Emula
 		return err
 	}
 	var err error
-	s.broker, err = broker.Open(broker.Options{Store: s.store, Clock: o.Clock, Logger: log.With("component", "broker"), Observer: s.metrics})
+	var tier *broker.Tier
+	if o.Tier != "" {
+		if tier, err = broker.TierProfile(o.Tier); err != nil {
+			return err
+		}
+	}
+	s.broker, err = broker.Open(broker.Options{Store: s.store, Clock: o.Clock, Logger: log.With("component", "broker"), Observer: s.metrics, Tier: tier})
 	if err != nil {
 		return fmt.Errorf("recover broker state: %w", err)
 	}
@@ -254,6 +260,9 @@ func (s *Server) openCore(ctx context.Context, o Options, entities *config.Emula
 		return err
 	}
 	s.admin.set(adm)
+	// Data-plane receives waiting for a message end when the HTTP server
+	// shuts down, rather than holding its Shutdown for their timeout.
+	s.httpSrv.RegisterOnShutdown(adm.StopWaiting)
 	if o.MetricsOpen {
 		s.metricH.set(s.metrics.Handler())
 	} else {
@@ -319,6 +328,9 @@ func (s *Server) logReady(o Options, begin time.Time) {
 	}
 	if s.devCert != "" {
 		attrs = append(attrs, "dev_certificate", s.devCert)
+	}
+	if o.Tier != "" {
+		attrs = append(attrs, "tier", o.Tier)
 	}
 	v := version.Get()
 	s.log.Info("busbar ready", append(attrs,
