@@ -1,0 +1,176 @@
+package broker
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/busbarmq/busbar/internal/message"
+	"github.com/busbarmq/busbar/internal/store"
+	"github.com/busbarmq/busbar/internal/store/memstore"
+)
+
+const triageDLQ = "q/$DeadLetterQueue"
+
+// TestResubmit: chosen dead letters go back to their queue without their
+// dead-letter reason, edited, each exactly once, durably.
+func TestResubmit(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q")
+	e.deadLetterN(5)
+	res, err := e.b.Resubmit(ctx, triageDLQ, []int64{1, 3, 3, 99}, "q", func(m *message.Message) error {
+		m.Body = append([]byte("fixed-"), m.Body...)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Done != 2 || !slices.Equal(res.Skipped, []int64{99}) {
+		t.Fatalf("result %+v", res)
+	}
+	check := func() {
+		t.Helper()
+		if got := seqs(e.peek(triageDLQ, 0, 10)); !slices.Equal(got, []int64{2, 4, 5}) {
+			t.Fatalf("DLQ after resubmit: %v", got)
+		}
+		ds := e.peek("q", 0, 10)
+		if got := bodies(ds); !slices.Equal(got, []string{"fixed-0", "fixed-2"}) {
+			t.Fatalf("queue after resubmit: %v", got)
+		}
+		for _, d := range ds {
+			if prop(d, PropDeadLetterReason) != nil || prop(d, PropDeadLetterErrorDescription) != nil {
+				t.Fatalf("resubmitted message keeps its dead-letter reason: %v", d.Message.ApplicationProperties)
+			}
+			if d.SequenceNumber <= 5 {
+				t.Fatalf("resubmitted message has an old sequence number %d", d.SequenceNumber)
+			}
+		}
+		c := e.counts("q")
+		if c.Active != 2 || c.DeadLetter != 3 {
+			t.Fatalf("counts %+v", c)
+		}
+	}
+	check()
+	e.restart()
+	check()
+}
+
+// TestResubmitFailedCommit: a commit that fails moves nothing and leaves
+// the dead letters available for the next attempt.
+func TestResubmitFailedCommit(t *testing.T) {
+	ds := &diskStore{spyStore: &spyStore{Store: memstore.New()}}
+	e := newEnvOn(t, ds)
+	e.queue("q")
+	e.deadLetterN(3)
+	ds.setFull(true)
+	res, err := e.b.Resubmit(ctx, triageDLQ, []int64{1, 2, 3}, "q", nil)
+	var ns *store.NoSpaceError
+	if !errors.As(err, &ns) && KindOf(err) != KindNoSpace {
+		t.Fatalf("resubmit on a full disk: %v", err)
+	}
+	if res.Done != 0 || len(e.peek(triageDLQ, 0, 10)) != 3 || len(e.peek("q", 0, 10)) != 0 {
+		t.Fatalf("a failed resubmit moved something: %+v", res)
+	}
+	ds.setFull(false)
+	if res, err := e.b.Resubmit(ctx, triageDLQ, []int64{1, 2, 3}, "q", nil); err != nil || res.Done != 3 {
+		t.Fatalf("retry: %+v %v", res, err)
+	}
+	if len(e.peek(triageDLQ, 0, 10)) != 0 || len(e.peek("q", 0, 10)) != 3 {
+		t.Fatal("retry did not move every message once")
+	}
+}
+
+// TestResubmitSkipsLocked: a dead letter someone holds locked stays.
+func TestResubmitSkipsLocked(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q")
+	e.deadLetterN(2)
+	d := e.recv1(triageDLQ)
+	res, err := e.b.Resubmit(ctx, triageDLQ, []int64{1, 2}, "q", nil)
+	if err != nil || res.Done != 1 || !slices.Equal(res.Skipped, []int64{d.SequenceNumber}) {
+		t.Fatalf("%+v %v", res, err)
+	}
+	// Inspect shows the lock, Peek does not.
+	in, err := e.b.Inspect(ctx, triageDLQ, 0, 10)
+	if err != nil || len(in) != 1 || in[0].LockedUntil.IsZero() {
+		t.Fatalf("inspect: %v %v", in, err)
+	}
+	e.complete(triageDLQ, d.LockToken)
+}
+
+// TestResubmitRefusals: only dead-letter queues, a target that exists,
+// bounded batches; an edit that fails moves nothing.
+func TestResubmitRefusals(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q")
+	e.deadLetterN(1)
+	if _, err := e.b.Resubmit(ctx, "q", []int64{1}, "q", nil); KindOf(err) != KindInvalidArgument {
+		t.Fatalf("from a main queue: %v", err)
+	}
+	if _, err := e.b.Resubmit(ctx, triageDLQ, []int64{1}, "nope", nil); KindOf(err) != KindNotFound {
+		t.Fatalf("to a missing entity: %v", err)
+	}
+	if _, err := e.b.Resubmit(ctx, triageDLQ, make([]int64, MaxTriageBatch+1), "q", nil); KindOf(err) != KindInvalidArgument {
+		t.Fatalf("too many: %v", err)
+	}
+	_, err := e.b.Resubmit(ctx, triageDLQ, []int64{1}, "q", func(*message.Message) error { return errors.New("bad edit") })
+	if KindOf(err) != KindInvalidArgument {
+		t.Fatalf("failing edit: %v", err)
+	}
+	if len(e.peek(triageDLQ, 0, 10)) != 1 {
+		t.Fatal("a refused resubmit lost the message")
+	}
+	if res, err := e.b.Resubmit(ctx, triageDLQ, []int64{1}, "q", nil); err != nil || res.Done != 1 {
+		t.Fatalf("after a refusal the message is not released: %+v %v", res, err)
+	}
+}
+
+// TestResubmitToTopic: resubmitting to a topic fans out, and a batch
+// larger than one store batch is moved whole.
+func TestResubmitToTopic(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q")
+	if _, err := e.b.CreateTopic("t", DefaultTopicProperties()); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"a", "b"} {
+		if _, err := e.b.CreateSubscription("t", s, DefaultSubscriptionProperties(), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const n = 1000
+	e.deadLetterN(n)
+	all := make([]int64, n)
+	for i := range all {
+		all[i] = int64(i + 1)
+	}
+	res, err := e.b.Resubmit(ctx, triageDLQ, all, "t", nil)
+	if err != nil || res.Done != n {
+		t.Fatalf("%+v %v", res, err)
+	}
+	for _, s := range []string{"t/Subscriptions/a", "t/Subscriptions/b"} {
+		if got := len(e.peek(s, 0, 2*n)); got != n {
+			t.Fatalf("%s has %d messages, want %d", s, got, n)
+		}
+	}
+	if c := e.counts("q"); c.DeadLetter != 0 {
+		t.Fatalf("DLQ left: %+v", c)
+	}
+}
+
+// TestRemoveMessages deletes chosen messages durably, skipping locked ones.
+func TestRemoveMessages(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q")
+	e.sendN("q", 4)
+	d := e.recv1("q") // seq 1 locked
+	res, err := e.b.RemoveMessages(ctx, "q", []int64{1, 2, 4})
+	if err != nil || res.Done != 2 || !slices.Equal(res.Skipped, []int64{1}) {
+		t.Fatalf("%+v %v", res, err)
+	}
+	e.complete("q", d.LockToken)
+	e.restart()
+	if got := seqs(e.peek("q", 0, 10)); !slices.Equal(got, []int64{3}) {
+		t.Fatalf("after remove and restart: %v", got)
+	}
+}
