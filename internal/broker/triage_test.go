@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/busbarmq/busbar/internal/filter"
 	"github.com/busbarmq/busbar/internal/message"
 	"github.com/busbarmq/busbar/internal/store"
 	"github.com/busbarmq/busbar/internal/store/memstore"
@@ -172,5 +173,50 @@ func TestRemoveMessages(t *testing.T) {
 	e.restart()
 	if got := seqs(e.peek("q", 0, 10)); !slices.Equal(got, []int64{3}) {
 		t.Fatalf("after remove and restart: %v", got)
+	}
+}
+
+// TestTestRules: the rule tester reports each rule's verdict and changes
+// nothing.
+func TestTestRules(t *testing.T) {
+	e := newEnv(t)
+	if _, err := e.b.CreateTopic("t", DefaultTopicProperties()); err != nil {
+		t.Fatal(err)
+	}
+	eu := &RuleDescription{Name: "eu", Filter: RuleFilter{Kind: FilterSQL, Expression: "region = 'eu'"}}
+	if _, err := e.b.CreateSubscription("t", "a", DefaultSubscriptionProperties(), eu); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.b.CreateSubscription("t", "b", DefaultSubscriptionProperties(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.b.CreateRule("t", "b", RuleDescription{Name: "tag", Filter: RuleFilter{Kind: FilterSQL, Expression: "region = 'eu'"},
+		Action: &SQLAction{Expression: "SET tagged = 'yes'"}}); err != nil {
+		t.Fatal(err)
+	}
+	vs, err := e.b.TestRules("t", &message.Message{ApplicationProperties: map[string]any{"region": "us"}}, filter.SystemProps{})
+	if err != nil || len(vs) != 3 {
+		t.Fatalf("%v %v", vs, err)
+	}
+	for _, v := range vs {
+		want := v.Rule.Name == "$Default"
+		if v.Matched != want {
+			t.Fatalf("%s/%s matched %v", v.Subscription, v.Rule.Name, v.Matched)
+		}
+	}
+	vs, _ = e.b.TestRules("t", &message.Message{ApplicationProperties: map[string]any{"region": "eu"}}, filter.SystemProps{})
+	for _, v := range vs {
+		if !v.Matched {
+			t.Fatalf("%s/%s did not match region = eu", v.Subscription, v.Rule.Name)
+		}
+		if v.Rule.Name == "tag" && v.Result["tagged"] != "yes" {
+			t.Fatalf("action result %v", v.Result)
+		}
+	}
+	if si, err := e.b.GetSubscription("t", "b"); err != nil || si.Counts.Total != 0 {
+		t.Fatalf("the tester sent something: %+v %v", si.Counts, err)
+	}
+	if _, err := e.b.TestRules("nope", &message.Message{}, filter.SystemProps{}); KindOf(err) != KindNotFound {
+		t.Fatalf("missing topic: %v", err)
 	}
 }
