@@ -37,6 +37,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -47,6 +48,7 @@ import (
 	"github.com/busbarmq/busbar/internal/broker"
 	"github.com/busbarmq/busbar/internal/clock"
 	"github.com/busbarmq/busbar/internal/config"
+	"github.com/busbarmq/busbar/internal/console"
 	"github.com/busbarmq/busbar/internal/metrics"
 	"github.com/busbarmq/busbar/internal/store"
 	"github.com/busbarmq/busbar/internal/store/filestore"
@@ -126,6 +128,8 @@ type Server struct {
 	wsH     *amqpws.Handler
 	metrics *metrics.Metrics
 	metricH lateHandler // GET /metrics, set once the admin API's check exists
+	console lateHandler // the web console (package console) under console.Prefix
+	consoleC *console.Console
 	tracing *tracing.Provider
 
 	httpLn  net.Listener
@@ -205,6 +209,10 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		s.metricH.ServeHTTP(w, r)
 	}))
 	mux.Handle("/", &s.admin)
+	// The web console: "$" is not allowed in entity names, so its prefix
+	// never collides with the admin API's paths.
+	mux.Handle(console.Prefix, &s.console)
+	mux.Handle("GET "+strings.TrimSuffix(console.Prefix, "/"), http.RedirectHandler(console.Prefix, http.StatusMovedPermanently))
 	// AMQP over WebSockets, with or without a trailing slash; not behind
 	// the admin API's authorisation.
 	mux.Handle(amqpws.Path, &s.ws)
@@ -261,6 +269,11 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	} else {
 		s.metricH.set(adm.Protect(s.metrics.Handler()))
 	}
+	if s.consoleC, err = console.New(console.Options{Broker: s.broker, Auth: authn, Clock: o.Clock,
+		AutoSignIn: consoleAutoSignIn(authn, s.httpLn.Addr()), Logger: log.With("component", "console")}); err != nil {
+		return nil, err
+	}
+	s.console.set(s.consoleC)
 	if s.tracing, err = tracing.Start(ctx, os.LookupEnv, "", log.With("component", "tracing")); err != nil {
 		return nil, err
 	}
@@ -387,6 +400,9 @@ func (s *Server) close(ctx context.Context) error {
 	if s.pprofSrv != nil {
 		errs = append(errs, s.pprofSrv.Shutdown(ctx))
 	}
+	if s.consoleC != nil {
+		s.consoleC.Close() // its bulk jobs stop between two atomic steps
+	}
 	if s.cancelTimers != nil {
 		s.cancelTimers()
 	}
@@ -417,4 +433,20 @@ func (s *Server) goServe(name string, serve func() error) {
 			s.log.Error("listener stopped", "listener", name, "err", err)
 		}
 	}()
+}
+
+// consoleAutoSignIn is the grant the web console opens with for browsers
+// on loopback: the well-known development policy's, when the HTTP listener
+// is bound to loopback and that key is in use; nil otherwise.
+func consoleAutoSignIn(a *auth.Authenticator, httpAddr net.Addr) *auth.Grant {
+	tcp, ok := httpAddr.(*net.TCPAddr)
+	if !ok || !tcp.IP.IsLoopback() {
+		return nil
+	}
+	for _, p := range a.Policies() {
+		if p.IsWellKnownDefault() {
+			return &auth.Grant{KeyName: p.Name, Rights: p.Rights}
+		}
+	}
+	return nil
 }
