@@ -161,8 +161,8 @@ var funcs = template.FuncMap{
 		}
 		return fmt.Sprint(v)
 	},
-	"statuses": func() []string { return []string{"Active", "Disabled", "SendDisabled", "ReceiveDisabled"} },
-	"ruleText": ruleText,
+	"statuses":  func() []string { return []string{"Active", "Disabled", "SendDisabled", "ReceiveDisabled"} },
+	"ruleText":  ruleText,
 	"canManage": func(r auth.Rights) bool { return r.Has(auth.Manage) },
 	"canSend":   func(r auth.Rights) bool { return r.Has(auth.Send) },
 }

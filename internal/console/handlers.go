@@ -103,7 +103,6 @@ func (c *Console) page(right auth.Rights, h handler) http.Handler {
 	})
 }
 
-
 // fail renders err on the error page with its status: broker and auth
 // errors through the admin API's mapping (admin.HTTPStatus).
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, s *session, err error) {

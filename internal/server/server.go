@@ -119,18 +119,18 @@ type Options struct {
 
 // Server is a running broker.
 type Server struct {
-	log     *slog.Logger
-	store   store.Store
-	broker  *broker.Broker
-	health  health
-	admin   lateHandler
-	ws      lateHandler // AMQP over WebSockets, set once the AMQP server exists
-	wsH     *amqpws.Handler
-	metrics *metrics.Metrics
-	metricH lateHandler // GET /metrics, set once the admin API's check exists
-	console lateHandler // the web console (package console) under console.Prefix
+	log      *slog.Logger
+	store    store.Store
+	broker   *broker.Broker
+	health   health
+	admin    lateHandler
+	ws       lateHandler // AMQP over WebSockets, set once the AMQP server exists
+	wsH      *amqpws.Handler
+	metrics  *metrics.Metrics
+	metricH  lateHandler // GET /metrics, set once the admin API's check exists
+	console  lateHandler // the web console (package console) under console.Prefix
 	consoleC *console.Console
-	tracing *tracing.Provider
+	tracing  *tracing.Provider
 
 	httpLn  net.Listener
 	httpSrv *http.Server
