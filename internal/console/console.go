@@ -166,7 +166,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Referrer-Policy", "same-origin") // "no-referrer" would make POSTs carry "Origin: null"
 	h.Set("Cache-Control", "no-store")
 	c.mux.ServeHTTP(w, r)
 }
@@ -270,18 +270,20 @@ func sameOrigin(r *http.Request) bool {
 }
 
 // signIn checks a key name and key, or a SAS token, and returns the grant.
-func (c *Console) signIn(ctx context.Context, keyName, key, token string) (auth.Grant, error) {
+// host is the host the browser connected to (the Host header): a key
+// signs a token for the whole namespace there; a token must name it.
+func (c *Console) signIn(ctx context.Context, host, keyName, key, token string) (auth.Grant, error) {
 	if token == "" {
 		if keyName == "" || key == "" {
 			return auth.Grant{}, errors.New("enter a key name and a key, or a SAS token")
 		}
-		token = auth.NewToken(keyName, key, "", c.clk.Now().Add(sessionTTL))
+		token = auth.NewToken(keyName, key, "sb://"+host+"/", c.clk.Now().Add(sessionTTL))
 	}
 	audience := ""
 	if t, err := auth.ParseToken(strings.TrimSpace(token)); err == nil {
 		audience = t.Resource
 	}
-	g, err := c.auth.Authenticate(ctx, auth.Presented{Token: strings.TrimSpace(token), Audience: audience})
+	g, err := c.auth.Authenticate(ctx, auth.Presented{Token: strings.TrimSpace(token), Audience: audience, Host: host})
 	if err != nil {
 		var ae *auth.Error
 		if errors.As(err, &ae) {

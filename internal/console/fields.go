@@ -163,6 +163,7 @@ var funcs = template.FuncMap{
 	},
 	"statuses":  func() []string { return []string{"Active", "Disabled", "SendDisabled", "ReceiveDisabled"} },
 	"ruleText":  ruleText,
+	"list":      func(v ...string) []string { return v },
 	"canManage": func(r auth.Rights) bool { return r.Has(auth.Manage) },
 	"canSend":   func(r auth.Rights) bool { return r.Has(auth.Send) },
 }

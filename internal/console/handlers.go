@@ -176,7 +176,7 @@ func (c *Console) loginPost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	keyName := strings.TrimSpace(r.PostForm.Get("keyName"))
-	g, err := c.signIn(r.Context(), keyName, r.PostForm.Get("key"), strings.TrimSpace(r.PostForm.Get("token")))
+	g, err := c.signIn(r.Context(), r.Host, keyName, r.PostForm.Get("key"), strings.TrimSpace(r.PostForm.Get("token")))
 	if err != nil {
 		c.log.Info("console sign-in refused", "keyName", keyName, "remote", r.RemoteAddr, "err", err)
 		w.WriteHeader(http.StatusUnauthorized)

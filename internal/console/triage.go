@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -352,6 +353,19 @@ type sessionRow struct {
 	Messages int
 	State    string
 	HasState bool
+	Locked   bool // a receiver holds it: its state cannot be read now
+}
+
+// withSession locks session id of path as a session receiver would, runs
+// fn with that receiver, and lets the session go again (nothing is
+// received). A session another receiver holds is KindSessionCannotBeLocked.
+func (c *Console) withSession(ctx context.Context, path, id string, fn func(*broker.Receiver) error) error {
+	rc, err := c.b.AcceptSession(path, id, broker.PeekLock)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	return fn(rc)
 }
 
 func (c *Console) sessionsPage(w http.ResponseWriter, r *http.Request, s *session) error {
@@ -375,11 +389,19 @@ func (c *Console) sessionsPage(w http.ResponseWriter, r *http.Request, s *sessio
 	}
 	rows := make([]sessionRow, 0, len(ids))
 	for _, id := range ids {
-		st, err := c.b.GetSessionState(ctx, entity, id)
-		if err != nil {
+		row := sessionRow{ID: id, Messages: counts[id]}
+		err := c.withSession(ctx, entity, id, func(rc *broker.Receiver) error {
+			st, err := rc.SessionState(ctx)
+			row.State, row.HasState = string(st), st != nil
 			return err
+		})
+		if err != nil {
+			if broker.KindOf(err) != broker.KindSessionCannotBeLocked {
+				return err
+			}
+			row.Locked = true
 		}
-		rows = append(rows, sessionRow{ID: id, Messages: counts[id], State: string(st), HasState: st != nil})
+		rows = append(rows, row)
 	}
 	c.render(w, r, s, "sessions", map[string]any{"Entity": entity, "Rows": rows}, false)
 	return nil
@@ -397,7 +419,11 @@ func (c *Console) sessionState(w http.ResponseWriter, r *http.Request, s *sessio
 	if f.Get("clear") == "" {
 		state = []byte(f.Get("state"))
 	}
-	if err := c.b.SetSessionState(ctx, entity, id, state); err != nil {
+	err := c.withSession(ctx, entity, id, func(rc *broker.Receiver) error { return rc.SetSessionState(ctx, state) })
+	if broker.KindOf(err) == broker.KindSessionCannotBeLocked {
+		return &userError{status: http.StatusConflict, msg: fmt.Sprintf("Session '%s' is locked by a receiver; its state can be changed once the receiver lets it go.", id)}
+	}
+	if err != nil {
 		return err
 	}
 	c.redirect(w, r, s, Prefix+"sessions?path="+urlQuery(entity), "Saved the state of session '"+id+"'.")
