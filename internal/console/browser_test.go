@@ -113,7 +113,7 @@ func shot(t *testing.T, ctx context.Context, name string) {
 		var png []byte
 		run(t, ctx, "screenshot "+name,
 			emulation.SetEmulatedMedia().WithFeatures([]*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}}),
-			chromedp.FullScreenshot(&png, 80))
+			chromedp.FullScreenshot(&png, 100))
 		if err := os.WriteFile(filepath.Join(dir, name+"-"+scheme+".png"), png, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -151,7 +151,6 @@ func TestBrowser(t *testing.T) {
 	// Signing in: a wrong key is refused on the page, the right one opens
 	// the overview.
 	run(t, ctx, "open", chromedp.Navigate(base+"/"), chromedp.WaitVisible("#keyName", chromedp.ByQuery))
-	shot(t, ctx, "login")
 	run(t, ctx, "wrong key", chromedp.SendKeys("#keyName", "admin", chromedp.ByQuery), chromedp.SendKeys("#key", "nope", chromedp.ByQuery),
 		chromedp.Click("form button[type=submit]", chromedp.ByQuery), chromedp.WaitVisible(".error", chromedp.ByQuery))
 	run(t, ctx, "sign in", chromedp.SetValue("#keyName", "admin", chromedp.ByQuery), chromedp.SetValue("#key", "admin-key", chromedp.ByQuery),
