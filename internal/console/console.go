@@ -227,7 +227,7 @@ func (c *Console) newSession(w http.ResponseWriter, r *http.Request, g auth.Gran
 	c.sessions[s.id] = s
 	c.mu.Unlock()
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: s.id, Path: Prefix, HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, Expires: s.expires})
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil}) // a browser-session cookie: the server ends it
 	return s
 }
 

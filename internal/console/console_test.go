@@ -1,0 +1,290 @@
+package console
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/busbarmq/busbar/internal/auth"
+	"github.com/busbarmq/busbar/internal/broker"
+	"github.com/busbarmq/busbar/internal/clock"
+	"github.com/busbarmq/busbar/internal/message"
+	"github.com/busbarmq/busbar/internal/store/memstore"
+)
+
+var t0 = time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+
+type env struct {
+	t    *testing.T
+	b    *broker.Broker
+	c    *Console
+	clk  *clock.Fake
+	logs *bytes.Buffer
+	srv  *httptest.Server
+}
+
+func newEnv(t *testing.T, auto *auth.Grant) *env {
+	t.Helper()
+	clk := clock.NewFake(t0)
+	b, err := broker.Open(broker.Options{Store: memstore.New(), Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := auth.New(auth.Config{Clock: clk, Policies: []auth.Policy{
+		{Name: "admin", PrimaryKey: "admin-key", Rights: auth.Manage},
+		{Name: "reader", PrimaryKey: "reader-key", Rights: auth.Listen}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &bytes.Buffer{}
+	c, err := New(Options{Broker: b, Auth: a, Clock: clk, AutoSignIn: auto, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, b: b, c: c, clk: clk, logs: logs}
+	e.srv = httptest.NewServer(c)
+	t.Cleanup(func() { e.srv.Close(); c.Close(); b.Close() })
+	return e
+}
+
+// client is a browser-like client: a cookie jar, no redirects followed.
+func (e *env) client() *http.Client {
+	jar, _ := cookiejar.New(nil)
+	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+func (e *env) url(p string) string { return e.srv.URL + Prefix + p }
+
+func (e *env) get(c *http.Client, p string) (int, string) {
+	e.t.Helper()
+	resp, err := c.Get(e.url(p))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+func (e *env) post(c *http.Client, p string, form url.Values, origin string) (int, string) {
+	e.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, e.url(p), strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if origin != "" {
+		req.Header.Set("Origin", origin)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+// signIn signs c in and returns the session's CSRF token.
+func (e *env) signIn(c *http.Client, keyName, key string) string {
+	e.t.Helper()
+	if st, body := e.post(c, "login", url.Values{"keyName": {keyName}, "key": {key}}, e.srv.URL); st != http.StatusSeeOther {
+		e.t.Fatalf("sign in as %s: %d %s", keyName, st, body)
+	}
+	_, body := e.get(c, "")
+	m := csrfRE.FindStringSubmatch(body)
+	if m == nil {
+		e.t.Fatalf("no CSRF token on the overview: %s", body)
+	}
+	return m[1]
+}
+
+func TestSignIn(t *testing.T) {
+	e := newEnv(t, nil)
+	c := e.client()
+	if st, _ := e.get(c, ""); st != http.StatusSeeOther {
+		t.Fatalf("signed out overview: %d, want a redirect to the sign-in page", st)
+	}
+	st, body := e.post(c, "login", url.Values{"keyName": {"admin"}, "key": {"wrong-key"}}, e.srv.URL)
+	if st != http.StatusUnauthorized || !strings.Contains(body, "class=\"error\"") {
+		t.Fatalf("wrong key: %d", st)
+	}
+	// A SAS token signs in too; it never reaches the log, nor does a key.
+	tok := auth.NewToken("reader", "reader-key", "sb://"+strings.TrimPrefix(e.srv.URL, "http://")+"/", t0.Add(time.Hour))
+	if st, body := e.post(c, "login", url.Values{"token": {tok}}, e.srv.URL); st != http.StatusSeeOther {
+		t.Fatalf("token sign-in: %d %s", st, body)
+	}
+	if st, body := e.get(c, ""); st != http.StatusOK || !strings.Contains(body, "<strong>reader</strong>") {
+		t.Fatalf("overview after token sign-in: %d", st)
+	}
+	for _, secret := range []string{"wrong-key", "reader-key", "sig=", tok} {
+		if strings.Contains(e.logs.String(), secret) {
+			t.Fatalf("the log holds a secret (%q): %s", secret, e.logs.String())
+		}
+	}
+	// The session ends with the token.
+	e.clk.Advance(time.Hour)
+	if st, _ := e.get(c, ""); st != http.StatusSeeOther {
+		t.Fatalf("after the token expired: %d", st)
+	}
+}
+
+// TestRightsAndCSRF: Listen looks, Manage changes; every change needs the
+// session's CSRF token and a same-origin request.
+func TestRightsAndCSRF(t *testing.T) {
+	e := newEnv(t, nil)
+	reader, admin := e.client(), e.client()
+	rc := e.signIn(reader, "reader", "reader-key")
+	ac := e.signIn(admin, "admin", "admin-key")
+	create := func(c *http.Client, csrf, origin, name string) int {
+		st, _ := e.post(c, "create", url.Values{"csrf": {csrf}, "kind": {"queue"}, "name": {name}}, origin)
+		return st
+	}
+	if st := create(reader, rc, e.srv.URL, "q1"); st != http.StatusForbidden {
+		t.Fatalf("reader created a queue: %d", st)
+	}
+	if st := create(admin, "", e.srv.URL, "q1"); st != http.StatusForbidden {
+		t.Fatalf("no CSRF token: %d", st)
+	}
+	if st := create(admin, rc, e.srv.URL, "q1"); st != http.StatusForbidden {
+		t.Fatalf("another session's CSRF token: %d", st)
+	}
+	if st := create(admin, ac, "https://evil.example", "q1"); st != http.StatusForbidden {
+		t.Fatalf("cross-origin POST: %d", st)
+	}
+	if len(e.b.ListQueues()) != 0 {
+		t.Fatal("a refused request created a queue")
+	}
+	if st := create(admin, ac, e.srv.URL, "q1"); st != http.StatusSeeOther {
+		t.Fatalf("admin create: %d", st)
+	}
+	if _, err := e.b.GetQueue("q1"); err != nil {
+		t.Fatal(err)
+	}
+	// The reader sees it, cannot send to it.
+	if st, body := e.get(reader, "messages?path=q1"); st != http.StatusOK || !strings.Contains(body, "No messages match") {
+		t.Fatalf("reader inspect: %d", st)
+	}
+	if st, _ := e.post(reader, "send", url.Values{"csrf": {rc}, "path": {"q1"}, "body": {"x"}}, ""); st != http.StatusForbidden {
+		t.Fatalf("reader sent: %d", st)
+	}
+	// Bad input gets a clear error, with the broker's mapping.
+	if st, body := e.post(admin, "create", url.Values{"csrf": {ac}, "kind": {"queue"}, "name": {"-bad"}}, ""); st != http.StatusBadRequest || !strings.Contains(body, "-bad") {
+		t.Fatalf("bad name: %d %s", st, body)
+	}
+	if st, _ := e.get(admin, "entity?path=nope"); st != http.StatusNotFound {
+		t.Fatalf("missing entity: %d", st)
+	}
+}
+
+// TestAutoSignIn: with the development grant, loopback browsers open
+// signed in; others do not.
+func TestAutoSignIn(t *testing.T) {
+	e := newEnv(t, &auth.Grant{KeyName: auth.DefaultKeyName, Rights: auth.Manage})
+	for _, tc := range []struct {
+		remote string
+		want   int
+	}{{"127.0.0.1:4000", http.StatusOK}, {"[::1]:4000", http.StatusOK}, {"192.0.2.7:4000", http.StatusSeeOther}} {
+		req := httptest.NewRequest(http.MethodGet, Prefix, nil)
+		req.RemoteAddr = tc.remote
+		rec := httptest.NewRecorder()
+		e.c.ServeHTTP(rec, req)
+		if rec.Code != tc.want {
+			t.Errorf("%s: %d, want %d", tc.remote, rec.Code, tc.want)
+		}
+	}
+}
+
+func TestSessionsBounded(t *testing.T) {
+	e := newEnv(t, &auth.Grant{KeyName: "k", Rights: auth.Listen})
+	for range maxSessions + 10 {
+		req := httptest.NewRequest(http.MethodGet, Prefix, nil)
+		req.RemoteAddr = "127.0.0.1:1"
+		e.c.ServeHTTP(httptest.NewRecorder(), req)
+	}
+	e.c.mu.Lock()
+	n := len(e.c.sessions)
+	e.c.mu.Unlock()
+	if n != maxSessions {
+		t.Fatalf("%d sessions kept, want %d", n, maxSessions)
+	}
+}
+
+func deadLetterN(t testing.TB, b *broker.Broker, q string, n int, reason string) {
+	t.Helper()
+	for i := 0; i < n; i += 256 {
+		k := min(256, n-i)
+		msgs := make([]*message.Message, k)
+		for j := range msgs {
+			msgs[j] = &message.Message{Body: encodeDataBody([]byte(fmt.Sprint(i + j)))}
+		}
+		if err := b.Send(context.Background(), q, msgs); err != nil {
+			t.Fatal(err)
+		}
+		r, err := b.OpenReceiver(q, broker.PeekLock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds, err := r.TryReceive(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range ds {
+			if err := b.DeadLetter(context.Background(), q, d.LockToken, reason, "", nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r.Close()
+	}
+}
+
+// TestBulkJob: a bulk resubmit by reason moves exactly the matching dead
+// letters; Close stops a running job and its goroutine.
+func TestBulkJob(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	e := newEnv(t, nil)
+	if _, err := e.b.CreateQueue("q", broker.DefaultQueueProperties()); err != nil {
+		t.Fatal(err)
+	}
+	deadLetterN(t, e.b, "q", 3000, "bad")
+	deadLetterN(t, e.b, "q", 10, "other")
+	j, err := e.c.jobs.start(jobSpec{path: "q/$DeadLetterQueue", target: "q", reason: "bad"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for j.snapshot().Running {
+		if time.Now().After(deadline) {
+			t.Fatalf("job still running: %+v", j.snapshot())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	v := j.snapshot()
+	qi, _ := e.b.GetQueue("q")
+	if v.State != "done" || v.Done != 3000 || v.Matched != 3000 || qi.Counts.Active != 3000 || qi.Counts.DeadLetter != 10 {
+		t.Fatalf("job %+v, counts %+v", v, qi.Counts)
+	}
+	// A job cut short by Close leaves every message in exactly one place.
+	j2, err := e.c.jobs.start(jobSpec{path: "q/$DeadLetterQueue", delete: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.c.Close()
+	v = j2.snapshot()
+	qi, _ = e.b.GetQueue("q")
+	if v.Running || int64(10-v.Done) != qi.Counts.DeadLetter {
+		t.Fatalf("after Close: job %+v, counts %+v", v, qi.Counts)
+	}
+	e.srv.Close()
+}
