@@ -2,10 +2,14 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
+	"github.com/google/uuid"
+
 	"github.com/busbarmq/busbar/internal/message"
+	"github.com/busbarmq/busbar/internal/store"
 )
 
 // Operator operations: what the web console (package console) does to
@@ -35,10 +39,14 @@ type TriageResult struct {
 // Inspect is Peek for an operator: up to max messages of path (any
 // sub-queue) from fromSeq on, every state, with each lock's expiry in
 // LockedUntil. Unlike Peek it does not count as use of the entity (idle
-// deletion).
+// deletion). On a topic it shows the scheduled messages not yet fanned
+// out (the only messages a topic holds).
 func (b *Broker) Inspect(ctx context.Context, path string, fromSeq int64, max int) ([]*Delivery, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if t, err := b.topicByName(path); err == nil {
+		return t.inspectScheduled(path, fromSeq, max)
 	}
 	q, p, err := b.lookup(path)
 	if err != nil {
@@ -246,4 +254,46 @@ func (b *Broker) RemoveMessages(ctx context.Context, path string, seqs []int64) 
 	}
 	res.Done = len(ts)
 	return res, nil
+}
+
+// inspectScheduled lists up to max of the topic's scheduled messages from
+// fromSeq on.
+func (t *topic) inspectScheduled(path string, fromSeq int64, max int) ([]*Delivery, error) {
+	t.lock()
+	if t.mu.gone != nil {
+		defer t.mu.Unlock()
+		return nil, t.mu.gone
+	}
+	var snap []rec
+	if max > 0 {
+		t.mu.idx.ascend(fromSeq, func(r *rec) bool {
+			if r.state != StateScheduled || r.flags&flagPending != 0 {
+				return true
+			}
+			snap = append(snap, *r)
+			return len(snap) < max
+		})
+	}
+	t.mu.Unlock()
+	refs := make([]store.DataRef, len(snap))
+	for i := range snap {
+		refs[i] = store.DataRef{EntityID: t.id, Seq: uint64(snap[i].seq)}
+	}
+	datas, errs := t.b.store.ReadDataBatch(refs)
+	ds := make([]*Delivery, 0, len(snap))
+	for i := range snap {
+		err := errs[i]
+		var d *Delivery
+		if err == nil {
+			d, err = decodeDelivery(datas[i], &snap[i], uuid.UUID{})
+		}
+		if errors.Is(err, store.ErrNotFound) {
+			continue // fanned out or cancelled meanwhile
+		}
+		if err != nil {
+			return nil, internal(err, "reading message %d of %s", snap[i].seq, path)
+		}
+		ds = append(ds, d)
+	}
+	return ds, nil
 }

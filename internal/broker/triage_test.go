@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/busbarmq/busbar/internal/filter"
 	"github.com/busbarmq/busbar/internal/message"
@@ -218,5 +219,30 @@ func TestTestRules(t *testing.T) {
 	}
 	if _, err := e.b.TestRules("nope", &message.Message{}, filter.SystemProps{}); KindOf(err) != KindNotFound {
 		t.Fatalf("missing topic: %v", err)
+	}
+}
+
+// TestInspectTopicScheduled: Inspect on a topic shows its scheduled
+// messages until they fan out.
+func TestInspectTopicScheduled(t *testing.T) {
+	e := newEnv(t)
+	if _, err := e.b.CreateTopic("t", DefaultTopicProperties()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.b.CreateSubscription("t", "a", DefaultSubscriptionProperties(), nil); err != nil {
+		t.Fatal(err)
+	}
+	e.send("t", msg("now"))
+	if _, err := e.b.Schedule(ctx, "t", []*message.Message{msg("later")}, t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := e.b.Inspect(ctx, "t", 0, 10)
+	if err != nil || len(ds) != 1 || body(ds[0]) != "later" || ds[0].State != StateScheduled {
+		t.Fatalf("%v %v", ds, err)
+	}
+	e.advance(2 * time.Hour)
+	e.b.Tick()
+	if ds, err := e.b.Inspect(ctx, "t", 0, 10); err != nil || len(ds) != 0 {
+		t.Fatalf("after the fan-out: %v %v", ds, err)
 	}
 }
