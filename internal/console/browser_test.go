@@ -256,6 +256,19 @@ func TestBrowser(t *testing.T) {
 		t.Fatal("a broken rule was created")
 	}
 
+	// The scheduled timeline of the topic: a message scheduled in an hour,
+	// cancelled from the page.
+	if _, err := b.Schedule(context.Background(), "events", []*message.Message{{Body: dataBody("later")}}, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	run(t, ctx, "scheduled", chromedp.Navigate(base+"/scheduled?path=events"), chromedp.WaitVisible("input[name=seq]", chromedp.ByQuery))
+	shot(t, ctx, "scheduled")
+	run(t, ctx, "cancel scheduled", chromedp.Click("input[name=seq]", chromedp.ByQuery),
+		chromedp.Click("form[action$='/messages/cancel'] button", chromedp.ByQuery), chromedp.WaitVisible(".flash", chromedp.ByQuery))
+	if ti, _ := b.GetTopic("events"); ti.Counts.Scheduled != 0 {
+		t.Fatalf("scheduled after cancel: %+v", ti.Counts)
+	}
+
 	// Sessions: state edited on the page, read back from the broker.
 	p := broker.DefaultQueueProperties()
 	p.RequiresSession = true
