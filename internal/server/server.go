@@ -5,12 +5,13 @@
 // Start-up and shutdown order:
 //
 //	Start:    HTTP listener (health 503) -> store (recovery) -> broker
-//	          -> Config.json entities -> admin API, /metrics -> tracer
+//	          -> Config.json entities -> admin API, /metrics, web console -> tracer
 //	          provider (if OTEL_* turns it on) -> broker timers
 //	          -> AMQP listener -> AMQP over WebSockets -> health 200
 //	Shutdown: health 503 -> WebSocket upgrades refused -> AMQP (stop
 //	          accepting, close connections, WebSocket ones included)
-//	          -> HTTP -> broker timers -> broker -> store (sync, close)
+//	          -> HTTP -> console bulk jobs -> broker timers -> broker
+//	          -> store (sync, close)
 //	          -> tracer provider (flush spans, stop exporter)
 //
 // The HTTP and HTTPS listeners also carry AMQP over WebSockets at
@@ -22,6 +23,13 @@
 // broker's timer loop (owned by Server, stopped by cancelling its
 // context) and, with tracing on, the span batcher (owned by the tracer
 // provider, stopped by its Shutdown). Shutdown waits for all of them.
+//
+// The web console (package console) is served at /$console/ on the HTTP
+// and HTTPS listeners; "$" cannot appear in an entity name, so it never
+// shadows an admin API path. It signs in against the same policies; with
+// the HTTP listener on loopback and the well-known development key in use,
+// loopback browsers open it signed in. Its bulk jobs are goroutines owned
+// by the console, stopped by Shutdown.
 //
 // Metrics (package metrics) are always collected; GET /metrics on the
 // HTTP and HTTPS listeners serves them, behind the admin API's token check
