@@ -3,6 +3,8 @@ package console_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -296,4 +298,42 @@ func TestBrowser(t *testing.T) {
 func dataBody(s string) []byte {
 	// 0x00 0x53 0x75: the data section descriptor; 0xa0: binary, 1-byte length.
 	return append([]byte{0x00, 0x53, 0x75, 0xa0, byte(len(s))}, s...)
+}
+
+// TestServedByBusbar: the server serves the console under its prefix;
+// with the default (well-known) key on loopback it opens signed in, and
+// the admin API's paths are untouched.
+func TestServedByBusbar(t *testing.T) {
+	srv, base := startBusbar(t, nil)
+	resp, err := http.Get(base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "development key") {
+		t.Fatalf("console: %d %s", resp.StatusCode, body)
+	}
+	if resp.Header.Get("Content-Security-Policy") == "" {
+		t.Fatal("no Content-Security-Policy")
+	}
+	// Without the trailing slash: redirected.
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err = c.Get(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMovedPermanently || resp.Header.Get("Location") != console.Prefix {
+		t.Fatalf("%s: %d %s", base, resp.StatusCode, resp.Header.Get("Location"))
+	}
+	// The admin API still answers for entities, unauthenticated → 401.
+	resp, err = http.Get("http://" + srv.HTTPAddr().String() + "/orders?api-version=2021-05")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("admin API: %d", resp.StatusCode)
+	}
 }
