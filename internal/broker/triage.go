@@ -297,3 +297,56 @@ func (t *topic) inspectScheduled(path string, fromSeq int64, max int) ([]*Delive
 	}
 	return ds, nil
 }
+
+// DeadLetterMessages moves the messages seqs of path's main queue (a
+// queue or subscription) to its dead-letter queue with reason and
+// description, as a receiver's dead-lettering would, in one synced store
+// batch. Locked, busy, scheduled or absent ones are skipped.
+func (b *Broker) DeadLetterMessages(ctx context.Context, path string, seqs []int64, reason, desc string) (TriageResult, error) {
+	var res TriageResult
+	seqs, err := checkTriageBatch(seqs)
+	if err != nil {
+		return res, err
+	}
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	q, p, err := b.lookup(path)
+	if err != nil {
+		return res, err
+	}
+	if p.SubQueue != SubQueueMain {
+		return res, errorf(KindInvalidArgument, "'%s' is a dead-letter queue already; only messages of a queue or subscription can be dead-lettered.", path)
+	}
+	now := b.now()
+	q.lockAt(now)
+	if q.mu.gone != nil {
+		defer q.mu.Unlock()
+		return res, q.mu.gone
+	}
+	var ts []transition
+	for _, s := range seqs {
+		r := q.mu.subs[SubQueueMain].idx.get(s)
+		if r == nil || r.busy() || r.locked() || r.state == StateScheduled {
+			res.Skipped = append(res.Skipped, s)
+			continue
+		}
+		ts = append(ts, deadLetterTransitionLocked(r, reason, desc, nil))
+	}
+	if len(ts) == 0 {
+		q.mu.Unlock()
+		return res, nil
+	}
+	q.inflight.Add(1)
+	q.mu.Unlock()
+	defer q.inflight.Done()
+	err = q.persist(nil, ts, nil, true)
+	q.lock()
+	q.applyLocked(ts, err, now)
+	q.mu.Unlock()
+	if err != nil {
+		return res, err
+	}
+	res.Done = len(ts)
+	return res, nil
+}

@@ -246,3 +246,54 @@ func TestInspectTopicScheduled(t *testing.T) {
 		t.Fatalf("after the fan-out: %v %v", ds, err)
 	}
 }
+
+// TestDeadLetterMessages: chosen messages go to the DLQ with the reason,
+// durably; locked and scheduled ones stay.
+func TestDeadLetterMessages(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q")
+	e.sendN("q", 3)
+	if _, err := e.b.Schedule(ctx, "q", []*message.Message{msg("later")}, t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	d := e.recv1("q") // seq 1 locked
+	res, err := e.b.DeadLetterMessages(ctx, "q", []int64{1, 2, 4}, "operator", "bad order")
+	if err != nil || res.Done != 1 || !slices.Equal(res.Skipped, []int64{1, 4}) {
+		t.Fatalf("%+v %v", res, err)
+	}
+	e.complete("q", d.LockToken)
+	e.restart()
+	ds := e.peek(triageDLQ, 0, 10)
+	if len(ds) != 1 || ds[0].SequenceNumber != 2 || prop(ds[0], PropDeadLetterReason) != "operator" || prop(ds[0], PropDeadLetterErrorDescription) != "bad order" {
+		t.Fatalf("DLQ: %v", ds)
+	}
+	if c := e.counts("q"); c.Active != 1 || c.Scheduled != 1 || c.DeadLetter != 1 {
+		t.Fatalf("counts %+v", c)
+	}
+	if _, err := e.b.DeadLetterMessages(ctx, triageDLQ, []int64{2}, "r", ""); KindOf(err) != KindInvalidArgument {
+		t.Fatalf("from a DLQ: %v", err)
+	}
+}
+
+// TestDeadLetterMessagesInSession: a session's message dead-lettered by
+// sequence number leaves its session.
+func TestDeadLetterMessagesInSession(t *testing.T) {
+	e := newEnv(t)
+	e.queue("s", func(p *QueueProperties) { p.RequiresSession = true })
+	e.send("s", &message.Message{SessionID: "a", Body: []byte("1")}, &message.Message{SessionID: "a", Body: []byte("2")})
+	if res, err := e.b.DeadLetterMessages(ctx, "s", []int64{1}, "operator", ""); err != nil || res.Done != 1 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	r, err := e.b.AcceptSession("s", "a", PeekLock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ds, err := r.TryReceive(10)
+	if err != nil || len(ds) != 1 || body(ds[0]) != "2" {
+		t.Fatalf("session a after dead-lettering 1: %v %v", ds, err)
+	}
+	if got := len(e.peek("s/$DeadLetterQueue", 0, 10)); got != 1 {
+		t.Fatalf("DLQ has %d", got)
+	}
+}
