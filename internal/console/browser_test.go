@@ -123,24 +123,6 @@ func shot(t *testing.T, ctx context.Context, name string) {
 	run(t, ctx, "reset media", emulation.SetEmulatedMedia().WithFeatures(nil))
 }
 
-func deadLetter(t *testing.T, b *broker.Broker, path string, n int, reason string) {
-	t.Helper()
-	r, err := b.OpenReceiver(path, broker.PeekLock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	ds, err := r.TryReceive(n)
-	if err != nil || len(ds) != n {
-		t.Fatalf("receive %d from %s: %d %v", n, path, len(ds), err)
-	}
-	for _, d := range ds {
-		if err := b.DeadLetter(context.Background(), path, d.LockToken, reason, "the order has no customer", nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // TestBrowser drives the console in Chromium against a real busbar:
 // sign-in, create entities, send, inspect, message detail, dead-letter
 // triage with a bulk resubmit, the rule tester, a rule's syntax error,
@@ -195,9 +177,18 @@ func TestBrowser(t *testing.T) {
 	}
 	shot(t, ctx, "message")
 
-	// Dead-letter three messages (as a consumer would), then triage them:
+	// Dead-letter three chosen messages from the page, then triage them:
 	// the group by reason, and a bulk resubmit of all with that reason.
-	deadLetter(t, b, "orders", 3, "bad-input")
+	run(t, ctx, "dead-letter", chromedp.Navigate(base+"/messages?path=orders"), chromedp.WaitVisible("#sel-1", chromedp.ByQuery),
+		chromedp.Click("#sel-1", chromedp.ByQuery), chromedp.Click("#sel-2", chromedp.ByQuery), chromedp.Click("#sel-3", chromedp.ByQuery),
+		chromedp.SetValue("#dl-reason", "bad-input", chromedp.ByQuery), chromedp.SendKeys("#dl-desc", "the order has no customer", chromedp.ByQuery),
+		chromedp.Click("button[value=deadletter]", chromedp.ByQuery), chromedp.WaitVisible(".flash", chromedp.ByQuery))
+	if got := textOf(t, ctx, ".flash"); got != "Dead-lettered 3 messages." {
+		t.Fatalf("flash %q", got)
+	}
+	if q, _ := b.GetQueue("orders"); q.Counts.DeadLetter != 3 || q.Counts.Active != 3 {
+		t.Fatalf("after dead-lettering: %+v", q.Counts)
+	}
 	run(t, ctx, "dlq", chromedp.Navigate(base+"/dlq?path=orders"), chromedp.WaitVisible("table", chromedp.ByQuery))
 	if got := textOf(t, ctx, "main table tbody"); !strings.Contains(got, "bad-input") || !strings.Contains(got, "3") {
 		t.Fatalf("DLQ groups: %q", got)

@@ -867,16 +867,27 @@ func (c *Console) deleteMessages(w http.ResponseWriter, r *http.Request, s *sess
 	}
 	ctx, cancel := c.ctx(r)
 	defer cancel()
-	res, err := c.b.RemoveMessages(ctx, subQueuePath(entity, sub), seqs)
+	verb := "Deleted"
+	var res broker.TriageResult
+	if f.Get("action") == "deadletter" {
+		verb = "Dead-lettered"
+		reason := strings.TrimSpace(f.Get("reason"))
+		if reason == "" {
+			reason = "DeadLetteredByOperator"
+		}
+		res, err = c.b.DeadLetterMessages(ctx, subQueuePath(entity, sub), seqs, reason, strings.TrimSpace(f.Get("description")))
+	} else {
+		res, err = c.b.RemoveMessages(ctx, subQueuePath(entity, sub), seqs)
+	}
 	if err != nil {
 		return err
 	}
-	c.log.Info("console deleted messages", "keyName", s.grant.KeyName, "entity", subQueuePath(entity, sub), "deleted", res.Done, "skipped", len(res.Skipped))
+	c.log.Info("console "+strings.ToLower(verb)+" messages", "keyName", s.grant.KeyName, "entity", subQueuePath(entity, sub), "messages", res.Done, "skipped", len(res.Skipped))
 	back := f.Get("back")
 	if !strings.HasPrefix(back, Prefix) {
 		back = Prefix + "messages?path=" + urlQuery(entity) + "&sub=" + urlQuery(sub)
 	}
-	c.redirect(w, r, s, back, fmt.Sprintf("Deleted %d messages%s.", res.Done, skippedNote(res.Skipped)))
+	c.redirect(w, r, s, back, fmt.Sprintf("%s %d messages%s.", verb, res.Done, skippedNote(res.Skipped)))
 	return nil
 }
 
