@@ -288,3 +288,123 @@ func TestBulkJob(t *testing.T) {
 	}
 	e.srv.Close()
 }
+
+// formOf is the entity form as the page renders it, with changes.
+func formOf(csrf, path string, props any, changes map[string]string) url.Values {
+	f := url.Values{"csrf": {csrf}, "path": {path}}
+	for _, fl := range fieldsOf(props) {
+		if fl.Immutable {
+			continue // disabled inputs are not submitted
+		}
+		switch {
+		case fl.Kind == "bool" && fl.Checked:
+			f.Set(fl.Name, "1")
+		case fl.Kind != "bool":
+			f.Set(fl.Name, fl.Value)
+		}
+	}
+	for k, v := range changes {
+		if v == "" {
+			f.Del(k)
+		} else {
+			f.Set(k, v)
+		}
+	}
+	return f
+}
+
+// TestEditPurgeDelete: the properties form round-trips and changes what it
+// says; purge and delete need the entity's name typed.
+func TestEditPurgeDelete(t *testing.T) {
+	e := newEnv(t, nil)
+	admin := e.client()
+	csrf := e.signIn(admin, "admin", "admin-key")
+	qi, err := e.b.CreateQueue("q", broker.DefaultQueueProperties())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Unchanged form: unchanged properties.
+	if st, body := e.post(admin, "entity/update", formOf(csrf, "q", &qi.Properties, nil), ""); st != http.StatusSeeOther {
+		t.Fatalf("update: %d %s", st, body)
+	}
+	after, _ := e.b.GetQueue("q")
+	if after.Properties.LockDuration != qi.Properties.LockDuration || after.Properties.DefaultMessageTimeToLive != broker.Infinite ||
+		after.Properties.EnableBatchedOperations != qi.Properties.EnableBatchedOperations || after.Properties.MaxDeliveryCount != qi.Properties.MaxDeliveryCount {
+		t.Fatalf("an unchanged form changed the queue: %+v → %+v", qi.Properties, after.Properties)
+	}
+	changes := map[string]string{"MaxDeliveryCount": "5", "LockDuration": "30s", "Status": "SendDisabled", "DeadLetteringOnMessageExpiration": "1", "EnableBatchedOperations": ""}
+	if st, body := e.post(admin, "entity/update", formOf(csrf, "q", &qi.Properties, changes), ""); st != http.StatusSeeOther {
+		t.Fatalf("update: %d %s", st, body)
+	}
+	after, _ = e.b.GetQueue("q")
+	p := after.Properties
+	if p.MaxDeliveryCount != 5 || p.LockDuration != 30*time.Second || p.Status != broker.StatusSendDisabled || !p.DeadLetteringOnMessageExpiration || p.EnableBatchedOperations {
+		t.Fatalf("after the update: %+v", p)
+	}
+	if st, body := e.post(admin, "entity/update", formOf(csrf, "q", &qi.Properties, map[string]string{"LockDuration": "soon"}), ""); st != http.StatusBadRequest || !strings.Contains(body, "LockDuration") {
+		t.Fatalf("bad duration: %d", st)
+	}
+	// Purge needs the name.
+	p.Status = broker.StatusActive
+	if _, err := e.b.UpdateQueue("q", p); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.b.Send(context.Background(), "q", []*message.Message{{Body: encodeDataBody([]byte("a"))}, {Body: encodeDataBody([]byte("b"))}}); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := e.post(admin, "purge", url.Values{"csrf": {csrf}, "path": {"q"}, "confirm": {"x"}}, ""); st != http.StatusBadRequest {
+		t.Fatalf("purge without confirmation: %d", st)
+	}
+	if st, _ := e.post(admin, "purge", url.Values{"csrf": {csrf}, "path": {"q"}, "confirm": {"q"}}, ""); st != http.StatusSeeOther {
+		t.Fatalf("purge: %d", st)
+	}
+	if qi, _ := e.b.GetQueue("q"); qi.Counts.Total != 0 {
+		t.Fatalf("after purge: %+v", qi.Counts)
+	}
+	if st, _ := e.post(admin, "entity/delete", url.Values{"csrf": {csrf}, "path": {"q"}}, ""); st != http.StatusBadRequest {
+		t.Fatalf("delete without confirmation: %d", st)
+	}
+	if st, _ := e.post(admin, "entity/delete", url.Values{"csrf": {csrf}, "path": {"q"}, "confirm": {"q"}}, ""); st != http.StatusSeeOther {
+		t.Fatalf("delete: %d", st)
+	}
+	if _, err := e.b.GetQueue("q"); broker.KindOf(err) != broker.KindNotFound {
+		t.Fatalf("queue still there: %v", err)
+	}
+}
+
+// TestEditAndResubmit: one dead letter, its body and properties edited,
+// resubmitted to another queue.
+func TestEditAndResubmit(t *testing.T) {
+	e := newEnv(t, nil)
+	admin := e.client()
+	csrf := e.signIn(admin, "admin", "admin-key")
+	for _, q := range []string{"q", "fixed"} {
+		if _, err := e.b.CreateQueue(q, broker.DefaultQueueProperties()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadLetterN(t, e.b, "q", 2, "bad")
+	st, body := e.get(admin, "message?path=q&sub=dlq&seq=1")
+	if st != http.StatusOK || !strings.Contains(body, "Edit and resubmit") {
+		t.Fatalf("message page: %d", st)
+	}
+	f := url.Values{"csrf": {csrf}, "path": {"q"}, "sub": {"dlq"}, "seq": {"1"}, "target": {"fixed"},
+		"editBody": {`{"fixed": true}`}, "editProps": {"attempt=2\nnote=by hand"}}
+	if st, body := e.post(admin, "dlq/resubmit", f, ""); st != http.StatusSeeOther {
+		t.Fatalf("resubmit: %d %s", st, body)
+	}
+	ds, err := e.b.Peek(context.Background(), "fixed", 0, 10)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("fixed: %v %v", ds, err)
+	}
+	m := ds[0].Message
+	if got := decodeBody(m.Body).Text; got != `{"fixed": true}` || m.ApplicationProperties["attempt"] != int64(2) || m.ApplicationProperties["note"] != "by hand" {
+		t.Fatalf("resubmitted %q %v", got, m.ApplicationProperties)
+	}
+	if _, ok := m.ApplicationProperties[broker.PropDeadLetterReason]; ok {
+		t.Fatal("the dead-letter reason came along")
+	}
+	if qi, _ := e.b.GetQueue("q"); qi.Counts.DeadLetter != 1 {
+		t.Fatalf("q: %+v", qi.Counts)
+	}
+}

@@ -787,9 +787,11 @@ func (c *Console) purge(w http.ResponseWriter, r *http.Request, s *session) erro
 		paths = append(paths, subQueuePath(entity, sub))
 	}
 	total := 0
+	// What is there now: messages sent meanwhile stay.
+	before := c.b.Now().Add(time.Nanosecond)
 	for _, p := range paths {
 		for {
-			n, err := c.b.DeleteMessages(ctx, p, 4096, time.Unix(1<<40, 0))
+			n, err := c.b.DeleteMessages(ctx, p, 4096, before)
 			total += n
 			if err != nil {
 				return err
