@@ -20,6 +20,7 @@ import (
 	"github.com/busbarmq/busbar/internal/auth"
 	"github.com/busbarmq/busbar/internal/broker"
 	"github.com/busbarmq/busbar/internal/clock"
+	"github.com/busbarmq/busbar/internal/config"
 	"github.com/busbarmq/busbar/internal/message"
 	"github.com/busbarmq/busbar/internal/store/memstore"
 )
@@ -406,5 +407,57 @@ func TestEditAndResubmit(t *testing.T) {
 	}
 	if qi, _ := e.b.GetQueue("q"); qi.Counts.DeadLetter != 1 {
 		t.Fatalf("q: %+v", qi.Counts)
+	}
+}
+
+// TestExport: the exported Config.json is valid (strict) and holds the
+// topology: properties, subscriptions, rules.
+func TestExport(t *testing.T) {
+	e := newEnv(t, nil)
+	admin := e.client()
+	e.signIn(admin, "admin", "admin-key")
+	qp := broker.DefaultQueueProperties()
+	qp.MaxDeliveryCount = 3
+	qp.LockDuration = 45 * time.Second
+	if _, err := e.b.CreateQueue("orders", qp); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.b.CreateTopic("events", broker.DefaultTopicProperties()); err != nil {
+		t.Fatal(err)
+	}
+	eu := &broker.RuleDescription{Name: "eu", Filter: broker.RuleFilter{Kind: broker.FilterSQL, Expression: "region = 'eu'"},
+		Action: &broker.SQLAction{Expression: "SET seen = 1"}}
+	if _, err := e.b.CreateSubscription("events", "eu", broker.DefaultSubscriptionProperties(), eu); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.b.CreateSubscription("events", "all", broker.DefaultSubscriptionProperties(), nil); err != nil {
+		t.Fatal(err)
+	}
+	st, body := e.get(admin, "export")
+	if st != http.StatusOK {
+		t.Fatalf("export: %d %s", st, body)
+	}
+	cfg, err := config.ParseEmulatorConfig([]byte(body), config.Options{Strict: true})
+	if err != nil {
+		t.Fatalf("the export does not load: %v\n%s", err, body)
+	}
+	ns := cfg.Namespaces[0]
+	if len(ns.Queues) != 1 || *ns.Queues[0].Props.MaxDeliveryCount != 3 || *ns.Queues[0].Props.LockDuration != 45*time.Second {
+		t.Fatalf("queues: %+v", ns.Queues)
+	}
+	if len(ns.Topics) != 1 || len(ns.Topics[0].Subscriptions) != 2 {
+		t.Fatalf("topics: %+v", ns.Topics)
+	}
+	for _, s := range ns.Topics[0].Subscriptions {
+		switch s.Name {
+		case "all":
+			if len(s.Rules) != 0 {
+				t.Fatalf("all: %+v", s.Rules)
+			}
+		case "eu":
+			if len(s.Rules) != 1 || s.Rules[0].Filter.SQL != "region = 'eu'" || s.Rules[0].Action != "SET seen = 1" {
+				t.Fatalf("eu: %+v", s.Rules)
+			}
+		}
 	}
 }

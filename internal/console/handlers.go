@@ -65,6 +65,7 @@ func (c *Console) routes() {
 	m.Handle("GET "+Prefix+"sessions", c.page(auth.Listen, c.sessionsPage))
 	m.Handle("POST "+Prefix+"sessions/state", c.page(auth.Manage, c.sessionState))
 	m.Handle("GET "+Prefix+"scheduled", c.page(auth.Listen, c.scheduledPage))
+	m.Handle("GET "+Prefix+"export", c.page(auth.Manage, c.export))
 	c.mux = m
 }
 
