@@ -88,6 +88,9 @@ type Options struct {
 	// AutoSignIn, when set, opens the console signed in with this grant
 	// (the well-known development policy's) for browsers on loopback.
 	AutoSignIn *auth.Grant
+	// Totals, when set, reads each entity's message counters (by queue
+	// name or subscription path) for the overview's rates.
+	Totals     func() map[string]Totals
 	Clock      clock.Clock  // nil: the wall clock
 	Logger     *slog.Logger // nil: discard
 }
@@ -102,6 +105,9 @@ type Console struct {
 	pages map[string]*template.Template
 	mux   *http.ServeMux
 	jobs  *jobs
+
+	totals func() map[string]Totals
+	rates  rates
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -122,7 +128,7 @@ func New(o Options) (*Console, error) {
 	if o.Broker == nil || o.Auth == nil {
 		return nil, errors.New("console: Broker and Auth are required")
 	}
-	c := &Console{b: o.Broker, auth: o.Auth, auto: o.AutoSignIn, clk: o.Clock, log: o.Logger,
+	c := &Console{b: o.Broker, auth: o.Auth, auto: o.AutoSignIn, clk: o.Clock, log: o.Logger, totals: o.Totals,
 		sessions: make(map[string]*session)}
 	if c.clk == nil {
 		c.clk = clock.Real{}

@@ -461,3 +461,29 @@ func TestExport(t *testing.T) {
 		}
 	}
 }
+
+// TestRates: the overview shows messages per second in and out over the
+// interval since the previous sample.
+func TestRates(t *testing.T) {
+	e := newEnv(t, &auth.Grant{KeyName: "k", Rights: auth.Manage})
+	if _, err := e.b.CreateQueue("q", broker.DefaultQueueProperties()); err != nil {
+		t.Fatal(err)
+	}
+	in := 0.0
+	e.c.totals = func() map[string]Totals { return map[string]Totals{"q": {In: in, Out: in / 2}} }
+	get := func() string {
+		req := httptest.NewRequest(http.MethodGet, Prefix, nil)
+		req.RemoteAddr = "127.0.0.1:1"
+		rec := httptest.NewRecorder()
+		e.c.ServeHTTP(rec, req)
+		return rec.Body.String()
+	}
+	if body := get(); !strings.Contains(body, "<td class=\"num\">—</td>") {
+		t.Fatal("first load: no dash for the rate not measured yet")
+	}
+	in = 100
+	e.clk.Advance(10 * time.Second)
+	if body := get(); !strings.Contains(body, "<td class=\"num\">10.0</td><td class=\"num\">5.0</td>") {
+		t.Fatalf("rates not shown: %s", body)
+	}
+}

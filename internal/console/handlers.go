@@ -273,11 +273,23 @@ type entityRow struct {
 	Status broker.EntityStatus
 	Counts broker.Counts
 	Subs   int
+	Rate   *Rate // nil: not measured yet
 }
 
 func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) error {
 	rows := c.entityRows(s)
-	c.render(w, r, s, "overview", map[string]any{"Rows": rows}, false)
+	if c.totals != nil {
+		if rs := c.rates.sample(c.clk.Now(), c.totals()); rs != nil {
+			for i := range rows {
+				if r, ok := rs[rows[i].Path]; ok {
+					rows[i].Rate = &r
+				} else {
+					rows[i].Rate = &Rate{}
+				}
+			}
+		}
+	}
+	c.render(w, r, s, "overview", map[string]any{"Rows": rows, "Rates": c.totals != nil}, false)
 	return nil
 }
 

@@ -278,7 +278,8 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		s.metricH.set(adm.Protect(s.metrics.Handler()))
 	}
 	if s.consoleC, err = console.New(console.Options{Broker: s.broker, Auth: authn, Clock: o.Clock,
-		AutoSignIn: consoleAutoSignIn(authn, s.httpLn.Addr()), Logger: log.With("component", "console")}); err != nil {
+		AutoSignIn: consoleAutoSignIn(authn, s.httpLn.Addr()), Totals: consoleTotals(s.metrics),
+		Logger: log.With("component", "console")}); err != nil {
 		return nil, err
 	}
 	s.console.set(s.consoleC)
