@@ -90,9 +90,9 @@ type Options struct {
 	AutoSignIn *auth.Grant
 	// Totals, when set, reads each entity's message counters (by queue
 	// name or subscription path) for the overview's rates.
-	Totals     func() map[string]Totals
-	Clock      clock.Clock  // nil: the wall clock
-	Logger     *slog.Logger // nil: discard
+	Totals func() map[string]Totals
+	Clock  clock.Clock  // nil: the wall clock
+	Logger *slog.Logger // nil: discard
 }
 
 // Console is the web console's http.Handler.
