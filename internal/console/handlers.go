@@ -644,15 +644,15 @@ func (c *Console) messagesPage(w http.ResponseWriter, r *http.Request, s *sessio
 	}
 	ml := messageList{Entity: entity, Sub: q.Get("sub"), From: from, N: n,
 		Filter: msgFilter{State: q.Get("state"), Prop: strings.TrimSpace(q.Get("prop")), Value: q.Get("value"), Text: q.Get("text"), JSONPath: strings.TrimSpace(q.Get("jsonpath"))}}
-	ml.Path = subQueuePath(entity, ml.Sub)
 	if ml.Info, err = c.entityInfo(entity); err != nil {
 		return err
 	}
-	ctx, cancel := c.ctx(r)
-	defer cancel()
 	if ml.Info.Kind == "Topic" {
 		ml.Sub = "" // a topic holds only its scheduled messages
 	}
+	ml.Path = subQueuePath(entity, ml.Sub)
+	ctx, cancel := c.ctx(r)
+	defer cancel()
 	ml.Messages, ml.Next, ml.Scanned, err = c.scan(ctx, ml.Path, from, n, ml.Filter, maxScan)
 	if err != nil {
 		return err
