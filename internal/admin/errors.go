@@ -126,3 +126,11 @@ func subCodeOf(status int) int {
 	}
 	return 0
 }
+
+// HTTPStatus is httpStatus for other HTTP front ends (the web console):
+// the status and the sentence a user may see for err. Internal failures
+// get internalMsg, never their cause.
+func HTTPStatus(err error) (status int, msg string) {
+	status, _, msg = httpStatus(err)
+	return status, msg
+}

@@ -62,6 +62,10 @@ var rules = []rule{
 	// The admin API speaks HTTP to the broker; it knows nothing of AMQP.
 	{From: "internal/admin", Forbidden: []string{"internal/amqp", "internal/servicebus", "internal/server"}, Indirect: amqpCodec},
 	{From: "internal/servicebus", Forbidden: []string{"internal/server", "internal/admin", "internal/metrics", "internal/tracing", "net/http"}},
+	// The web console is a front end of the broker beside the admin API:
+	// no AMQP endpoint (only the body encoding), no server. It links the
+	// frame codec only through package message.
+	{From: "internal/console", Forbidden: []string{"internal/servicebus", "internal/server", "internal/amqpws", "internal/amqp/frames"}, Indirect: []string{"internal/amqp/frames"}},
 	// Metrics read the broker and the store; the layers that report to
 	// them know them only as an observer interface of their own.
 	{From: "internal/metrics", Forbidden: []string{"internal/amqp", "internal/servicebus", "internal/server", "internal/admin"}, Indirect: amqpCodec},

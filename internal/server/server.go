@@ -5,12 +5,13 @@
 // Start-up and shutdown order:
 //
 //	Start:    HTTP listener (health 503) -> store (recovery) -> broker
-//	          -> Config.json entities -> admin API, /metrics -> tracer
+//	          -> Config.json entities -> admin API, /metrics, web console -> tracer
 //	          provider (if OTEL_* turns it on) -> broker timers
 //	          -> AMQP listener -> AMQP over WebSockets -> health 200
 //	Shutdown: health 503 -> WebSocket upgrades refused -> AMQP (stop
 //	          accepting, close connections, WebSocket ones included)
-//	          -> HTTP -> broker timers -> broker -> store (sync, close)
+//	          -> HTTP -> console bulk jobs -> broker timers -> broker
+//	          -> store (sync, close)
 //	          -> tracer provider (flush spans, stop exporter)
 //
 // The HTTP and HTTPS listeners also carry AMQP over WebSockets at
@@ -22,6 +23,13 @@
 // broker's timer loop (owned by Server, stopped by cancelling its
 // context) and, with tracing on, the span batcher (owned by the tracer
 // provider, stopped by its Shutdown). Shutdown waits for all of them.
+//
+// The web console (package console) is served at /$console/ on the HTTP
+// and HTTPS listeners; "$" cannot appear in an entity name, so it never
+// shadows an admin API path. It signs in against the same policies; with
+// the HTTP listener on loopback and the well-known development key in use,
+// loopback browsers open it signed in. Its bulk jobs are goroutines owned
+// by the console, stopped by Shutdown.
 //
 // Metrics (package metrics) are always collected; GET /metrics on the
 // HTTP and HTTPS listeners serves them, behind the admin API's token check
@@ -37,6 +45,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -47,6 +56,7 @@ import (
 	"github.com/busbarmq/busbar/internal/broker"
 	"github.com/busbarmq/busbar/internal/clock"
 	"github.com/busbarmq/busbar/internal/config"
+	"github.com/busbarmq/busbar/internal/console"
 	"github.com/busbarmq/busbar/internal/metrics"
 	"github.com/busbarmq/busbar/internal/store"
 	"github.com/busbarmq/busbar/internal/store/filestore"
@@ -82,16 +92,18 @@ type Options struct {
 
 // Server is a running broker.
 type Server struct {
-	log     *slog.Logger
-	store   store.Store
-	broker  *broker.Broker
-	health  health
-	admin   lateHandler
-	ws      lateHandler // AMQP over WebSockets, set once the AMQP server exists
-	wsH     *amqpws.Handler
-	metrics *metrics.Metrics
-	metricH lateHandler // GET /metrics, set once the admin API's check exists
-	tracing *tracing.Provider
+	log      *slog.Logger
+	store    store.Store
+	broker   *broker.Broker
+	health   health
+	admin    lateHandler
+	ws       lateHandler // AMQP over WebSockets, set once the AMQP server exists
+	wsH      *amqpws.Handler
+	metrics  *metrics.Metrics
+	metricH  lateHandler // GET /metrics, set once the admin API's check exists
+	console  lateHandler // the web console (package console) under console.Prefix
+	consoleC *console.Console
+	tracing  *tracing.Provider
 
 	httpLn  net.Listener
 	httpSrv *http.Server
@@ -200,6 +212,10 @@ func (s *Server) startHTTP(o Options, tlsCfg *tls.Config) error {
 		s.metricH.ServeHTTP(w, r)
 	}))
 	mux.Handle("/", &s.admin)
+	// The web console: "$" is not allowed in entity names, so its prefix
+	// never collides with the admin API's paths.
+	mux.Handle(console.Prefix, &s.console)
+	mux.Handle("GET "+strings.TrimSuffix(console.Prefix, "/"), http.RedirectHandler(console.Prefix, http.StatusMovedPermanently))
 	// AMQP over WebSockets, with or without a trailing slash; not behind
 	// the admin API's authorisation.
 	mux.Handle(amqpws.Path, &s.ws)
@@ -268,6 +284,12 @@ func (s *Server) openCore(ctx context.Context, o Options, entities *config.Emula
 	} else {
 		s.metricH.set(adm.Protect(s.metrics.Handler()))
 	}
+	if s.consoleC, err = console.New(console.Options{Broker: s.broker, Auth: authn, Clock: o.Clock,
+		AutoSignIn: consoleAutoSignIn(authn, s.httpLn.Addr()), Totals: consoleTotals(s.metrics),
+		Logger: log.With("component", "console")}); err != nil {
+		return err
+	}
+	s.console.set(s.consoleC)
 	if s.tracing, err = tracing.Start(ctx, os.LookupEnv, "", log.With("component", "tracing")); err != nil {
 		return err
 	}
@@ -429,6 +451,9 @@ func (s *Server) close(ctx context.Context) error {
 	if s.pprofSrv != nil {
 		errs = append(errs, s.pprofSrv.Shutdown(ctx))
 	}
+	if s.consoleC != nil {
+		s.consoleC.Close() // its bulk jobs stop between two atomic steps
+	}
 	if s.cancelTimers != nil {
 		s.cancelTimers()
 	}
@@ -459,4 +484,20 @@ func (s *Server) goServe(name string, serve func() error) {
 			s.log.Error("listener stopped", "listener", name, "err", err)
 		}
 	}()
+}
+
+// consoleAutoSignIn is the grant the web console opens with for browsers
+// on loopback: the well-known development policy's, when the HTTP listener
+// is bound to loopback and that key is in use; nil otherwise.
+func consoleAutoSignIn(a *auth.Authenticator, httpAddr net.Addr) *auth.Grant {
+	tcp, ok := httpAddr.(*net.TCPAddr)
+	if !ok || !tcp.IP.IsLoopback() {
+		return nil
+	}
+	for _, p := range a.Policies() {
+		if p.IsWellKnownDefault() {
+			return &auth.Grant{KeyName: p.Name, Rights: p.Rights}
+		}
+	}
+	return nil
 }

@@ -1,0 +1,299 @@
+package broker
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/busbarmq/busbar/internal/filter"
+	"github.com/busbarmq/busbar/internal/message"
+	"github.com/busbarmq/busbar/internal/store"
+	"github.com/busbarmq/busbar/internal/store/memstore"
+)
+
+const triageDLQ = "q/$DeadLetterQueue"
+
+// TestResubmit: chosen dead letters go back to their queue without their
+// dead-letter reason, edited, each exactly once, durably.
+func TestResubmit(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q")
+	e.deadLetterN(5)
+	res, err := e.b.Resubmit(ctx, triageDLQ, []int64{1, 3, 3, 99}, "q", func(m *message.Message) error {
+		m.Body = append([]byte("fixed-"), m.Body...)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Done != 2 || !slices.Equal(res.Skipped, []int64{99}) {
+		t.Fatalf("result %+v", res)
+	}
+	check := func() {
+		t.Helper()
+		if got := seqs(e.peek(triageDLQ, 0, 10)); !slices.Equal(got, []int64{2, 4, 5}) {
+			t.Fatalf("DLQ after resubmit: %v", got)
+		}
+		ds := e.peek("q", 0, 10)
+		if got := bodies(ds); !slices.Equal(got, []string{"fixed-0", "fixed-2"}) {
+			t.Fatalf("queue after resubmit: %v", got)
+		}
+		for _, d := range ds {
+			if prop(d, PropDeadLetterReason) != nil || prop(d, PropDeadLetterErrorDescription) != nil {
+				t.Fatalf("resubmitted message keeps its dead-letter reason: %v", d.Message.ApplicationProperties)
+			}
+			if d.SequenceNumber <= 5 {
+				t.Fatalf("resubmitted message has an old sequence number %d", d.SequenceNumber)
+			}
+		}
+		c := e.counts("q")
+		if c.Active != 2 || c.DeadLetter != 3 {
+			t.Fatalf("counts %+v", c)
+		}
+	}
+	check()
+	e.restart()
+	check()
+}
+
+// TestResubmitFailedCommit: a commit that fails moves nothing and leaves
+// the dead letters available for the next attempt.
+func TestResubmitFailedCommit(t *testing.T) {
+	ds := &diskStore{spyStore: &spyStore{Store: memstore.New()}}
+	e := newEnvOn(t, ds)
+	e.queue("q")
+	e.deadLetterN(3)
+	ds.setFull(true)
+	res, err := e.b.Resubmit(ctx, triageDLQ, []int64{1, 2, 3}, "q", nil)
+	var ns *store.NoSpaceError
+	if !errors.As(err, &ns) && KindOf(err) != KindNoSpace {
+		t.Fatalf("resubmit on a full disk: %v", err)
+	}
+	if res.Done != 0 || len(e.peek(triageDLQ, 0, 10)) != 3 || len(e.peek("q", 0, 10)) != 0 {
+		t.Fatalf("a failed resubmit moved something: %+v", res)
+	}
+	ds.setFull(false)
+	if res, err := e.b.Resubmit(ctx, triageDLQ, []int64{1, 2, 3}, "q", nil); err != nil || res.Done != 3 {
+		t.Fatalf("retry: %+v %v", res, err)
+	}
+	if len(e.peek(triageDLQ, 0, 10)) != 0 || len(e.peek("q", 0, 10)) != 3 {
+		t.Fatal("retry did not move every message once")
+	}
+}
+
+// TestResubmitSkipsLocked: a dead letter someone holds locked stays.
+func TestResubmitSkipsLocked(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q")
+	e.deadLetterN(2)
+	d := e.recv1(triageDLQ)
+	res, err := e.b.Resubmit(ctx, triageDLQ, []int64{1, 2}, "q", nil)
+	if err != nil || res.Done != 1 || !slices.Equal(res.Skipped, []int64{d.SequenceNumber}) {
+		t.Fatalf("%+v %v", res, err)
+	}
+	// Inspect shows the lock, Peek does not.
+	in, err := e.b.Inspect(ctx, triageDLQ, 0, 10)
+	if err != nil || len(in) != 1 || in[0].LockedUntil.IsZero() {
+		t.Fatalf("inspect: %v %v", in, err)
+	}
+	e.complete(triageDLQ, d.LockToken)
+}
+
+// TestResubmitRefusals: only dead-letter queues, a target that exists,
+// bounded batches; an edit that fails moves nothing.
+func TestResubmitRefusals(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q")
+	e.deadLetterN(1)
+	if _, err := e.b.Resubmit(ctx, "q", []int64{1}, "q", nil); KindOf(err) != KindInvalidArgument {
+		t.Fatalf("from a main queue: %v", err)
+	}
+	if _, err := e.b.Resubmit(ctx, triageDLQ, []int64{1}, "nope", nil); KindOf(err) != KindNotFound {
+		t.Fatalf("to a missing entity: %v", err)
+	}
+	if _, err := e.b.Resubmit(ctx, triageDLQ, make([]int64, MaxTriageBatch+1), "q", nil); KindOf(err) != KindInvalidArgument {
+		t.Fatalf("too many: %v", err)
+	}
+	_, err := e.b.Resubmit(ctx, triageDLQ, []int64{1}, "q", func(*message.Message) error { return errors.New("bad edit") })
+	if KindOf(err) != KindInvalidArgument {
+		t.Fatalf("failing edit: %v", err)
+	}
+	if len(e.peek(triageDLQ, 0, 10)) != 1 {
+		t.Fatal("a refused resubmit lost the message")
+	}
+	if res, err := e.b.Resubmit(ctx, triageDLQ, []int64{1}, "q", nil); err != nil || res.Done != 1 {
+		t.Fatalf("after a refusal the message is not released: %+v %v", res, err)
+	}
+}
+
+// TestResubmitToTopic: resubmitting to a topic fans out, and a batch
+// larger than one store batch is moved whole.
+func TestResubmitToTopic(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q")
+	if _, err := e.b.CreateTopic("t", DefaultTopicProperties()); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"a", "b"} {
+		if _, err := e.b.CreateSubscription("t", s, DefaultSubscriptionProperties(), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const n = 1000
+	e.deadLetterN(n)
+	all := make([]int64, n)
+	for i := range all {
+		all[i] = int64(i + 1)
+	}
+	res, err := e.b.Resubmit(ctx, triageDLQ, all, "t", nil)
+	if err != nil || res.Done != n {
+		t.Fatalf("%+v %v", res, err)
+	}
+	for _, s := range []string{"t/Subscriptions/a", "t/Subscriptions/b"} {
+		if got := len(e.peek(s, 0, 2*n)); got != n {
+			t.Fatalf("%s has %d messages, want %d", s, got, n)
+		}
+	}
+	if c := e.counts("q"); c.DeadLetter != 0 {
+		t.Fatalf("DLQ left: %+v", c)
+	}
+}
+
+// TestRemoveMessages deletes chosen messages durably, skipping locked ones.
+func TestRemoveMessages(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q")
+	e.sendN("q", 4)
+	d := e.recv1("q") // seq 1 locked
+	res, err := e.b.RemoveMessages(ctx, "q", []int64{1, 2, 4})
+	if err != nil || res.Done != 2 || !slices.Equal(res.Skipped, []int64{1}) {
+		t.Fatalf("%+v %v", res, err)
+	}
+	e.complete("q", d.LockToken)
+	e.restart()
+	if got := seqs(e.peek("q", 0, 10)); !slices.Equal(got, []int64{3}) {
+		t.Fatalf("after remove and restart: %v", got)
+	}
+}
+
+// TestTestRules: the rule tester reports each rule's verdict and changes
+// nothing.
+func TestTestRules(t *testing.T) {
+	e := newEnv(t)
+	if _, err := e.b.CreateTopic("t", DefaultTopicProperties()); err != nil {
+		t.Fatal(err)
+	}
+	eu := &RuleDescription{Name: "eu", Filter: RuleFilter{Kind: FilterSQL, Expression: "region = 'eu'"}}
+	if _, err := e.b.CreateSubscription("t", "a", DefaultSubscriptionProperties(), eu); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.b.CreateSubscription("t", "b", DefaultSubscriptionProperties(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.b.CreateRule("t", "b", RuleDescription{Name: "tag", Filter: RuleFilter{Kind: FilterSQL, Expression: "region = 'eu'"},
+		Action: &SQLAction{Expression: "SET tagged = 'yes'"}}); err != nil {
+		t.Fatal(err)
+	}
+	vs, err := e.b.TestRules("t", &message.Message{ApplicationProperties: map[string]any{"region": "us"}}, filter.SystemProps{})
+	if err != nil || len(vs) != 3 {
+		t.Fatalf("%v %v", vs, err)
+	}
+	for _, v := range vs {
+		want := v.Rule.Name == "$Default"
+		if v.Matched != want {
+			t.Fatalf("%s/%s matched %v", v.Subscription, v.Rule.Name, v.Matched)
+		}
+	}
+	vs, _ = e.b.TestRules("t", &message.Message{ApplicationProperties: map[string]any{"region": "eu"}}, filter.SystemProps{})
+	for _, v := range vs {
+		if !v.Matched {
+			t.Fatalf("%s/%s did not match region = eu", v.Subscription, v.Rule.Name)
+		}
+		if v.Rule.Name == "tag" && v.Result["tagged"] != "yes" {
+			t.Fatalf("action result %v", v.Result)
+		}
+	}
+	if si, err := e.b.GetSubscription("t", "b"); err != nil || si.Counts.Total != 0 {
+		t.Fatalf("the tester sent something: %+v %v", si.Counts, err)
+	}
+	if _, err := e.b.TestRules("nope", &message.Message{}, filter.SystemProps{}); KindOf(err) != KindNotFound {
+		t.Fatalf("missing topic: %v", err)
+	}
+}
+
+// TestInspectTopicScheduled: Inspect on a topic shows its scheduled
+// messages until they fan out.
+func TestInspectTopicScheduled(t *testing.T) {
+	e := newEnv(t)
+	if _, err := e.b.CreateTopic("t", DefaultTopicProperties()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.b.CreateSubscription("t", "a", DefaultSubscriptionProperties(), nil); err != nil {
+		t.Fatal(err)
+	}
+	e.send("t", msg("now"))
+	if _, err := e.b.Schedule(ctx, "t", []*message.Message{msg("later")}, t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := e.b.Inspect(ctx, "t", 0, 10)
+	if err != nil || len(ds) != 1 || body(ds[0]) != "later" || ds[0].State != StateScheduled {
+		t.Fatalf("%v %v", ds, err)
+	}
+	e.advance(2 * time.Hour)
+	e.b.Tick()
+	if ds, err := e.b.Inspect(ctx, "t", 0, 10); err != nil || len(ds) != 0 {
+		t.Fatalf("after the fan-out: %v %v", ds, err)
+	}
+}
+
+// TestDeadLetterMessages: chosen messages go to the DLQ with the reason,
+// durably; locked and scheduled ones stay.
+func TestDeadLetterMessages(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q")
+	e.sendN("q", 3)
+	if _, err := e.b.Schedule(ctx, "q", []*message.Message{msg("later")}, t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	d := e.recv1("q") // seq 1 locked
+	res, err := e.b.DeadLetterMessages(ctx, "q", []int64{1, 2, 4}, "operator", "bad order")
+	if err != nil || res.Done != 1 || !slices.Equal(res.Skipped, []int64{1, 4}) {
+		t.Fatalf("%+v %v", res, err)
+	}
+	e.complete("q", d.LockToken)
+	e.restart()
+	ds := e.peek(triageDLQ, 0, 10)
+	if len(ds) != 1 || ds[0].SequenceNumber != 2 || prop(ds[0], PropDeadLetterReason) != "operator" || prop(ds[0], PropDeadLetterErrorDescription) != "bad order" {
+		t.Fatalf("DLQ: %v", ds)
+	}
+	if c := e.counts("q"); c.Active != 1 || c.Scheduled != 1 || c.DeadLetter != 1 {
+		t.Fatalf("counts %+v", c)
+	}
+	if _, err := e.b.DeadLetterMessages(ctx, triageDLQ, []int64{2}, "r", ""); KindOf(err) != KindInvalidArgument {
+		t.Fatalf("from a DLQ: %v", err)
+	}
+}
+
+// TestDeadLetterMessagesInSession: a session's message dead-lettered by
+// sequence number leaves its session.
+func TestDeadLetterMessagesInSession(t *testing.T) {
+	e := newEnv(t)
+	e.queue("s", func(p *QueueProperties) { p.RequiresSession = true })
+	e.send("s", &message.Message{SessionID: "a", Body: []byte("1")}, &message.Message{SessionID: "a", Body: []byte("2")})
+	if res, err := e.b.DeadLetterMessages(ctx, "s", []int64{1}, "operator", ""); err != nil || res.Done != 1 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	r, err := e.b.AcceptSession("s", "a", PeekLock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ds, err := r.TryReceive(10)
+	if err != nil || len(ds) != 1 || body(ds[0]) != "2" {
+		t.Fatalf("session a after dead-lettering 1: %v %v", ds, err)
+	}
+	if got := len(e.peek("s/$DeadLetterQueue", 0, 10)); got != 1 {
+		t.Fatalf("DLQ has %d", got)
+	}
+}
