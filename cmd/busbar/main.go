@@ -48,10 +48,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
 			msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")
 		}
-		return usageError{fmt.Errorf("%s\nRun '%s --help' for usage.", msg, cmd.CommandPath())}
+		return usageError{fmt.Errorf("%s\nRun '%s --help' for usage.", msg, cmd.CommandPath())} //lint:ignore ST1005 a usage hint for people, printed as the last line
 	}
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		return usageError{fmt.Errorf("%w\nRun '%s --help' for usage.", err, cmd.CommandPath())}
+		return usageError{fmt.Errorf("%w\nRun '%s --help' for usage.", err, cmd.CommandPath())} //lint:ignore ST1005 a usage hint for people, printed as the last line
 	})
 	for _, c := range []*cobra.Command{newServeCmd(env), newHealthCmd(env), newVersionCmd()} {
 		if check := c.Args; check != nil {
