@@ -94,6 +94,7 @@ func serve(ctx context.Context, settings config.Server, logger *slog.Logger) err
 		Salvage:        settings.Salvage,
 		PprofAddr:      settings.PprofAddr,
 		MetricsOpen:    settings.MetricsOpen,
+		Faults:         settings.Faults,
 		MinFreeBytes:   settings.MinFreeBytes,
 		MinFreePercent: settings.MinFreePercent,
 		Logger:         logger,

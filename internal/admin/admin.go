@@ -17,6 +17,7 @@ import (
 	"github.com/busbarmq/busbar/internal/broker"
 	"github.com/busbarmq/busbar/internal/clock"
 	"github.com/busbarmq/busbar/internal/config"
+	"github.com/busbarmq/busbar/internal/faults"
 )
 
 // Options configure a Handler.
@@ -39,6 +40,9 @@ type Options struct {
 	// Observer is told of every failed request (metrics); nil tells no
 	// one.
 	Observer Observer
+	// Faults is the fault injector /$faults manages (faults.go); nil: the
+	// endpoint answers 404.
+	Faults *faults.Set
 }
 
 // Observer is told of failed requests: the request's path and the HTTP
@@ -59,6 +63,7 @@ type Handler struct {
 	log       *slog.Logger
 	obs       Observer  // nil: none
 	started   time.Time // the namespace's CreatedTime and ModifiedTime
+	faults    *faults.Set
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -71,7 +76,7 @@ func New(o Options) (*Handler, error) {
 	if o.Auth == nil {
 		return nil, errors.New("admin: Options.Auth is required")
 	}
-	h := &Handler{broker: o.Broker, auth: o.Auth, namespace: o.Namespace, clock: o.Clock, log: o.Logger, obs: o.Observer}
+	h := &Handler{broker: o.Broker, auth: o.Auth, namespace: o.Namespace, clock: o.Clock, log: o.Logger, obs: o.Observer, faults: o.Faults}
 	if h.namespace == "" {
 		h.namespace = "busbar"
 	}

@@ -76,6 +76,10 @@ type Server struct {
 	// (--min-free-disk, see ParseMinFreeDisk); both zero is "auto".
 	MinFreeBytes   int64
 	MinFreePercent float64
+
+	// Faults turns fault injection on (/$faults in the admin API): for
+	// tests only, never on unless asked for.
+	Faults bool
 }
 
 // Server defaults.
@@ -186,6 +190,7 @@ func ServerSettings() []Setting {
 		{Name: "salvage", Env: "BUSBAR_SALVAGE", Default: "false", Usage: "open a damaged data directory, dropping records that cannot be read", Bool: true},
 		{Name: "metrics-open", Env: "BUSBAR_METRICS_OPEN", Default: "false", Usage: "serve GET /metrics without authentication (by default it needs a token granting Manage, as the admin API)", Bool: true},
 		{Name: "min-free-disk", Env: "BUSBAR_MIN_FREE_DISK", Default: DefaultMinFreeDisk, Usage: `free disk space below which new messages and entities are refused, so settlements still succeed: a size ("2GiB", "500MB"), a share of the disk ("10%"), "auto" (1 GiB or 5 %, whichever is smaller) or 0 (off)`},
+		{Name: "faults", Env: "BUSBAR_FAULTS", Default: "false", Usage: "allow fault injection through the admin API (/$faults, busbar fault add): for testing client retry paths, never in production", Bool: true},
 		{Name: "pprof", Env: "BUSBAR_PPROF", Usage: "serve Go runtime profiles (/debug/pprof/) on this address (host:port, unauthenticated: keep it on loopback); off when empty"},
 	}
 }
@@ -261,7 +266,7 @@ func (s *Server) Set(name, value string) error {
 		} else {
 			s.HandshakeTimeout = d
 		}
-	case "memory", "dev-tls", "allow-any-key", "salvage", "metrics-open":
+	case "memory", "dev-tls", "allow-any-key", "salvage", "metrics-open", "faults":
 		b, err := parseBool(value)
 		if err != nil {
 			return &FieldError{Path: name, Msg: err.Error()}
@@ -277,6 +282,8 @@ func (s *Server) Set(name, value string) error {
 			s.Salvage = b
 		case "metrics-open":
 			s.MetricsOpen = b
+		case "faults":
+			s.Faults = b
 		}
 	case "min-free-disk":
 		b, p, err := ParseMinFreeDisk(value)

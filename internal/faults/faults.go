@@ -328,8 +328,8 @@ func (r *Rule) complete() error {
 		}
 		r.propName, r.propValue = strings.TrimSpace(name), value
 	}
-	if r.Link != "" && r.Op == OpStore {
-		return invalid("a store write has no link")
+	if r.Link != "" && (r.Op == OpStore || r.Op == OpManagement) {
+		return invalid("a link name applies to send, receive, settle and attach, not %s", r.Op)
 	}
 	switch {
 	case r.Count == 0:

@@ -30,7 +30,7 @@ type faultyStore struct {
 var _ store.DiskChecker = (*faultyStore)(nil)
 
 func (f *faultyStore) Commit(b *store.Batch, sync bool) error {
-	if sync && f.set.armedFor(OpStore) {
+	if sync && f.set.Armed(OpStore) {
 		var ids []uint64
 		for i := range b.Ops {
 			switch b.Ops[i].Kind {
@@ -65,8 +65,12 @@ func (f *faultyStore) Health() error {
 	return nil
 }
 
-// armedFor reports cheaply whether any rule waits for op.
-func (s *Set) armedFor(op Op) bool {
+// Armed reports cheaply whether any rule waits for op (false for a nil
+// Set), so that callers build a Point only when one may match.
+func (s *Set) Armed(op Op) bool {
+	if s == nil {
+		return false
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.armed[op] > 0

@@ -47,6 +47,7 @@ import (
 	"github.com/busbarmq/busbar/internal/broker"
 	"github.com/busbarmq/busbar/internal/clock"
 	"github.com/busbarmq/busbar/internal/config"
+	"github.com/busbarmq/busbar/internal/faults"
 	"github.com/busbarmq/busbar/internal/metrics"
 	"github.com/busbarmq/busbar/internal/store"
 	"github.com/busbarmq/busbar/internal/store/filestore"
@@ -111,6 +112,11 @@ type Options struct {
 	// it needs a token granting Manage, as the admin API does.
 	MetricsOpen bool
 
+	// Faults turns fault injection on: rules added through the admin API
+	// at /$faults (package faults) make the AMQP endpoint and the store
+	// fail on purpose. Off, /$faults answers 404 and nothing is checked.
+	Faults bool
+
 	Logger *slog.Logger // nil discards
 	Clock  clock.Clock  // nil means the wall clock
 }
@@ -127,6 +133,7 @@ type Server struct {
 	metrics *metrics.Metrics
 	metricH lateHandler // GET /metrics, set once the admin API's check exists
 	tracing *tracing.Provider
+	faults  *faults.Set // nil unless Options.Faults
 
 	httpLn  net.Listener
 	httpSrv *http.Server
@@ -239,11 +246,21 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	s.broker, err = broker.Open(broker.Options{Store: s.store, Clock: o.Clock, Logger: log.With("component", "broker"), Observer: s.metrics})
+	brokerStore := s.store
+	if o.Faults {
+		s.faults = faults.New(o.Clock, log.With("component", "faults"), s.metrics)
+		brokerStore = faults.WrapStore(s.store, s.faults)
+		log.Warn("fault injection is on (--faults): clients with Manage rights can make this broker fail on purpose; never use it in production")
+		s.health.faults.Store(true)
+	}
+	s.broker, err = broker.Open(broker.Options{Store: brokerStore, Clock: o.Clock, Logger: log.With("component", "broker"), Observer: s.metrics})
 	if err != nil {
 		return nil, fmt.Errorf("recover broker state: %w", err)
 	}
 	s.metrics.Watch(s.broker, s.store)
+	if s.faults != nil {
+		s.faults.SetResolver(s.broker.EntityStoreID)
+	}
 	if o.Entities != nil {
 		created, updated, err := applyEntities(s.broker, o.Entities)
 		if err != nil {
@@ -251,7 +268,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 		}
 		log.Info("declared entities from config", "created", created, "updated", updated)
 	}
-	adm, err := admin.New(admin.Options{Broker: s.broker, Auth: authn, Clock: o.Clock, Logger: log.With("component", "admin"), Observer: s.metrics})
+	adm, err := admin.New(admin.Options{Broker: s.broker, Auth: authn, Clock: o.Clock, Logger: log.With("component", "admin"), Observer: s.metrics, Faults: s.faults})
 	if err != nil {
 		return nil, err
 	}
@@ -279,7 +296,7 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if s.amqpLn, err = net.Listen("tcp", o.AMQPAddr); err != nil {
 		return nil, fmt.Errorf("amqp listener: %w", err)
 	}
-	if s.amqp, err = newAMQPServer(s.broker, authn, s.metrics, s.tracing.Tracer(), o, log); err != nil {
+	if s.amqp, err = newAMQPServer(s.broker, authn, s.metrics, s.tracing.Tracer(), s.faults, o, log); err != nil {
 		return nil, err
 	}
 	s.goServe("amqp", func() error { return s.amqp.Serve(s.amqpLn) })
@@ -348,6 +365,9 @@ func addrOf(ln net.Listener) net.Addr {
 // Metrics is the server's metrics (GET /metrics); SetVersion on it sets
 // busbar_build_info.
 func (s *Server) Metrics() *metrics.Metrics { return s.metrics }
+
+// Faults is the fault injector, nil unless Options.Faults.
+func (s *Server) Faults() *faults.Set { return s.faults }
 
 // Broker is the running broker core.
 func (s *Server) Broker() *broker.Broker { return s.broker }

@@ -78,6 +78,7 @@ import (
 	"github.com/busbarmq/busbar/internal/auth"
 	"github.com/busbarmq/busbar/internal/broker"
 	"github.com/busbarmq/busbar/internal/clock"
+	"github.com/busbarmq/busbar/internal/faults"
 )
 
 // Config configures a Handler.
@@ -112,6 +113,8 @@ type Config struct {
 	// sends nothing more until the client settles or locks expire.
 	// Default DefaultMaxUnsettledPerLink (5000).
 	MaxUnsettledPerLink int
+	// Faults are the fault rules to apply (faults.go); nil injects none.
+	Faults *faults.Set
 }
 
 // Handler is the Service Bus handler for an amqp.Server.
@@ -126,6 +129,7 @@ type Handler struct {
 	tracer     trace.Tracer // nil: tracing off
 
 	maxUnsettled int
+	faults       *faults.Set // nil: no fault injection
 }
 
 var _ amqp.Handler = (*Handler)(nil)
@@ -154,6 +158,7 @@ func New(cfg Config) (*Handler, error) {
 	if h.namespace == "" {
 		h.namespace = "busbar"
 	}
+	h.faults = cfg.Faults
 	h.maxUnsettled = cfg.MaxUnsettledPerLink
 	if h.maxUnsettled <= 0 {
 		h.maxUnsettled = DefaultMaxUnsettledPerLink
@@ -387,6 +392,9 @@ func (c *conn) AttachIncoming(l *amqp.IncomingLink) error {
 		}
 		return c.attachRequests(l, a)
 	}
+	if err := c.attachFault(a.path(), l.Name()); err != nil {
+		return err
+	}
 	return c.attachSender(l, a)
 }
 
@@ -418,6 +426,9 @@ func (c *conn) AttachOutgoing(l *amqp.OutgoingLink) error {
 		}
 		c.attachReply(l, a)
 		return nil
+	}
+	if err := c.attachFault(a.path(), l.Name()); err != nil {
+		return err
 	}
 	return c.attachReceiver(l, a)
 }
