@@ -53,6 +53,7 @@ func Commands(env func(string) (string, bool)) []*cobra.Command {
 		newDLQCmd(a),
 		newPurgeCmd(a),
 		newExportCmd(a),
+		newFaultCmd(a),
 	}
 	for _, c := range cmds {
 		addExitCodes(c)
