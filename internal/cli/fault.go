@@ -20,7 +20,8 @@ names a kind of fault and an entity, and fires on the next --count operations on
 it that match (then it is gone), or until it expires (--ttl, default 10m).
 
 Kinds, and the operations they apply to (--op, the first is the default):
-  lock-lost         settle                            the settlement fails with
+  lock-lost         settle, management                the settlement (or lock
+                                                      renewal) fails with
                                                       message-lock-lost; the message
                                                       is available again
   server-busy       send, settle, attach, management  com.microsoft:server-busy,

@@ -12,7 +12,8 @@
 // injected clock.
 //
 //	kind              operations (default first)        effect
-//	lock-lost         settle                            disposition rejected with com.microsoft:message-lock-lost
+//	lock-lost         settle, management                disposition rejected with com.microsoft:message-lock-lost,
+//	                                                    renew-lock / update-disposition answered 410
 //	server-busy       send, settle, attach, management  rejected / refused / 503 with com.microsoft:server-busy
 //	detach            send, receive, settle, attach     the link is detached (or refused) with Condition
 //	close-connection  send, receive, settle, attach,    the connection is closed with Condition
@@ -71,7 +72,7 @@ const (
 // kinds lists, per kind, the operations it applies to; the first is the
 // default.
 var kinds = map[Kind][]Op{
-	LockLost:        {OpSettle},
+	LockLost:        {OpSettle, OpManagement},
 	ServerBusy:      {OpSend, OpSettle, OpAttach, OpManagement},
 	Detach:          {OpSend, OpReceive, OpSettle, OpAttach},
 	CloseConnection: {OpSend, OpReceive, OpSettle, OpAttach, OpManagement},
@@ -206,6 +207,9 @@ type Point struct {
 	Props []map[string]any
 	// StoreIDs are the store entity ids a commit writes (OpStore).
 	StoreIDs []uint64
+	// Kinds, when set, are the only kinds that apply here (a management
+	// request without lock tokens cannot lose a lock).
+	Kinds []Kind
 }
 
 // Observer is told of every injected fault (metrics).
@@ -495,7 +499,7 @@ func (s *Set) Take(p Point) *Fault {
 }
 
 func (s *Set) matchLocked(r *Rule, p Point) bool {
-	if r.Op != p.Op {
+	if r.Op != p.Op || (p.Kinds != nil && !slices.Contains(p.Kinds, r.Kind)) {
 		return false
 	}
 	if r.Link != "" && r.Link != p.Link {

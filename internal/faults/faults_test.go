@@ -97,6 +97,13 @@ func TestMatching(t *testing.T) {
 	if f := s.Take(Point{Op: OpReceive, Entity: "qq", Props: []map[string]any{{"kind": "bad"}}}); f != nil {
 		t.Fatal("prefix of another name matched")
 	}
+	mustAdd(Spec{Kind: LockLost, Entity: "q", Op: OpManagement})
+	if f := s.Take(Point{Op: OpManagement, Entity: "q", Kinds: []Kind{ServerBusy}}); f != nil {
+		t.Fatal("a kind left out by the point matched")
+	}
+	if f := s.Take(Point{Op: OpManagement, Entity: "q", Kinds: []Kind{LockLost}}); f == nil {
+		t.Fatal("lock-lost on management did not match")
+	}
 	if n := s.Clear("F1"); n != 1 || len(s.List()) != 1 {
 		t.Fatalf("clear by id: %d %v", n, s.List())
 	}

@@ -236,6 +236,29 @@ func TestFaultsGoSDK(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+	t.Run("lock-lost on renew-lock", func(t *testing.T) {
+		s, c, ctx := faultServer(t)
+		sendOne(ctx, t, c, "a")
+		addFault(t, s, `{"kind":"lock-lost","entity":"q","op":"management"}`)
+		r, _ := c.NewReceiverForQueue("q", nil)
+		defer r.Close(ctx)
+		if _, err := r.PeekMessages(ctx, 1, nil); err != nil {
+			t.Fatalf("a peek cannot lose a lock: %v", err)
+		}
+		m := receiveOne(ctx, t, r)
+		err := r.RenewMessageLock(ctx, m, nil)
+		var sbErr *azservicebus.Error
+		if !errors.As(err, &sbErr) || sbErr.Code != azservicebus.CodeLockLost {
+			t.Fatalf("renew = %v, want lock lost", err)
+		}
+		m2 := receiveOne(ctx, t, r)
+		if m2.DeliveryCount != 2 {
+			t.Fatalf("redelivered with count %d", m2.DeliveryCount)
+		}
+		if err := r.CompleteMessage(ctx, m2, nil); err != nil {
+			t.Fatal(err)
+		}
+	})
 	t.Run("delay on settle and management", func(t *testing.T) {
 		s, c, ctx := faultServer(t)
 		sendOne(ctx, t, c, "a")

@@ -98,8 +98,19 @@ func (c *conn) runManagement(req *frames.Message, node address, opName, path str
 		ctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
 	}
-	if f := c.inject(faults.Point{Op: faults.OpManagement, Entity: path}); f != nil {
+	kinds := []faults.Kind{faults.ServerBusy, faults.CloseConnection, faults.Delay, faults.DropFrame}
+	if opName == opRenewLock || opName == opUpdateDisposition {
+		kinds = append(kinds, faults.LockLost)
+	}
+	if f := c.inject(faults.Point{Op: faults.OpManagement, Entity: path, Kinds: kinds}); f != nil {
 		switch f.Kind {
+		case faults.LockLost:
+			// The locks are gone for real, as if they had expired.
+			toks, _ := b.uuids("lock-tokens")
+			for _, t := range toks {
+				_ = c.h.broker.Abandon(context.WithoutCancel(ctx), path, t, nil)
+			}
+			return failed(c.fail(opName, path, f.Err()))
 		case faults.DropFrame:
 			return nil
 		case faults.CloseConnection:
