@@ -95,7 +95,9 @@ func newFaultListCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the active fault rules and how many faults each kind injected",
-		Args:  exactArgs(0, "no arguments"),
+		Example: `  busbar fault list
+  busbar fault list --json`,
+		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var l struct {
 				Rules    []faults.Rule       `json:"rules"`
@@ -130,7 +132,9 @@ func newFaultClearCmd(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:   "clear [ID]",
 		Short: "Remove one fault rule, or all of them",
-		Args:  rangeArgs(0, 1, "at most one rule id"),
+		Example: `  busbar fault clear      # every rule
+  busbar fault clear f3   # one rule, by the id fault add and fault list print`,
+		Args: rangeArgs(0, 1, "at most one rule id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := "/$faults"
 			if len(args) == 1 {
