@@ -33,6 +33,9 @@
 //     a subscription, the rule manager's add-rule, remove-rule and
 //     enumerate-rules (rules.go).
 //
+// faults.go applies injected faults (Config.Faults, package faults) at
+// attach, send, delivery, settlement and management requests.
+//
 // entities.go says which address may name what. observe.go has the
 // hooks for metrics (Config.Observer: connections, failed requests) and
 // the spans made when Config.Tracer is set (send, deliver, settle,
