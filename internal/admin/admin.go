@@ -17,6 +17,7 @@ import (
 	"github.com/busbarmq/busbar/internal/broker"
 	"github.com/busbarmq/busbar/internal/clock"
 	"github.com/busbarmq/busbar/internal/config"
+	"github.com/busbarmq/busbar/internal/faults"
 )
 
 // Options configure a Handler.
@@ -39,6 +40,9 @@ type Options struct {
 	// Observer is told of every failed request (metrics); nil tells no
 	// one.
 	Observer Observer
+	// Faults is the fault injector /$faults manages (faults.go); nil: the
+	// endpoint answers 404.
+	Faults *faults.Set
 }
 
 // Observer is told of failed requests: the request's path and the HTTP
@@ -60,6 +64,7 @@ type Handler struct {
 	obs       Observer  // nil: none
 	started   time.Time // the namespace's CreatedTime and ModifiedTime
 	waiters   *waiters  // the data plane's waiting receives (dataplane.go)
+	faults    *faults.Set
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -72,7 +77,7 @@ func New(o Options) (*Handler, error) {
 	if o.Auth == nil {
 		return nil, errors.New("admin: Options.Auth is required")
 	}
-	h := &Handler{broker: o.Broker, auth: o.Auth, namespace: o.Namespace, clock: o.Clock, log: o.Logger, obs: o.Observer, waiters: newWaiters()}
+	h := &Handler{broker: o.Broker, auth: o.Auth, namespace: o.Namespace, clock: o.Clock, log: o.Logger, obs: o.Observer, waiters: newWaiters(), faults: o.Faults}
 	if h.namespace == "" {
 		h.namespace = "busbar"
 	}

@@ -39,6 +39,14 @@
 // …/messages/head, and PUT, DELETE and POST …/messages/{seq}/{lock} are
 // its requests (dataplane.go, docs/http-data-plane.md).
 //
+// Busbar's own endpoints, JSON in and out, under '$' names no entity can
+// have (faults.go, dryrun.go):
+//
+//	/$faults                                    GET list, POST add, DELETE clear the fault
+//	                                            rules (404 unless fault injection is on)
+//	/$faults/{id}                               DELETE  clear one rule
+//	/$rules/dry-run                             POST    which subscriptions a message would reach
+//
 // Queues and topics share one name space: creating either over the other
 // is 409, and so is an update whose description is of the other kind.
 //

@@ -18,6 +18,9 @@ const (
 	resSubscription                      // {topic}/Subscriptions/{sub}
 	resRules                             // {topic}/Subscriptions/{sub}/Rules
 	resRule                              // {topic}/Subscriptions/{sub}/Rules/{rule}
+	resFaults                            // $faults (faults.go)
+	resFault                             // $faults/{id}
+	resDryRun                            // $rules/dry-run (dryrun.go)
 )
 
 // resource is a parsed request path.
@@ -47,6 +50,12 @@ func parseResource(path string) (resource, error) {
 	switch {
 	case n == 1 && word(0, "$namespaceinfo"):
 		return resource{kind: resNamespaceInfo}, nil
+	case n == 1 && word(0, "$faults"):
+		return resource{kind: resFaults}, nil
+	case n == 2 && word(0, "$faults"):
+		return resource{kind: resFault, entity: segs[1]}, nil
+	case n == 2 && word(0, "$rules") && word(1, "dry-run"):
+		return resource{kind: resDryRun}, nil
 	case n == 2 && word(0, "$Resources"):
 		switch {
 		case word(1, "Queues"):
@@ -80,6 +89,9 @@ var routes = map[resourceKind]map[string]endpoint{
 	resSubscription:  {http.MethodGet: getSubscription, http.MethodPut: putSubscription, http.MethodDelete: deleteSubscription},
 	resRules:         {http.MethodGet: listRules, http.MethodPut: putRule},
 	resRule:          {http.MethodGet: getRule, http.MethodPut: putRule, http.MethodDelete: deleteRule},
+	resFaults:        {http.MethodGet: listFaults, http.MethodPost: addFault, http.MethodDelete: clearFaults},
+	resFault:         {http.MethodDelete: clearFaults},
+	resDryRun:        {http.MethodPost: dryRun},
 }
 
 // methodNotAllowed is the 405 for a method a resource does not serve.

@@ -55,6 +55,7 @@ func Commands(env func(string) (string, bool)) []*cobra.Command {
 		newSessionCmd(a),
 		newExportCmd(a),
 		newImportCmd(a),
+		newFaultCmd(a),
 	}
 	for _, c := range cmds {
 		addExitCodes(c)

@@ -59,6 +59,13 @@ func TestExitCodesPerCommand(t *testing.T) {
 		"export":       {badArgs: []string{"x"}, works: []string{}},
 		"import":       {badArgs: []string{}, works: []string{armDir + "exported.json", "--apply"}},
 
+		// The broker runs without --faults: the fault commands' "works" lines
+		// only meet the wrong key (4) and no broker (1).
+		"fault add":    {badArgs: []string{"server-busy"}, works: []string{"server-busy", "q"}},
+		"fault list":   {badArgs: []string{"x"}, works: []string{}},
+		"fault clear":  {badArgs: []string{"a", "b"}, works: []string{}},
+		"rule dry-run": {badArgs: []string{}, notFound: []string{"nosuch"}, works: []string{"t"}},
+
 		"session list":      {badArgs: []string{}, notFound: []string{"nosuch"}, works: []string{"sq"}},
 		"session show":      {badArgs: []string{"sq"}, notFound: []string{"nosuch", "a"}, works: []string{"sq", "a"}},
 		"session set-state": {badArgs: []string{"sq", "a"}, notFound: []string{"nosuch", "a", "x"}, works: []string{"sq", "a", "x"}},

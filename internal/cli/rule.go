@@ -29,6 +29,7 @@ needs and delete $Default (or create the subscription with --sql or
 		newRuleShowCmd(a),
 		newRuleUpdateCmd(a),
 		newRuleDeleteCmd(a),
+		newRuleDryRunCmd(a),
 	)
 }
 

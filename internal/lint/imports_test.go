@@ -70,6 +70,7 @@ var rules = []rule{
 	// them know them only as an observer interface of their own.
 	{From: "internal/metrics", Forbidden: []string{"internal/amqp", "internal/servicebus", "internal/server", "internal/admin"}, Indirect: amqpCodec},
 	// Tracing owns the tracer provider and knows nothing of Busbar.
+	{From: "internal/faults", Forbidden: []string{"internal/broker", "internal/amqp", "internal/servicebus", "internal/server", "internal/admin", "internal/metrics", "net/http"}},
 	{From: "internal/tracing", Forbidden: []string{"internal/broker", "internal/store", "internal/amqp", "internal/servicebus", "internal/server", "internal/admin", "internal/metrics"}},
 }
 

@@ -64,6 +64,7 @@ type Metrics struct {
 	serverErrors prometheus.Counter
 	userErrors   prometheus.Counter
 	throttled    prometheus.Counter
+	faults       *prometheus.CounterVec
 
 	buildInfo *prometheus.GaugeVec
 
@@ -120,6 +121,9 @@ func New() *Metrics {
 	m.throttled = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "busbar_throttled_requests_total", Help: "AMQP requests refused as server-busy (Azure: ThrottledRequests).",
 	})
+	m.faults = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "busbar_injected_faults_total", Help: "Faults injected on purpose (--faults), by kind; a server-busy fault also counts as a throttled request.",
+	}, []string{"kind"})
 	m.buildInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "busbar_build_info", Help: "Always 1; the label version is Busbar's version.",
 	}, []string{"version"})
@@ -128,7 +132,7 @@ func New() *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.sendSeconds, m.settleSeconds, m.fsyncSeconds, m.groupCommit,
 		m.connOpened, m.connClosed, active,
-		m.serverErrors, m.userErrors, m.throttled,
+		m.serverErrors, m.userErrors, m.throttled, m.faults,
 		m.buildInfo,
 		entityCollector{m},
 	)
@@ -208,6 +212,11 @@ func (m *Metrics) ConnectionOpened() {
 func (m *Metrics) ConnectionClosed() {
 	m.connClosed.Inc()
 	m.activeConns.Add(-1)
+}
+
+// FaultInjected implements faults.Observer: a fault of kind was injected.
+func (m *Metrics) FaultInjected(kind string) {
+	m.faults.WithLabelValues(kind).Inc()
 }
 
 // RequestFailed implements servicebus.Observer and admin.Observer (AMQP

@@ -12,11 +12,12 @@ import (
 	"github.com/busbarmq/busbar/internal/broker"
 	"github.com/busbarmq/busbar/internal/clock"
 	"github.com/busbarmq/busbar/internal/config"
+	"github.com/busbarmq/busbar/internal/faults"
 	"github.com/busbarmq/busbar/internal/servicebus"
 )
 
 // newAMQPServer builds the AMQP endpoint speaking Service Bus's dialect.
-func newAMQPServer(b *broker.Broker, a *auth.Authenticator, obs servicebus.Observer, tracer trace.Tracer, o Options, log *slog.Logger) (*amqp.Server, error) {
+func newAMQPServer(b *broker.Broker, a *auth.Authenticator, obs servicebus.Observer, tracer trace.Tracer, fs *faults.Set, o Options, log *slog.Logger) (*amqp.Server, error) {
 	h, err := servicebus.New(servicebus.Config{
 		Broker:   b,
 		Auth:     a,
@@ -26,6 +27,7 @@ func newAMQPServer(b *broker.Broker, a *auth.Authenticator, obs servicebus.Obser
 		Logger:   log.With("component", "servicebus"),
 
 		MaxUnsettledPerLink: o.MaxUnsettledPerLink,
+		Faults:              fs,
 	})
 	if err != nil {
 		return nil, err

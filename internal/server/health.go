@@ -25,9 +25,11 @@ import (
 //	                   status and the reason (starting, stopping, the disk is
 //	                   full or below the watermark, the store stopped).
 //
-// Every body also carries the running build's version (package version).
+// Every body also carries the running build's version (package version),
+// and "faults": true while fault injection is on (--faults).
 type health struct {
-	ready atomic.Bool
+	ready  atomic.Bool
+	faults atomic.Bool
 	// check is the broker's Health once it exists.
 	check atomic.Pointer[func() error]
 }
@@ -36,6 +38,7 @@ type healthBody struct {
 	Status  string `json:"status"`
 	Reason  string `json:"reason,omitempty"`
 	Version string `json:"version"`
+	Faults  bool   `json:"faults,omitempty"`
 }
 
 func (h *health) setCheck(f func() error) { h.check.Store(&f) }
@@ -48,7 +51,8 @@ func (h *health) state() error {
 	return nil
 }
 
-func writeHealth(w http.ResponseWriter, status int, body healthBody) {
+func (h *health) write(w http.ResponseWriter, status int, body healthBody) {
+	body.Faults = h.faults.Load()
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
@@ -59,30 +63,30 @@ func writeHealth(w http.ResponseWriter, status int, body healthBody) {
 // ServeHTTP answers GET /health (liveness).
 func (h *health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !h.ready.Load() {
-		writeHealth(w, http.StatusServiceUnavailable, healthBody{Status: "unavailable"})
+		h.write(w, http.StatusServiceUnavailable, healthBody{Status: "unavailable"})
 		return
 	}
 	switch err := h.state(); {
 	case err == nil:
-		writeHealth(w, http.StatusOK, healthBody{Status: "healthy"})
+		h.write(w, http.StatusOK, healthBody{Status: "healthy"})
 	case broker.KindOf(err) == broker.KindNoSpace:
-		writeHealth(w, http.StatusOK, healthBody{Status: "degraded", Reason: err.Error()})
+		h.write(w, http.StatusOK, healthBody{Status: "degraded", Reason: err.Error()})
 	default:
-		writeHealth(w, http.StatusServiceUnavailable, healthBody{Status: "failed", Reason: err.Error()})
+		h.write(w, http.StatusServiceUnavailable, healthBody{Status: "failed", Reason: err.Error()})
 	}
 }
 
 // serveReady answers GET /health/ready (readiness).
 func (h *health) serveReady(w http.ResponseWriter, r *http.Request) {
 	if !h.ready.Load() {
-		writeHealth(w, http.StatusServiceUnavailable, healthBody{Status: "not ready", Reason: "the broker is starting or stopping"})
+		h.write(w, http.StatusServiceUnavailable, healthBody{Status: "not ready", Reason: "the broker is starting or stopping"})
 		return
 	}
 	if err := h.state(); err != nil {
-		writeHealth(w, http.StatusServiceUnavailable, healthBody{Status: "not ready", Reason: err.Error()})
+		h.write(w, http.StatusServiceUnavailable, healthBody{Status: "not ready", Reason: err.Error()})
 		return
 	}
-	writeHealth(w, http.StatusOK, healthBody{Status: "ready"})
+	h.write(w, http.StatusOK, healthBody{Status: "ready"})
 }
 
 // lateHandler serves 503 until its handler is set: the admin API needs the

@@ -57,6 +57,7 @@ import (
 	"github.com/busbarmq/busbar/internal/clock"
 	"github.com/busbarmq/busbar/internal/config"
 	"github.com/busbarmq/busbar/internal/console"
+	"github.com/busbarmq/busbar/internal/faults"
 	"github.com/busbarmq/busbar/internal/metrics"
 	"github.com/busbarmq/busbar/internal/store"
 	"github.com/busbarmq/busbar/internal/store/filestore"
@@ -104,6 +105,7 @@ type Server struct {
 	console  lateHandler // the web console (package console) under console.Prefix
 	consoleC *console.Console
 	tracing  *tracing.Provider
+	faults   *faults.Set // nil unless --faults
 
 	httpLn  net.Listener
 	httpSrv *http.Server
@@ -259,11 +261,21 @@ func (s *Server) openCore(ctx context.Context, o Options, entities *config.Emula
 			return err
 		}
 	}
-	s.broker, err = broker.Open(broker.Options{Store: s.store, Clock: o.Clock, Logger: log.With("component", "broker"), Observer: s.metrics, Tier: tier})
+	brokerStore := s.store
+	if o.Faults {
+		s.faults = faults.New(o.Clock, log.With("component", "faults"), s.metrics)
+		brokerStore = faults.WrapStore(s.store, s.faults)
+		log.Warn("fault injection is on (--faults): clients with Manage rights can make this broker fail on purpose; never use it in production")
+		s.health.faults.Store(true)
+	}
+	s.broker, err = broker.Open(broker.Options{Store: brokerStore, Clock: o.Clock, Logger: log.With("component", "broker"), Observer: s.metrics, Tier: tier})
 	if err != nil {
 		return fmt.Errorf("recover broker state: %w", err)
 	}
 	s.metrics.Watch(s.broker, s.store)
+	if s.faults != nil {
+		s.faults.SetResolver(s.broker.EntityStoreID)
+	}
 	if entities != nil {
 		created, updated, err := applyEntities(s.broker, entities)
 		if err != nil {
@@ -271,7 +283,7 @@ func (s *Server) openCore(ctx context.Context, o Options, entities *config.Emula
 		}
 		log.Info("declared entities from config", "created", created, "updated", updated)
 	}
-	adm, err := admin.New(admin.Options{Broker: s.broker, Auth: authn, Clock: o.Clock, Logger: log.With("component", "admin"), Observer: s.metrics})
+	adm, err := admin.New(admin.Options{Broker: s.broker, Auth: authn, Clock: o.Clock, Logger: log.With("component", "admin"), Observer: s.metrics, Faults: s.faults})
 	if err != nil {
 		return err
 	}
@@ -314,7 +326,7 @@ func (s *Server) startAMQP(o Options, authn *auth.Authenticator, tlsCfg *tls.Con
 	if s.amqpLn, err = net.Listen("tcp", o.AMQPAddr); err != nil {
 		return fmt.Errorf("amqp listener: %w", err)
 	}
-	if s.amqp, err = newAMQPServer(s.broker, authn, s.metrics, s.tracing.Tracer(), o, s.log); err != nil {
+	if s.amqp, err = newAMQPServer(s.broker, authn, s.metrics, s.tracing.Tracer(), s.faults, o, s.log); err != nil {
 		return err
 	}
 	s.goServe("amqp", func() error { return s.amqp.Serve(s.amqpLn) })
@@ -412,6 +424,9 @@ func addrOf(ln net.Listener) net.Addr {
 // Metrics is the server's metrics (GET /metrics); SetVersion on it sets
 // busbar_build_info.
 func (s *Server) Metrics() *metrics.Metrics { return s.metrics }
+
+// Faults is the fault injector, nil unless Options.Faults.
+func (s *Server) Faults() *faults.Set { return s.faults }
 
 // Broker is the running broker core.
 func (s *Server) Broker() *broker.Broker { return s.broker }

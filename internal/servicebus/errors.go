@@ -13,6 +13,7 @@ import (
 	"github.com/busbarmq/busbar/internal/amqp/frames"
 	"github.com/busbarmq/busbar/internal/auth"
 	"github.com/busbarmq/busbar/internal/broker"
+	"github.com/busbarmq/busbar/internal/faults"
 )
 
 // Vendor conditions (docs/wire/amqp.md §8).
@@ -23,6 +24,8 @@ const (
 	condMessageMissing frames.Symbol = "com.microsoft:message-not-found"
 	condEntityExists   frames.Symbol = "com.microsoft:entity-already-exists"
 	condDeadLetter     frames.Symbol = "com.microsoft:dead-letter"
+
+	condServerBusy frames.Symbol = "com.microsoft:server-busy"
 
 	condSessionLockLost       frames.Symbol = "com.microsoft:session-lock-lost"
 	condSessionCannotBeLocked frames.Symbol = "com.microsoft:session-cannot-be-locked"
@@ -102,10 +105,16 @@ func entityNotFoundText(entity string) string {
 // and reports success, so the application would be told that a
 // settlement that failed had succeeded. The SDKs treat
 // resource-limit-exceeded as final and hand it to the application.
+//
+// An injected fault (package faults) maps as the failure it imitates:
+// server-busy to com.microsoft:server-busy / 503 (retried by every SDK,
+// counted as throttled), lock-lost to message-lock-lost / 410, a detach
+// or connection close to the condition the rule chose.
 func classify(err error) (frames.Symbol, int32) {
 	var ae *auth.Error
 	var ue *errUnauthorized
 	var te *txnError
+	var fe *faults.Error
 	switch {
 	case errors.As(err, &te):
 		// Transactions (txn.go): unknown-id, rollback, timeout; a global
@@ -113,6 +122,16 @@ func classify(err error) (frames.Symbol, int32) {
 		return te.cond, statusBadRequest
 	case errors.As(err, &ae), errors.As(err, &ue):
 		return frames.ErrCondUnauthorizedAccess, statusUnauthorized
+	case errors.As(err, &fe):
+		switch fe.Kind {
+		case faults.ServerBusy:
+			return condServerBusy, statusUnavailable
+		case faults.LockLost:
+			return condLockLost, statusGone
+		case faults.Detach, faults.CloseConnection:
+			return frames.Symbol(fe.Condition), statusUnavailable
+		}
+		return frames.ErrCondInternalError, statusInternal
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return condTimeout, statusTimeout
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/busbarmq/busbar/internal/amqp/frames"
 	"github.com/busbarmq/busbar/internal/auth"
 	"github.com/busbarmq/busbar/internal/broker"
+	"github.com/busbarmq/busbar/internal/faults"
 	"github.com/busbarmq/busbar/internal/message"
 )
 
@@ -62,6 +63,10 @@ func (c *conn) managementRequest(req *frames.Message, node address, mark amqp.Di
 	path := node.path()
 	span := c.h.traceManagement(path, opName, req.ApplicationProperties)
 	resp := c.runManagement(req, node, opName, path, mark)
+	if resp == nil { // a fault: no answer
+		endSpan(span, errors.New("the answer was dropped by an injected fault"))
+		return nil
+	}
 	if span != nil {
 		span.SetAttributes(attribute.Int("messaging.servicebus.status_code", int(resp.status)))
 		var err error
@@ -92,6 +97,32 @@ func (c *conn) runManagement(req *frames.Message, node address, opName, path str
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
+	}
+	kinds := []faults.Kind{faults.ServerBusy, faults.CloseConnection, faults.Delay, faults.DropFrame}
+	if opName == opRenewLock || opName == opUpdateDisposition {
+		kinds = append(kinds, faults.LockLost)
+	}
+	if f := c.inject(faults.Point{Op: faults.OpManagement, Entity: path, Kinds: kinds}); f != nil {
+		switch f.Kind {
+		case faults.LockLost:
+			// The locks are gone for real, as if they had expired.
+			toks, _ := b.uuids("lock-tokens")
+			for _, t := range toks {
+				_ = c.h.broker.Abandon(context.WithoutCancel(ctx), path, t, nil)
+			}
+			return failed(c.fail(opName, path, f.Err()))
+		case faults.DropFrame:
+			return nil
+		case faults.CloseConnection:
+			c.faultClose(opName, path, f)
+			return nil
+		case faults.Delay:
+			if err := faultWait(ctx, f.Delay); err != nil {
+				return failed(c.fail(opName, path, err))
+			}
+		default: // server-busy
+			return failed(c.fail(opName, path, f.Err()))
+		}
 	}
 	// Settlements received before the request first (settleorder.go).
 	if err := mark.Wait(ctx); err != nil {

@@ -13,6 +13,8 @@ import (
 	"github.com/busbarmq/busbar/internal/amqp/frames"
 	"github.com/busbarmq/busbar/internal/auth"
 	"github.com/busbarmq/busbar/internal/broker"
+	"github.com/busbarmq/busbar/internal/faults"
+	"github.com/busbarmq/busbar/internal/message"
 )
 
 // maxReceiveBatch bounds one TryReceive of a receiver link.
@@ -220,6 +222,24 @@ func (rl *receiverLink) pump() {
 // gone; messages that could not be sent are released (peek-lock).
 func (rl *receiverLink) send(ds []*broker.Delivery) bool {
 	for i, d := range ds {
+		if rl.c.h.faults.Armed(faults.OpReceive) && rl.peekLock {
+			if f := rl.c.inject(faults.Point{Op: faults.OpReceive, Entity: rl.path, Link: rl.l.Name(), Props: propsOf([]*message.Message{d.Message})}); f != nil {
+				switch f.Kind {
+				case faults.DropFrame:
+					// Never sent: the message stays locked until its
+					// lock expires, as if the transfer were lost.
+					continue
+				case faults.Detach:
+					rl.unsent(ds[i:])
+					rl.l.Close(rl.c.faultError("receive", rl.path, f))
+					return false
+				case faults.CloseConnection:
+					rl.unsent(ds[i:])
+					rl.c.faultClose("receive", rl.path, f)
+					return false
+				}
+			}
+		}
 		payload, err := encodeDelivery(d, deliveryOpts{locked: rl.peekLock, lockTokenAnnotation: rl.peekLock})
 		if err == nil {
 			od := new(struct { // the delivery and its tag in one allocation
@@ -326,14 +346,52 @@ func (rl *receiverLink) onDisposition(d *amqp.OutgoingDelivery, state frames.Del
 		rl.txnSettle(d, uuid.UUID(tok), ts) // txn.go: recorded, applied on commit
 		return
 	}
+	if f := rl.c.inject(faults.Point{Op: faults.OpSettle, Entity: rl.path, Link: rl.l.Name()}); f != nil {
+		switch f.Kind {
+		case faults.Detach:
+			rl.l.Close(rl.c.faultError("settle", rl.path, f))
+		case faults.CloseConnection:
+			rl.c.faultClose("settle", rl.path, f)
+		case faults.Delay:
+			ticket := rl.c.settles.begin()
+			if !rl.c.spawn(func() {
+				defer rl.c.settles.end(ticket)
+				if faultWait(rl.c.ctx, f.Delay) == nil {
+					rl.disposition(d, uuid.UUID(tok), state)
+				}
+			}) {
+				rl.c.settles.end(ticket)
+			}
+		case faults.LockLost:
+			// The lock is gone for real, as if it had expired: the
+			// message is available again, its delivery count raised.
+			ticket := rl.c.settles.begin()
+			if !rl.c.spawn(func() {
+				defer rl.c.settles.end(ticket)
+				_ = rl.c.h.broker.Abandon(context.WithoutCancel(rl.c.ctx), rl.path, uuid.UUID(tok), nil)
+				d.Settle(&frames.Rejected{Error: rl.c.fail("settle", rl.path, f.Err()).amqpError()})
+			}) {
+				rl.c.settles.end(ticket)
+			}
+		default: // server-busy: the message keeps its lock
+			d.Settle(&frames.Rejected{Error: rl.c.fail("settle", rl.path, f.Err()).amqpError()})
+		}
+		return
+	}
+	rl.disposition(d, uuid.UUID(tok), state)
+}
+
+// disposition settles the message locked with tok as the client's state
+// says and answers d.
+func (rl *receiverLink) disposition(d *amqp.OutgoingDelivery, tok uuid.UUID, state frames.DeliveryState) {
 	if _, ok := state.(*frames.Accepted); ok {
-		rl.queueComplete(d, uuid.UUID(tok))
+		rl.queueComplete(d, tok)
 		return
 	}
 	ticket := rl.c.settles.begin()
 	if !rl.c.spawn(func() {
 		defer rl.c.settles.end(ticket)
-		reply, err := rl.c.settle(rl.path, uuid.UUID(tok), state)
+		reply, err := rl.c.settle(rl.path, tok, state)
 		if err != nil {
 			reply = &frames.Rejected{Error: rl.c.fail("settle", rl.path, err).amqpError()}
 		}

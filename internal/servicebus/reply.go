@@ -148,6 +148,9 @@ func (c *conn) serveRequest(payload []byte, node address, session *amqp.Session,
 	} else {
 		resp = c.managementRequest(&req, node, mark)
 	}
+	if resp == nil {
+		return // dropped by an injected fault
+	}
 	rl := c.route(req.Properties.ReplyTo, node, session)
 	if rl == nil {
 		c.log.Info("no link to reply on", "node", node.String(), "replyTo", req.Properties.ReplyTo)

@@ -9,6 +9,7 @@ import (
 	"github.com/busbarmq/busbar/internal/amqp/frames"
 	"github.com/busbarmq/busbar/internal/auth"
 	"github.com/busbarmq/busbar/internal/broker"
+	"github.com/busbarmq/busbar/internal/faults"
 	"github.com/busbarmq/busbar/internal/message"
 )
 
@@ -221,6 +222,21 @@ func (s *senderLink) store(ds []*amqp.IncomingDelivery) {
 			msgs = msgs[:lo]
 			flush()
 			s.settle(decoded{d: d, err: err})
+			continue
+		}
+		if f := s.c.inject(faults.Point{Op: faults.OpSend, Entity: s.path, Link: s.l.Name(), Props: propsOf(msgs[lo:])}); f != nil {
+			clear(msgs[lo:])
+			msgs = msgs[:lo]
+			flush()
+			switch f.Kind {
+			case faults.Detach:
+				s.l.Close(s.c.faultError("send", s.path, f))
+				return
+			case faults.CloseConnection:
+				s.c.faultClose("send", s.path, f)
+				return
+			}
+			s.settle(decoded{d: d, err: f.Err()})
 			continue
 		}
 		if len(group) >= maxGroupDeliveries || bytes+len(d.Payload) > maxGroupBytes {

@@ -38,6 +38,9 @@
 //     transactional-state, send-via links (txn.go,
 //     docs/wire/transactions.md).
 //
+// faults.go applies injected faults (Config.Faults, package faults) at
+// attach, send, delivery, settlement and management requests.
+//
 // entities.go says which address may name what. observe.go has the
 // hooks for metrics (Config.Observer: connections, failed requests) and
 // the spans made when Config.Tracer is set (send, deliver, settle,
@@ -83,6 +86,7 @@ import (
 	"github.com/busbarmq/busbar/internal/auth"
 	"github.com/busbarmq/busbar/internal/broker"
 	"github.com/busbarmq/busbar/internal/clock"
+	"github.com/busbarmq/busbar/internal/faults"
 )
 
 // Config configures a Handler.
@@ -117,6 +121,8 @@ type Config struct {
 	// sends nothing more until the client settles or locks expire.
 	// Default DefaultMaxUnsettledPerLink (5000).
 	MaxUnsettledPerLink int
+	// Faults are the fault rules to apply (faults.go); nil injects none.
+	Faults *faults.Set
 }
 
 // Handler is the Service Bus handler for an amqp.Server.
@@ -131,6 +137,7 @@ type Handler struct {
 	tracer     trace.Tracer // nil: tracing off
 
 	maxUnsettled int
+	faults       *faults.Set // nil: no fault injection
 }
 
 var _ amqp.Handler = (*Handler)(nil)
@@ -159,6 +166,7 @@ func New(cfg Config) (*Handler, error) {
 	if h.namespace == "" {
 		h.namespace = "busbar"
 	}
+	h.faults = cfg.Faults
 	h.maxUnsettled = cfg.MaxUnsettledPerLink
 	if h.maxUnsettled <= 0 {
 		h.maxUnsettled = DefaultMaxUnsettledPerLink
@@ -398,6 +406,9 @@ func (c *conn) AttachIncoming(l *amqp.IncomingLink) error {
 		}
 		return c.attachRequests(l, a)
 	}
+	if err := c.attachFault(a.path(), l.Name()); err != nil {
+		return err
+	}
 	return c.attachSender(l, a)
 }
 
@@ -429,6 +440,9 @@ func (c *conn) AttachOutgoing(l *amqp.OutgoingLink) error {
 		}
 		c.attachReply(l, a)
 		return nil
+	}
+	if err := c.attachFault(a.path(), l.Name()); err != nil {
+		return err
 	}
 	return c.attachReceiver(l, a)
 }

@@ -73,7 +73,7 @@ class Broker:
             return "".join(f.readlines()[-n:])
 
 
-def _start_broker():
+def _start_broker(extra_args=()):
     work = tempfile.mkdtemp(prefix="busbar-py-")
     binary = _busbar_binary(work)
     log_path = os.path.join(work, "busbar.log")
@@ -82,7 +82,7 @@ def _start_broker():
         "--amqp", "127.0.0.1:0", "--http", "127.0.0.1:0",
         "--amqps", "127.0.0.1:0", "--https", "127.0.0.1:0", "--dev-tls",
         "--log-format", "json", "--log-level", os.environ.get("BUSBAR_PY_LOG_LEVEL", "info"),
-    ]
+    ] + list(extra_args)
     # A private TMPDIR keeps this broker's development certificate apart
     # from other brokers running in parallel (with --memory it is written
     # under the temporary directory).
@@ -125,7 +125,13 @@ def _start_broker():
 
 @pytest.fixture(scope="session")
 def broker():
-    b, pumper = _start_broker()
+    yield from serve_broker()
+
+
+def serve_broker(extra_args=()):
+    """Runs a broker (busbar serve with extra_args) for a fixture: yields
+    it, pointed at by the SDK, and stops it."""
+    b, pumper = _start_broker(extra_args)
     # See the module doc: the AMQP port, and the certificate for the
     # admin client's HTTP stack.
     import azure.servicebus._common._configuration as sb_configuration
