@@ -154,6 +154,14 @@ func TestRecycledFileIsZeroed(t *testing.T) {
 	opts := memOpts(mem)
 	s := mustOpen(t, opts)
 	defer s.Close()
+	// The store's own preparer makes a first segment at Open; let it
+	// finish and take its file, so that it does not race the direct call
+	// below for prepName (it did under -race in CI).
+	if p0 := <-s.prepc; p0.f != nil {
+		p0.f.Close()
+		mem.Remove(s.path(prepName))
+		s.prepBytes.Store(0)
+	}
 	f, err := mem.Create(s.path(recycleName))
 	if err != nil {
 		t.Fatal(err)
