@@ -282,7 +282,7 @@ func publishCopies(per []subCopies) {
 // The whole send holds t.fanout shared, so a subscription removed
 // meanwhile sees all of its copies. fw, when not nil, is an auto-forward's
 // source side: its ops join the batch (forward.go).
-func (t *topic) enqueue(ctx context.Context, pend []pendingMsg, total, now int64, fw *forwardBatch) ([]int64, error) {
+func (t *topic) enqueue(ctx context.Context, pend []pendingMsg, total, now int64, fol *store.Follower, fw *forwardBatch) ([]int64, error) {
 	b := t.b
 	t.catchUp(now)
 	t.fanout.RLock()
@@ -388,7 +388,7 @@ func (t *topic) enqueue(ctx context.Context, pend []pendingMsg, total, now int64
 		ops = append(ops, fw.ops...)
 	}
 	sc.ops, sc.copies, sc.meta = ops, f.copies, f.metas
-	sc.batch.Ops, sc.batch.Follower = ops, followerOf(ctx)
+	sc.batch.Ops, sc.batch.Follower = ops, fol
 	cerr := b.store.Commit(&sc.batch, true)
 	if fw != nil {
 		fw.committed = cerr == nil

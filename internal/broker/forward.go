@@ -543,9 +543,9 @@ func (q *entity) sendForward(target string, pend []pendingMsg, moved []transitio
 	}
 	ctx := context.Background()
 	if t != nil {
-		_, err = t.enqueue(ctx, pend, total, now, fw)
+		_, err = t.enqueue(ctx, pend, total, now, nil, fw)
 	} else {
-		_, err = d.enqueue(ctx, pend, total, now, fw)
+		_, err = d.enqueue(ctx, pend, total, now, nil, fw)
 	}
 	if !fw.committed && garbage != nil {
 		q.topic.returnGarbage(garbage)

@@ -864,9 +864,9 @@ func (q *entity) commitLocked(ts []transition, ops []store.Op, sync bool, now in
 	return q.commitLockedAs(nil, ts, ops, sync, now)
 }
 
-// commitLockedAs is commitLocked for a committer that is a follower
-// (store.Follower); fol may be nil.
-func (q *entity) commitLockedAs(fol *Follower, ts []transition, ops []store.Op, sync bool, now int64) error {
+// commitLockedAs is commitLocked for a paced committer (Settler): fol is
+// its follower, or nil.
+func (q *entity) commitLockedAs(fol *store.Follower, ts []transition, ops []store.Op, sync bool, now int64) error {
 	q.inflight.Add(1)
 	q.mu.Unlock()
 	err := q.persist(fol, ts, ops, sync)
@@ -880,7 +880,7 @@ func (q *entity) commitLockedAs(fol *Follower, ts []transition, ops []store.Op, 
 
 // persist is phase 2: rewrite data where needed and commit the
 // transitions with ops appended, as fol (may be nil). No lock is held.
-func (q *entity) persist(fol *Follower, ts []transition, ops []store.Op, sync bool) error {
+func (q *entity) persist(fol *store.Follower, ts []transition, ops []store.Op, sync bool) error {
 	batch := store.Batch{Ops: q.transitionOps(make([]store.Op, 0, len(ts)+len(ops)), ts), Follower: fol}
 	batch.Ops = append(batch.Ops, ops...)
 	var garbage []int64

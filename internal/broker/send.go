@@ -24,28 +24,8 @@ import (
 // is accepted and dropped. Sending to a subscription path is
 // KindNotAllowed.
 func (b *Broker) Send(ctx context.Context, path string, msgs []*message.Message) error {
-	_, err := b.enqueue(ctx, path, msgs, time.Time{}, false)
+	_, err := b.enqueue(ctx, path, msgs, time.Time{}, false, nil)
 	return err
-}
-
-// Follower marks a closed-loop committer (store.Follower): one goroutine
-// whose Sends (or CompleteBatches) never overlap, and which may promise
-// to answer a call's return by calling again at once or calling Idle. A
-// busy AMQP sender link is one. The store may then wait for its next call
-// before an fsync, so that the calls of many such committers share it.
-type Follower = store.Follower
-
-type followerKey struct{}
-
-// WithFollower returns ctx carrying f; Send and Schedule with it commit as
-// f.
-func WithFollower(ctx context.Context, f *Follower) context.Context {
-	return context.WithValue(ctx, followerKey{}, f)
-}
-
-func followerOf(ctx context.Context) *Follower {
-	f, _ := ctx.Value(followerKey{}).(*Follower)
-	return f
 }
 
 // Schedule enqueues msgs to appear at `at` and returns their sequence
@@ -57,7 +37,7 @@ func followerOf(ctx context.Context) *Follower {
 // subscriptions (that exist and match) when its time comes; until then it
 // counts in the topic's Scheduled count.
 func (b *Broker) Schedule(ctx context.Context, path string, msgs []*message.Message, at time.Time) ([]int64, error) {
-	return b.enqueue(ctx, path, msgs, at, true)
+	return b.enqueue(ctx, path, msgs, at, true, nil)
 }
 
 // CancelScheduled removes scheduled messages of a queue or topic that have
@@ -140,7 +120,9 @@ func releaseSendData(pend []pendingMsg) {
 	}
 }
 
-func (b *Broker) enqueue(ctx context.Context, path string, msgs []*message.Message, at time.Time, schedule bool) ([]int64, error) {
+// enqueue is Send and Schedule; fol, when not nil, is the committer's
+// pacing (Sender).
+func (b *Broker) enqueue(ctx context.Context, path string, msgs []*message.Message, at time.Time, schedule bool, fol *store.Follower) ([]int64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -163,10 +145,10 @@ func (b *Broker) enqueue(ctx context.Context, path string, msgs []*message.Messa
 	var name string
 	if t != nil {
 		setDedupKeys(pend)
-		seqs, err = t.enqueue(ctx, pend, total, nowT.UnixNano(), nil)
+		seqs, err = t.enqueue(ctx, pend, total, nowT.UnixNano(), fol, nil)
 		name = t.name
 	} else {
-		seqs, err = q.enqueue(ctx, pend, total, nowT.UnixNano(), nil)
+		seqs, err = q.enqueue(ctx, pend, total, nowT.UnixNano(), fol, nil)
 		name = q.name
 	}
 	releaseSendData(pend)
@@ -258,7 +240,7 @@ func setDedupKeys(pend []pendingMsg) {
 // enqueue is a queue's send: phase 1 under mu, the durable commit, the
 // (mostly lock-free) publication. fw, when not nil, is an auto-forward's
 // source side: its ops join the batch (forward.go).
-func (q *entity) enqueue(ctx context.Context, pend []pendingMsg, total, now int64, fw *forwardBatch) ([]int64, error) {
+func (q *entity) enqueue(ctx context.Context, pend []pendingMsg, total, now int64, fol *store.Follower, fw *forwardBatch) ([]int64, error) {
 	b := q.b
 	// Phase 1: checks, duplicate detection, sequence numbers.
 	q.lock()
@@ -363,7 +345,7 @@ func (q *entity) enqueue(ctx context.Context, pend []pendingMsg, total, now int6
 		ops = append(ops, fw.ops...)
 	}
 	sc.ops, sc.meta = ops, meta
-	sc.batch.Ops, sc.batch.Follower = ops, followerOf(ctx)
+	sc.batch.Ops, sc.batch.Follower = ops, fol
 	cerr := b.store.Commit(&sc.batch, true)
 	if fw != nil {
 		fw.committed = cerr == nil
