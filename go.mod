@@ -18,6 +18,7 @@ require (
 	go.opentelemetry.io/proto/otlp v1.11.0
 	go.uber.org/goleak v1.3.0
 	google.golang.org/protobuf v1.36.12
+	pgregory.net/rapid v1.2.0
 )
 
 require (

@@ -130,7 +130,7 @@ func (b *Broker) Close() error {
 
 	var batch store.Batch
 	for _, t := range ts {
-		t.lock()
+		t.lockAndPublish()
 		if t.mu.gone == nil {
 			t.mu.gone = errClosed()
 			if acc := t.accessed.Load(); acc != t.mu.accessedSaved {
@@ -142,7 +142,7 @@ func (b *Broker) Close() error {
 		t.inflight.Wait()
 	}
 	for _, q := range qs {
-		q.lock()
+		q.lockAndPublish()
 		if q.mu.gone == nil {
 			q.mu.gone = errClosed()
 			q.wakeAllLocked()
@@ -261,7 +261,7 @@ func (b *Broker) CreateQueue(name string, p QueueProperties) (QueueInfo, error) 
 	b.timers.Lock()
 	b.timers.byID[id] = q
 	b.timers.Unlock()
-	q.lock()
+	q.lockAndPublish()
 	defer q.mu.Unlock()
 	q.rearmLocked()
 	return q.infoLocked(), nil
@@ -369,7 +369,7 @@ func (b *Broker) UpdateQueue(name string, p QueueProperties) (QueueInfo, error) 
 	if path.SubQueue != SubQueueMain {
 		return QueueInfo{}, errorf(KindNotAllowed, "'%s' is a sub-queue; it has no properties of its own", name)
 	}
-	q.lock()
+	q.lockAndPublish()
 	old := q.mu.props
 	spec := q.specLocked()
 	q.mu.Unlock()
@@ -387,7 +387,7 @@ func (b *Broker) UpdateQueue(name string, p QueueProperties) (QueueInfo, error) 
 	if err := b.store.Commit(&batch, true); err != nil {
 		return QueueInfo{}, internal(err, "updating queue %q", name)
 	}
-	q.lock()
+	q.lockAndPublish()
 	defer q.mu.Unlock()
 	if q.mu.gone != nil {
 		return QueueInfo{}, q.mu.gone
@@ -432,7 +432,7 @@ func (b *Broker) ListQueues() []QueueInfo {
 	b.mu.RUnlock()
 	out := make([]QueueInfo, 0, len(qs))
 	for _, q := range qs {
-		q.lock()
+		q.lockAndPublish()
 		if q.mu.gone == nil {
 			out = append(out, q.infoLocked())
 		}
@@ -478,7 +478,7 @@ func (b *Broker) deleteLocked(q *entity) error {
 	b.timers.Unlock()
 
 	q.deleted.Store(true)
-	q.lock()
+	q.lockAndPublish()
 	q.mu.gone = errEntityNotFound(q.name)
 	q.wakeAllLocked()
 	q.releaseLocked()
@@ -643,7 +643,7 @@ func (b *Broker) autoDelete(o timerOwner, now int64) {
 	}
 	switch o := o.(type) {
 	case *entity:
-		o.lock()
+		o.lockAndPublish()
 		idle := o.mu.gone == nil && o.idleLocked(now)
 		o.mu.Unlock()
 		if !idle {
@@ -661,7 +661,7 @@ func (b *Broker) autoDelete(o timerOwner, now int64) {
 		}
 		b.log.Info("deleted idle entity", "entity", o.name)
 	case *topic:
-		o.lock()
+		o.lockAndPublish()
 		idle := o.mu.gone == nil && o.idleLocked(now)
 		o.mu.Unlock()
 		if !idle || !o.idle(now) {

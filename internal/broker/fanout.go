@@ -155,7 +155,7 @@ func (f *fanOut) planDeadLetter(i int, base rec, seq, ttl int64, m *message.Mess
 func (f *fanOut) finish(ops []store.Op) ([]store.Op, []subCopies, int64) {
 	if f.extra > 0 {
 		t := f.t
-		t.lock()
+		t.lockAndPublish()
 		next := t.mu.nextSeq
 		t.mu.nextSeq += int64(f.extra)
 		t.mu.Unlock()
@@ -246,14 +246,14 @@ func publishCopies(per []subCopies) {
 		if len(pc.dlq) == 0 && !needsTimer(pc.main) && pc.sids == nil {
 			// A subscription nobody receives from would pile up batches:
 			// past maxPubDepth the sender publishes them itself.
-			pc.pub = pubBatch{recs: pc.main, insert: true}
-			if depth := q.pushPublished(&pc.pub); q.waiting.Load() > 0 || depth >= maxPubDepth || q.forwarding.Load() {
-				q.lock()
+			pc.pub = pubBatch{v: sendPub{recs: pc.main, insert: true}}
+			if depth, waiter := q.pub.push(&pc.pub); waiter || depth >= maxPubDepth || q.forwarding.Load() {
+				q.lockAndPublish()
 				q.mu.Unlock()
 			}
 			continue
 		}
-		q.lock()
+		q.lockAndPublish()
 		if q.mu.gone == nil {
 			if pc.sids != nil {
 				q.assignSessionsLocked(pc.main, pc.sids)
@@ -299,7 +299,7 @@ func (t *topic) enqueue(ctx context.Context, pend []pendingMsg, total, now int64
 	f := fanOut{t: t, subs: t.subs.Load()}
 
 	// Phase 1.
-	t.lock()
+	t.lockAndPublish()
 	if err := t.sendCheckLocked(); err != nil {
 		t.mu.Unlock()
 		return nil, err
@@ -398,7 +398,7 @@ func (t *topic) enqueue(ctx context.Context, pend []pendingMsg, total, now int64
 	// records through the lock-free pub stack.
 	var gone error
 	if cerr == nil && len(sched) == 0 {
-		t.pushPub(&topicPub{shared: shared, added: total})
+		t.pub.push(&pubNode[topicPub]{v: topicPub{shared: shared, added: total}})
 		t.size.Add(copyBytes)
 		if t.deleted.Load() {
 			gone = errEntityNotFound(t.name)
@@ -406,7 +406,7 @@ func (t *topic) enqueue(ctx context.Context, pend []pendingMsg, total, now int64
 			publishCopies(per)
 		}
 	} else {
-		t.lock()
+		t.lockAndPublish()
 		t.mu.pending -= total
 		gone = t.mu.gone
 		if cerr == nil && gone == nil {
@@ -487,7 +487,7 @@ func (t *topic) fanOutScheduled(due []rec, ops []store.Op, garbage []int64, now 
 	if t.deleted.Load() {
 		return // the topic is going away with its scheduled messages
 	}
-	t.lock()
+	t.lockAndPublish()
 	topicTTL := int64(t.mu.props.DefaultMessageTimeToLive)
 	if t.mu.props.DefaultMessageTimeToLive >= Infinite {
 		topicTTL = 0
@@ -527,7 +527,7 @@ func (t *topic) fanOutScheduled(due []rec, ops []store.Op, garbage []int64, now 
 		}
 	}
 
-	t.lock()
+	t.lockAndPublish()
 	if t.mu.gone != nil {
 		t.mu.Unlock()
 		return
@@ -567,7 +567,7 @@ func (t *topic) fanOutScheduled(due []rec, ops []store.Op, garbage []int64, now 
 // been fanned out yet; other sequence numbers are ignored.
 func (t *topic) cancelScheduled(seqs []int64, now int64) error {
 	t.catchUp(now)
-	t.lock()
+	t.lockAndPublish()
 	if err := t.sendCheckLocked(); err != nil {
 		t.mu.Unlock()
 		return err
@@ -596,7 +596,7 @@ func (t *topic) cancelScheduled(seqs []int64, now int64) error {
 	defer t.inflight.Done()
 
 	err := t.b.store.Commit(&store.Batch{Ops: ops}, true)
-	t.lock()
+	t.lockAndPublish()
 	defer t.mu.Unlock()
 	if t.mu.gone != nil {
 		return err

@@ -56,17 +56,12 @@ type entity struct {
 
 	armedAt int64 // deadline registered with the broker; guarded by Broker.timers
 
-	// pub is a lock-free stack of committed sends waiting to be published:
-	// a sender whose batch needs no timer and wakes no receiver pushes it
-	// here instead of taking mu, and every holder of mu publishes what is
-	// there first (lock), so anything that takes mu after a Send returned
-	// sees its messages.
-	pub atomic.Pointer[pubBatch]
-	// waiting mirrors the number of receivers queued in the sub-queues'
-	// waiters. A sender pushes to pub, then reads waiting; a receiver about
-	// to wait adds to waiting, then drains pub: one of the two always sees
-	// the other (sequentially consistent atomics), so no wakeup is lost.
-	waiting atomic.Int32
+	// pub is the lock-free publication of committed sends (see
+	// publication): a sender whose batch needs no timer and wakes no
+	// receiver pushes it there instead of taking mu, and every holder of
+	// mu publishes what is there first (lockAndPublish), so anything that
+	// takes mu after a Send returned sees its messages.
+	pub publication
 	// deleted is set (before gone) when the queue is deleted, for senders
 	// on the lock-free path.
 	deleted atomic.Bool
@@ -222,56 +217,21 @@ func (q *entity) infoLocked() QueueInfo {
 	return info
 }
 
-// pubBatch is one committed send on the pub stack: a queue's send (its
-// placeholders are published) or a fan-out's copies for a subscription
-// (insert: the records are added; sub may be the dead-letter queue for
-// copies whose rule evaluation failed).
-type pubBatch struct {
-	recs   []rec
-	added  int64 // bytes, moved from mu.pending to mu.size when published
-	sub    SubQueue
-	insert bool
-	depth  int32 // batches below this one on the stack
-	next   *pubBatch
-}
-
-// lock locks q.mu and publishes the committed sends waiting on pub. Every
-// acquisition of q.mu goes through it.
-func (q *entity) lock() {
+// lockAndPublish locks q.mu and publishes the committed sends waiting on
+// q.pub. Every acquisition of q.mu goes through it (or lockAt).
+func (q *entity) lockAndPublish() {
 	q.mu.Lock()
-	q.drainLocked()
+	q.publishPendingLocked()
 }
 
-func (q *entity) drainLocked() {
-	if q.pub.Load() == nil {
-		return
-	}
-	// Oldest first: a subscription's copies are inserted rather than
-	// found as placeholders, and in ascending order they append.
-	var prev *pubBatch
-	for b := q.pub.Swap(nil); b != nil; {
-		next := b.next
-		b.next, prev, b = prev, b, next
-	}
-	for b := prev; b != nil; b = b.next {
-		q.mu.pending -= b.added
+// publishPendingLocked publishes the committed sends waiting on q.pub,
+// oldest first: a subscription's copies are inserted rather than found as
+// placeholders, and in ascending order they append.
+func (q *entity) publishPendingLocked() {
+	for b := q.pub.stack.take(); b != nil; b = b.next {
+		q.mu.pending -= b.v.added
 		if q.mu.gone == nil {
-			q.publishLocked(b.sub, b.recs, true, b.insert)
-		}
-	}
-}
-
-// pushPublished puts a committed send on the pub stack and returns how
-// many batches were already there.
-func (q *entity) pushPublished(b *pubBatch) int32 {
-	for {
-		old := q.pub.Load()
-		b.next, b.depth = old, 0
-		if old != nil {
-			b.depth = old.depth + 1
-		}
-		if q.pub.CompareAndSwap(old, b) {
-			return b.depth
+			q.publishLocked(b.v.sub, b.v.recs, true, b.v.insert)
 		}
 	}
 }
@@ -287,11 +247,11 @@ func (q *entity) lockAt(now int64) {
 	if q.topic != nil {
 		q.topic.catchUp(now)
 	}
-	q.lock()
+	q.lockAndPublish()
 	if next, ok := q.mu.timers.Next(); (ok && next <= now || q.forwardDueLocked(now)) && q.mu.gone == nil {
 		q.mu.Unlock()
 		q.tick(now)
-		q.lock()
+		q.lockAndPublish()
 	}
 }
 
@@ -405,7 +365,7 @@ func (q *entity) wakeOneLocked(sub SubQueue) {
 func (q *entity) unwaitLocked(r *Receiver) {
 	close(r.waitCh)
 	r.waitCh = nil
-	q.waiting.Add(-1)
+	q.pub.waiting.Add(-1)
 }
 
 // wakeAllLocked wakes every waiting receiver (the entity was deleted or
@@ -694,7 +654,7 @@ func (q *entity) idleLocked(now int64) bool {
 // reports whether the queue is idle and should be auto-deleted. (tick,
 // in forward.go, runs the forwarding due first.)
 func (q *entity) tickTimers(now int64) (idle bool) {
-	q.lock()
+	q.lockAndPublish()
 	if q.mu.gone != nil {
 		q.mu.Unlock()
 		return false
@@ -870,7 +830,7 @@ func (q *entity) commitLockedAs(fol *store.Follower, ts []transition, ops []stor
 	q.inflight.Add(1)
 	q.mu.Unlock()
 	err := q.persist(fol, ts, ops, sync)
-	q.lock()
+	q.lockAndPublish()
 	q.applyLocked(ts, err, now)
 	q.rearmLocked()
 	q.mu.Unlock()

@@ -97,7 +97,7 @@ func (b *Broker) OpenReceiver(path string, mode ReceiveMode) (*Receiver, error) 
 	if err != nil {
 		return nil, err
 	}
-	q.lock()
+	q.lockAndPublish()
 	defer q.mu.Unlock()
 	if err := q.receiveCheckLocked(p.SubQueue); err != nil {
 		return nil, err
@@ -125,7 +125,7 @@ func (r *Receiver) Close() error {
 		return r.closeSession()
 	}
 	q := r.q
-	q.lock()
+	q.lockAndPublish()
 	defer q.mu.Unlock()
 	if r.closed {
 		return nil
@@ -163,10 +163,10 @@ func (r *Receiver) Ready() <-chan struct{} {
 		return r.waitCh // already queued (and counted in q.waiting)
 	}
 	// Count this waiter before the last look at pub (see queue.waiting).
-	q.waiting.Add(1)
-	q.drainLocked()
+	q.pub.waiting.Add(1)
+	q.publishPendingLocked()
 	if q.peekAvailableLocked(r.sub) != nil {
-		q.waiting.Add(-1)
+		q.pub.waiting.Add(-1)
 		return closedChan
 	}
 	r.waitCh = make(chan struct{})
@@ -301,13 +301,13 @@ func (q *entity) deliverLocked(sub SubQueue, mode ReceiveMode, out []taken, ts [
 		}
 		ts = keep
 		defer func() {
-			q.lock()
+			q.lockAndPublish()
 			q.applyLocked(revert, errors.New("unreadable"), now)
 			q.mu.Unlock()
 		}()
 	}
 	err := q.persist(nil, ts, ops, mode == ReceiveAndDelete)
-	q.lock()
+	q.lockAndPublish()
 	q.applyLocked(ts, err, now)
 	if mode == PeekLock {
 		for _, i := range failed { // unlock what could not be read, if still ours

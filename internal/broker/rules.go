@@ -599,7 +599,7 @@ func (b *Broker) createRule(topicName, subName string, r RuleDescription, replac
 		rules = slices.Insert(rules, i, c)
 	}
 	q.route.Store(rt.withRules(rules))
-	q.lock()
+	q.lockAndPublish()
 	q.touchLocked(b.now()) // a new rule is a use of the subscription
 	q.mu.Unlock()
 	return cloneRule(c.desc), nil
@@ -623,7 +623,7 @@ func (b *Broker) deleteRule(topicName, subName, name string) error {
 		return internal(err, "deleting rule %q of %s", name, q.name)
 	}
 	q.route.Store(rt.withRules(slices.Delete(slices.Clone(rt.rules), i, i+1)))
-	q.lock()
+	q.lockAndPublish()
 	q.touchLocked(b.now())
 	q.mu.Unlock()
 	return nil

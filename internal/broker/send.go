@@ -243,7 +243,7 @@ func setDedupKeys(pend []pendingMsg) {
 func (q *entity) enqueue(ctx context.Context, pend []pendingMsg, total, now int64, fol *store.Follower, fw *forwardBatch) ([]int64, error) {
 	b := q.b
 	// Phase 1: checks, duplicate detection, sequence numbers.
-	q.lock()
+	q.lockAndPublish()
 	if err := q.sendCheckLocked(); err != nil {
 		q.mu.Unlock()
 		return nil, err
@@ -360,17 +360,16 @@ func (q *entity) enqueue(ctx context.Context, pend []pendingMsg, total, now int6
 		if one != nil {
 			pb = &one.pb
 		}
-		pb.recs, pb.added = recs, added
-		q.pushPublished(pb)
-		if q.waiting.Load() > 0 || q.forwarding.Load() {
-			q.lock()
+		pb.v.recs, pb.v.added = recs, added
+		if _, waiter := q.pub.push(pb); waiter || q.forwarding.Load() {
+			q.lockAndPublish()
 			q.mu.Unlock()
 		}
 		if q.deleted.Load() {
 			gone = errEntityNotFound(q.name)
 		}
 	} else {
-		q.lock()
+		q.lockAndPublish()
 		q.mu.pending -= added
 		gone = q.mu.gone
 		if gone == nil {

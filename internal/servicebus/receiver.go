@@ -155,7 +155,7 @@ func (rl *receiverLink) onFlow(credit uint32, drain bool) {
 // drains once nothing more is available.
 func (rl *receiverLink) pump() {
 	defer rl.r.Close()
-	defer rl.settler.Close() // no store waits for this link's completions any more
+	defer rl.settler.Close()   // no store waits for this link's completions any more
 	lost := rl.r.SessionLost() // nil unless a session receiver
 	for {
 		select {
