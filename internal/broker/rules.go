@@ -45,10 +45,8 @@ type routing struct {
 
 func newRouting(rules []*compiledRule, p SubscriptionProperties) *routing {
 	rt := &routing{rules: rules, accept: p.Status == StatusActive || p.Status == StatusReceiveDisabled,
-		dlqOnEvalError: p.DeadLetteringOnFilterEvaluationExceptions, sessions: p.RequiresSession}
-	if p.DefaultMessageTimeToLive < Infinite {
-		rt.defTTL = int64(p.DefaultMessageTimeToLive)
-	}
+		dlqOnEvalError: p.DeadLetteringOnFilterEvaluationExceptions, sessions: p.RequiresSession,
+		defTTL: finiteTTL(p.DefaultMessageTimeToLive)}
 	for _, r := range rules {
 		if r.desc.Filter.Kind == FilterCorrelation {
 			rt.corrFilter++

@@ -259,9 +259,14 @@ func (t *topic) takeGarbageLocked() []int64 {
 	return g
 }
 
+// returnGarbage gives back what takeGarbage returned (its commit failed).
 func (t *topic) returnGarbage(g []int64) {
 	t.lockAndPublish()
 	defer t.mu.Unlock()
+	t.returnGarbageLocked(g)
+}
+
+func (t *topic) returnGarbageLocked(g []int64) {
 	t.mu.garbage = append(t.mu.garbage, g...)
 	t.garbageN.Store(int32(len(t.mu.garbage)))
 }
@@ -406,8 +411,7 @@ func (t *topic) tick(now int64) (idle bool) {
 	t.lockAndPublish()
 	if err != nil {
 		t.b.retries.failed("topic timer "+t.name, "topic timer work failed; retrying", err, "topic", t.name)
-		t.mu.garbage = append(t.mu.garbage, garbage...)
-		t.garbageN.Store(int32(len(t.mu.garbage)))
+		t.returnGarbageLocked(garbage)
 	} else {
 		t.b.retries.succeeded("topic timer "+t.name, "topic timer work recovered", "topic", t.name)
 	}
