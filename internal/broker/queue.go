@@ -74,37 +74,72 @@ type entity struct {
 	// which never changes); nil otherwise. See session.go.
 	ss *sessionSet
 
+	// mu guards the entity's state, in named parts.
 	mu struct {
 		sync.Mutex
-		gone  error // non-nil once deleted (not found) or closed
-		props QueueProperties
-		// sprops are a subscription's own properties (props holds their
-		// receiving view, SubscriptionProperties.receiving).
-		sprops   SubscriptionProperties
-		created  time.Time
-		updated  time.Time
-		accessed int64 // Unix ns of the last use; 0 = never
-		// accessedSaved is the accessed value last written to the store.
-		accessedSaved int64
-		nextSeq       int64
-		subs          [numSubQueues]subState
-		locks         map[uuid.UUID]lockRef // every lock of the entity, by token
-		timers        expiry.Heap           // ttl, scheduled and lock deadlines
-		size          int64                 // bytes of all stored messages
-		pending       int64                 // bytes of sends not yet committed
-		dedup         dedupHistory
-		receivers     int // open receivers, any sub-queue
-		rng           *rand.ChaCha8
-		// armedHint is the deadline last registered with the broker (0:
-		// none). A re-arm that is not earlier can skip the broker's timer
-		// lock: if the broker has meanwhile popped that deadline, its Tick
-		// is about to run q.tick, which re-arms from scratch.
-		armedHint int64
-		// fwdDue is, per sub-queue, when its messages are next to be
-		// auto-forwarded (0: nothing to do; forwardNow: at once); see
-		// forward.go.
-		fwdDue [numSubQueues]int64
+		entityMeta
+		subQueues
+		lockTable
+		entityTimers
+		dedupState
+		forwardState
 	}
+}
+
+// entityMeta is what an entity is: its properties, lifetime and use.
+type entityMeta struct {
+	gone  error // non-nil once deleted (not found) or closed
+	props QueueProperties
+	// sprops are a subscription's own properties (props holds their
+	// receiving view, SubscriptionProperties.receiving).
+	sprops   SubscriptionProperties
+	created  time.Time
+	updated  time.Time
+	accessed int64 // Unix ns of the last use; 0 = never
+	// accessedSaved is the accessed value last written to the store.
+	accessedSaved int64
+	receivers     int // open receivers, any sub-queue
+}
+
+// subQueues are the entity's messages: the main queue and its dead-letter
+// and transfer dead-letter queues, the sequence numbers and sizes.
+type subQueues struct {
+	nextSeq int64
+	subs    [numSubQueues]subState
+	size    int64 // bytes of all stored messages
+	pending int64 // bytes of sends not yet committed
+}
+
+// lockTable is every peek-lock of the entity, by token (each sub-queue
+// also maps its locked records to their tokens, subState.locked), and the
+// stream lock tokens are drawn from.
+type lockTable struct {
+	locks map[uuid.UUID]lockRef
+	rng   *rand.ChaCha8
+}
+
+// entityTimers is the entity's one timer structure (ttl, scheduled, lock
+// and session deadlines) and what it last registered with the broker.
+type entityTimers struct {
+	timers expiry.Heap
+	// armedHint is the deadline last registered with the broker (0:
+	// none). A re-arm that is not earlier can skip the broker's timer
+	// lock: if the broker has meanwhile popped that deadline, its Tick
+	// is about to run q.tick, which re-arms from scratch.
+	armedHint int64
+}
+
+// dedupState is a queue's duplicate-detection history (see dedup.go); a
+// subscription's stays empty (its topic's applies).
+type dedupState struct {
+	dedup dedupHistory
+}
+
+// forwardState is the entity's auto-forwarding schedule (see forward.go).
+type forwardState struct {
+	// fwdDue is, per sub-queue, when its messages are next to be
+	// auto-forwarded (0: nothing to do; forwardNow: at once).
+	fwdDue [numSubQueues]int64
 }
 
 // subState is one sub-queue: its index, receive cursor and waiters.
