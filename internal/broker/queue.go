@@ -739,7 +739,7 @@ func (q *entity) tickTimers(now int64) (idle bool) {
 		q.mu.Unlock()
 		return idle
 	}
-	if err := q.commitLocked(ts, ops, false, now); err != nil {
+	if err := q.commitAndUnlock(ts, ops, false, now); err != nil {
 		q.b.retries.failed("timer "+q.name, "timer work failed; retrying", err, "queue", q.name)
 	} else {
 		q.b.retries.succeeded("timer "+q.name, "timer work recovered", "queue", q.name)
@@ -850,18 +850,18 @@ func (q *entity) lockEndLocked(sub SubQueue, r *rec, now int64, props map[string
 	return transition{}, false
 }
 
-// commitLocked runs phases 2 and 3 for transitions planned under mu: it
+// commitAndUnlock runs phases 2 and 3 for transitions planned under mu: it
 // releases mu for the store commit (persist), then applies the outcome
 // (applyLocked) and re-arms the timers under mu again. Called with mu
 // held; returns with mu released and the commit's error. The entity
 // counts as in flight meanwhile, so Close and Delete wait for it.
-func (q *entity) commitLocked(ts []transition, ops []store.Op, sync bool, now int64) error {
-	return q.commitLockedAs(nil, ts, ops, sync, now)
+func (q *entity) commitAndUnlock(ts []transition, ops []store.Op, sync bool, now int64) error {
+	return q.commitAndUnlockAs(nil, ts, ops, sync, now)
 }
 
-// commitLockedAs is commitLocked for a paced committer (Settler): fol is
-// its follower, or nil.
-func (q *entity) commitLockedAs(fol *store.Follower, ts []transition, ops []store.Op, sync bool, now int64) error {
+// commitAndUnlockAs is commitAndUnlock for a paced committer (Settler):
+// fol is its follower, or nil.
+func (q *entity) commitAndUnlockAs(fol *store.Follower, ts []transition, ops []store.Op, sync bool, now int64) error {
 	q.inflight.Add(1)
 	q.mu.Unlock()
 	err := q.persist(fol, ts, ops, sync)

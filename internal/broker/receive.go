@@ -230,7 +230,7 @@ func (r *Receiver) TryReceive(max int) ([]*Delivery, error) {
 	if len(out) == max {
 		q.passOnLocked(r.sub)
 	}
-	return q.deliverLocked(r.sub, r.mode, out, ts, now)
+	return q.deliverAndUnlock(r.sub, r.mode, out, ts, now)
 }
 
 // takeLocked locks rc (PeekLock) or marks it for removal (ReceiveAndDelete).
@@ -243,9 +243,12 @@ func (q *entity) takeLocked(sub SubQueue, rc *rec, mode ReceiveMode, now int64, 
 	return taken{r: *rc, tok: q.newTokenLocked()}
 }
 
-// deliverLocked finishes a receive: called with q.mu held, it unlocks it, reads
-// the messages, commits removals and expiries, and builds the deliveries.
-func (q *entity) deliverLocked(sub SubQueue, mode ReceiveMode, out []taken, ts []transition, now int64) ([]*Delivery, error) {
+// deliverAndUnlock runs phases 2 and 3 of a receive planned under q.mu
+// (out: the messages taken; ts: removals and expiries). Called with q.mu
+// held, it returns with q.mu released: it reads the messages and commits
+// ts without the lock, then applies the outcome under it again, and
+// builds the deliveries.
+func (q *entity) deliverAndUnlock(sub SubQueue, mode ReceiveMode, out []taken, ts []transition, now int64) ([]*Delivery, error) {
 	if len(out) == 0 && len(ts) == 0 {
 		q.mu.Unlock()
 		return nil, nil
@@ -448,7 +451,7 @@ func (b *Broker) ReceiveDeferred(ctx context.Context, path string, seqs []int64,
 		}
 		out = append(out, q.takeLocked(p.SubQueue, r, mode, now, &ts))
 	}
-	return q.deliverLocked(p.SubQueue, mode, out, ts, now)
+	return q.deliverAndUnlock(p.SubQueue, mode, out, ts, now)
 }
 
 // Peek returns up to max messages of path with sequence numbers from
@@ -553,7 +556,7 @@ func (b *Broker) deleteMessages(ctx context.Context, path string, sid *string, m
 		q.mu.Unlock()
 		return 0, nil
 	}
-	if err := q.commitLocked(ts, q.saveAccessedLocked(nil), true, now); err != nil {
+	if err := q.commitAndUnlock(ts, q.saveAccessedLocked(nil), true, now); err != nil {
 		return 0, err
 	}
 	return len(ts), nil

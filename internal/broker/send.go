@@ -77,7 +77,7 @@ func (b *Broker) CancelScheduled(ctx context.Context, path string, seqs []int64)
 		q.mu.Unlock()
 		return nil
 	}
-	return q.commitLocked(ts, q.saveAccessedLocked(nil), true, now)
+	return q.commitAndUnlock(ts, q.saveAccessedLocked(nil), true, now)
 }
 
 // pendingMsg is one message of a send between encoding and publishing.

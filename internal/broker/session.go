@@ -696,7 +696,7 @@ func (r *Receiver) tryReceiveSession(max int) ([]*Delivery, error) {
 		}
 		out = append(out, q.takeSessionLocked(s, rc, r.mode, &ts))
 	}
-	return q.deliverLocked(SubQueueMain, r.mode, out, ts, now)
+	return q.deliverAndUnlock(SubQueueMain, r.mode, out, ts, now)
 }
 
 // takeSessionLocked locks rc under s's lock (PeekLock) or marks it for
@@ -762,7 +762,7 @@ func (r *Receiver) closeSession() error {
 		q.mu.Unlock()
 		return nil
 	}
-	if err := q.commitLocked(ts, nil, false, now); err != nil {
+	if err := q.commitAndUnlock(ts, nil, false, now); err != nil {
 		q.b.log.Error("releasing a session failed", "entity", q.name, "session", r.sess.id, "err", err)
 	}
 	return nil
@@ -1170,5 +1170,5 @@ func (b *Broker) receiveDeferredSession(ctx context.Context, path, id string, ho
 		}
 		out = append(out, q.takeSessionLocked(s, r, mode, &ts))
 	}
-	return q.deliverLocked(SubQueueMain, mode, out, ts, now)
+	return q.deliverAndUnlock(SubQueueMain, mode, out, ts, now)
 }

@@ -94,7 +94,7 @@ func (b *Broker) completeBatch(ctx context.Context, path string, toks []uuid.UUI
 		return errs
 	}
 	q.touchLocked(now)
-	if err := q.commitLockedAs(fol, ts, q.saveAccessedLocked(nil), true, now); err != nil {
+	if err := q.commitAndUnlockAs(fol, ts, q.saveAccessedLocked(nil), true, now); err != nil {
 		for _, i := range done {
 			errs[i] = err
 		}
@@ -193,7 +193,7 @@ func (b *Broker) settle(ctx context.Context, path string, tok uuid.UUID, k settl
 		t = updateTransitionLocked(sub, sub, r, next, props)
 	}
 	t.relock, t.relockUntil = tok, until // a failed commit keeps the lock
-	return q.commitLocked([]transition{t}, q.saveAccessedLocked(nil), true, now)
+	return q.commitAndUnlock([]transition{t}, q.saveAccessedLocked(nil), true, now)
 }
 
 // RenewLock extends each lock to LockDuration from now and returns the new
