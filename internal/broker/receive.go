@@ -258,35 +258,7 @@ func (q *entity) deliverAndUnlock(sub SubQueue, mode ReceiveMode, out []taken, t
 	q.mu.Unlock()
 	defer q.inflight.Done()
 
-	ds := make([]*Delivery, 0, len(out))
-	var failed []int // indexes into out whose data could not be read
-	var readErr error
-	// One batch read: the data of messages sent one after another lies
-	// side by side in the log and comes back in one read.
-	refs := make([]store.DataRef, len(out))
-	for i := range out {
-		refs[i] = q.dataRef(&out[i].r)
-	}
-	datas, errs := q.b.store.ReadDataBatch(refs)
-	for i := range out {
-		d, err := datas[i], errs[i]
-		var dv *Delivery
-		if err == nil {
-			dv, err = decodeDelivery(d, &out[i].r, out[i].tok)
-		}
-		if errors.Is(err, store.ErrNotFound) && mode == PeekLock {
-			// Gone already: our lock expired before we got here and the
-			// message was settled by someone else (or the queue deleted).
-			continue
-		}
-		if err != nil {
-			q.b.log.Error("cannot read message", "queue", q.name, "seq", out[i].r.seq, "err", err)
-			failed = append(failed, i)
-			readErr = err
-			continue
-		}
-		ds = append(ds, dv)
-	}
+	ds, failed, readErr := q.readDeliveries(out, mode)
 	if len(failed) > 0 && mode == ReceiveAndDelete {
 		// Do not remove what could not be read: drop those transitions.
 		bad := make(map[int64]bool, len(failed))
@@ -336,6 +308,40 @@ func (q *entity) deliverAndUnlock(sub SubQueue, mode ReceiveMode, out []taken, t
 		q.b.obs.Delivered(q.name, len(ds))
 	}
 	return ds, nil
+}
+
+// readDeliveries reads the messages taken (phase 2, no lock held) and
+// builds their deliveries. failed lists the indexes into out whose data
+// could not be read, readErr the last such error; a peek-locked message
+// gone meanwhile (its lock expired and someone else settled it, or the
+// entity was deleted) is left out.
+func (q *entity) readDeliveries(out []taken, mode ReceiveMode) (ds []*Delivery, failed []int, readErr error) {
+	ds = make([]*Delivery, 0, len(out))
+	// One batch read: the data of messages sent one after another lies
+	// side by side in the log and comes back in one read.
+	refs := make([]store.DataRef, len(out))
+	for i := range out {
+		refs[i] = q.dataRef(&out[i].r)
+	}
+	datas, errs := q.b.store.ReadDataBatch(refs)
+	for i := range out {
+		d, err := datas[i], errs[i]
+		var dv *Delivery
+		if err == nil {
+			dv, err = decodeDelivery(d, &out[i].r, out[i].tok)
+		}
+		if errors.Is(err, store.ErrNotFound) && mode == PeekLock {
+			continue
+		}
+		if err != nil {
+			q.b.log.Error("cannot read message", "queue", q.name, "seq", out[i].r.seq, "err", err)
+			failed = append(failed, i)
+			readErr = err
+			continue
+		}
+		ds = append(ds, dv)
+	}
+	return ds, failed, readErr
 }
 
 // peekDeliveries reads (in one batch read) and decodes the peeked records
