@@ -123,43 +123,18 @@ func (b *Broker) nameTakenLocked(name string) (closed, taken bool) {
 // CreateTopic creates a topic. Queue and topic names share one namespace
 // (case-insensitively): a name taken by either is KindAlreadyExists.
 func (b *Broker) CreateTopic(name string, p TopicProperties) (TopicInfo, error) {
-	if err := ValidateEntityName(name); err != nil {
-		return TopicInfo{}, err
-	}
-	if err := p.Validate(); err != nil {
-		return TopicInfo{}, err
-	}
-	if err := b.checkGrowth(); err != nil {
-		return TopicInfo{}, err
-	}
 	p.AuthorizationRules = slices.Clone(p.AuthorizationRules)
-	b.admin.Lock()
-	defer b.admin.Unlock()
-	closed, taken := b.nameTakenLocked(name)
-	if closed {
-		return TopicInfo{}, errClosed()
-	}
-	if taken {
-		return TopicInfo{}, errorf(KindAlreadyExists, "The messaging entity '%s' already exists.", name)
-	}
-	var batch store.Batch
-	id := b.allocIDLocked(&batch)
-	now := b.clock.Now().UTC()
-	t := newTopic(b, id, name, p, now)
-	batch.Add(store.Op{Kind: store.OpPutEntity, EntityID: id, Name: name, Data: encodeSpec(t.specLocked())})
-	if err := b.commitCreateLocked(&batch); err != nil {
-		return TopicInfo{}, internal(err, "creating topic %q", name)
-	}
-	b.mu.Lock()
-	b.mu.topics[entityKey(name)] = t
-	b.mu.Unlock()
-	b.timers.Lock()
-	b.timers.byID[id] = t
-	b.timers.Unlock()
+	return createEntity[*topic, TopicInfo](b, "topic", name, p.Validate,
+		func() error { return nil },
+		func(id uint64, now time.Time) *topic { return newTopic(b, id, name, p, now) },
+		func(t *topic) { b.mu.topics[entityKey(name)] = t })
+}
+
+func (t *topic) armedInfo() TopicInfo {
 	t.lockAndPublish()
 	defer t.mu.Unlock()
 	t.rearmLocked()
-	return t.infoLocked(), nil
+	return t.infoLocked()
 }
 
 // UpdateTopic replaces a topic's properties (a full replace).

@@ -225,46 +225,72 @@ type Counts struct {
 
 // CreateQueue creates a queue. Names are unique case-insensitively.
 func (b *Broker) CreateQueue(name string, p QueueProperties) (QueueInfo, error) {
+	p.AuthorizationRules = slices.Clone(p.AuthorizationRules)
+	return createEntity[*entity, QueueInfo](b, "queue", name, p.Validate,
+		func() error { return b.checkForwardLocked(name, p) },
+		func(id uint64, now time.Time) *entity { return newEntity(b, id, name, p, now) },
+		func(q *entity) { b.mu.queues[entityKey(name)] = q })
+}
+
+// newQueueOrTopic is what createEntity needs of a new queue or topic.
+type newQueueOrTopic[I any] interface {
+	timerOwner
+	specLocked() entitySpec
+	// armedInfo arms the entity's timers and returns its description.
+	armedInfo() I
+}
+
+// createEntity is CreateQueue's and CreateTopic's shared shape: check the
+// name and the properties (valid) and that the disk takes new data; under
+// b.admin check that the name is free in the shared namespace and the
+// kind's own conditions (check), then commit the new entity (made by
+// build) and only then register it in memory (register, under b.mu) and
+// with the timers.
+func createEntity[E newQueueOrTopic[I], I any](b *Broker, kind, name string, valid, check func() error,
+	build func(id uint64, now time.Time) E, register func(E)) (I, error) {
+	var none I
 	if err := ValidateEntityName(name); err != nil {
-		return QueueInfo{}, err
+		return none, err
 	}
-	if err := p.Validate(); err != nil {
-		return QueueInfo{}, err
+	if err := valid(); err != nil {
+		return none, err
 	}
 	if err := b.checkGrowth(); err != nil {
-		return QueueInfo{}, err
+		return none, err
 	}
-	p.AuthorizationRules = slices.Clone(p.AuthorizationRules)
 	b.admin.Lock()
 	defer b.admin.Unlock()
-	closed, exists := b.nameTakenLocked(name)
+	closed, taken := b.nameTakenLocked(name)
 	if closed {
-		return QueueInfo{}, errClosed()
+		return none, errClosed()
 	}
-	if exists {
-		return QueueInfo{}, errorf(KindAlreadyExists, "The messaging entity '%s' already exists.", name)
+	if taken {
+		return none, errorf(KindAlreadyExists, "The messaging entity '%s' already exists.", name)
 	}
-	if err := b.checkForwardLocked(name, p); err != nil {
-		return QueueInfo{}, err
+	if err := check(); err != nil {
+		return none, err
 	}
 	var batch store.Batch
 	id := b.allocIDLocked(&batch)
-	now := b.clock.Now().UTC()
-	q := newEntity(b, id, name, p, now)
-	batch.Add(store.Op{Kind: store.OpPutEntity, EntityID: id, Name: name, Data: encodeSpec(q.specLocked())})
+	e := build(id, b.clock.Now().UTC())
+	batch.Add(store.Op{Kind: store.OpPutEntity, EntityID: id, Name: name, Data: encodeSpec(e.specLocked())})
 	if err := b.commitCreateLocked(&batch); err != nil {
-		return QueueInfo{}, internal(err, "creating queue %q", name)
+		return none, internal(err, "creating %s %q", kind, name)
 	}
 	b.mu.Lock()
-	b.mu.queues[entityKey(name)] = q
+	register(e)
 	b.mu.Unlock()
 	b.timers.Lock()
-	b.timers.byID[id] = q
+	b.timers.byID[id] = e
 	b.timers.Unlock()
+	return e.armedInfo(), nil
+}
+
+func (q *entity) armedInfo() QueueInfo {
 	q.lockAndPublish()
 	defer q.mu.Unlock()
 	q.rearmLocked()
-	return q.infoLocked(), nil
+	return q.infoLocked()
 }
 
 // lookupQueue resolves the name of a queue (with a sub-queue suffix) for
