@@ -26,16 +26,12 @@ import (
 // live (flagShared: in the topic's store entity, shared by every
 // subscription that received the message unchanged).
 //
-// Every state change follows three phases so that no entity lock is held
-// across a store commit:
-//
-//  1. under mu: validate, decide, mark the records busy (flagBusy), build
-//     the transitions, register in inflight;
-//  2. without locks: read and rewrite data if needed, Commit;
-//  3. under mu: apply the outcome (or revert the busy marks on failure).
-//
-// A busy record is invisible to receives and settlements, so nothing else
-// can act on a message between its decision and its durable outcome.
+// Every state change follows the three phases of the package doc
+// ("Structure"): under mu, decide and mark the records busy (flagBusy);
+// without locks, commit; under mu, apply the outcome (or revert the busy
+// marks on failure). A busy record is invisible to receives and
+// settlements, so nothing else can act on a message between its decision
+// and its durable outcome. The state under mu is in named parts, below.
 type entity struct {
 	b    *Broker
 	id   uint64
