@@ -358,9 +358,11 @@ func (q *entity) commitSend(s *queueSend, pend []pendingMsg, fol *store.Follower
 // entity's gone error if it was deleted or closed meanwhile.
 func (q *entity) publishSend(s *queueSend, pend []pendingMsg, cerr error) (gone error) {
 	if cerr == nil && !needsTimer(s.recs) {
-		pb := &pubBatch{}
+		var pb *pubBatch
 		if s.one != nil {
 			pb = &s.one.pb
+		} else {
+			pb = new(pubBatch)
 		}
 		pb.v.recs, pb.v.added = s.recs, s.added
 		if _, waiter := q.pub.push(pb); waiter || q.forwarding.Load() {
