@@ -21,6 +21,7 @@ require (
 	go.uber.org/goleak v1.3.0
 	golang.org/x/sys v0.48.0
 	google.golang.org/protobuf v1.36.12
+	pgregory.net/rapid v1.2.0
 )
 
 require (

@@ -8,6 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 version=v0.0.0-check.$$
+revision=$(git rev-parse --short=12 HEAD) # before the build: HEAD may move meanwhile
 rm -rf "dist/$version"
 trap 'rm -rf "dist/$version" "$tmp"' EXIT
 tmp=$(mktemp -d)
@@ -28,7 +29,7 @@ tar -xzf "$out/busbar_${version}_linux_amd64.tar.gz" -C "$tmp"
 got=$("$tmp/busbar_${version}_linux_amd64/busbar" version 2>&1 || true)
 echo "busbar version: $got"
 check "busbar version names the version" grep -qF -- "$version" <<<"$got"
-check "busbar version names the revision" grep -qF -- "$(git rev-parse --short=12 HEAD)" <<<"$got"
+check "busbar version names the revision" grep -qF -- "$revision" <<<"$got"
 check "the binary is static" bash -c "! readelf -l '$tmp/busbar_${version}_linux_amd64/busbar' | grep -q INTERP"
 echo "release check: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -123,49 +123,24 @@ func (b *Broker) nameTakenLocked(name string) (closed, taken bool) {
 // CreateTopic creates a topic. Queue and topic names share one namespace
 // (case-insensitively): a name taken by either is KindAlreadyExists.
 func (b *Broker) CreateTopic(name string, p TopicProperties) (TopicInfo, error) {
-	if err := ValidateEntityName(name); err != nil {
-		return TopicInfo{}, err
-	}
-	if err := p.Validate(); err != nil {
-		return TopicInfo{}, err
-	}
-	if err := b.tier.checkTopic(&p); err != nil {
-		return TopicInfo{}, err
-	}
-	if err := b.checkGrowth(); err != nil {
-		return TopicInfo{}, err
-	}
 	p.AuthorizationRules = slices.Clone(p.AuthorizationRules)
-	b.admin.Lock()
-	defer b.admin.Unlock()
-	closed, taken := b.nameTakenLocked(name)
-	if closed {
-		return TopicInfo{}, errClosed()
+	valid := func() error {
+		if err := p.Validate(); err != nil {
+			return err
+		}
+		return b.tier.checkTopic(&p)
 	}
-	if taken {
-		return TopicInfo{}, errorf(KindAlreadyExists, "The messaging entity '%s' already exists.", name)
-	}
-	if err := b.checkEntityCount(); err != nil {
-		return TopicInfo{}, err
-	}
-	var batch store.Batch
-	id := b.allocIDLocked(&batch)
-	now := b.clock.Now().UTC()
-	t := newTopic(b, id, name, p, now)
-	batch.Add(store.Op{Kind: store.OpPutEntity, EntityID: id, Name: name, Data: encodeSpec(t.specLocked())})
-	if err := b.commitCreateLocked(&batch); err != nil {
-		return TopicInfo{}, internal(err, "creating topic %q", name)
-	}
-	b.mu.Lock()
-	b.mu.topics[entityKey(name)] = t
-	b.mu.Unlock()
-	b.timers.Lock()
-	b.timers.byID[id] = t
-	b.timers.Unlock()
-	t.lock()
+	return createEntity[*topic, TopicInfo](b, "topic", name, valid,
+		func() error { return nil },
+		func(id uint64, now time.Time) *topic { return newTopic(b, id, name, p, now) },
+		func(t *topic) { b.mu.topics[entityKey(name)] = t })
+}
+
+func (t *topic) armedInfo() TopicInfo {
+	t.lockAndPublish()
 	defer t.mu.Unlock()
 	t.rearmLocked()
-	return t.infoLocked(), nil
+	return t.infoLocked()
 }
 
 // UpdateTopic replaces a topic's properties (a full replace).
@@ -184,7 +159,7 @@ func (b *Broker) UpdateTopic(name string, p TopicProperties) (TopicInfo, error) 
 	if err != nil {
 		return TopicInfo{}, err
 	}
-	t.lock()
+	t.lockAndPublish()
 	old := t.mu.props
 	spec := t.specLocked()
 	t.mu.Unlock()
@@ -199,7 +174,7 @@ func (b *Broker) UpdateTopic(name string, p TopicProperties) (TopicInfo, error) 
 	if err := b.store.Commit(&batch, true); err != nil {
 		return TopicInfo{}, internal(err, "updating topic %q", name)
 	}
-	t.lock()
+	t.lockAndPublish()
 	if t.mu.gone != nil {
 		defer t.mu.Unlock()
 		return TopicInfo{}, t.mu.gone
@@ -213,7 +188,7 @@ func (b *Broker) UpdateTopic(name string, p TopicProperties) (TopicInfo, error) 
 	// A status change may wake or fail the subscriptions' receivers, and
 	// stop or restart their forwarding.
 	for _, q := range t.subs.Load().list {
-		q.lock()
+		q.lockAndPublish()
 		q.wakeAllLocked()
 		q.propsChangedForwardLocked()
 		q.rearmLocked()
@@ -262,7 +237,7 @@ func (b *Broker) deleteTopicLocked(t *topic) error {
 
 	t.deleted.Store(true)
 	t.fanout.Lock() // in-flight fan-outs finish first
-	t.lock()
+	t.lockAndPublish()
 	t.mu.gone = errEntityNotFound(t.name)
 	t.mu.idx.reset()
 	t.mu.timers.Reset()
@@ -274,7 +249,7 @@ func (b *Broker) deleteTopicLocked(t *topic) error {
 
 	for _, q := range subs {
 		q.deleted.Store(true)
-		q.lock()
+		q.lockAndPublish()
 		q.mu.gone = errEntityNotFound(q.name)
 		q.wakeAllLocked()
 		q.releaseLocked()
@@ -292,7 +267,7 @@ func (b *Broker) GetTopic(name string) (TopicInfo, error) {
 	}
 	t.catchUp(b.now())
 	t.drainSubscriptions()
-	t.lock()
+	t.lockAndPublish()
 	defer t.mu.Unlock()
 	if t.mu.gone != nil {
 		return TopicInfo{}, t.mu.gone
@@ -304,8 +279,8 @@ func (b *Broker) GetTopic(name string) (TopicInfo, error) {
 // lock-free stacks (so sizes are current).
 func (t *topic) drainSubscriptions() {
 	for _, q := range t.subs.Load().list {
-		if q.pub.Load() != nil {
-			q.lock()
+		if q.pub.stack.pending() {
+			q.lockAndPublish()
 			q.mu.Unlock()
 		}
 	}
@@ -327,7 +302,7 @@ func (b *Broker) ListTopics() []TopicInfo {
 	out := make([]TopicInfo, 0, len(ts))
 	for _, t := range ts {
 		t.drainSubscriptions()
-		t.lock()
+		t.lockAndPublish()
 		if t.mu.gone == nil {
 			out = append(out, t.infoLocked())
 		}
@@ -401,7 +376,7 @@ func (b *Broker) CreateSubscription(topicName, name string, p SubscriptionProper
 	b.timers.Lock()
 	b.timers.byID[id] = q
 	b.timers.Unlock()
-	q.lock()
+	q.lockAndPublish()
 	defer q.mu.Unlock()
 	q.touchLocked(now.UnixNano()) // a new subscription shows AccessedAt (and uses its topic)
 	q.rearmLocked()
@@ -430,7 +405,7 @@ func (b *Broker) UpdateSubscription(topicName, name string, p SubscriptionProper
 	if err != nil {
 		return SubscriptionInfo{}, err
 	}
-	q.lock()
+	q.lockAndPublish()
 	old := q.mu.sprops
 	spec := q.specLocked()
 	q.mu.Unlock()
@@ -449,7 +424,7 @@ func (b *Broker) UpdateSubscription(topicName, name string, p SubscriptionProper
 		return SubscriptionInfo{}, internal(err, "updating subscription %q", q.name)
 	}
 	q.route.Store(newRouting(q.route.Load().rules, p))
-	q.lock()
+	q.lockAndPublish()
 	defer q.mu.Unlock()
 	if q.mu.gone != nil {
 		return SubscriptionInfo{}, q.mu.gone
@@ -487,7 +462,7 @@ func (b *Broker) deleteSubscriptionLocked(t *topic, q *entity) error {
 	// there (store rules).
 	var batch store.Batch
 	batch.Add(store.Op{Kind: store.OpDeleteEntity, EntityID: q.id})
-	t.lock()
+	t.lockAndPublish()
 	// The copies' sequence numbers survive in the topic (see recovery).
 	batch.Add(store.Op{Kind: store.OpPutValue, EntityID: t.id, Key: valueLastSeq, Data: be64(t.mu.nextSeq - 1)})
 	t.mu.Unlock()
@@ -503,7 +478,7 @@ func (b *Broker) deleteSubscriptionLocked(t *topic, q *entity) error {
 	b.timers.Unlock()
 
 	q.deleted.Store(true)
-	q.lock() // publishes the copies still on the pub stack
+	q.lockAndPublish() // publishes the copies still on the pub stack
 	var shared []int64
 	for i := range q.mu.subs {
 		q.mu.subs[i].idx.ascend(0, func(r *rec) bool {
@@ -526,7 +501,7 @@ func (b *Broker) deleteSubscriptionLocked(t *topic, q *entity) error {
 	// (with the last sequence number as it is now); if that fails, the
 	// topic's next commit takes the garbage along.
 	var tail store.Batch
-	t.lock()
+	t.lockAndPublish()
 	tail.Add(store.Op{Kind: store.OpPutValue, EntityID: t.id, Key: valueLastSeq, Data: be64(t.mu.nextSeq - 1)})
 	garbage := t.takeGarbageLocked()
 	t.mu.Unlock()
@@ -562,7 +537,7 @@ func (b *Broker) ListSubscriptions(topicName string) ([]SubscriptionInfo, error)
 	list := t.subs.Load().list
 	out := make([]SubscriptionInfo, 0, len(list))
 	for _, q := range list {
-		q.lock()
+		q.lockAndPublish()
 		if q.mu.gone == nil {
 			out = append(out, q.subscriptionInfoLocked())
 		}

@@ -106,7 +106,7 @@ func BenchmarkSendDurable(b *testing.B) {
 // BenchmarkSendLinks models busy AMQP sender links in process: each of 4
 // goroutines sends 64 messages at a time in a closed loop (a link whose
 // client keeps its window full, with no client delay), as a follower that
-// promises its next Send (broker.Follower) or as a plain caller. With
+// promises its next Send (a paced broker.Sender) or as a plain caller. With
 // followers the store waits for all four before an fdatasync; without, a
 // round covers the links that came back before it started.
 //
@@ -122,13 +122,8 @@ func BenchmarkSendLinks(b *testing.B) {
 			start, cpu0, log0 := time.Now(), cpuTime(), st.LogStats()
 			for range links {
 				wg.Go(func() {
-					var f Follower
-					lctx := ctx
-					if follow {
-						lctx = WithFollower(ctx, &f)
-						f.Promise(true)
-					}
-					defer f.Idle()
+					s := br.NewSender("q")
+					defer s.Close()
 					batch := make([]*message.Message, 0, window)
 					for {
 						batch = batch[:0]
@@ -142,7 +137,14 @@ func BenchmarkSendLinks(b *testing.B) {
 						if len(batch) == 0 {
 							return
 						}
-						if err := br.Send(lctx, "q", batch); err != nil {
+						var err error
+						if follow {
+							s.Pace(len(batch)) // a full window always promises
+							err = s.Send(ctx, batch)
+						} else {
+							err = br.Send(ctx, "q", batch)
+						}
+						if err != nil {
 							b.Error(err)
 							return
 						}

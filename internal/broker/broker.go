@@ -135,7 +135,7 @@ func (b *Broker) Close() error {
 
 	var batch store.Batch
 	for _, t := range ts {
-		t.lock()
+		t.lockAndPublish()
 		if t.mu.gone == nil {
 			t.mu.gone = errClosed()
 			if acc := t.accessed.Load(); acc != t.mu.accessedSaved {
@@ -147,7 +147,7 @@ func (b *Broker) Close() error {
 		t.inflight.Wait()
 	}
 	for _, q := range qs {
-		q.lock()
+		q.lockAndPublish()
 		if q.mu.gone == nil {
 			q.mu.gone = errClosed()
 			q.wakeAllLocked()
@@ -230,52 +230,81 @@ type Counts struct {
 
 // CreateQueue creates a queue. Names are unique case-insensitively.
 func (b *Broker) CreateQueue(name string, p QueueProperties) (QueueInfo, error) {
+	p.AuthorizationRules = slices.Clone(p.AuthorizationRules)
+	valid := func() error {
+		if err := p.Validate(); err != nil {
+			return err
+		}
+		return b.tier.checkQueue(&p)
+	}
+	return createEntity[*entity, QueueInfo](b, "queue", name, valid,
+		func() error { return b.checkForwardLocked(name, p) },
+		func(id uint64, now time.Time) *entity { return newEntity(b, id, name, p, now) },
+		func(q *entity) { b.mu.queues[entityKey(name)] = q })
+}
+
+// newQueueOrTopic is what createEntity needs of a new queue or topic.
+type newQueueOrTopic[I any] interface {
+	timerOwner
+	specLocked() entitySpec
+	// armedInfo arms the entity's timers and returns its description.
+	armedInfo() I
+}
+
+// createEntity is CreateQueue's and CreateTopic's shared shape: check the
+// name and the properties (valid) and that the disk takes new data; under
+// b.admin check that the name is free in the shared namespace and the
+// kind's own conditions (check), then commit the new entity (made by
+// build) and only then register it in memory (register, under b.mu) and
+// with the timers.
+func createEntity[E newQueueOrTopic[I], I any](b *Broker, kind, name string, valid, check func() error,
+	build func(id uint64, now time.Time) E, register func(E)) (I, error) {
+	var none I
 	if err := ValidateEntityName(name); err != nil {
-		return QueueInfo{}, err
+		return none, err
 	}
-	if err := p.Validate(); err != nil {
-		return QueueInfo{}, err
-	}
-	if err := b.tier.checkQueue(&p); err != nil {
-		return QueueInfo{}, err
+	if err := valid(); err != nil {
+		return none, err
 	}
 	if err := b.checkGrowth(); err != nil {
-		return QueueInfo{}, err
+		return none, err
 	}
-	p.AuthorizationRules = slices.Clone(p.AuthorizationRules)
 	b.admin.Lock()
 	defer b.admin.Unlock()
-	closed, exists := b.nameTakenLocked(name)
+	closed, taken := b.nameTakenLocked(name)
 	if closed {
-		return QueueInfo{}, errClosed()
+		return none, errClosed()
 	}
-	if exists {
-		return QueueInfo{}, errorf(KindAlreadyExists, "The messaging entity '%s' already exists.", name)
+	if taken {
+		return none, errorf(KindAlreadyExists, "The messaging entity '%s' already exists.", name)
 	}
 	if err := b.checkEntityCount(); err != nil {
-		return QueueInfo{}, err
+		return none, err
 	}
-	if err := b.checkForwardLocked(name, p); err != nil {
-		return QueueInfo{}, err
+	if err := check(); err != nil {
+		return none, err
 	}
 	var batch store.Batch
 	id := b.allocIDLocked(&batch)
-	now := b.clock.Now().UTC()
-	q := newEntity(b, id, name, p, now)
-	batch.Add(store.Op{Kind: store.OpPutEntity, EntityID: id, Name: name, Data: encodeSpec(q.specLocked())})
+	e := build(id, b.clock.Now().UTC())
+	batch.Add(store.Op{Kind: store.OpPutEntity, EntityID: id, Name: name, Data: encodeSpec(e.specLocked())})
 	if err := b.commitCreateLocked(&batch); err != nil {
-		return QueueInfo{}, internal(err, "creating queue %q", name)
+		return none, internal(err, "creating %s %q", kind, name)
 	}
 	b.mu.Lock()
-	b.mu.queues[entityKey(name)] = q
+	register(e)
 	b.mu.Unlock()
 	b.timers.Lock()
-	b.timers.byID[id] = q
+	b.timers.byID[id] = e
 	b.timers.Unlock()
-	q.lock()
+	return e.armedInfo(), nil
+}
+
+func (q *entity) armedInfo() QueueInfo {
+	q.lockAndPublish()
 	defer q.mu.Unlock()
 	q.rearmLocked()
-	return q.infoLocked(), nil
+	return q.infoLocked()
 }
 
 // lookupQueue resolves the name of a queue (with a sub-queue suffix) for
@@ -383,7 +412,7 @@ func (b *Broker) UpdateQueue(name string, p QueueProperties) (QueueInfo, error) 
 	if path.SubQueue != SubQueueMain {
 		return QueueInfo{}, errorf(KindNotAllowed, "'%s' is a sub-queue; it has no properties of its own", name)
 	}
-	q.lock()
+	q.lockAndPublish()
 	old := q.mu.props
 	spec := q.specLocked()
 	q.mu.Unlock()
@@ -401,7 +430,7 @@ func (b *Broker) UpdateQueue(name string, p QueueProperties) (QueueInfo, error) 
 	if err := b.store.Commit(&batch, true); err != nil {
 		return QueueInfo{}, internal(err, "updating queue %q", name)
 	}
-	q.lock()
+	q.lockAndPublish()
 	defer q.mu.Unlock()
 	if q.mu.gone != nil {
 		return QueueInfo{}, q.mu.gone
@@ -446,7 +475,7 @@ func (b *Broker) ListQueues() []QueueInfo {
 	b.mu.RUnlock()
 	out := make([]QueueInfo, 0, len(qs))
 	for _, q := range qs {
-		q.lock()
+		q.lockAndPublish()
 		if q.mu.gone == nil {
 			out = append(out, q.infoLocked())
 		}
@@ -492,7 +521,7 @@ func (b *Broker) deleteLocked(q *entity) error {
 	b.timers.Unlock()
 
 	q.deleted.Store(true)
-	q.lock()
+	q.lockAndPublish()
 	q.mu.gone = errEntityNotFound(q.name)
 	q.wakeAllLocked()
 	q.releaseLocked()
@@ -657,7 +686,7 @@ func (b *Broker) autoDelete(o timerOwner, now int64) {
 	}
 	switch o := o.(type) {
 	case *entity:
-		o.lock()
+		o.lockAndPublish()
 		idle := o.mu.gone == nil && o.idleLocked(now)
 		o.mu.Unlock()
 		if !idle {
@@ -675,7 +704,7 @@ func (b *Broker) autoDelete(o timerOwner, now int64) {
 		}
 		b.log.Info("deleted idle entity", "entity", o.name)
 	case *topic:
-		o.lock()
+		o.lockAndPublish()
 		idle := o.mu.gone == nil && o.idleLocked(now)
 		o.mu.Unlock()
 		if !idle || !o.idle(now) {

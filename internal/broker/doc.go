@@ -234,17 +234,57 @@
 // of its last change + the state). A bookkeeping entity "$namespace"
 // holds "next-entity-id" so entity ids are never reused.
 //
+// # Structure
+//
+// Every operation that changes state has the same three phases, so that
+// no entity lock is held across a store commit:
+//
+//  1. check and plan under the entity's mutex: validate, decide, mark the
+//     records it changes busy (or hold placeholders, invisible until
+//     durable), register in inflight;
+//  2. commit without locks (one store batch);
+//  3. apply the outcome under the mutex again (or undo the plan on
+//     failure), then answer.
+//
+// For messages already held (settlement, lock ends, expiry, timers,
+// receive-and-delete) phase 1 builds transitions and commitAndUnlock runs
+// phases 2 and 3 for all of them (queue.go). A send's phase 1 is shared
+// by both kinds (sendplan.go: status, sizes, session ids, quota,
+// duplicate detection, default TTL, sequence numbers); what differs is
+// in one place per kind: a queue's placeholders and publication
+// (send.go: planSendLocked, commitSend, publishSend), a topic's routing
+// and fan-out (fanout.go, the same three names). Creating a queue or a
+// topic is createEntity with the kind's constructor.
+//
+// Naming: a function named …Locked is called with the mutex it names
+// held and returns with it held; …AndUnlock (commitAndUnlock,
+// deliverAndUnlock) is called with it held and returns with it released.
+// Every acquisition of entity.mu and topic.mu is lockAndPublish (or
+// lockAt, which runs due timer work first): it takes the mutex and
+// publishes the committed sends waiting on the lock-free publication.
+//
+// A receiving entity's state under entity.mu is in named parts:
+// entityMeta (properties, lifetime, use), subQueues (the three
+// sub-queues' indexes, sequence numbers, sizes), lockTable (peek-locks
+// by token), entityTimers (its one timer heap), dedupState (a queue's
+// duplicate-detection history) and forwardState (auto-forwarding's
+// schedule); a session-enabled entity's sessions are a sessionSet.
+// Outside the mutex: pub (publication, below), the deleted and
+// forwarding flags senders read, and route (a subscription's compiled
+// rules, read by fan-outs).
+//
 // # Concurrency
 //
-// Entity-wide locks are never held across a store commit: an operation
-// decides under the entity's mutex (marking the records it changes busy),
-// commits without it, and applies the outcome under it again. Concurrent
-// senders thus share the store's group commit (fsync). A send takes the
-// mutex once in the common case: it reserves its sequence numbers and
-// index slots (placeholders, invisible until durable) under it, and after
-// the commit pushes the batch on a lock-free list that the next holder of
-// the mutex publishes, taking the mutex itself only when a receiver is
-// waiting to be woken or the batch arms a timer. Lock order:
+// Concurrent senders share the store's group commit (fsync). A send takes
+// the mutex once in the common case: it reserves its sequence numbers
+// and index slots under it, and after the commit pushes the batch on a
+// lock-free stack (pubStack, publication.go) that the next holder of the
+// mutex publishes, taking the mutex itself only when a receiver is
+// waiting to be woken or the batch arms a timer. The stack gives its
+// batches back oldest first, and a sender pushes and then looks for
+// waiting receivers while a receiver counts itself waiting and then
+// takes the stack, so no wakeup is lost (publication_test.go tests both
+// on their own). Lock order:
 //
 //	Broker.admin → Broker.mu → topic.fanout → entity.mu → topic.mu → Broker.timers
 //
@@ -252,6 +292,13 @@
 // comes before all of them; a session-enabled entity's table of session
 // numbers has a lock of its own, taken under entity.mu or alone by phase
 // 2.)
+//
+// Commit pacing: a closed-loop committer (an AMQP sender link, a receiver
+// link's settler) holds a Sender or Settler handle (pacing.go) whose
+// calls pass its store.Follower in their store batch, so that the store
+// may wait for its next commit before an fsync (package store's "Commit
+// pacing" is the contract). Broker's own Send and CompleteBatch commit
+// as plain committers.
 //
 // A topic send takes topic.mu once in phase 1 (checks, duplicate
 // detection, sequence numbers), routes and commits without locks, and

@@ -155,7 +155,7 @@ func (f *fanOut) planDeadLetter(i int, base rec, seq, ttl int64, m *message.Mess
 func (f *fanOut) finish(ops []store.Op) ([]store.Op, []subCopies, int64) {
 	if f.extra > 0 {
 		t := f.t
-		t.lock()
+		t.lockAndPublish()
 		next := t.mu.nextSeq
 		t.mu.nextSeq += int64(f.extra)
 		t.mu.Unlock()
@@ -246,14 +246,14 @@ func publishCopies(per []subCopies) {
 		if len(pc.dlq) == 0 && !needsTimer(pc.main) && pc.sids == nil {
 			// A subscription nobody receives from would pile up batches:
 			// past maxPubDepth the sender publishes them itself.
-			pc.pub = pubBatch{recs: pc.main, insert: true}
-			if depth := q.pushPublished(&pc.pub); q.waiting.Load() > 0 || depth >= maxPubDepth || q.forwarding.Load() {
-				q.lock()
+			pc.pub = pubBatch{v: sendPub{recs: pc.main, insert: true}}
+			if depth, waiter := q.pub.push(&pc.pub); waiter || depth >= maxPubDepth || q.forwarding.Load() {
+				q.lockAndPublish()
 				q.mu.Unlock()
 			}
 			continue
 		}
-		q.lock()
+		q.lockAndPublish()
 		if q.mu.gone == nil {
 			if pc.sids != nil {
 				q.assignSessionsLocked(pc.main, pc.sids)
@@ -269,97 +269,104 @@ func publishCopies(per []subCopies) {
 	}
 }
 
-// enqueue is a topic's send:
+// enqueue is a topic's send (the shape is sendplan.go's):
 //
 //  1. under t.mu: status, sizes, quota, duplicate detection, sequence
 //     numbers, placeholders for scheduled messages;
 //  2. without locks: route every message through every subscription's
 //     rules, then commit the topic's ops (the shared data, once, and
 //     scheduled messages) and every copy in one synced batch;
-//  3. publish: the shared data's references under t.mu, the copies in
-//     their subscriptions.
+//  3. publish: the shared data's references, the copies in their
+//     subscriptions.
 //
-// The whole send holds t.fanout shared, so a subscription removed
-// meanwhile sees all of its copies. fw, when not nil, is an auto-forward's
-// source side: its ops join the batch (forward.go).
-func (t *topic) enqueue(ctx context.Context, pend []pendingMsg, total, now int64, fw *forwardBatch) ([]int64, error) {
-	b := t.b
+// Phases 1 to 3 hold t.fanout shared, so a subscription removed meanwhile
+// sees all of its copies. fol is the committer's pacing (nil for none);
+// fw, when not nil, is an auto-forward's source side: its ops join the
+// batch (forward.go).
+func (t *topic) enqueue(ctx context.Context, pend []pendingMsg, total, now int64, fol *store.Follower, fw *forwardBatch) ([]int64, error) {
 	t.catchUp(now)
+	sc := sendScratchPool.Get().(*sendScratch)
+	defer sc.release()
 	t.fanout.RLock()
-	unlocked := false
-	defer func() {
-		if !unlocked {
-			t.fanout.RUnlock()
-		}
-	}()
-
 	// The subscriptions to route to: those that exist now (one created
 	// meanwhile may or may not get these messages; one being removed waits
 	// for this send, see fanout).
 	f := fanOut{t: t, subs: t.subs.Load()}
 
 	// Phase 1.
-	t.lock()
-	if err := t.sendCheckLocked(); err != nil {
+	t.lockAndPublish()
+	s, err := t.planSendLocked(pend, total, now, fw != nil, slices.Grow(sc.ops[:0], len(pend)*(len(f.subs.list)+1)+2))
+	if err != nil {
 		t.mu.Unlock()
+		t.fanout.RUnlock()
 		return nil, err
 	}
-	props := &t.mu.props
-	maxMsg := props.MaxMessageSizeInKilobytes * 1024
-	for i := range pend {
-		if n := int64(len(pend[i].data)); n > maxMsg {
-			t.mu.Unlock()
-			return nil, errorf(KindMessageTooLarge, "the message is %d bytes, over the topic's MaxMessageSizeInKilobytes limit of %d KB", n, props.MaxMessageSizeInKilobytes)
-		}
+	t.inflight.Add(1)
+	t.mu.Unlock()
+
+	// Phase 2: route, then one durable commit.
+	cerr := t.commitSend(&s, &f, pend, now, fol, fw, sc)
+
+	// Phase 3.
+	gone := t.publishSend(&s, pend, total, cerr)
+	t.fanout.RUnlock()
+	t.inflight.Done()
+	return s.answer(ctx, t.name, s.seqs, cerr, gone)
+}
+
+// topicSend is a topic's send between its phases.
+type topicSend struct {
+	sendPlan
+	seqs    []int64
+	sched   []rec   // placeholders of the scheduled messages
+	garbage []int64 // freed shared data removed with this send's commit
+	// Planned in phase 2: the shared data's records and each
+	// subscription's copies, with the bytes they add.
+	shared    []rec
+	per       []subCopies
+	copyBytes int64
+}
+
+// planSendLocked is phase 1 of a topic's send: the shared plan, then a
+// placeholder per scheduled message in the topic's index; the garbage to
+// remove rides along.
+func (t *topic) planSendLocked(pend []pendingMsg, total, now int64, forwarded bool, ops []store.Op) (topicSend, error) {
+	if err := t.sendCheckLocked(); err != nil {
+		return topicSend{}, err
 	}
-	if quota := props.MaxSizeInMegabytes << 20; t.size.Load()+t.mu.pending+total > quota {
-		t.mu.Unlock()
-		return nil, errorf(KindQuotaExceeded, "The messaging entity '%s' has reached its MaxSizeInMegabytes quota of %d MB (%d bytes stored); the message was not accepted.", t.name, props.MaxSizeInMegabytes, t.size.Load())
+	s := topicSend{seqs: make([]int64, len(pend))}
+	l := topicSendLimits(t.name, &t.mu.props)
+	st := sendState{id: t.id, nextSeq: &t.mu.nextSeq, dedup: &t.mu.dedup, stored: t.size.Load(), pending: t.mu.pending}
+	var err error
+	if s.sendPlan, err = l.planLocked(st, pend, total, now, forwarded, s.seqs, ops); err != nil {
+		return topicSend{}, err
 	}
 	t.touch(now)
-	sc := sendScratchPool.Get().(*sendScratch)
-	defer sc.release()
-	ops := t.mu.dedup.purge(t.id, int64(props.DuplicateDetectionHistoryTimeWindow), now,
-		slices.Grow(sc.ops[:0], len(pend)*(len(f.subs.list)+1)+2))
-	var (
-		w     *sendWait
-		waits []*sendWait
-	)
-	if props.RequiresDuplicateDetection {
-		w = &sendWait{done: make(chan struct{})}
-		waits, ops = t.mu.dedup.check(t.id, pend, now, int64(props.DuplicateDetectionHistoryTimeWindow), w, ops)
-	}
-	topicTTL := int64(props.DefaultMessageTimeToLive)
-	if props.DefaultMessageTimeToLive >= Infinite {
-		topicTTL = 0
-	}
-	seqs := make([]int64, len(pend))
-	var sched []rec
 	for i := range pend {
 		pm := &pend[i]
-		pm.seq = t.mu.nextSeq
-		t.mu.nextSeq++
-		seqs[i] = pm.seq
 		if pm.drop || pm.sched == 0 {
 			continue
 		}
 		r := rec{seq: pm.seq, enq: pm.sched, size: int32(len(pm.data)), state: StateScheduled, flags: flagWasScheduled}
-		sched = append(sched, r)
+		s.sched = append(s.sched, r)
 		r.flags |= flagPending
 		t.mu.idx.insert(r)
 	}
-	garbage := t.takeGarbageLocked()
-	ops = t.appendGarbageOps(ops, garbage)
-	ops = t.saveAccessedLocked(ops)
+	s.garbage = t.takeGarbageLocked()
+	s.ops = t.appendGarbageOps(s.ops, s.garbage)
+	s.ops = t.saveAccessedLocked(s.ops)
 	t.mu.pending += total
-	t.inflight.Add(1)
-	t.mu.Unlock()
-	defer t.inflight.Done()
+	return s, nil
+}
 
-	// Phase 2: route, then one durable commit.
+// commitSend is phase 2 of a topic's send: it routes each message that
+// is not scheduled (f) and commits, in one synced batch, the plan's ops,
+// the topic's own (shared data once, scheduled messages), every copy and
+// an auto-forward's source side.
+func (t *topic) commitSend(s *topicSend, f *fanOut, pend []pendingMsg, now int64, fol *store.Follower, fw *forwardBatch, sc *sendScratch) error {
+	ops := s.ops
 	f.copies = slices.Grow(sc.copies[:0], len(pend)*len(f.subs.list))
 	f.metas = sc.meta[:0]
-	var shared []rec
 	for i := range pend {
 		pm := &pend[i]
 		if pm.drop {
@@ -371,7 +378,7 @@ func (t *topic) enqueue(ctx context.Context, pend []pendingMsg, total, now int64
 			continue
 		}
 		first := len(f.copies)
-		refs := f.route(pm.m, pm.data, pm.seq, now, false, topicTTL)
+		refs := f.route(pm.m, pm.data, pm.seq, now, false, s.defTTL)
 		for j := first; j < len(f.copies); j++ {
 			f.copies[j].r.hops = pm.hops
 		}
@@ -379,90 +386,69 @@ func (t *topic) enqueue(ctx context.Context, pend []pendingMsg, total, now int64
 			continue // nobody shares it: the topic keeps no copy
 		}
 		r := rec{seq: pm.seq, enq: now, size: int32(len(pm.data)), dc: uint32(refs), state: StateActive}
-		shared = append(shared, r)
+		s.shared = append(s.shared, r)
 		ops = append(ops, store.Op{Kind: store.OpAppend, EntityID: t.id, Seq: uint64(pm.seq),
 			Meta: f.appendMeta(&rec{enq: now, state: StateActive}), Data: pm.data})
 	}
-	ops, per, copyBytes := f.finish(ops)
+	ops, s.per, s.copyBytes = f.finish(ops)
 	if fw != nil {
 		ops = append(ops, fw.ops...)
 	}
 	sc.ops, sc.copies, sc.meta = ops, f.copies, f.metas
-	sc.batch.Ops, sc.batch.Follower = ops, followerOf(ctx)
-	cerr := b.store.Commit(&sc.batch, true)
+	sc.batch.Ops, sc.batch.Follower = ops, fol
+	cerr := t.b.store.Commit(&sc.batch, true)
 	if fw != nil {
 		fw.committed = cerr == nil
 	}
+	return cerr
+}
 
-	// Phase 3. A send that scheduled nothing applies its shared data
-	// records through the lock-free pub stack.
-	var gone error
-	if cerr == nil && len(sched) == 0 {
-		t.pushPub(&topicPub{shared: shared, added: total})
-		t.size.Add(copyBytes)
+// publishSend is phase 3 of a topic's send. A committed send that
+// scheduled nothing applies its shared data records through the
+// lock-free publication; otherwise they and the scheduled messages are
+// applied, or on failure the placeholders, history entries and garbage
+// given back, under t.mu. The copies are published in their
+// subscriptions unless the topic is gone, which it returns.
+func (t *topic) publishSend(s *topicSend, pend []pendingMsg, total int64, cerr error) (gone error) {
+	if cerr == nil && len(s.sched) == 0 {
+		t.pub.push(&pubNode[topicPub]{v: topicPub{shared: s.shared, added: total}})
+		t.size.Add(s.copyBytes)
 		if t.deleted.Load() {
-			gone = errEntityNotFound(t.name)
-		} else {
-			publishCopies(per)
+			return errEntityNotFound(t.name)
 		}
-	} else {
-		t.lock()
-		t.mu.pending -= total
-		gone = t.mu.gone
-		if cerr == nil && gone == nil {
-			for i := range shared {
-				t.mu.idx.insert(shared[i])
+		publishCopies(s.per)
+		return nil
+	}
+	t.lockAndPublish()
+	t.mu.pending -= total
+	gone = t.mu.gone
+	switch {
+	case cerr == nil && gone == nil:
+		for i := range s.shared {
+			t.mu.idx.insert(s.shared[i])
+		}
+		for i := range s.sched {
+			if r := t.mu.idx.get(s.sched[i].seq); r != nil {
+				r.flags &^= flagPending
+				t.mu.scheduled++
+				t.size.Add(int64(r.size))
+				t.mu.timers.Push(expiry.Entry{At: r.enq, ID: r.seq, Kind: timerFanout})
 			}
-			for i := range sched {
-				if r := t.mu.idx.get(sched[i].seq); r != nil {
-					r.flags &^= flagPending
-					t.mu.scheduled++
-					t.size.Add(int64(r.size))
-					t.mu.timers.Push(expiry.Entry{At: r.enq, ID: r.seq, Kind: timerFanout})
-				}
-			}
-			t.size.Add(copyBytes)
-			t.rearmLocked()
-		} else if gone == nil {
-			for i := range sched {
-				t.mu.idx.remove(sched[i].seq)
-			}
-			for i := range pend {
-				if pend[i].hasKey && !pend[i].drop {
-					t.mu.dedup.forget(pend[i].dedupKey, w)
-				}
-			}
-			t.mu.garbage = append(t.mu.garbage, garbage...)
-			t.garbageN.Store(int32(len(t.mu.garbage)))
 		}
-		t.mu.Unlock()
-		if cerr == nil && gone == nil {
-			publishCopies(per)
+		t.size.Add(s.copyBytes)
+		t.rearmLocked()
+	case gone == nil:
+		for i := range s.sched {
+			t.mu.idx.remove(s.sched[i].seq)
 		}
+		s.forgetLocked(&t.mu.dedup, pend)
+		t.returnGarbageLocked(s.garbage)
 	}
-	t.fanout.RUnlock()
-	unlocked = true
-	if w != nil {
-		w.err = cerr
-		close(w.done)
+	t.mu.Unlock()
+	if cerr == nil && gone == nil {
+		publishCopies(s.per)
 	}
-	if cerr != nil {
-		return nil, internal(cerr, "storing messages for %s", t.name)
-	}
-	if gone != nil && KindOf(gone) == KindNotFound {
-		return nil, gone
-	}
-	for _, dw := range waits {
-		select {
-		case <-dw.done:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		if dw.err != nil {
-			return nil, internal(dw.err, "the original of a duplicate message failed to store")
-		}
-	}
-	return seqs, nil
+	return gone
 }
 
 // appendMeta appends the Meta of a topic's own record r (main queue) to
@@ -487,11 +473,8 @@ func (t *topic) fanOutScheduled(due []rec, ops []store.Op, garbage []int64, now 
 	if t.deleted.Load() {
 		return // the topic is going away with its scheduled messages
 	}
-	t.lock()
-	topicTTL := int64(t.mu.props.DefaultMessageTimeToLive)
-	if t.mu.props.DefaultMessageTimeToLive >= Infinite {
-		topicTTL = 0
-	}
+	t.lockAndPublish()
+	topicTTL := finiteTTL(t.mu.props.DefaultMessageTimeToLive)
 	t.mu.Unlock()
 	f := fanOut{t: t, subs: t.subs.Load()}
 	refs := make([]int, len(due))
@@ -527,7 +510,7 @@ func (t *topic) fanOutScheduled(due []rec, ops []store.Op, garbage []int64, now 
 		}
 	}
 
-	t.lock()
+	t.lockAndPublish()
 	if t.mu.gone != nil {
 		t.mu.Unlock()
 		return
@@ -553,8 +536,7 @@ func (t *topic) fanOutScheduled(due []rec, ops []store.Op, garbage []int64, now 
 	if cerr == nil {
 		t.size.Add(copyBytes)
 	} else {
-		t.mu.garbage = append(t.mu.garbage, garbage...)
-		t.garbageN.Store(int32(len(t.mu.garbage)))
+		t.returnGarbageLocked(garbage)
 	}
 	t.rearmLocked()
 	t.mu.Unlock()
@@ -567,7 +549,7 @@ func (t *topic) fanOutScheduled(due []rec, ops []store.Op, garbage []int64, now 
 // been fanned out yet; other sequence numbers are ignored.
 func (t *topic) cancelScheduled(seqs []int64, now int64) error {
 	t.catchUp(now)
-	t.lock()
+	t.lockAndPublish()
 	if err := t.sendCheckLocked(); err != nil {
 		t.mu.Unlock()
 		return err
@@ -596,7 +578,7 @@ func (t *topic) cancelScheduled(seqs []int64, now int64) error {
 	defer t.inflight.Done()
 
 	err := t.b.store.Commit(&store.Batch{Ops: ops}, true)
-	t.lock()
+	t.lockAndPublish()
 	defer t.mu.Unlock()
 	if t.mu.gone != nil {
 		return err
@@ -617,8 +599,7 @@ func (t *topic) cancelScheduled(seqs []int64, now int64) error {
 	}
 	t.rearmLocked()
 	if err != nil {
-		t.mu.garbage = append(t.mu.garbage, garbage...)
-		t.garbageN.Store(int32(len(t.mu.garbage)))
+		t.returnGarbageLocked(garbage)
 		return internal(err, "cancelling scheduled messages of %s", t.name)
 	}
 	return nil

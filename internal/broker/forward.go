@@ -266,7 +266,7 @@ type forwardJob struct {
 // of each forwarding sub-queue (expiring those of the main queue whose TTL
 // passed, as a receive would) and moves them.
 func (q *entity) forwardDue(now int64) {
-	q.lock()
+	q.lockAndPublish()
 	if q.mu.gone != nil || !q.forwardDueLocked(now) {
 		q.mu.Unlock()
 		return
@@ -321,14 +321,14 @@ func (q *entity) forwardDue(now int64) {
 
 	if len(expired) > 0 || len(ops) > 0 {
 		err := q.persist(nil, expired, ops, false)
-		q.lock()
+		q.lockAndPublish()
 		q.applyLocked(expired, err, now)
 		q.mu.Unlock()
 	}
 	for _, job := range jobs {
 		q.forward(job, now)
 	}
-	q.lock()
+	q.lockAndPublish()
 	q.rearmLocked()
 	q.mu.Unlock()
 }
@@ -403,7 +403,7 @@ func (q *entity) forward(job forwardJob, now int64) {
 			q.b.retries.succeeded(key, "moving messages to the transfer dead-letter queue recovered", "entity", q.path(job.sub))
 		}
 	}
-	q.lock()
+	q.lockAndPublish()
 	q.applyLocked(done, nil, now)
 	q.applyLocked(failed, ferr, now)
 	if len(retry) > 0 {
@@ -543,9 +543,9 @@ func (q *entity) sendForward(target string, pend []pendingMsg, moved []transitio
 	}
 	ctx := context.Background()
 	if t != nil {
-		_, err = t.enqueue(ctx, pend, total, now, fw)
+		_, err = t.enqueue(ctx, pend, total, now, nil, fw)
 	} else {
-		_, err = d.enqueue(ctx, pend, total, now, fw)
+		_, err = d.enqueue(ctx, pend, total, now, nil, fw)
 	}
 	if !fw.committed && garbage != nil {
 		q.topic.returnGarbage(garbage)
@@ -653,7 +653,7 @@ func (b *Broker) forwardEdgesLocked(node, self, target string) []forwardEdge {
 		if entityKey(q.name) == selfKey {
 			return []forwardEdge{{to: target}}
 		}
-		q.lock()
+		q.lockAndPublish()
 		fwd := q.mu.props.ForwardTo
 		q.mu.Unlock()
 		if fwd == "" {
@@ -668,7 +668,7 @@ func (b *Broker) forwardEdgesLocked(node, self, target string) []forwardEdge {
 			if entityKey(s.name) == selfKey {
 				fwd, selfSeen = target, true
 			} else {
-				s.lock()
+				s.lockAndPublish()
 				fwd = s.mu.sprops.ForwardTo
 				s.mu.Unlock()
 			}

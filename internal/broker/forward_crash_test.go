@@ -222,7 +222,7 @@ func placesOf(t *testing.T, b *Broker) map[string][]string {
 	for _, q := range qs {
 		for sub := range SubQueue(numSubQueues) {
 			var snap []rec
-			q.lock() // publishes what waits on the lock-free stack; runs nothing
+			q.lockAndPublish() // publishes what waits on the lock-free stack; runs nothing
 			q.mu.subs[sub].idx.ascend(0, func(r *rec) bool {
 				snap = append(snap, *r)
 				return true

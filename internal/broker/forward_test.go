@@ -156,7 +156,7 @@ func TestForwardQueueTopicSubscriptionChain(t *testing.T) {
 	e.b.mu.RLock()
 	q := e.b.mu.queues["end"]
 	e.b.mu.RUnlock()
-	q.lock()
+	q.lockAndPublish()
 	var hops uint8 = 99
 	if r := q.mu.subs[SubQueueMain].idx.get(d.SequenceNumber); r != nil {
 		hops = r.hops

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"sync"
@@ -105,7 +104,7 @@ func pacedSendComplete(b *testing.B, senders int, follow bool) {
 	}
 	// send sends messages is (in one Send, as a link stores the
 	// deliveries that piled up while it waited) once the first is due.
-	send := func(sctx context.Context, is []int) {
+	send := func(s *Sender, is []int) {
 		if d := time.Until(time.Unix(0, sched[is[0]])); d > 0 {
 			time.Sleep(d)
 		}
@@ -113,7 +112,13 @@ func pacedSendComplete(b *testing.B, senders int, follow bool) {
 		for j, i := range is {
 			ms[j] = msg1K(i)
 		}
-		if err := br.Send(sctx, "q", ms); err != nil {
+		var err error
+		if s != nil {
+			err = s.Send(ctx, ms)
+		} else {
+			err = br.Send(ctx, "q", ms)
+		}
+		if err != nil {
 			b.Error(err)
 		}
 		now := time.Now().UnixNano()
@@ -128,16 +133,15 @@ func pacedSendComplete(b *testing.B, senders int, follow bool) {
 			if d := time.Until(time.Unix(0, sched[i])); d > 0 {
 				time.Sleep(d)
 			}
-			wg.Go(func() { send(ctx, []int{i}) })
+			wg.Go(func() { send(nil, []int{i}) })
 		}
 	}
 	for k := range senders {
 		wg.Go(func() {
-			var f Follower
-			defer f.Idle()
-			sctx := ctx
+			var s *Sender
 			if follow {
-				sctx = WithFollower(ctx, &f)
+				s = br.NewSender("q")
+				defer s.Close()
 			}
 			var is []int
 			for i := 1 + k; i <= n; {
@@ -146,8 +150,10 @@ func pacedSendComplete(b *testing.B, senders int, follow bool) {
 				for ; i <= n && (len(is) == 0 || sched[i] <= now); i += senders {
 					is = append(is, i)
 				}
-				f.Promise(len(is) >= 16 || f.Trusted()) // servicebus promise
-				send(sctx, is)
+				if s != nil {
+					s.Pace(len(is)) // as a sender link does
+				}
+				send(s, is)
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"math"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/busbarmq/busbar/internal/names"
 )
@@ -149,40 +150,107 @@ func invalidProp(name, format string, args ...any) *Error {
 // Validate checks every property against its Service Bus range. The error
 // (KindInvalidArgument) names the property and the allowed range.
 func (p QueueProperties) Validate() error {
-	if p.LockDuration < MinLockDuration || p.LockDuration > MaxLockDuration {
-		return invalidProp("LockDuration", "%v is outside the allowed range %v … %v", p.LockDuration, MinLockDuration, MaxLockDuration)
+	return firstError(
+		checkLockDuration(p.LockDuration),
+		checkMaxSize(p.MaxSizeInMegabytes),
+		checkDuplicateWindow(p.DuplicateDetectionHistoryTimeWindow),
+		checkDefaultTTL(p.DefaultMessageTimeToLive),
+		checkMaxDeliveryCount(p.MaxDeliveryCount),
+		checkAutoDeleteOnIdle(p.AutoDeleteOnIdle),
+		validateStatus(p.Status),
+		checkUserMetadata(p.UserMetadata),
+		checkMaxMessageSize(p.MaxMessageSizeInKilobytes),
+		checkAuthorizationRules(p.AuthorizationRules),
+		checkForwardTargets(p.ForwardTo, p.ForwardDeadLetteredMessagesTo),
+	)
+}
+
+// The checks of the properties queues, topics and subscriptions share,
+// one per property, each nil when the value is in range.
+
+func firstError(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
 	}
-	if p.MaxSizeInMegabytes < 1 || p.MaxSizeInMegabytes > MaxMaxSizeInMegabytes {
-		return invalidProp("MaxSizeInMegabytes", "%d is outside the allowed range 1 … %d", p.MaxSizeInMegabytes, MaxMaxSizeInMegabytes)
+	return nil
+}
+
+func checkLockDuration(d time.Duration) error {
+	if d < MinLockDuration || d > MaxLockDuration {
+		return invalidProp("LockDuration", "%v is outside the allowed range %v … %v", d, MinLockDuration, MaxLockDuration)
 	}
-	if p.DuplicateDetectionHistoryTimeWindow < MinDuplicateWindow || p.DuplicateDetectionHistoryTimeWindow > MaxDuplicateWindow {
+	return nil
+}
+
+func checkMaxSize(mb int64) error {
+	if mb < 1 || mb > MaxMaxSizeInMegabytes {
+		return invalidProp("MaxSizeInMegabytes", "%d is outside the allowed range 1 … %d", mb, MaxMaxSizeInMegabytes)
+	}
+	return nil
+}
+
+func checkDuplicateWindow(d time.Duration) error {
+	if d < MinDuplicateWindow || d > MaxDuplicateWindow {
 		return invalidProp("DuplicateDetectionHistoryTimeWindow", "%v is outside the allowed range %v … %v (7 days)",
-			p.DuplicateDetectionHistoryTimeWindow, MinDuplicateWindow, MaxDuplicateWindow)
+			d, MinDuplicateWindow, MaxDuplicateWindow)
 	}
-	if p.DefaultMessageTimeToLive < MinMessageTimeToLive {
-		return invalidProp("DefaultMessageTimeToLive", "%v is below the minimum %v", p.DefaultMessageTimeToLive, MinMessageTimeToLive)
+	return nil
+}
+
+func checkDefaultTTL(d time.Duration) error {
+	if d < MinMessageTimeToLive {
+		return invalidProp("DefaultMessageTimeToLive", "%v is below the minimum %v", d, MinMessageTimeToLive)
 	}
-	if p.MaxDeliveryCount < 1 {
-		return invalidProp("MaxDeliveryCount", "%d is below the minimum 1", p.MaxDeliveryCount)
+	return nil
+}
+
+func checkMaxDeliveryCount(n int32) error {
+	if n < 1 {
+		return invalidProp("MaxDeliveryCount", "%d is below the minimum 1", n)
 	}
-	if p.AutoDeleteOnIdle < MinAutoDeleteOnIdle {
-		return invalidProp("AutoDeleteOnIdle", "%v is below the minimum %v", p.AutoDeleteOnIdle, MinAutoDeleteOnIdle)
+	return nil
+}
+
+func checkAutoDeleteOnIdle(d time.Duration) error {
+	if d < MinAutoDeleteOnIdle {
+		return invalidProp("AutoDeleteOnIdle", "%v is below the minimum %v", d, MinAutoDeleteOnIdle)
 	}
-	switch p.Status {
+	return nil
+}
+
+func validateStatus(s EntityStatus) error {
+	switch s {
 	case StatusActive, StatusDisabled, StatusSendDisabled, StatusReceiveDisabled:
-	default:
-		return invalidProp("Status", "%q is not one of Active, Disabled, SendDisabled, ReceiveDisabled", p.Status)
+		return nil
 	}
-	if n := len([]rune(p.UserMetadata)); n > MaxUserMetadataLength {
+	return invalidProp("Status", "%q is not one of Active, Disabled, SendDisabled, ReceiveDisabled", s)
+}
+
+func checkUserMetadata(s string) error {
+	if n := utf8.RuneCountInString(s); n > MaxUserMetadataLength {
 		return invalidProp("UserMetadata", "%d characters exceed the maximum %d", n, MaxUserMetadataLength)
 	}
-	if p.MaxMessageSizeInKilobytes < 1 || p.MaxMessageSizeInKilobytes > MaxMaxMessageSizeInKB {
-		return invalidProp("MaxMessageSizeInKilobytes", "%d is outside the allowed range 1 … %d", p.MaxMessageSizeInKilobytes, MaxMaxMessageSizeInKB)
+	return nil
+}
+
+func checkMaxMessageSize(kb int64) error {
+	if kb < 1 || kb > MaxMaxMessageSizeInKB {
+		return invalidProp("MaxMessageSizeInKilobytes", "%d is outside the allowed range 1 … %d", kb, MaxMaxMessageSizeInKB)
 	}
-	if len(p.AuthorizationRules) > MaxAuthorizationRules {
-		return invalidProp("AuthorizationRules", "%d rules exceed the maximum %d", len(p.AuthorizationRules), MaxAuthorizationRules)
+	return nil
+}
+
+func checkAuthorizationRules(rules []AuthorizationRule) error {
+	if len(rules) > MaxAuthorizationRules {
+		return invalidProp("AuthorizationRules", "%d rules exceed the maximum %d", len(rules), MaxAuthorizationRules)
 	}
-	for _, f := range []struct{ name, v string }{{"ForwardTo", p.ForwardTo}, {"ForwardDeadLetteredMessagesTo", p.ForwardDeadLetteredMessagesTo}} {
+	return nil
+}
+
+func checkForwardTargets(to, dlqTo string) error {
+	for _, f := range []struct{ name, v string }{{"ForwardTo", to}, {"ForwardDeadLetteredMessagesTo", dlqTo}} {
 		if f.v == "" {
 			continue
 		}
@@ -199,11 +267,18 @@ func checkImmutable(old, p QueueProperties) error {
 	if old.RequiresSession != p.RequiresSession {
 		return errorf(KindNotAllowed, "The value for the RequiresSession property of an existing Queue cannot be changed.")
 	}
-	if old.RequiresDuplicateDetection != p.RequiresDuplicateDetection {
-		return errorf(KindNotAllowed, "The value for the RequiresDuplicateDetection property of an existing Queue cannot be changed.")
+	return checkImmutableCommon("Queue", old.RequiresDuplicateDetection != p.RequiresDuplicateDetection,
+		old.EnablePartitioning != p.EnablePartitioning)
+}
+
+// checkImmutableCommon refuses a change of a queue's or topic's
+// duplicate detection (dedup) or partitioning (part).
+func checkImmutableCommon(kind string, dedup, part bool) error {
+	if dedup {
+		return errorf(KindNotAllowed, "The value for the RequiresDuplicateDetection property of an existing %s cannot be changed.", kind)
 	}
-	if old.EnablePartitioning != p.EnablePartitioning {
-		return errorf(KindNotAllowed, "Partitioning cannot be changed for Queue. EnablePartitioning is fixed when the queue is created.")
+	if part {
+		return errorf(KindNotAllowed, "Partitioning cannot be changed for %s. EnablePartitioning is fixed when the %s is created.", kind, strings.ToLower(kind))
 	}
 	return nil
 }

@@ -26,16 +26,12 @@ import (
 // live (flagShared: in the topic's store entity, shared by every
 // subscription that received the message unchanged).
 //
-// Every state change follows three phases so that no entity lock is held
-// across a store commit:
-//
-//  1. under mu: validate, decide, mark the records busy (flagBusy), build
-//     the transitions, register in inflight;
-//  2. without locks: read and rewrite data if needed, Commit;
-//  3. under mu: apply the outcome (or revert the busy marks on failure).
-//
-// A busy record is invisible to receives and settlements, so nothing else
-// can act on a message between its decision and its durable outcome.
+// Every state change follows the three phases of the package doc
+// ("Structure"): under mu, decide and mark the records busy (flagBusy);
+// without locks, commit; under mu, apply the outcome (or revert the busy
+// marks on failure). A busy record is invisible to receives and
+// settlements, so nothing else can act on a message between its decision
+// and its durable outcome. The state under mu is in named parts, below.
 type entity struct {
 	b    *Broker
 	id   uint64
@@ -56,17 +52,12 @@ type entity struct {
 
 	armedAt int64 // deadline registered with the broker; guarded by Broker.timers
 
-	// pub is a lock-free stack of committed sends waiting to be published:
-	// a sender whose batch needs no timer and wakes no receiver pushes it
-	// here instead of taking mu, and every holder of mu publishes what is
-	// there first (lock), so anything that takes mu after a Send returned
-	// sees its messages.
-	pub atomic.Pointer[pubBatch]
-	// waiting mirrors the number of receivers queued in the sub-queues'
-	// waiters. A sender pushes to pub, then reads waiting; a receiver about
-	// to wait adds to waiting, then drains pub: one of the two always sees
-	// the other (sequentially consistent atomics), so no wakeup is lost.
-	waiting atomic.Int32
+	// pub is the lock-free publication of committed sends (see
+	// publication): a sender whose batch needs no timer and wakes no
+	// receiver pushes it there instead of taking mu, and every holder of
+	// mu publishes what is there first (lockAndPublish), so anything that
+	// takes mu after a Send returned sees its messages.
+	pub publication
 	// deleted is set (before gone) when the queue is deleted, for senders
 	// on the lock-free path.
 	deleted atomic.Bool
@@ -79,37 +70,72 @@ type entity struct {
 	// which never changes); nil otherwise. See session.go.
 	ss *sessionSet
 
+	// mu guards the entity's state, in named parts.
 	mu struct {
 		sync.Mutex
-		gone  error // non-nil once deleted (not found) or closed
-		props QueueProperties
-		// sprops are a subscription's own properties (props holds their
-		// receiving view, SubscriptionProperties.receiving).
-		sprops   SubscriptionProperties
-		created  time.Time
-		updated  time.Time
-		accessed int64 // Unix ns of the last use; 0 = never
-		// accessedSaved is the accessed value last written to the store.
-		accessedSaved int64
-		nextSeq       int64
-		subs          [numSubQueues]subState
-		locks         map[uuid.UUID]lockRef // every lock of the entity, by token
-		timers        expiry.Heap           // ttl, scheduled and lock deadlines
-		size          int64                 // bytes of all stored messages
-		pending       int64                 // bytes of sends not yet committed
-		dedup         dedupHistory
-		receivers     int // open receivers, any sub-queue
-		rng           *rand.ChaCha8
-		// armedHint is the deadline last registered with the broker (0:
-		// none). A re-arm that is not earlier can skip the broker's timer
-		// lock: if the broker has meanwhile popped that deadline, its Tick
-		// is about to run q.tick, which re-arms from scratch.
-		armedHint int64
-		// fwdDue is, per sub-queue, when its messages are next to be
-		// auto-forwarded (0: nothing to do; forwardNow: at once); see
-		// forward.go.
-		fwdDue [numSubQueues]int64
+		entityMeta
+		subQueues
+		lockTable
+		entityTimers
+		dedupState
+		forwardState
 	}
+}
+
+// entityMeta is what an entity is: its properties, lifetime and use.
+type entityMeta struct {
+	gone  error // non-nil once deleted (not found) or closed
+	props QueueProperties
+	// sprops are a subscription's own properties (props holds their
+	// receiving view, SubscriptionProperties.receiving).
+	sprops   SubscriptionProperties
+	created  time.Time
+	updated  time.Time
+	accessed int64 // Unix ns of the last use; 0 = never
+	// accessedSaved is the accessed value last written to the store.
+	accessedSaved int64
+	receivers     int // open receivers, any sub-queue
+}
+
+// subQueues are the entity's messages: the main queue and its dead-letter
+// and transfer dead-letter queues, the sequence numbers and sizes.
+type subQueues struct {
+	nextSeq int64
+	subs    [numSubQueues]subState
+	size    int64 // bytes of all stored messages
+	pending int64 // bytes of sends not yet committed
+}
+
+// lockTable is every peek-lock of the entity, by token (each sub-queue
+// also maps its locked records to their tokens, subState.locked), and the
+// stream lock tokens are drawn from.
+type lockTable struct {
+	locks map[uuid.UUID]lockRef
+	rng   *rand.ChaCha8
+}
+
+// entityTimers is the entity's one timer structure (ttl, scheduled, lock
+// and session deadlines) and what it last registered with the broker.
+type entityTimers struct {
+	timers expiry.Heap
+	// armedHint is the deadline last registered with the broker (0:
+	// none). A re-arm that is not earlier can skip the broker's timer
+	// lock: if the broker has meanwhile popped that deadline, its Tick
+	// is about to run q.tick, which re-arms from scratch.
+	armedHint int64
+}
+
+// dedupState is a queue's duplicate-detection history (see dedup.go); a
+// subscription's stays empty (its topic's applies).
+type dedupState struct {
+	dedup dedupHistory
+}
+
+// forwardState is the entity's auto-forwarding schedule (see forward.go).
+type forwardState struct {
+	// fwdDue is, per sub-queue, when its messages are next to be
+	// auto-forwarded (0: nothing to do; forwardNow: at once).
+	fwdDue [numSubQueues]int64
 }
 
 // subState is one sub-queue: its index, receive cursor and waiters.
@@ -222,56 +248,21 @@ func (q *entity) infoLocked() QueueInfo {
 	return info
 }
 
-// pubBatch is one committed send on the pub stack: a queue's send (its
-// placeholders are published) or a fan-out's copies for a subscription
-// (insert: the records are added; sub may be the dead-letter queue for
-// copies whose rule evaluation failed).
-type pubBatch struct {
-	recs   []rec
-	added  int64 // bytes, moved from mu.pending to mu.size when published
-	sub    SubQueue
-	insert bool
-	depth  int32 // batches below this one on the stack
-	next   *pubBatch
-}
-
-// lock locks q.mu and publishes the committed sends waiting on pub. Every
-// acquisition of q.mu goes through it.
-func (q *entity) lock() {
+// lockAndPublish locks q.mu and publishes the committed sends waiting on
+// q.pub. Every acquisition of q.mu goes through it (or lockAt).
+func (q *entity) lockAndPublish() {
 	q.mu.Lock()
-	q.drainLocked()
+	q.publishPendingLocked()
 }
 
-func (q *entity) drainLocked() {
-	if q.pub.Load() == nil {
-		return
-	}
-	// Oldest first: a subscription's copies are inserted rather than
-	// found as placeholders, and in ascending order they append.
-	var prev *pubBatch
-	for b := q.pub.Swap(nil); b != nil; {
-		next := b.next
-		b.next, prev, b = prev, b, next
-	}
-	for b := prev; b != nil; b = b.next {
-		q.mu.pending -= b.added
+// publishPendingLocked publishes the committed sends waiting on q.pub,
+// oldest first: a subscription's copies are inserted rather than found as
+// placeholders, and in ascending order they append.
+func (q *entity) publishPendingLocked() {
+	for b := q.pub.stack.take(); b != nil; b = b.next {
+		q.mu.pending -= b.v.added
 		if q.mu.gone == nil {
-			q.publishLocked(b.sub, b.recs, true, b.insert)
-		}
-	}
-}
-
-// pushPublished puts a committed send on the pub stack and returns how
-// many batches were already there.
-func (q *entity) pushPublished(b *pubBatch) int32 {
-	for {
-		old := q.pub.Load()
-		b.next, b.depth = old, 0
-		if old != nil {
-			b.depth = old.depth + 1
-		}
-		if q.pub.CompareAndSwap(old, b) {
-			return b.depth
+			q.publishLocked(b.v.sub, b.v.recs, true, b.v.insert)
 		}
 	}
 }
@@ -287,11 +278,11 @@ func (q *entity) lockAt(now int64) {
 	if q.topic != nil {
 		q.topic.catchUp(now)
 	}
-	q.lock()
+	q.lockAndPublish()
 	if next, ok := q.mu.timers.Next(); (ok && next <= now || q.forwardDueLocked(now)) && q.mu.gone == nil {
 		q.mu.Unlock()
 		q.tick(now)
-		q.lock()
+		q.lockAndPublish()
 	}
 }
 
@@ -405,7 +396,7 @@ func (q *entity) wakeOneLocked(sub SubQueue) {
 func (q *entity) unwaitLocked(r *Receiver) {
 	close(r.waitCh)
 	r.waitCh = nil
-	q.waiting.Add(-1)
+	q.pub.waiting.Add(-1)
 }
 
 // wakeAllLocked wakes every waiting receiver (the entity was deleted or
@@ -694,7 +685,7 @@ func (q *entity) idleLocked(now int64) bool {
 // reports whether the queue is idle and should be auto-deleted. (tick,
 // in forward.go, runs the forwarding due first.)
 func (q *entity) tickTimers(now int64) (idle bool) {
-	q.lock()
+	q.lockAndPublish()
 	if q.mu.gone != nil {
 		q.mu.Unlock()
 		return false
@@ -744,7 +735,7 @@ func (q *entity) tickTimers(now int64) (idle bool) {
 		q.mu.Unlock()
 		return idle
 	}
-	if err := q.commitLocked(ts, ops, false, now); err != nil {
+	if err := q.commitAndUnlock(ts, ops, false, now); err != nil {
 		q.b.retries.failed("timer "+q.name, "timer work failed; retrying", err, "queue", q.name)
 	} else {
 		q.b.retries.succeeded("timer "+q.name, "timer work recovered", "queue", q.name)
@@ -855,22 +846,22 @@ func (q *entity) lockEndLocked(sub SubQueue, r *rec, now int64, props map[string
 	return transition{}, false
 }
 
-// commitLocked runs phases 2 and 3 for transitions planned under mu: it
+// commitAndUnlock runs phases 2 and 3 for transitions planned under mu: it
 // releases mu for the store commit (persist), then applies the outcome
 // (applyLocked) and re-arms the timers under mu again. Called with mu
 // held; returns with mu released and the commit's error. The entity
 // counts as in flight meanwhile, so Close and Delete wait for it.
-func (q *entity) commitLocked(ts []transition, ops []store.Op, sync bool, now int64) error {
-	return q.commitLockedAs(nil, ts, ops, sync, now)
+func (q *entity) commitAndUnlock(ts []transition, ops []store.Op, sync bool, now int64) error {
+	return q.commitAndUnlockAs(nil, ts, ops, sync, now)
 }
 
-// commitLockedAs is commitLocked for a committer that is a follower
-// (store.Follower); fol may be nil.
-func (q *entity) commitLockedAs(fol *Follower, ts []transition, ops []store.Op, sync bool, now int64) error {
+// commitAndUnlockAs is commitAndUnlock for a paced committer (Settler):
+// fol is its follower, or nil.
+func (q *entity) commitAndUnlockAs(fol *store.Follower, ts []transition, ops []store.Op, sync bool, now int64) error {
 	q.inflight.Add(1)
 	q.mu.Unlock()
 	err := q.persist(fol, ts, ops, sync)
-	q.lock()
+	q.lockAndPublish()
 	q.applyLocked(ts, err, now)
 	q.rearmLocked()
 	q.mu.Unlock()
@@ -880,7 +871,7 @@ func (q *entity) commitLockedAs(fol *Follower, ts []transition, ops []store.Op, 
 
 // persist is phase 2: rewrite data where needed and commit the
 // transitions with ops appended, as fol (may be nil). No lock is held.
-func (q *entity) persist(fol *Follower, ts []transition, ops []store.Op, sync bool) error {
+func (q *entity) persist(fol *store.Follower, ts []transition, ops []store.Op, sync bool) error {
 	batch := store.Batch{Ops: q.transitionOps(make([]store.Op, 0, len(ts)+len(ops)), ts), Follower: fol}
 	batch.Ops = append(batch.Ops, ops...)
 	var garbage []int64

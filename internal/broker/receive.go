@@ -97,7 +97,7 @@ func (b *Broker) OpenReceiver(path string, mode ReceiveMode) (*Receiver, error) 
 	if err != nil {
 		return nil, err
 	}
-	q.lock()
+	q.lockAndPublish()
 	defer q.mu.Unlock()
 	if err := q.receiveCheckLocked(p.SubQueue); err != nil {
 		return nil, err
@@ -125,7 +125,7 @@ func (r *Receiver) Close() error {
 		return r.closeSession()
 	}
 	q := r.q
-	q.lock()
+	q.lockAndPublish()
 	defer q.mu.Unlock()
 	if r.closed {
 		return nil
@@ -163,10 +163,10 @@ func (r *Receiver) Ready() <-chan struct{} {
 		return r.waitCh // already queued (and counted in q.waiting)
 	}
 	// Count this waiter before the last look at pub (see queue.waiting).
-	q.waiting.Add(1)
-	q.drainLocked()
+	q.pub.waiting.Add(1)
+	q.publishPendingLocked()
 	if q.peekAvailableLocked(r.sub) != nil {
-		q.waiting.Add(-1)
+		q.pub.waiting.Add(-1)
 		return closedChan
 	}
 	r.waitCh = make(chan struct{})
@@ -230,7 +230,7 @@ func (r *Receiver) TryReceive(max int) ([]*Delivery, error) {
 	if len(out) == max {
 		q.passOnLocked(r.sub)
 	}
-	return q.deliverLocked(r.sub, r.mode, out, ts, now)
+	return q.deliverAndUnlock(r.sub, r.mode, out, ts, now)
 }
 
 // takeLocked locks rc (PeekLock) or marks it for removal (ReceiveAndDelete).
@@ -243,9 +243,12 @@ func (q *entity) takeLocked(sub SubQueue, rc *rec, mode ReceiveMode, now int64, 
 	return taken{r: *rc, tok: q.newTokenLocked()}
 }
 
-// deliverLocked finishes a receive: called with q.mu held, it unlocks it, reads
-// the messages, commits removals and expiries, and builds the deliveries.
-func (q *entity) deliverLocked(sub SubQueue, mode ReceiveMode, out []taken, ts []transition, now int64) ([]*Delivery, error) {
+// deliverAndUnlock runs phases 2 and 3 of a receive planned under q.mu
+// (out: the messages taken; ts: removals and expiries). Called with q.mu
+// held, it returns with q.mu released: it reads the messages and commits
+// ts without the lock, then applies the outcome under it again, and
+// builds the deliveries.
+func (q *entity) deliverAndUnlock(sub SubQueue, mode ReceiveMode, out []taken, ts []transition, now int64) ([]*Delivery, error) {
 	if len(out) == 0 && len(ts) == 0 {
 		q.mu.Unlock()
 		return nil, nil
@@ -255,35 +258,7 @@ func (q *entity) deliverLocked(sub SubQueue, mode ReceiveMode, out []taken, ts [
 	q.mu.Unlock()
 	defer q.inflight.Done()
 
-	ds := make([]*Delivery, 0, len(out))
-	var failed []int // indexes into out whose data could not be read
-	var readErr error
-	// One batch read: the data of messages sent one after another lies
-	// side by side in the log and comes back in one read.
-	refs := make([]store.DataRef, len(out))
-	for i := range out {
-		refs[i] = q.dataRef(&out[i].r)
-	}
-	datas, errs := q.b.store.ReadDataBatch(refs)
-	for i := range out {
-		d, err := datas[i], errs[i]
-		var dv *Delivery
-		if err == nil {
-			dv, err = decodeDelivery(d, &out[i].r, out[i].tok)
-		}
-		if errors.Is(err, store.ErrNotFound) && mode == PeekLock {
-			// Gone already: our lock expired before we got here and the
-			// message was settled by someone else (or the queue deleted).
-			continue
-		}
-		if err != nil {
-			q.b.log.Error("cannot read message", "queue", q.name, "seq", out[i].r.seq, "err", err)
-			failed = append(failed, i)
-			readErr = err
-			continue
-		}
-		ds = append(ds, dv)
-	}
+	ds, failed, readErr := q.readDeliveries(out, mode)
 	if len(failed) > 0 && mode == ReceiveAndDelete {
 		// Do not remove what could not be read: drop those transitions.
 		bad := make(map[int64]bool, len(failed))
@@ -301,13 +276,13 @@ func (q *entity) deliverLocked(sub SubQueue, mode ReceiveMode, out []taken, ts [
 		}
 		ts = keep
 		defer func() {
-			q.lock()
+			q.lockAndPublish()
 			q.applyLocked(revert, errors.New("unreadable"), now)
 			q.mu.Unlock()
 		}()
 	}
 	err := q.persist(nil, ts, ops, mode == ReceiveAndDelete)
-	q.lock()
+	q.lockAndPublish()
 	q.applyLocked(ts, err, now)
 	if mode == PeekLock {
 		for _, i := range failed { // unlock what could not be read, if still ours
@@ -333,6 +308,40 @@ func (q *entity) deliverLocked(sub SubQueue, mode ReceiveMode, out []taken, ts [
 		q.b.obs.Delivered(q.name, len(ds))
 	}
 	return ds, nil
+}
+
+// readDeliveries reads the messages taken (phase 2, no lock held) and
+// builds their deliveries. failed lists the indexes into out whose data
+// could not be read, readErr the last such error; a peek-locked message
+// gone meanwhile (its lock expired and someone else settled it, or the
+// entity was deleted) is left out.
+func (q *entity) readDeliveries(out []taken, mode ReceiveMode) (ds []*Delivery, failed []int, readErr error) {
+	ds = make([]*Delivery, 0, len(out))
+	// One batch read: the data of messages sent one after another lies
+	// side by side in the log and comes back in one read.
+	refs := make([]store.DataRef, len(out))
+	for i := range out {
+		refs[i] = q.dataRef(&out[i].r)
+	}
+	datas, errs := q.b.store.ReadDataBatch(refs)
+	for i := range out {
+		d, err := datas[i], errs[i]
+		var dv *Delivery
+		if err == nil {
+			dv, err = decodeDelivery(d, &out[i].r, out[i].tok)
+		}
+		if errors.Is(err, store.ErrNotFound) && mode == PeekLock {
+			continue
+		}
+		if err != nil {
+			q.b.log.Error("cannot read message", "queue", q.name, "seq", out[i].r.seq, "err", err)
+			failed = append(failed, i)
+			readErr = err
+			continue
+		}
+		ds = append(ds, dv)
+	}
+	return ds, failed, readErr
 }
 
 // peekDeliveries reads (in one batch read) and decodes the peeked records
@@ -448,7 +457,7 @@ func (b *Broker) ReceiveDeferred(ctx context.Context, path string, seqs []int64,
 		}
 		out = append(out, q.takeLocked(p.SubQueue, r, mode, now, &ts))
 	}
-	return q.deliverLocked(p.SubQueue, mode, out, ts, now)
+	return q.deliverAndUnlock(p.SubQueue, mode, out, ts, now)
 }
 
 // Peek returns up to max messages of path with sequence numbers from
@@ -553,7 +562,7 @@ func (b *Broker) deleteMessages(ctx context.Context, path string, sid *string, m
 		q.mu.Unlock()
 		return 0, nil
 	}
-	if err := q.commitLocked(ts, q.saveAccessedLocked(nil), true, now); err != nil {
+	if err := q.commitAndUnlock(ts, q.saveAccessedLocked(nil), true, now); err != nil {
 		return 0, err
 	}
 	return len(ts), nil

@@ -52,14 +52,14 @@ func Open(opts Options) (*Broker, error) {
 		b.timers.byID[q.id] = q
 	}
 	for _, r := range rc.order {
-		r.q.lock()
+		r.q.lockAndPublish()
 		r.q.finishSessionsLocked()
 		r.q.propsChangedForwardLocked() // what waited to be forwarded
 		r.q.rearmLocked()
 		r.q.mu.Unlock()
 	}
 	for _, r := range rc.topics {
-		r.t.lock()
+		r.t.lockAndPublish()
 		r.t.rearmLocked()
 		r.t.mu.Unlock()
 	}

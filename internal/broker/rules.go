@@ -45,10 +45,8 @@ type routing struct {
 
 func newRouting(rules []*compiledRule, p SubscriptionProperties) *routing {
 	rt := &routing{rules: rules, accept: p.Status == StatusActive || p.Status == StatusReceiveDisabled,
-		dlqOnEvalError: p.DeadLetteringOnFilterEvaluationExceptions, sessions: p.RequiresSession}
-	if p.DefaultMessageTimeToLive < Infinite {
-		rt.defTTL = int64(p.DefaultMessageTimeToLive)
-	}
+		dlqOnEvalError: p.DeadLetteringOnFilterEvaluationExceptions, sessions: p.RequiresSession,
+		defTTL: finiteTTL(p.DefaultMessageTimeToLive)}
 	for _, r := range rules {
 		if r.desc.Filter.Kind == FilterCorrelation {
 			rt.corrFilter++
@@ -601,7 +599,7 @@ func (b *Broker) createRule(topicName, subName string, r RuleDescription, replac
 		rules = slices.Insert(rules, i, c)
 	}
 	q.route.Store(rt.withRules(rules))
-	q.lock()
+	q.lockAndPublish()
 	q.touchLocked(b.now()) // a new rule is a use of the subscription
 	q.mu.Unlock()
 	return cloneRule(c.desc), nil
@@ -625,7 +623,7 @@ func (b *Broker) deleteRule(topicName, subName, name string) error {
 		return internal(err, "deleting rule %q of %s", name, q.name)
 	}
 	q.route.Store(rt.withRules(slices.Delete(slices.Clone(rt.rules), i, i+1)))
-	q.lock()
+	q.lockAndPublish()
 	q.touchLocked(b.now())
 	q.mu.Unlock()
 	return nil

@@ -24,28 +24,8 @@ import (
 // is accepted and dropped. Sending to a subscription path is
 // KindNotAllowed.
 func (b *Broker) Send(ctx context.Context, path string, msgs []*message.Message) error {
-	_, err := b.enqueue(ctx, path, msgs, time.Time{}, false)
+	_, err := b.enqueue(ctx, path, msgs, time.Time{}, false, nil)
 	return err
-}
-
-// Follower marks a closed-loop committer (store.Follower): one goroutine
-// whose Sends (or CompleteBatches) never overlap, and which may promise
-// to answer a call's return by calling again at once or calling Idle. A
-// busy AMQP sender link is one. The store may then wait for its next call
-// before an fsync, so that the calls of many such committers share it.
-type Follower = store.Follower
-
-type followerKey struct{}
-
-// WithFollower returns ctx carrying f; Send and Schedule with it commit as
-// f.
-func WithFollower(ctx context.Context, f *Follower) context.Context {
-	return context.WithValue(ctx, followerKey{}, f)
-}
-
-func followerOf(ctx context.Context) *Follower {
-	f, _ := ctx.Value(followerKey{}).(*Follower)
-	return f
 }
 
 // Schedule enqueues msgs to appear at `at` and returns their sequence
@@ -57,7 +37,7 @@ func followerOf(ctx context.Context) *Follower {
 // subscriptions (that exist and match) when its time comes; until then it
 // counts in the topic's Scheduled count.
 func (b *Broker) Schedule(ctx context.Context, path string, msgs []*message.Message, at time.Time) ([]int64, error) {
-	return b.enqueue(ctx, path, msgs, at, true)
+	return b.enqueue(ctx, path, msgs, at, true, nil)
 }
 
 // CancelScheduled removes scheduled messages of a queue or topic that have
@@ -97,7 +77,7 @@ func (b *Broker) CancelScheduled(ctx context.Context, path string, seqs []int64)
 		q.mu.Unlock()
 		return nil
 	}
-	return q.commitLocked(ts, q.saveAccessedLocked(nil), true, now)
+	return q.commitAndUnlock(ts, q.saveAccessedLocked(nil), true, now)
 }
 
 // pendingMsg is one message of a send between encoding and publishing.
@@ -140,7 +120,9 @@ func releaseSendData(pend []pendingMsg) {
 	}
 }
 
-func (b *Broker) enqueue(ctx context.Context, path string, msgs []*message.Message, at time.Time, schedule bool) ([]int64, error) {
+// enqueue is Send and Schedule; fol, when not nil, is the committer's
+// pacing (Sender).
+func (b *Broker) enqueue(ctx context.Context, path string, msgs []*message.Message, at time.Time, schedule bool, fol *store.Follower) ([]int64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -166,11 +148,10 @@ func (b *Broker) enqueue(ctx context.Context, path string, msgs []*message.Messa
 	var seqs []int64
 	var name string
 	if t != nil {
-		setDedupKeys(pend)
-		seqs, err = t.enqueue(ctx, pend, total, nowT.UnixNano(), nil)
+		seqs, err = t.enqueue(ctx, pend, total, nowT.UnixNano(), fol, nil)
 		name = t.name
 	} else {
-		seqs, err = q.enqueue(ctx, pend, total, nowT.UnixNano(), nil)
+		seqs, err = q.enqueue(ctx, pend, total, nowT.UnixNano(), fol, nil)
 		name = q.name
 	}
 	releaseSendData(pend)
@@ -259,96 +240,94 @@ func setDedupKeys(pend []pendingMsg) {
 	}
 }
 
-// enqueue is a queue's send: phase 1 under mu, the durable commit, the
-// (mostly lock-free) publication. fw, when not nil, is an auto-forward's
-// source side: its ops join the batch (forward.go).
-func (q *entity) enqueue(ctx context.Context, pend []pendingMsg, total, now int64, fw *forwardBatch) ([]int64, error) {
-	b := q.b
-	// Phase 1: checks, duplicate detection, sequence numbers.
-	q.lock()
-	if err := q.sendCheckLocked(); err != nil {
+// enqueue is a queue's send (the shape is sendplan.go's): phase 1 under
+// mu, the durable commit, the (mostly lock-free) publication. fol is the
+// committer's pacing (nil for none); fw, when not nil, is an
+// auto-forward's source side: its ops join the batch (forward.go).
+func (q *entity) enqueue(ctx context.Context, pend []pendingMsg, total, now int64, fol *store.Follower, fw *forwardBatch) ([]int64, error) {
+	sc := sendScratchPool.Get().(*sendScratch)
+	defer sc.release()
+	// Phase 1: checks, duplicate detection, sequence numbers, placeholders.
+	q.lockAndPublish()
+	s, err := q.planSendLocked(pend, total, now, fw != nil, sc.ops[:0])
+	if err != nil {
 		q.mu.Unlock()
 		return nil, err
 	}
-	props := &q.mu.props
-	maxMsg := props.MaxMessageSizeInKilobytes * 1024
-	for i := range pend {
-		if n := int64(len(pend[i].data)); n > maxMsg {
-			q.mu.Unlock()
-			return nil, errorf(KindMessageTooLarge, "the message is %d bytes, over the queue's MaxMessageSizeInKilobytes limit of %d KB", n, props.MaxMessageSizeInKilobytes)
-		}
-		if props.RequiresSession && !pend[i].hasSess {
-			q.mu.Unlock()
-			return nil, errorf(KindInvalidArgument, "The SessionId was not set on a message, and it cannot be sent to the entity '%s'. Entities that have session support enabled can only receive messages that have the SessionId set to a valid value.", q.name)
-		}
+	q.inflight.Add(1)
+	q.mu.Unlock()
+
+	// Phase 2: durable. Concurrent senders share the store's group commit.
+	cerr := q.commitSend(&s, pend, fol, fw, sc)
+
+	// Phase 3: publish.
+	gone := q.publishSend(&s, pend, cerr)
+	q.inflight.Done()
+	return s.answer(ctx, q.name, s.seqs, cerr, gone)
+}
+
+// queueSend is a queue's send between its phases.
+type queueSend struct {
+	sendPlan
+	seqs  []int64
+	recs  []rec // the placeholders, in pend order (duplicates left out)
+	added int64 // their bytes
+	one   *sendOne
+}
+
+// planSendLocked is phase 1 of a queue's send: the shared plan, then a
+// placeholder per message in the main queue's index (invisible until
+// published), its bytes counted as pending.
+func (q *entity) planSendLocked(pend []pendingMsg, total, now int64, forwarded bool, ops []store.Op) (queueSend, error) {
+	if err := q.sendCheckLocked(); err != nil {
+		return queueSend{}, err
 	}
-	if quota := props.MaxSizeInMegabytes << 20; q.mu.size+q.mu.pending+total > quota {
-		q.mu.Unlock()
-		return nil, errorf(KindQuotaExceeded, "The messaging entity '%s' has reached its MaxSizeInMegabytes quota of %d MB (%d bytes stored); the message was not accepted.", q.name, props.MaxSizeInMegabytes, q.mu.size)
-	}
-	q.touchLocked(now)
-	sc := sendScratchPool.Get().(*sendScratch)
-	defer sc.release()
-	ops := q.purgeDedupLocked(now, sc.ops[:0])
-	var (
-		w     *sendWait
-		waits []*sendWait
-	)
-	if props.RequiresDuplicateDetection {
-		if fw == nil {
-			setDedupKeys(pend) // (auto-forwarded messages are not checked)
-		}
-		window := int64(props.DuplicateDetectionHistoryTimeWindow)
-		w = &sendWait{done: make(chan struct{})}
-		waits, ops = q.mu.dedup.check(q.id, pend, now, window, w, ops)
-	}
-	defTTL := int64(props.DefaultMessageTimeToLive)
-	if props.DefaultMessageTimeToLive >= Infinite {
-		defTTL = 0
-	}
+	var s queueSend
 	// A one-message send (the common case) takes its records, sequence
 	// number and publication batch from one allocation.
-	var one *sendOne
-	var recs []rec
-	var seqs []int64
 	if len(pend) == 1 {
-		one = new(sendOne)
-		recs, seqs = one.recs[:0], one.seqs[:]
+		s.one = new(sendOne)
+		s.recs, s.seqs = s.one.recs[:0], s.one.seqs[:]
 	} else {
-		recs, seqs = make([]rec, 0, len(pend)), make([]int64, len(pend))
+		s.recs, s.seqs = make([]rec, 0, len(pend)), make([]int64, len(pend))
 	}
-	var added int64
+	l := queueSendLimits(q.name, &q.mu.props)
+	st := sendState{id: q.id, nextSeq: &q.mu.nextSeq, dedup: &q.mu.dedup, stored: q.mu.size, pending: q.mu.pending}
+	var err error
+	if s.sendPlan, err = l.planLocked(st, pend, total, now, forwarded, s.seqs, ops); err != nil {
+		return queueSend{}, err
+	}
+	q.touchLocked(now)
 	main := &q.mu.subs[SubQueueMain].idx
 	for i := range pend {
 		pm := &pend[i]
-		pm.seq = q.mu.nextSeq
-		q.mu.nextSeq++
-		seqs[i] = pm.seq
 		if pm.drop {
 			continue
 		}
 		r := rec{seq: pm.seq, enq: now, size: int32(len(pm.data)), state: StateActive, hops: pm.hops}
-		r.ttl = effectiveTTL(pm.ttl, defTTL)
+		r.ttl = effectiveTTL(pm.ttl, s.defTTL)
 		if pm.sched != 0 {
 			r.enq, r.state, r.flags = pm.sched, StateScheduled, flagWasScheduled
 		}
 		if q.ss != nil {
 			r.sess = q.sessionAddMsgLocked(pm.m.SessionID)
 		}
-		recs = append(recs, r)
-		added += int64(r.size)
+		s.recs = append(s.recs, r)
+		s.added += int64(r.size)
 		// Hold the place: sequence numbers are assigned in order here, so
 		// this appends; publishing later only clears the flag.
 		r.flags |= flagPending
 		main.insert(r)
 	}
-	ops = q.saveAccessedLocked(ops)
-	q.mu.pending += added
-	q.inflight.Add(1)
-	q.mu.Unlock()
+	s.ops = q.saveAccessedLocked(s.ops)
+	q.mu.pending += s.added
+	return s, nil
+}
 
-	// Phase 2: durable. Concurrent senders share the store's group commit.
-	meta := sc.meta[:0]
+// commitSend is phase 2 of a queue's send: one synced batch with the
+// messages, the plan's ops and an auto-forward's source side.
+func (q *entity) commitSend(s *queueSend, pend []pendingMsg, fol *store.Follower, fw *forwardBatch, sc *sendScratch) error {
+	ops, meta := s.ops, sc.meta[:0]
 	for i, j := 0, 0; i < len(pend); i++ {
 		if pend[i].drop {
 			continue
@@ -358,7 +337,7 @@ func (q *entity) enqueue(ctx context.Context, pend []pendingMsg, total, now int6
 			mo.sessionID, mo.session = pend[i].m.SessionID, true
 		}
 		start := len(meta)
-		meta = appendMetaOpt(meta, SubQueueMain, &recs[j], mo)
+		meta = appendMetaOpt(meta, SubQueueMain, &s.recs[j], mo)
 		ops = append(ops, store.Op{Kind: store.OpAppend, EntityID: q.id, Seq: uint64(pend[i].seq),
 			Meta: meta[start:len(meta):len(meta)], Data: pend[i].data})
 		j++
@@ -367,70 +346,48 @@ func (q *entity) enqueue(ctx context.Context, pend []pendingMsg, total, now int6
 		ops = append(ops, fw.ops...)
 	}
 	sc.ops, sc.meta = ops, meta
-	sc.batch.Ops, sc.batch.Follower = ops, followerOf(ctx)
-	cerr := b.store.Commit(&sc.batch, true)
+	sc.batch.Ops, sc.batch.Follower = ops, fol
+	cerr := q.b.store.Commit(&sc.batch, true)
 	if fw != nil {
 		fw.committed = cerr == nil
 	}
+	return cerr
+}
 
-	// Phase 3: publish. Sends that arm no timer go on the lock-free pub
-	// stack, taking mu only if a receiver waits to be woken; the next
-	// holder of mu publishes them.
-	var gone error
-	if cerr == nil && !needsTimer(recs) {
-		pb := &pubBatch{}
-		if one != nil {
-			pb = &one.pb
+// publishSend is phase 3 of a queue's send. A committed send that arms no
+// timer goes on the lock-free publication, taking mu only if a receiver
+// waits to be woken (or the forwarder is to be armed); the next holder of
+// mu publishes it. Otherwise it is published, or on failure its
+// placeholders and history entries dropped, under mu. It returns the
+// entity's gone error if it was deleted or closed meanwhile.
+func (q *entity) publishSend(s *queueSend, pend []pendingMsg, cerr error) (gone error) {
+	if cerr == nil && !needsTimer(s.recs) {
+		var pb *pubBatch
+		if s.one != nil {
+			pb = &s.one.pb
+		} else {
+			pb = new(pubBatch)
 		}
-		pb.recs, pb.added = recs, added
-		q.pushPublished(pb)
-		if q.waiting.Load() > 0 || q.forwarding.Load() {
-			q.lock()
+		pb.v.recs, pb.v.added = s.recs, s.added
+		if _, waiter := q.pub.push(pb); waiter || q.forwarding.Load() {
+			q.lockAndPublish()
 			q.mu.Unlock()
 		}
 		if q.deleted.Load() {
-			gone = errEntityNotFound(q.name)
+			return errEntityNotFound(q.name)
 		}
-	} else {
-		q.lock()
-		q.mu.pending -= added
-		gone = q.mu.gone
-		if gone == nil {
-			q.publishLocked(SubQueueMain, recs, cerr == nil, false)
-		}
-		if cerr != nil {
-			for i := range pend {
-				if pend[i].hasKey && !pend[i].drop {
-					q.mu.dedup.forget(pend[i].dedupKey, w)
-				}
-			}
-		}
-		q.mu.Unlock()
+		return nil
 	}
-	q.inflight.Done()
-	if w != nil {
-		w.err = cerr
-		close(w.done)
+	q.lockAndPublish()
+	defer q.mu.Unlock()
+	q.mu.pending -= s.added
+	if q.mu.gone == nil {
+		q.publishLocked(SubQueueMain, s.recs, cerr == nil, false)
 	}
 	if cerr != nil {
-		return nil, internal(cerr, "storing messages for %s", q.name)
+		s.forgetLocked(&q.mu.dedup, pend)
 	}
-	if gone != nil && KindOf(gone) == KindNotFound {
-		return nil, gone // deleted meanwhile: the messages went with it
-	}
-	// (Closed meanwhile: the messages are durable, so the send succeeded.)
-	// A duplicate is acknowledged only once its original is durable.
-	for _, dw := range waits {
-		select {
-		case <-dw.done:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		if dw.err != nil {
-			return nil, internal(dw.err, "the original of a duplicate message failed to store")
-		}
-	}
-	return seqs, nil
+	return q.mu.gone
 }
 
 // sendScratch is a send's pooled scratch space: the store batch, its

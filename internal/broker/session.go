@@ -300,7 +300,7 @@ func (q *entity) wakeSessionWaiterLocked() {
 		if !w.woken {
 			w.woken = true
 			close(w.ch)
-			q.waiting.Add(-1)
+			q.pub.waiting.Add(-1)
 			return
 		}
 	}
@@ -323,7 +323,7 @@ func (q *entity) wakeSessionsLocked() {
 		if !w.woken {
 			w.woken = true
 			close(w.ch)
-			q.waiting.Add(-1)
+			q.pub.waiting.Add(-1)
 		}
 	}
 	ss.waiters = nil
@@ -559,10 +559,10 @@ func (b *Broker) AcceptNextSession(ctx context.Context, path string, mode Receiv
 		}
 		// Count this waiter before the last look at pub (see entity.waiting).
 		w := &sessionWaiter{ch: make(chan struct{})}
-		q.waiting.Add(1)
-		q.drainLocked()
+		q.pub.waiting.Add(1)
+		q.publishPendingLocked()
 		if s := q.popReadySessionLocked(); s != nil {
-			q.waiting.Add(-1)
+			q.pub.waiting.Add(-1)
 			r := q.acceptLocked(s, mode, now)
 			q.mu.Unlock()
 			return r, nil
@@ -572,10 +572,10 @@ func (b *Broker) AcceptNextSession(ctx context.Context, path string, mode Receiv
 		select {
 		case <-w.ch:
 		case <-ctx.Done():
-			q.lock()
+			q.lockAndPublish()
 			if !w.woken {
 				w.woken = true
-				q.waiting.Add(-1)
+				q.pub.waiting.Add(-1)
 				if i := slices.Index(q.ss.waiters, w); i >= 0 {
 					q.ss.waiters = slices.Delete(q.ss.waiters, i, i+1)
 				}
@@ -696,7 +696,7 @@ func (r *Receiver) tryReceiveSession(max int) ([]*Delivery, error) {
 		}
 		out = append(out, q.takeSessionLocked(s, rc, r.mode, &ts))
 	}
-	return q.deliverLocked(SubQueueMain, r.mode, out, ts, now)
+	return q.deliverAndUnlock(SubQueueMain, r.mode, out, ts, now)
 }
 
 // takeSessionLocked locks rc under s's lock (PeekLock) or marks it for
@@ -725,10 +725,10 @@ func (r *Receiver) readySession() <-chan struct{} {
 	if r.waitCh != nil {
 		return r.waitCh
 	}
-	q.waiting.Add(1)
-	q.drainLocked()
+	q.pub.waiting.Add(1)
+	q.publishPendingLocked()
 	if s.owner != r || q.sessionPeekAvailableLocked(s) != nil {
-		q.waiting.Add(-1)
+		q.pub.waiting.Add(-1)
 		return closedChan
 	}
 	r.waitCh = make(chan struct{})
@@ -762,7 +762,7 @@ func (r *Receiver) closeSession() error {
 		q.mu.Unlock()
 		return nil
 	}
-	if err := q.commitLocked(ts, nil, false, now); err != nil {
+	if err := q.commitAndUnlock(ts, nil, false, now); err != nil {
 		q.b.log.Error("releasing a session failed", "entity", q.name, "session", r.sess.id, "err", err)
 	}
 	return nil
@@ -945,7 +945,7 @@ func (b *Broker) setSessionState(ctx context.Context, path, id string, holder *R
 	q.inflight.Add(1)
 	q.mu.Unlock()
 	cerr := b.store.Commit(&store.Batch{Ops: ops}, true)
-	q.lock()
+	q.lockAndPublish()
 	if cerr == nil && q.mu.gone == nil {
 		cur := s
 		if cur.gone { // dropped meanwhile (its lock ended): the state revives it
@@ -1170,5 +1170,5 @@ func (b *Broker) receiveDeferredSession(ctx context.Context, path, id string, ho
 		}
 		out = append(out, q.takeSessionLocked(s, r, mode, &ts))
 	}
-	return q.deliverLocked(SubQueueMain, mode, out, ts, now)
+	return q.deliverAndUnlock(SubQueueMain, mode, out, ts, now)
 }

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/busbarmq/busbar/internal/store"
 )
 
 // Settlement by lock token, on a queue's or a subscription's paths alike.
@@ -40,6 +42,12 @@ func (b *Broker) Complete(ctx context.Context, path string, token uuid.UUID) err
 // commit, a cancelled ctx) is the result of every token it affects. Every
 // completion is durable when it returns.
 func (b *Broker) CompleteBatch(ctx context.Context, path string, toks []uuid.UUID) []error {
+	return b.completeBatch(ctx, path, toks, nil)
+}
+
+// completeBatch is CompleteBatch; fol, when not nil, is the committer's
+// pacing (Settler).
+func (b *Broker) completeBatch(ctx context.Context, path string, toks []uuid.UUID, fol *store.Follower) []error {
 	errs := make([]error, len(toks))
 	fill := func(err error) []error {
 		for i := range errs {
@@ -86,7 +94,7 @@ func (b *Broker) CompleteBatch(ctx context.Context, path string, toks []uuid.UUI
 		return errs
 	}
 	q.touchLocked(now)
-	if err := q.commitLockedAs(followerOf(ctx), ts, q.saveAccessedLocked(nil), true, now); err != nil {
+	if err := q.commitAndUnlockAs(fol, ts, q.saveAccessedLocked(nil), true, now); err != nil {
 		for _, i := range done {
 			errs[i] = err
 		}
@@ -185,7 +193,7 @@ func (b *Broker) settle(ctx context.Context, path string, tok uuid.UUID, k settl
 		t = updateTransitionLocked(sub, sub, r, next, props)
 	}
 	t.relock, t.relockUntil = tok, until // a failed commit keeps the lock
-	return q.commitLocked([]transition{t}, q.saveAccessedLocked(nil), true, now)
+	return q.commitAndUnlock([]transition{t}, q.saveAccessedLocked(nil), true, now)
 }
 
 // RenewLock extends each lock to LockDuration from now and returns the new

@@ -51,8 +51,8 @@ type topic struct {
 
 	// pub is a lock-free stack of committed sends whose shared data
 	// records (and pending bytes) wait to be applied: every holder of mu
-	// applies them first (lock), as entity.pub does for a queue.
-	pub atomic.Pointer[topicPub]
+	// applies them first (lockAndPublish), as entity.pub does for a queue.
+	pub pubStack[topicPub]
 	// timersNext mirrors the earliest entry of mu.timers (0: none), so a
 	// send can see without the mutex that no scheduled fan-out is due.
 	timersNext atomic.Int64
@@ -147,41 +147,16 @@ func newTopic(b *Broker, id uint64, name string, p TopicProperties, created time
 // armedSlot implements timerOwner.
 func (t *topic) armedSlot() *int64 { return &t.armedAt }
 
-// topicPub is one committed send on the topic's pub stack.
-type topicPub struct {
-	shared []rec // shared data records to add (dc = references)
-	added  int64 // bytes, leaving mu.pending
-	next   *topicPub
-}
-
-// lock locks t.mu and applies the committed sends waiting on pub. Every
-// acquisition of t.mu goes through it.
-func (t *topic) lock() {
+// lockAndPublish locks t.mu and applies the committed sends waiting on
+// t.pub. Every acquisition of t.mu goes through it.
+func (t *topic) lockAndPublish() {
 	t.mu.Lock()
-	if t.pub.Load() == nil {
-		return
-	}
-	var prev *topicPub // oldest first, so the records append
-	for p := t.pub.Swap(nil); p != nil; {
-		next := p.next
-		p.next, prev, p = prev, p, next
-	}
-	for p := prev; p != nil; p = p.next {
-		t.mu.pending -= p.added
+	for p := t.pub.take(); p != nil; p = p.next { // oldest first, so the records append
+		t.mu.pending -= p.v.added
 		if t.mu.gone == nil {
-			for i := range p.shared {
-				t.mu.idx.insert(p.shared[i])
+			for i := range p.v.shared {
+				t.mu.idx.insert(p.v.shared[i])
 			}
-		}
-	}
-}
-
-func (t *topic) pushPub(p *topicPub) {
-	for {
-		old := t.pub.Load()
-		p.next = old
-		if t.pub.CompareAndSwap(old, p) {
-			return
 		}
 	}
 }
@@ -247,7 +222,7 @@ func (t *topic) infoLocked() TopicInfo {
 // references becomes garbage. Called with the copy's entity mutex held
 // (lock order: entity.mu → topic.mu).
 func (t *topic) dropRefs(seqs []int64) {
-	t.lock()
+	t.lockAndPublish()
 	defer t.mu.Unlock()
 	if t.mu.gone != nil {
 		return
@@ -272,7 +247,7 @@ func (t *topic) takeGarbage() []int64 {
 	if t.garbageN.Load() == 0 {
 		return nil
 	}
-	t.lock()
+	t.lockAndPublish()
 	defer t.mu.Unlock()
 	return t.takeGarbageLocked()
 }
@@ -284,9 +259,14 @@ func (t *topic) takeGarbageLocked() []int64 {
 	return g
 }
 
+// returnGarbage gives back what takeGarbage returned (its commit failed).
 func (t *topic) returnGarbage(g []int64) {
-	t.lock()
+	t.lockAndPublish()
 	defer t.mu.Unlock()
+	t.returnGarbageLocked(g)
+}
+
+func (t *topic) returnGarbageLocked(g []int64) {
 	t.mu.garbage = append(t.mu.garbage, g...)
 	t.garbageN.Store(int32(len(t.mu.garbage)))
 }
@@ -361,12 +341,12 @@ func (t *topic) idleLocked(now int64) bool {
 // to having a receiver", docs/wire/semantics.md), is in use.
 func (t *topic) idle(now int64) bool {
 	for _, q := range t.subs.Load().list {
-		q.lock()
+		q.lockAndPublish()
 		busy := q.mu.receivers > 0 || q.mu.props.ForwardTo != ""
 		q.mu.Unlock()
 		if busy {
 			t.touch(now)
-			t.lock()
+			t.lockAndPublish()
 			t.rearmLocked()
 			t.mu.Unlock()
 			return false
@@ -381,7 +361,7 @@ func (t *topic) catchUp(now int64) {
 	if next := t.timersNext.Load(); next == 0 || next > now {
 		return
 	}
-	t.lock()
+	t.lockAndPublish()
 	next, ok := t.mu.timers.Next()
 	due := ok && next <= now && t.mu.gone == nil
 	t.mu.Unlock()
@@ -394,7 +374,7 @@ func (t *topic) catchUp(now int64) {
 // history, flushes garbage and re-arms. It reports whether the topic is
 // idle and should be auto-deleted.
 func (t *topic) tick(now int64) (idle bool) {
-	t.lock()
+	t.lockAndPublish()
 	if t.mu.gone != nil {
 		t.mu.Unlock()
 		return false
@@ -428,11 +408,10 @@ func (t *topic) tick(now int64) (idle bool) {
 		return idle && t.idle(now)
 	}
 	err := t.b.store.Commit(&store.Batch{Ops: ops}, false)
-	t.lock()
+	t.lockAndPublish()
 	if err != nil {
 		t.b.retries.failed("topic timer "+t.name, "topic timer work failed; retrying", err, "topic", t.name)
-		t.mu.garbage = append(t.mu.garbage, garbage...)
-		t.garbageN.Store(int32(len(t.mu.garbage)))
+		t.returnGarbageLocked(garbage)
 	} else {
 		t.b.retries.succeeded("topic timer "+t.name, "topic timer work recovered", "topic", t.name)
 	}

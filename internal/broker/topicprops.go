@@ -89,52 +89,23 @@ func DefaultTopicProperties() TopicProperties {
 // Validate checks every property against its Service Bus range. The error
 // (KindInvalidArgument) names the property and the allowed range.
 func (p TopicProperties) Validate() error {
-	if p.MaxSizeInMegabytes < 1 || p.MaxSizeInMegabytes > MaxMaxSizeInMegabytes {
-		return invalidProp("MaxSizeInMegabytes", "%d is outside the allowed range 1 … %d", p.MaxSizeInMegabytes, MaxMaxSizeInMegabytes)
-	}
-	if p.DuplicateDetectionHistoryTimeWindow < MinDuplicateWindow || p.DuplicateDetectionHistoryTimeWindow > MaxDuplicateWindow {
-		return invalidProp("DuplicateDetectionHistoryTimeWindow", "%v is outside the allowed range %v … %v (7 days)",
-			p.DuplicateDetectionHistoryTimeWindow, MinDuplicateWindow, MaxDuplicateWindow)
-	}
-	if p.DefaultMessageTimeToLive < MinMessageTimeToLive {
-		return invalidProp("DefaultMessageTimeToLive", "%v is below the minimum %v", p.DefaultMessageTimeToLive, MinMessageTimeToLive)
-	}
-	if p.AutoDeleteOnIdle < MinAutoDeleteOnIdle {
-		return invalidProp("AutoDeleteOnIdle", "%v is below the minimum %v", p.AutoDeleteOnIdle, MinAutoDeleteOnIdle)
-	}
-	if err := validateStatus(p.Status); err != nil {
-		return err
-	}
-	if n := len([]rune(p.UserMetadata)); n > MaxUserMetadataLength {
-		return invalidProp("UserMetadata", "%d characters exceed the maximum %d", n, MaxUserMetadataLength)
-	}
-	if p.MaxMessageSizeInKilobytes < 1 || p.MaxMessageSizeInKilobytes > MaxMaxMessageSizeInKB {
-		return invalidProp("MaxMessageSizeInKilobytes", "%d is outside the allowed range 1 … %d", p.MaxMessageSizeInKilobytes, MaxMaxMessageSizeInKB)
-	}
-	if len(p.AuthorizationRules) > MaxAuthorizationRules {
-		return invalidProp("AuthorizationRules", "%d rules exceed the maximum %d", len(p.AuthorizationRules), MaxAuthorizationRules)
-	}
-	return nil
-}
-
-func validateStatus(s EntityStatus) error {
-	switch s {
-	case StatusActive, StatusDisabled, StatusSendDisabled, StatusReceiveDisabled:
-		return nil
-	}
-	return invalidProp("Status", "%q is not one of Active, Disabled, SendDisabled, ReceiveDisabled", s)
+	return firstError(
+		checkMaxSize(p.MaxSizeInMegabytes),
+		checkDuplicateWindow(p.DuplicateDetectionHistoryTimeWindow),
+		checkDefaultTTL(p.DefaultMessageTimeToLive),
+		checkAutoDeleteOnIdle(p.AutoDeleteOnIdle),
+		validateStatus(p.Status),
+		checkUserMetadata(p.UserMetadata),
+		checkMaxMessageSize(p.MaxMessageSizeInKilobytes),
+		checkAuthorizationRules(p.AuthorizationRules),
+	)
 }
 
 // checkTopicImmutable refuses changes to the properties that cannot change
 // after creation.
 func checkTopicImmutable(old, p TopicProperties) error {
-	if old.RequiresDuplicateDetection != p.RequiresDuplicateDetection {
-		return errorf(KindNotAllowed, "The value for the RequiresDuplicateDetection property of an existing Topic cannot be changed.")
-	}
-	if old.EnablePartitioning != p.EnablePartitioning {
-		return errorf(KindNotAllowed, "Partitioning cannot be changed for Topic. EnablePartitioning is fixed when the topic is created.")
-	}
-	return nil
+	return checkImmutableCommon("Topic", old.RequiresDuplicateDetection != p.RequiresDuplicateDetection,
+		old.EnablePartitioning != p.EnablePartitioning)
 }
 
 // SubscriptionProperties are a subscription's settable properties (the
@@ -200,33 +171,15 @@ func DefaultSubscriptionProperties() SubscriptionProperties {
 // Validate checks every property against its Service Bus range. The error
 // (KindInvalidArgument) names the property and the allowed range.
 func (p SubscriptionProperties) Validate() error {
-	if p.LockDuration < MinLockDuration || p.LockDuration > MaxLockDuration {
-		return invalidProp("LockDuration", "%v is outside the allowed range %v … %v", p.LockDuration, MinLockDuration, MaxLockDuration)
-	}
-	if p.DefaultMessageTimeToLive < MinMessageTimeToLive {
-		return invalidProp("DefaultMessageTimeToLive", "%v is below the minimum %v", p.DefaultMessageTimeToLive, MinMessageTimeToLive)
-	}
-	if p.MaxDeliveryCount < 1 {
-		return invalidProp("MaxDeliveryCount", "%d is below the minimum 1", p.MaxDeliveryCount)
-	}
-	if p.AutoDeleteOnIdle < MinAutoDeleteOnIdle {
-		return invalidProp("AutoDeleteOnIdle", "%v is below the minimum %v", p.AutoDeleteOnIdle, MinAutoDeleteOnIdle)
-	}
-	if err := validateStatus(p.Status); err != nil {
-		return err
-	}
-	if n := len([]rune(p.UserMetadata)); n > MaxUserMetadataLength {
-		return invalidProp("UserMetadata", "%d characters exceed the maximum %d", n, MaxUserMetadataLength)
-	}
-	for _, f := range []struct{ name, v string }{{"ForwardTo", p.ForwardTo}, {"ForwardDeadLetteredMessagesTo", p.ForwardDeadLetteredMessagesTo}} {
-		if f.v == "" {
-			continue
-		}
-		if err := names.CheckExisting(names.Entity, f.v); err != nil {
-			return invalidProp(f.name, "%s", err)
-		}
-	}
-	return nil
+	return firstError(
+		checkLockDuration(p.LockDuration),
+		checkDefaultTTL(p.DefaultMessageTimeToLive),
+		checkMaxDeliveryCount(p.MaxDeliveryCount),
+		checkAutoDeleteOnIdle(p.AutoDeleteOnIdle),
+		validateStatus(p.Status),
+		checkUserMetadata(p.UserMetadata),
+		checkForwardTargets(p.ForwardTo, p.ForwardDeadLetteredMessagesTo),
+	)
 }
 
 // receiving maps a subscription's properties onto the QueueProperties

@@ -158,7 +158,7 @@ func (b *Broker) Resubmit(ctx context.Context, path string, seqs []int64, target
 			return res, err
 		}
 		committed, err := q.sendForward(target, pend, moved, total, now)
-		q.lock()
+		q.lockAndPublish()
 		if committed {
 			q.applyLocked(moved, nil, now)
 		}
@@ -179,7 +179,7 @@ func (q *entity) release(sub SubQueue, taken []rec, now int64) {
 	for i := range taken {
 		ts[i] = transition{seq: taken[i].seq, from: sub, remove: true}
 	}
-	q.lock()
+	q.lockAndPublish()
 	q.applyLocked(ts, errTriageReleased, now)
 	q.mu.Unlock()
 }
@@ -246,7 +246,7 @@ func (b *Broker) RemoveMessages(ctx context.Context, path string, seqs []int64) 
 		ts[i] = transition{seq: taken[i].seq, from: p.SubQueue, remove: true}
 	}
 	err = q.persist(nil, ts, nil, true)
-	q.lock()
+	q.lockAndPublish()
 	q.applyLocked(ts, err, now)
 	q.mu.Unlock()
 	if err != nil {
@@ -259,7 +259,7 @@ func (b *Broker) RemoveMessages(ctx context.Context, path string, seqs []int64) 
 // inspectScheduled lists up to max of the topic's scheduled messages from
 // fromSeq on.
 func (t *topic) inspectScheduled(path string, fromSeq int64, max int) ([]*Delivery, error) {
-	t.lock()
+	t.lockAndPublish()
 	if t.mu.gone != nil {
 		defer t.mu.Unlock()
 		return nil, t.mu.gone
@@ -341,7 +341,7 @@ func (b *Broker) DeadLetterMessages(ctx context.Context, path string, seqs []int
 	q.mu.Unlock()
 	defer q.inflight.Done()
 	err = q.persist(nil, ts, nil, true)
-	q.lock()
+	q.lockAndPublish()
 	q.applyLocked(ts, err, now)
 	q.mu.Unlock()
 	if err != nil {

@@ -156,9 +156,9 @@ func (b *Broker) CommitTxn(ctx context.Context, tx *Txn) error {
 		fw := &forwardBatch{ops: ops}
 		if dt != nil {
 			setDedupKeys(pend)
-			_, err = dt.enqueue(ctx, pend, total, now, fw)
+			_, err = dt.enqueue(ctx, pend, total, now, nil, fw)
 		} else {
-			_, err = dq.enqueue(ctx, pend, total, now, fw)
+			_, err = dq.enqueue(ctx, pend, total, now, nil, fw)
 		}
 		committed = fw.committed
 		if committed {
@@ -187,7 +187,7 @@ func (b *Broker) CommitTxn(ctx context.Context, tx *Txn) error {
 				aerr = errForwardRetry
 			}
 		}
-		q.lock()
+		q.lockAndPublish()
 		q.applyLocked(ts, aerr, now)
 		q.rearmLocked()
 		q.mu.Unlock()

@@ -97,6 +97,19 @@ func run(t *testing.T, ctx context.Context, what string, actions ...chromedp.Act
 	}
 }
 
+// clickAndLoad clicks an element that loads a new page (a submit button,
+// a link) and waits until the new document has replaced the old one, so
+// that the waits and reads after it never see the page being left (a
+// WaitVisible could otherwise match the old page's element, and a read
+// then fail on a node that is gone).
+func clickAndLoad(sel string) chromedp.Tasks {
+	return chromedp.Tasks{
+		chromedp.Evaluate(`document.documentElement.setAttribute("data-left", "1")`, nil),
+		chromedp.Click(sel, chromedp.ByQuery),
+		chromedp.WaitReady("html:not([data-left])", chromedp.ByQuery),
+	}
+}
+
 func textOf(t *testing.T, ctx context.Context, sel string) string {
 	t.Helper()
 	var s string
@@ -136,13 +149,13 @@ func TestBrowser(t *testing.T) {
 	// the overview.
 	run(t, ctx, "open", chromedp.Navigate(base+"/"), chromedp.WaitVisible("#keyName", chromedp.ByQuery))
 	run(t, ctx, "wrong key", chromedp.SendKeys("#keyName", "admin", chromedp.ByQuery), chromedp.SendKeys("#key", "nope", chromedp.ByQuery),
-		chromedp.Click("form button[type=submit]", chromedp.ByQuery), chromedp.WaitVisible(".error", chromedp.ByQuery))
+		clickAndLoad("form button[type=submit]"), chromedp.WaitVisible(".error", chromedp.ByQuery))
 	run(t, ctx, "sign in", chromedp.SetValue("#keyName", "admin", chromedp.ByQuery), chromedp.SetValue("#key", "admin-key", chromedp.ByQuery),
-		chromedp.Click("form button[type=submit]", chromedp.ByQuery), chromedp.WaitVisible("#q-name", chromedp.ByQuery))
+		clickAndLoad("form button[type=submit]"), chromedp.WaitVisible("#q-name", chromedp.ByQuery))
 
 	// Create a queue.
 	run(t, ctx, "create queue", chromedp.SendKeys("#q-name", "orders", chromedp.ByQuery),
-		chromedp.Click("fieldset:has(#q-name) button", chromedp.ByQuery), chromedp.WaitVisible("#m-body", chromedp.ByQuery))
+		clickAndLoad("fieldset:has(#q-name) button"), chromedp.WaitVisible("#m-body", chromedp.ByQuery))
 	if _, err := b.GetQueue("orders"); err != nil {
 		t.Fatalf("the console's queue is not in the broker: %v", err)
 	}
@@ -153,7 +166,7 @@ func TestBrowser(t *testing.T) {
 	// Send a test message from the page.
 	run(t, ctx, "send", chromedp.SendKeys("#m-body", `{"order": {"id": 42, "customer": "ada"}}`, chromedp.ByQuery),
 		chromedp.SendKeys("#m-props", "kind=test\npriority=3", chromedp.ByQuery), chromedp.SendKeys("#m-subject", "new-order", chromedp.ByQuery),
-		chromedp.Click("form[action$='/send'] button", chromedp.ByQuery), chromedp.WaitVisible("#f-state", chromedp.ByQuery))
+		clickAndLoad("form[action$='/send'] button"), chromedp.WaitVisible("#f-state", chromedp.ByQuery))
 	ds, err := b.Peek(context.Background(), "orders", 0, 10)
 	if err != nil || len(ds) != 1 || ds[0].Message.Subject != "new-order" || ds[0].Message.ApplicationProperties["priority"] != int64(3) {
 		t.Fatalf("sent message in the broker: %v %v", ds, err)
@@ -166,12 +179,12 @@ func TestBrowser(t *testing.T) {
 
 	// Inspect, filtered by a JSON path of the body.
 	run(t, ctx, "filter", chromedp.SendKeys("#f-jp", "$.order.customer", chromedp.ByQuery), chromedp.SendKeys("#f-value", "ada", chromedp.ByQuery),
-		chromedp.Click("fieldset:has(#f-jp) button", chromedp.ByQuery), chromedp.WaitVisible("caption", chromedp.ByQuery))
+		clickAndLoad("fieldset:has(#f-jp) button"), chromedp.WaitVisible("caption", chromedp.ByQuery))
 	if got := textOf(t, ctx, "caption"); !strings.HasPrefix(got, "1 messages shown") {
 		t.Fatalf("JSON path filter: %q", got)
 	}
 	shot(t, ctx, "messages")
-	run(t, ctx, "detail", chromedp.Click("tbody td.num a", chromedp.ByQuery), chromedp.WaitVisible("#body", chromedp.ByQuery))
+	run(t, ctx, "detail", clickAndLoad("tbody td.num a"), chromedp.WaitVisible("#body", chromedp.ByQuery))
 	if got := textOf(t, ctx, "#body"); !strings.Contains(got, `"customer": "ada"`) {
 		t.Fatalf("body rendered as %q", got)
 	}
@@ -182,7 +195,7 @@ func TestBrowser(t *testing.T) {
 	run(t, ctx, "dead-letter", chromedp.Navigate(base+"/messages?path=orders"), chromedp.WaitVisible("#sel-1", chromedp.ByQuery),
 		chromedp.Click("#sel-1", chromedp.ByQuery), chromedp.Click("#sel-2", chromedp.ByQuery), chromedp.Click("#sel-3", chromedp.ByQuery),
 		chromedp.SetValue("#dl-reason", "bad-input", chromedp.ByQuery), chromedp.SendKeys("#dl-desc", "the order has no customer", chromedp.ByQuery),
-		chromedp.Click("button[value=deadletter]", chromedp.ByQuery), chromedp.WaitVisible(".flash", chromedp.ByQuery))
+		clickAndLoad("button[value=deadletter]"), chromedp.WaitVisible(".flash", chromedp.ByQuery))
 	if got := textOf(t, ctx, ".flash"); got != "Dead-lettered 3 messages." {
 		t.Fatalf("flash %q", got)
 	}
@@ -195,7 +208,7 @@ func TestBrowser(t *testing.T) {
 	}
 	shot(t, ctx, "dlq")
 	run(t, ctx, "bulk resubmit", chromedp.Click("input[name=all]", chromedp.ByQuery),
-		chromedp.Click("button[value=resubmit]", chromedp.ByQuery), chromedp.WaitVisible("#job-state", chromedp.ByQuery))
+		clickAndLoad("button[value=resubmit]"), chromedp.WaitVisible("#job-state", chromedp.ByQuery))
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		if textOf(t, ctx, "#job-state") == "done" {
@@ -223,14 +236,14 @@ func TestBrowser(t *testing.T) {
 	run(t, ctx, "create subscription", chromedp.Navigate(base+"/"), chromedp.WaitVisible("#s-topic", chromedp.ByQuery),
 		chromedp.SendKeys("#s-topic", "events", chromedp.ByQuery), chromedp.SendKeys("#s-name", "eu", chromedp.ByQuery),
 		chromedp.SendKeys("#s-filter", "region = 'eu'", chromedp.ByQuery),
-		chromedp.Click("fieldset:has(#s-name) button", chromedp.ByQuery), chromedp.WaitVisible(".flash", chromedp.ByQuery))
+		clickAndLoad("fieldset:has(#s-name) button"), chromedp.WaitVisible(".flash", chromedp.ByQuery))
 	if _, err := b.CreateSubscription("events", "all", broker.DefaultSubscriptionProperties(), nil); err != nil {
 		t.Fatal(err)
 	}
 	run(t, ctx, "overview", chromedp.Navigate(base+"/"), chromedp.WaitVisible("table", chromedp.ByQuery))
 	shot(t, ctx, "overview")
 	run(t, ctx, "tester", chromedp.Navigate(base+"/tester?topic=events"), chromedp.WaitVisible("#t-props", chromedp.ByQuery),
-		chromedp.SendKeys("#t-props", "region=us", chromedp.ByQuery), chromedp.Click("main form button", chromedp.ByQuery),
+		chromedp.SendKeys("#t-props", "region=us", chromedp.ByQuery), clickAndLoad("main form button"),
 		chromedp.WaitVisible("#tester-result", chromedp.ByQuery))
 	eu, all := textOf(t, ctx, "td[data-sub=eu]"), textOf(t, ctx, "td[data-sub=all]")
 	if !strings.HasPrefix(eu, "no — no rule matches") || !strings.HasPrefix(all, "yes") {
@@ -241,7 +254,7 @@ func TestBrowser(t *testing.T) {
 	// A rule with a syntax error: the error, with its position, beside the form.
 	run(t, ctx, "bad rule", chromedp.Navigate(base+"/rules?topic=events&sub=eu"), chromedp.WaitVisible("#r-name", chromedp.ByQuery),
 		chromedp.SendKeys("#r-name", "broken", chromedp.ByQuery), chromedp.SendKeys("#r-filter", "region = ", chromedp.ByQuery),
-		chromedp.Click("fieldset:has(#r-name) button[type=submit]", chromedp.ByQuery), chromedp.WaitVisible("#rule-error", chromedp.ByQuery))
+		clickAndLoad("fieldset:has(#r-name) button[type=submit]"), chromedp.WaitVisible("#rule-error", chromedp.ByQuery))
 	if got := textOf(t, ctx, "#rule-error"); !strings.Contains(got, "1:") {
 		t.Fatalf("rule error without a position: %q", got)
 	}
@@ -257,7 +270,7 @@ func TestBrowser(t *testing.T) {
 	run(t, ctx, "scheduled", chromedp.Navigate(base+"/scheduled?path=events"), chromedp.WaitVisible("input[name=seq]", chromedp.ByQuery))
 	shot(t, ctx, "scheduled")
 	run(t, ctx, "cancel scheduled", chromedp.Click("input[name=seq]", chromedp.ByQuery),
-		chromedp.Click("form[action$='/messages/cancel'] button", chromedp.ByQuery), chromedp.WaitVisible(".flash", chromedp.ByQuery))
+		clickAndLoad("form[action$='/messages/cancel'] button"), chromedp.WaitVisible(".flash", chromedp.ByQuery))
 	if ti, _ := b.GetTopic("events"); ti.Counts.Scheduled != 0 {
 		t.Fatalf("scheduled after cancel: %+v", ti.Counts)
 	}
@@ -272,7 +285,7 @@ func TestBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	run(t, ctx, "sessions", chromedp.Navigate(base+"/sessions?path=carts"), chromedp.WaitVisible("#st-cart-1", chromedp.ByQuery),
-		chromedp.SendKeys("#st-cart-1", "step=2", chromedp.ByQuery), chromedp.Click("form[action$='/sessions/state'] button", chromedp.ByQuery),
+		chromedp.SendKeys("#st-cart-1", "step=2", chromedp.ByQuery), clickAndLoad("form[action$='/sessions/state'] button"),
 		chromedp.WaitVisible(".flash", chromedp.ByQuery))
 	rc, err := b.AcceptSession("carts", "cart-1", broker.PeekLock)
 	if err != nil {

@@ -82,10 +82,8 @@ func benchSend(b *testing.B, durable, observed bool, links, window int) {
 	start, cpu0 := time.Now(), cpuTime()
 	for range links {
 		wg.Go(func() {
-			var f broker.Follower
-			lctx := broker.WithFollower(ctx, &f)
-			f.Promise(true)
-			defer f.Idle()
+			s := br.NewSender("q")
+			defer s.Close()
 			batch := make([]*message.Message, 0, window)
 			for {
 				batch = batch[:0]
@@ -99,7 +97,8 @@ func benchSend(b *testing.B, durable, observed bool, links, window int) {
 				if len(batch) == 0 {
 					return
 				}
-				if err := br.Send(lctx, "q", batch); err != nil {
+				s.Pace(broker.PaceWindow) // always promise, whatever the window
+				if err := s.Send(ctx, batch); err != nil {
 					b.Error(err)
 					return
 				}

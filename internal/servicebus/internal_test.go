@@ -19,7 +19,6 @@ import (
 	"github.com/busbarmq/busbar/internal/auth"
 	"github.com/busbarmq/busbar/internal/broker"
 	"github.com/busbarmq/busbar/internal/message"
-	"github.com/busbarmq/busbar/internal/store"
 )
 
 func TestParseAddress(t *testing.T) {
@@ -287,32 +286,5 @@ func TestBodyReaders(t *testing.T) {
 	}
 	if _, err := requestBody(&frames.Message{RawBody: frames.AppendDataSection(nil, []byte("x"))}); err == nil {
 		t.Fatal("a data body accepted as a request")
-	}
-}
-
-// A link promises its next commit while the store trusts it, and only for
-// a window's worth at once after the store waited for it in vain.
-func TestPromise(t *testing.T) {
-	var f broker.Follower
-	promise(&f, 1)
-	if !f.Promised() {
-		t.Fatal("a trusted link did not promise")
-	}
-	g := store.NewGate()
-	g.Await(&f)
-	g.GiveUp(&f) // the store's wait ran out
-	promise(&f, windowBound-1)
-	if f.Promised() {
-		t.Fatal("a link the store gave up on promised a small commit")
-	}
-	promise(&f, windowBound)
-	if !f.Promised() {
-		t.Fatal("a window's worth did not promise")
-	}
-	g.Await(&f)
-	g.Answer(&f) // answered in time
-	promise(&f, 1)
-	if !f.Promised() {
-		t.Fatal("a link that answered in time is not trusted again")
 	}
 }

@@ -50,10 +50,9 @@ type receiverLink struct {
 	completes []pendingComplete
 	spare     []pendingComplete // the settler's previous batch, for reuse
 	settling  bool              // a settler goroutine is running
-	// fol makes the settler a closed-loop committer (broker.Follower),
-	// as a sender link is; settleCtx carries it into CompleteBatch.
-	fol       broker.Follower
-	settleCtx context.Context
+	// settler is the settler's broker handle: a closed-loop committer
+	// whose completions are paced, as a sender link's sends are.
+	settler *broker.Settler
 
 	// The peek-lock deliveries sent and not yet disposed of by the client,
 	// by lock token, and their tokens by sequence number: at most
@@ -133,7 +132,7 @@ func (c *conn) newReceiverLink(l *amqp.OutgoingLink, path string, mode broker.Re
 		rl.out = make(map[uuid.UUID]sentRef)
 		rl.outSeq = make(map[int64]uuid.UUID)
 	}
-	rl.settleCtx = broker.WithFollower(c.ctx, &rl.fol)
+	rl.settler = c.h.broker.NewSettler(path)
 	return rl
 }
 
@@ -158,6 +157,7 @@ func (rl *receiverLink) onFlow(credit uint32, drain bool) {
 // drains once nothing more is available.
 func (rl *receiverLink) pump() {
 	defer rl.r.Close()
+	defer rl.settler.Close()   // no store waits for this link's completions any more
 	lost := rl.r.SessionLost() // nil unless a session receiver
 	for {
 		select {
@@ -560,9 +560,9 @@ func (rl *receiverLink) settleCompletes() {
 		for _, p := range batch {
 			toks = append(toks, p.tok)
 		}
-		promise(&rl.fol, len(batch))
+		rl.settler.Pace(len(batch))
 		span := rl.c.h.traceSettle(rl.path, "completed", len(toks))
-		errs := rl.c.h.broker.CompleteBatch(rl.settleCtx, rl.path, toks)
+		errs := rl.settler.CompleteBatch(rl.c.ctx, toks)
 		if span != nil {
 			endSpan(span, errors.Join(errs...))
 		}

@@ -1,7 +1,6 @@
 package servicebus
 
 import (
-	"context"
 	"fmt"
 	"sync"
 
@@ -20,13 +19,6 @@ const messageFormatBatch uint32 = 0x80013700
 
 // Limits of one broker.Send that groups pipelined transfers.
 const (
-	// windowBound: a link that stores at least this many deliveries at
-	// once promises the store that its next Send follows at once even
-	// when the store no longer trusts it (see promise). A client at a
-	// modest pace never has so many at once: 16 per fdatasync of ≈ 0.2 ms
-	// is 80k msg/s.
-	windowBound = 16
-
 	maxGroupDeliveries = 256
 	maxGroupBytes      = 4 << 20
 	senderMaxUnsettled = 5000
@@ -45,11 +37,10 @@ type senderLink struct {
 	done   chan struct{}
 	detach sync.Once
 
-	// fol makes the link a closed-loop committer (broker.Follower) whose
-	// large Sends promise the next (see run), so the store can wait for
-	// it before an fsync. ctx carries it into Send.
-	fol broker.Follower
-	ctx context.Context
+	// snd is the link's broker handle: a closed-loop committer whose
+	// Sends are paced (see run), so the store can wait for it before an
+	// fsync.
+	snd *broker.Sender
 
 	mu      sync.Mutex
 	pending []*amqp.IncomingDelivery
@@ -93,7 +84,7 @@ func (c *conn) attachSender(l *amqp.IncomingLink, a address) error {
 		return c.refuse("attach", a.path(), err)
 	}
 	s := &senderLink{c: c, l: l, path: name, via: via, wake: make(chan struct{}, 1), done: make(chan struct{})}
-	s.ctx = broker.WithFollower(c.ctx, &s.fol)
+	s.snd = c.h.broker.NewSender(name)
 	// §0.2, §3.4: a non-zero max-message-size, the entity's limit; the
 	// endpoint rejects larger transfers with message-size-exceeded.
 	l.Reply.MaxMessageSize = maxSize
@@ -125,10 +116,11 @@ func (s *senderLink) onDelivery(d *amqp.IncomingDelivery) {
 	}
 }
 
-// run stores the link's deliveries as they come, as a follower (see
-// promise). The link answers Idle when it ends.
+// run stores the link's deliveries as they come, each batch paced by the
+// number of deliveries it holds (broker.Sender.Pace). The handle is closed
+// when the link ends.
 func (s *senderLink) run() {
-	defer s.fol.Idle()
+	defer s.snd.Close()
 	for {
 		select {
 		case <-s.done:
@@ -146,27 +138,12 @@ func (s *senderLink) run() {
 			}
 			s.pending, s.spare = s.spare[:0], nil
 			s.mu.Unlock()
-			promise(&s.fol, len(batch))
+			s.snd.Pace(len(batch))
 			s.store(batch)
 			clear(batch)
 			s.spare = batch[:0]
 		}
 	}
-}
-
-// promise is what a closed-loop committer — a sender link, a receiver
-// link's settler — promises the store before committing n deliveries:
-// that its next commit follows this one's return at once (broker.Follower),
-// so that the store may wait for it before an fsync. It does while the
-// store trusts it: a client bound by its window or its prefetch answers
-// each settlement with its next transfers (or completes) within a round
-// trip, and a paced client's next ones are due within the wait anyway.
-// Once the store has waited for it in vain (a client that paused), it
-// promises only when n ≥ windowBound (deliveries piled up meanwhile, or
-// a window's worth came at once) until it answers in time again; so an
-// occasional sender costs the store one bounded wait, not one per send.
-func promise(f *broker.Follower, n int) {
-	f.Promise(n >= windowBound || f.Trusted())
 }
 
 // decoded is one transfer's messages, msgs[lo:hi] of the slice store
@@ -278,7 +255,7 @@ func (s *senderLink) sendGroup(group []decoded, msgs []*message.Message) {
 // send stores msgs with one broker.Send, traced.
 func (s *senderLink) send(msgs []*message.Message) error {
 	span := s.c.h.traceSend(s.path, msgs)
-	err := s.c.h.broker.Send(s.ctx, s.path, msgs)
+	err := s.snd.Send(s.c.ctx, msgs)
 	endSpan(span, err)
 	return err
 }

@@ -2,26 +2,10 @@ package store
 
 import "sync/atomic"
 
-// A Follower is a committer that runs a closed loop: one goroutine whose
-// commits never overlap, as a busy sender link's. Before a commit it may
-// promise (Promise) to answer the commit's return: by committing again at
-// once (work piled up while it waited) or by calling Idle.
-//
-// A store may use that promise. After an fsync releases followers that
-// promised, it can wait for their answers — boundedly — before starting
-// the next fsync, so that one fsync covers the next commits of all of
-// them instead of only the first to come back. Committers that did not
-// promise are never waited for, and an answer that does not come within
-// the store's bound only costs that bound once (the store then stops
-// waiting for it).
-//
-// A store that gives up waiting for a follower says so (Gate.GiveUp):
-// the follower is then not Trusted until it next answers in time. A
-// committer can use that to promise freely while its answers keep coming
-// and only when it is sure (work piled up) once one did not.
-//
-// Pass a follower in Batch.Follower. The zero value is ready (and
-// trusted); a store that does not gather (memstore) ignores it.
+// A Follower is one closed-loop committer's side of commit pacing (see
+// "Commit pacing" in the package doc): its promise, whether a store still
+// trusts it, and the store waiting for its answer. The zero value is ready
+// (and trusted).
 type Follower struct {
 	promised atomic.Bool
 	missed   atomic.Bool          // a store gave up waiting for an answer

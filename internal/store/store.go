@@ -26,9 +26,35 @@
 // batch that failed with it may or may not be found then (what reached
 // the disk before the failed fsync is unknown). Commit with sync=false
 // returns once the batch is ordered
-// in the log; it becomes durable with the next synced commit or flush. A
-// committer that runs a closed loop can say so (Follower), so that a store
-// may wait for its next commit before an fsync.
+// in the log; it becomes durable with the next synced commit or flush.
+//
+// # Commit pacing
+//
+// A committer that runs a closed loop — one goroutine whose commits never
+// overlap, as a busy sender link's — can say so by putting its Follower
+// in Batch.Follower. This is the whole contract between such a committer
+// and a store:
+//
+//   - Between commits the committer may Promise to answer the return of
+//     its next synced commit: by committing again at once (work piled up
+//     while it waited) or by calling Idle. It calls Idle when it stops.
+//   - A store may use the promise: after an fsync releases followers that
+//     promised, it may wait for their answers before starting the next
+//     fsync, so that one fsync covers the next commits of all of them
+//     instead of only the first to come back. The wait is bounded (the
+//     store's own bound), and committers that did not promise are never
+//     waited for.
+//   - A store that gives up waiting for a follower says so (Gate.GiveUp);
+//     the follower is then not Trusted until it next answers in time, so
+//     the committer can promise freely while its answers keep coming and
+//     only when it is sure once one did not. A late answer thus costs the
+//     store its bound once, not once per commit.
+//   - A promise never delays the committer's own commit, and changes
+//     nothing about what is durable when Commit returns. A store that does
+//     not gather (memstore) ignores Follower.
+//
+// filestore implements the wait (its package doc says how); the broker's
+// Sender and Settler handles own the committer's side.
 //
 // Operation rules (identical in every implementation, so that replaying a
 // log gives the same state as applying it live):
@@ -143,8 +169,8 @@ type Op struct {
 // The store does not retain the slices after Commit returns.
 type Batch struct {
 	Ops []Op
-	// Follower, if set, says the committer is a closed-loop one (see
-	// Follower); the store may wait for its next commit before an fsync.
+	// Follower, if set, is the closed-loop committer's pacing (see
+	// "Commit pacing" in the package doc).
 	Follower *Follower
 }
 

@@ -23,15 +23,15 @@
 // its record was written. A batch is one record, so it is atomic: after a crash it is
 // either whole (checksums match) or dropped with the torn tail.
 //
-// One wait is allowed before an fdatasync: for the followers
-// (store.Follower) the previous fdatasync released that promised to
-// answer — to commit again at once or say Idle. A busy sender link is
-// one: its next group piled up while it waited, so without the wait each
-// fdatasync would cover only the first link to come back. The wait ends
-// when every awaited follower has answered, or after Options.FollowerWait
-// (500 µs), after which they are not waited for again and no longer
-// Trusted (Gate.GiveUp); committers that promised nothing are never
-// waited for.
+// Commit pacing (the contract is package store's): one wait is allowed
+// before an fdatasync, for the followers the previous fdatasync released
+// that promised to answer. A busy sender link is one: its next group piled
+// up while it waited, so without the wait each fdatasync would cover only
+// the first link to come back. The syncer registers them with its
+// store.Gate before the releaser wakes them, counts a sync job's followers
+// as answered when the writer hands it over, and ends the wait when every
+// awaited follower has answered or after Options.FollowerWait (500 µs),
+// giving up on the rest (Gate.GiveUp).
 //
 // The preparer creates the next segment ahead of time: it fills a file
 // with zeros and syncs it, so that appending to it changes no file

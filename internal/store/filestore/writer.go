@@ -79,11 +79,8 @@ type writerState struct {
 // sync. The syncer drains all pending jobs, syncs once, hands the jobs to
 // the releaser and starts the next sync at once; the releaser answers
 // every waiter of the round (so waking them overlaps the next sync).
-// Before syncing, the syncer waits (up to Options.FollowerWait) for the
-// answers of the followers (store.Follower) that the previous round
-// released and that promised one: a busy sender link commits again as
-// soon as it is released, and without the wait each round would cover
-// only the first link to come back.
+// Before syncing, the syncer may wait for followers (commit pacing: see
+// the package doc).
 //
 // syncedLSN (written by the syncer and by rotation, read by the writer for
 // record headers) only grows.
