@@ -382,6 +382,9 @@ func (s *Server) logReady(o Options, begin time.Time) {
 	if o.Tier != "" {
 		attrs = append(attrs, "tier", o.Tier)
 	}
+	if s.testClk != nil {
+		attrs = append(attrs, "test_clock", true)
+	}
 	v := version.Get()
 	s.log.Info("busbar ready", append(attrs,
 		"version", v.Version, "commit", v.Commit,

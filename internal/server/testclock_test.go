@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -327,8 +328,15 @@ func TestTestClockGoSDK(t *testing.T) {
 // /health reports the test clock; without --test-clock /$time is 404
 // and /health says nothing of it.
 func TestTestClockAdminAndHealth(t *testing.T) {
-	s := start(t, Options{Server: config.Server{Memory: true, TestClock: true}})
+	var logs logBuffer
+	s := start(t, Options{Server: config.Server{Memory: true, TestClock: true}, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	t.Cleanup(func() { stop(t, s) })
+	if ready := logs.lines(t, "busbar ready"); len(ready) != 1 || ready[0]["test_clock"] != true {
+		t.Fatalf("ready line %v, want test_clock=true", ready)
+	}
+	if len(logs.lines(t, "the test clock is on (--test-clock): clients with Manage rights can move this broker's time forward, expiring messages and locks; never use it in production")) != 1 {
+		t.Fatal("no start-up warning about the test clock")
+	}
 
 	code, body := adminJSON(t, s, http.MethodGet, "/$time", "")
 	if code != http.StatusOK || !strings.Contains(body, `"offset":"0s"`) {
@@ -352,6 +360,9 @@ func TestTestClockAdminAndHealth(t *testing.T) {
 		if code != http.StatusBadRequest || !strings.Contains(body, c.want) {
 			t.Errorf("POST /$time/%s %s = %d %s, want 400 with %q", c.op, c.body, code, body, c.want)
 		}
+	}
+	if moves := logs.lines(t, "test clock moved"); len(moves) != 2 || moves[1]["level"] != "WARN" {
+		t.Fatalf("clock moves logged: %v", moves)
 	}
 	if got := s.testClk.Now(); got.Before(to) || got.After(to.Add(time.Minute)) {
 		t.Fatalf("refused moves changed the clock: %v", got)
