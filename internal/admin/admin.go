@@ -43,6 +43,9 @@ type Options struct {
 	// Faults is the fault injector /$faults manages (faults.go); nil: the
 	// endpoint answers 404.
 	Faults *faults.Set
+	// TestClock is the broker's test clock /$time moves (testclock.go);
+	// nil: the endpoint answers 404.
+	TestClock *clock.Test
 }
 
 // Observer is told of failed requests: the request's path and the HTTP
@@ -65,6 +68,7 @@ type Handler struct {
 	started   time.Time // the namespace's CreatedTime and ModifiedTime
 	waiters   *waiters  // the data plane's waiting receives (dataplane.go)
 	faults    *faults.Set
+	testClock *clock.Test
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -77,7 +81,7 @@ func New(o Options) (*Handler, error) {
 	if o.Auth == nil {
 		return nil, errors.New("admin: Options.Auth is required")
 	}
-	h := &Handler{broker: o.Broker, auth: o.Auth, namespace: o.Namespace, clock: o.Clock, log: o.Logger, obs: o.Observer, waiters: newWaiters(), faults: o.Faults}
+	h := &Handler{broker: o.Broker, auth: o.Auth, namespace: o.Namespace, clock: o.Clock, log: o.Logger, obs: o.Observer, waiters: newWaiters(), faults: o.Faults, testClock: o.TestClock}
 	if h.namespace == "" {
 		h.namespace = "busbar"
 	}

@@ -40,12 +40,14 @@
 // its requests (dataplane.go, docs/http-data-plane.md).
 //
 // Busbar's own endpoints, JSON in and out, under '$' names no entity can
-// have (faults.go, dryrun.go):
+// have (faults.go, dryrun.go, testclock.go):
 //
 //	/$faults                                    GET list, POST add, DELETE clear the fault
 //	                                            rules (404 unless fault injection is on)
 //	/$faults/{id}                               DELETE  clear one rule
 //	/$rules/dry-run                             POST    which subscriptions a message would reach
+//	/$time                                      GET     the test clock's time (404 unless --test-clock)
+//	/$time/advance, /$time/set                  POST    move the test clock forward
 //
 // Queues and topics share one name space: creating either over the other
 // is 409, and so is an update whose description is of the other kind.

@@ -21,6 +21,9 @@ const (
 	resFaults                            // $faults (faults.go)
 	resFault                             // $faults/{id}
 	resDryRun                            // $rules/dry-run (dryrun.go)
+	resTime                              // $time (testclock.go)
+	resTimeAdvance                       // $time/advance
+	resTimeSet                           // $time/set
 )
 
 // resource is a parsed request path.
@@ -54,6 +57,12 @@ func parseResource(path string) (resource, error) {
 		return resource{kind: resFaults}, nil
 	case n == 2 && word(0, "$faults"):
 		return resource{kind: resFault, entity: segs[1]}, nil
+	case n == 1 && word(0, "$time"):
+		return resource{kind: resTime}, nil
+	case n == 2 && word(0, "$time") && word(1, "advance"):
+		return resource{kind: resTimeAdvance}, nil
+	case n == 2 && word(0, "$time") && word(1, "set"):
+		return resource{kind: resTimeSet}, nil
 	case n == 2 && word(0, "$rules") && word(1, "dry-run"):
 		return resource{kind: resDryRun}, nil
 	case n == 2 && word(0, "$Resources"):
@@ -92,6 +101,9 @@ var routes = map[resourceKind]map[string]endpoint{
 	resFaults:        {http.MethodGet: listFaults, http.MethodPost: addFault, http.MethodDelete: clearFaults},
 	resFault:         {http.MethodDelete: clearFaults},
 	resDryRun:        {http.MethodPost: dryRun},
+	resTime:          {http.MethodGet: getTime},
+	resTimeAdvance:   {http.MethodPost: advanceTime},
+	resTimeSet:       {http.MethodPost: setTime},
 }
 
 // methodNotAllowed is the 405 for a method a resource does not serve.

@@ -56,6 +56,7 @@ func Commands(env func(string) (string, bool)) []*cobra.Command {
 		newExportCmd(a),
 		newImportCmd(a),
 		newFaultCmd(a),
+		newTimeCmd(a),
 	}
 	for _, c := range cmds {
 		addExitCodes(c)

@@ -61,9 +61,13 @@ func TestExitCodesPerCommand(t *testing.T) {
 
 		// The broker runs without --faults: the fault commands' "works" lines
 		// only meet the wrong key (4) and no broker (1).
-		"fault add":    {badArgs: []string{"server-busy"}, works: []string{"server-busy", "q"}},
-		"fault list":   {badArgs: []string{"x"}, works: []string{}},
-		"fault clear":  {badArgs: []string{"a", "b"}, works: []string{}},
+		"fault add":   {badArgs: []string{"server-busy"}, works: []string{"server-busy", "q"}},
+		"fault list":  {badArgs: []string{"x"}, works: []string{}},
+		"fault clear": {badArgs: []string{"a", "b"}, works: []string{}},
+		// Nor with --test-clock: the time commands likewise.
+		"time show":    {badArgs: []string{"x"}, works: []string{}},
+		"time advance": {badArgs: []string{"soon"}, works: []string{"10m"}},
+		"time set":     {badArgs: []string{"tomorrow"}, works: []string{"2099-01-01T00:00:00Z"}},
 		"rule dry-run": {badArgs: []string{}, notFound: []string{"nosuch"}, works: []string{"t"}},
 
 		"session list":      {badArgs: []string{}, notFound: []string{"nosuch"}, works: []string{"sq"}},

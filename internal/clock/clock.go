@@ -1,10 +1,14 @@
 // Package clock is the source of time for the broker core.
 //
 // The core never calls time.Now directly: it takes a Clock, so tests drive
-// time with a Fake and never sleep. Real returns the wall clock.
+// time with a Fake and never sleep. Real returns the wall clock. Test is
+// the clock a broker started with --test-clock runs on: the wall clock
+// plus an offset that users move forward through the admin API.
 package clock
 
 import (
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -49,4 +53,106 @@ func (f *Fake) Set(t time.Time) {
 	f.mu.Lock()
 	f.now = t
 	f.mu.Unlock()
+}
+
+// Test is the controllable clock of a broker started with --test-clock:
+// it runs at the pace of a base clock (the wall clock in production
+// builds) plus an offset that Advance and Set move forward. Time never
+// goes back, as in Azure: Advance refuses a negative duration and Set an
+// instant before the current test time. Every move calls the function
+// given to OnMove, so a timer loop sleeping until the next deadline (the
+// broker's Run, woken by Broker.Wake) re-reads the time at once.
+type Test struct {
+	base   Clock
+	mu     sync.Mutex
+	offset time.Duration
+	onMove func()
+}
+
+// ErrBackwards is returned by Advance and Set when asked to move the test
+// clock back.
+var ErrBackwards = errors.New("the test clock only moves forward")
+
+// MaxOffset is how far ahead of its base clock a Test clock may be moved
+// (about a century), so that every instant stays representable in the
+// nanoseconds since 1970 the broker stores.
+const MaxOffset = 100 * 365 * 24 * time.Hour
+
+// ErrTooFar is returned by Advance and Set when asked to move the test
+// clock more than MaxOffset ahead of its base clock.
+var ErrTooFar = errors.New("the test clock may be at most 100 years ahead of the wall clock")
+
+// NewTest returns a test clock following base (nil: the wall clock) with
+// no offset.
+func NewTest(base Clock) *Test {
+	if base == nil {
+		base = Real{}
+	}
+	return &Test{base: base}
+}
+
+// OnMove sets the function called (outside the clock's lock) after each
+// Advance or Set; nil calls none.
+func (c *Test) OnMove(f func()) {
+	c.mu.Lock()
+	c.onMove = f
+	c.mu.Unlock()
+}
+
+// Now returns the base clock's time plus the offset.
+func (c *Test) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.base.Now().Add(c.offset)
+}
+
+// Offset is how far the test clock is ahead of its base clock.
+func (c *Test) Offset() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.offset
+}
+
+// Advance moves the test clock forward by d (0 is allowed and only
+// wakes the listener) and returns the new time.
+func (c *Test) Advance(d time.Duration) (time.Time, error) {
+	if d < 0 {
+		return time.Time{}, fmt.Errorf("%w: cannot advance by %v", ErrBackwards, d)
+	}
+	c.mu.Lock()
+	if d > MaxOffset-c.offset {
+		c.mu.Unlock()
+		return time.Time{}, fmt.Errorf("%w: cannot advance by %v", ErrTooFar, d)
+	}
+	c.offset += d
+	now := c.base.Now().Add(c.offset)
+	f := c.onMove
+	c.mu.Unlock()
+	if f != nil {
+		f()
+	}
+	return now, nil
+}
+
+// Set moves the test clock to t, which must not be before its current
+// time, and returns t.
+func (c *Test) Set(t time.Time) (time.Time, error) {
+	c.mu.Lock()
+	base := c.base.Now()
+	if now := base.Add(c.offset); t.Before(now) {
+		c.mu.Unlock()
+		return time.Time{}, fmt.Errorf("%w: %s is before the current test time %s",
+			ErrBackwards, t.UTC().Format(time.RFC3339Nano), now.UTC().Format(time.RFC3339Nano))
+	}
+	if off := t.Sub(base); off > MaxOffset {
+		c.mu.Unlock()
+		return time.Time{}, fmt.Errorf("%w: cannot set it to %s", ErrTooFar, t.UTC().Format(time.RFC3339Nano))
+	}
+	c.offset = t.Sub(base)
+	f := c.onMove
+	c.mu.Unlock()
+	if f != nil {
+		f()
+	}
+	return t, nil
 }

@@ -86,6 +86,10 @@ type Server struct {
 	// Faults turns fault injection on (/$faults in the admin API): for
 	// tests only, never on unless asked for.
 	Faults bool
+	// TestClock runs the broker's core on a test clock that the admin API
+	// (/$time, busbar time) moves forward: for tests only, never in
+	// production.
+	TestClock bool
 }
 
 // DefaultHTTPAddr is the HTTP listen address when none is set; busbar
@@ -207,6 +211,8 @@ var serverSettings = []Setting{
 		parseBool, func(s *Server) *bool { return &s.MetricsOpen }),
 	setting("faults", "BUSBAR_FAULTS", "false", "allow fault injection through the admin API (/$faults, busbar fault add): for testing client retry paths, never in production",
 		parseBool, func(s *Server) *bool { return &s.Faults }),
+	setting("test-clock", "BUSBAR_TEST_CLOCK", "false", "run message expiry, locks, scheduling, duplicate detection and idle deletion on a test clock moved forward through the admin API (/$time, busbar time advance): for tests only, never in production",
+		parseBool, func(s *Server) *bool { return &s.TestClock }),
 	settingPair("min-free-disk", "BUSBAR_MIN_FREE_DISK", "auto", `free disk space below which new messages and entities are refused, so settlements still succeed: a size ("2GiB", "500MB"), a share of the disk ("10%"), "auto" (1 GiB or 5 %, whichever is smaller) or 0 (off)`,
 		ParseMinFreeDisk, func(s *Server) (*int64, *float64) { return &s.MinFreeBytes, &s.MinFreePercent }),
 	setting("tier", "BUSBAR_TIER", "", "enforce a Service Bus tier's limits and report its MessagingSKU: basic, standard or premium; empty: Standard's features without its quotas (messages up to 100 MB per entity, any number of entities)",

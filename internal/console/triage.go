@@ -307,7 +307,7 @@ func (c *Console) testerPage(w http.ResponseWriter, r *http.Request, s *session)
 		m := &message.Message{ApplicationProperties: props, Subject: q.Get("subject"), ContentType: q.Get("contentType"),
 			SessionID: q.Get("sessionId"), CorrelationID: nilIfEmpty(q.Get("correlationId")), MessageID: nilIfEmpty(q.Get("messageId")),
 			To: q.Get("to"), ReplyTo: q.Get("replyTo"), Body: encodeDataBody([]byte(q.Get("body")))}
-		vs, err := c.b.TestRules(topic, m, filter.SystemProps{EnqueuedTime: c.clk.Now(), Size: int64(len(m.Body))})
+		vs, err := c.b.TestRules(topic, m, filter.SystemProps{EnqueuedTime: c.b.Now(), Size: int64(len(m.Body))})
 		if err != nil {
 			return err
 		}
@@ -449,7 +449,7 @@ func (c *Console) scheduledPage(w http.ResponseWriter, r *http.Request, s *sessi
 		return err
 	}
 	slices.SortFunc(ds, func(a, b *broker.Delivery) int { return a.EnqueuedTime.Compare(b.EnqueuedTime) })
-	now := c.clk.Now()
+	now := c.b.Now() // the broker's clock, which may be a test clock
 	var items []timelineItem
 	var end time.Time
 	if len(ds) > 0 {

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"net/http"
 	"sync/atomic"
+	"time"
 
 	"github.com/busbarmq/busbar/internal/broker"
+	"github.com/busbarmq/busbar/internal/clock"
 	"github.com/busbarmq/busbar/internal/version"
 )
 
@@ -26,10 +28,13 @@ import (
 //	                   full or below the watermark, the store stopped).
 //
 // Every body also carries the running build's version (package version),
-// and "faults": true while fault injection is on (--faults).
+// "faults": true while fault injection is on (--faults), and
+// "testClock": true with the broker's current "testTime" (RFC 3339, UTC)
+// while it runs on the test clock (--test-clock).
 type health struct {
-	ready  atomic.Bool
-	faults atomic.Bool
+	ready     atomic.Bool
+	faults    atomic.Bool
+	testClock atomic.Pointer[clock.Test]
 	// check is the broker's Health once it exists.
 	check atomic.Pointer[func() error]
 }
@@ -39,6 +44,9 @@ type healthBody struct {
 	Reason  string `json:"reason,omitempty"`
 	Version string `json:"version"`
 	Faults  bool   `json:"faults,omitempty"`
+
+	TestClock bool   `json:"testClock,omitempty"`
+	TestTime  string `json:"testTime,omitempty"`
 }
 
 func (h *health) setCheck(f func() error) { h.check.Store(&f) }
@@ -53,6 +61,10 @@ func (h *health) state() error {
 
 func (h *health) write(w http.ResponseWriter, status int, body healthBody) {
 	body.Faults = h.faults.Load()
+	if c := h.testClock.Load(); c != nil {
+		body.TestClock = true
+		body.TestTime = c.Now().UTC().Format(time.RFC3339Nano)
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)

@@ -106,6 +106,7 @@ type Server struct {
 	consoleC *console.Console
 	tracing  *tracing.Provider
 	faults   *faults.Set // nil unless --faults
+	testClk  *clock.Test // the broker's clock with --test-clock, else nil
 
 	httpLn  net.Listener
 	httpSrv *http.Server
@@ -268,11 +269,26 @@ func (s *Server) openCore(ctx context.Context, o Options, entities *config.Emula
 		log.Warn("fault injection is on (--faults): clients with Manage rights can make this broker fail on purpose; never use it in production")
 		s.health.faults.Store(true)
 	}
-	s.broker, err = broker.Open(broker.Options{Store: brokerStore, Clock: o.Clock, Logger: log.With("component", "broker"), Observer: s.metrics, Tier: tier})
+	// With --test-clock only the broker core runs on the test clock:
+	// token expiry, fault rules and the console keep the wall clock, as
+	// the clients' own timers do.
+	brokerClock := o.Clock
+	if o.TestClock {
+		s.testClk = clock.NewTest(o.Clock)
+		brokerClock = s.testClk
+		log.Warn("the test clock is on (--test-clock): clients with Manage rights can move this broker's time forward, expiring messages and locks; never use it in production")
+		s.health.testClock.Store(s.testClk)
+	}
+	s.broker, err = broker.Open(broker.Options{Store: brokerStore, Clock: brokerClock, Logger: log.With("component", "broker"), Observer: s.metrics, Tier: tier})
 	if err != nil {
 		return fmt.Errorf("recover broker state: %w", err)
 	}
 	s.metrics.Watch(s.broker, s.store)
+	if s.testClk != nil {
+		// The timer loop sleeps until the next deadline by the test
+		// clock: every move wakes it to re-read the time.
+		s.testClk.OnMove(s.broker.Wake)
+	}
 	if s.faults != nil {
 		s.faults.SetResolver(s.broker.EntityStoreID)
 	}
@@ -283,7 +299,7 @@ func (s *Server) openCore(ctx context.Context, o Options, entities *config.Emula
 		}
 		log.Info("declared entities from config", "created", created, "updated", updated)
 	}
-	adm, err := admin.New(admin.Options{Broker: s.broker, Auth: authn, Clock: o.Clock, Logger: log.With("component", "admin"), Observer: s.metrics, Faults: s.faults})
+	adm, err := admin.New(admin.Options{Broker: s.broker, Auth: authn, Clock: o.Clock, Logger: log.With("component", "admin"), Observer: s.metrics, Faults: s.faults, TestClock: s.testClk})
 	if err != nil {
 		return err
 	}
@@ -365,6 +381,9 @@ func (s *Server) logReady(o Options, begin time.Time) {
 	}
 	if o.Tier != "" {
 		attrs = append(attrs, "tier", o.Tier)
+	}
+	if s.testClk != nil {
+		attrs = append(attrs, "test_clock", true)
 	}
 	v := version.Get()
 	s.log.Info("busbar ready", append(attrs,

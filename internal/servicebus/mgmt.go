@@ -393,7 +393,7 @@ func (c *conn) batchDelete(ctx context.Context, path string, b body) (*response,
 		return nil, err
 	}
 	if !given {
-		before = c.h.clock.Now()
+		before = c.h.broker.Now() // the broker's clock, which may be a test clock
 	}
 	holder, sid, err := c.sessionOf(ctx, path, b)
 	if err != nil {
