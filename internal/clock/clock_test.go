@@ -56,7 +56,7 @@ func TestTestClockAdvanceAndSet(t *testing.T) {
 
 func TestTestClockDefaultsToWallClock(t *testing.T) {
 	c := NewTest(nil)
-	if d := c.Now().Sub(time.Now()); d > time.Second || d < -time.Second {
+	if d := time.Until(c.Now()); d > time.Second || d < -time.Second {
 		t.Fatalf("test clock without offset is %v from the wall clock", d)
 	}
 }
