@@ -17,7 +17,6 @@ import (
 	"github.com/busbarmq/busbar/internal/amqp/frames"
 	"github.com/busbarmq/busbar/internal/auth"
 	"github.com/busbarmq/busbar/internal/broker"
-	"github.com/busbarmq/busbar/internal/message"
 )
 
 // Transactions (OASIS AMQP 1.0 part 4, as Service Bus implements them;
@@ -46,9 +45,10 @@ import (
 //     commit; a lock that expired meanwhile rolls the whole back.
 //
 // Busbar applies a transaction as one store batch, which limits it
-// further: its settlements are all on one queue or one subscription, and
-// its sends all go to one destination (refused otherwise, with a clear
-// text). An operation refused inside a transaction marks it rollback-only:
+// further: its settlements are all on one queue or one subscription
+// (refused otherwise, with a clear text). Its sends may go to any number
+// of destinations through the via entity; they are committed in the same
+// batch. An operation refused inside a transaction marks it rollback-only:
 // the commit then fails with amqp:transaction:rollback naming the first
 // refusal, so that no partial transaction is ever applied.
 
@@ -91,11 +91,11 @@ type txn struct {
 
 	entity  string // the top-level entity of the first operation ("" = none yet), as keyed
 	recvOn  string // the receiving entity path of its settlements (no sub-queue)
-	sendTo  string // the destination of its sends
+	sendTo  string // the destination of its first send
 	ops     int
 	bytes   int
 	settles []broker.TxnSettlement
-	sends   []*message.Message
+	sends   []broker.TxnSend
 	failed  error // the first operation refused: rollback-only
 }
 
@@ -240,7 +240,7 @@ func (c *conn) discharge(id []byte, fail bool) frames.DeliveryState {
 	case x.failed != nil:
 		err = &txnError{cond: condTxnRollback, msg: "The transaction was rolled back: one of its operations failed: " + clientText(x.failed)}
 	default:
-		if cerr := c.h.broker.CommitTxn(context.WithoutCancel(c.ctx), &broker.Txn{Settlements: x.settles, SendTo: x.sendTo, Sends: x.sends}); cerr != nil {
+		if cerr := c.h.broker.CommitTxn(context.WithoutCancel(c.ctx), &broker.Txn{Settlements: x.settles, Sends: x.sends}); cerr != nil {
 			err = &txnError{cond: condTxnRollback, msg: "The transaction was rolled back: " + clientText(cerr)}
 		}
 	}
@@ -347,16 +347,16 @@ func (s *senderLink) txnSend(d *amqp.IncomingDelivery, ts *frames.TransactionalS
 			via = s.path
 		}
 		err = c.txnOp(ts.TxnID, via, len(d.Payload), func(x *txn) error {
-			if x.sendTo != "" && !strings.EqualFold(x.sendTo, s.path) {
-				return &broker.Error{Kind: broker.KindNotAllowed, Msg: fmt.Sprintf(
-					"Busbar commits a transaction's sends to one destination: this one already sends to '%s', not '%s'.", x.sendTo, s.path)}
-			}
 			if x.ops+len(msgs) > broker.MaxTxnOperations {
 				return &broker.Error{Kind: broker.KindQuotaExceeded, Msg: fmt.Sprintf(
 					"The transaction would hold %d operations, over the limit of %d per transaction.", x.ops+len(msgs), broker.MaxTxnOperations)}
 			}
-			x.sendTo = s.path
-			x.sends = append(x.sends, msgs...)
+			if x.sendTo == "" {
+				x.sendTo = s.path
+			}
+			for _, m := range msgs {
+				x.sends = append(x.sends, broker.TxnSend{To: s.path, Msg: m})
+			}
 			x.ops += len(msgs) - 1 // txnOp counts one
 			return nil
 		})

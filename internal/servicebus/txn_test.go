@@ -185,6 +185,41 @@ func TestTxnSendVia(t *testing.T) {
 	want(t, s, "out", "x", "y")
 }
 
+// The .NET SDK sends to several final destinations through the via
+// entity (the first one the transaction operated on): every send lands
+// on commit, in one store batch, and none before.
+func TestTxnSendViaSeveralDestinations(t *testing.T) {
+	s, _ := startTxnServer(t, "in", "out", "other")
+	seed(t, s, "in", "a")
+	c := dialTxn(t, s.Addr)
+	c.attachCoordinator()
+	c.attachReceiver(1, "in", 1)
+	c.attachSender(2, "in", "out")
+	c.attachSender(3, "in", "other")
+	c.attachSender(4, "in", "") // the via entity itself
+	m := c.receive(1, 1)[0]
+	id := c.declare()
+	wantAccepted(t, c.dispose(m, &frames.Accepted{}, id))
+	wantAccepted(t, c.sendTxn(2, "x", id))
+	wantAccepted(t, c.sendTxn(3, "y", id))
+	wantAccepted(t, c.sendTxn(4, "z", id))
+	wantAccepted(t, c.sendTxn(2, "x2", id))
+	want(t, s, "out")
+	want(t, s, "other")
+	wantAccepted(t, c.discharge(id, false))
+	want(t, s, "in", "z")
+	want(t, s, "out", "x", "x2")
+	want(t, s, "other", "y")
+
+	// Rolled back: none of the destinations gets anything.
+	id = c.declare()
+	wantAccepted(t, c.sendTxn(3, "no", id))
+	wantAccepted(t, c.sendTxn(2, "no", id))
+	wantAccepted(t, c.discharge(id, true))
+	want(t, s, "out", "x", "x2")
+	want(t, s, "other", "y")
+}
+
 func TestTxnLimitsAndErrors(t *testing.T) {
 	s, clk := startTxnServer(t, "in")
 	c := dialTxn(t, s.Addr)
