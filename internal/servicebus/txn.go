@@ -30,7 +30,10 @@ import (
 // the broker yet; discharge(fail=false) applies everything with one
 // broker.CommitTxn (one durable store batch) and is accepted only once it
 // is durable; discharge(fail=true), a connection that goes away, or a
-// transaction older than txnTimeout discard it.
+// transaction older than txnTimeout discard it. A $management
+// update-disposition request sent with transactional-state is recorded
+// the same way (its settlements applied on commit); any other management
+// request inside a transaction is refused (txnRequest).
 //
 // Service Bus's rules, checked as each operation arrives:
 //
@@ -398,27 +401,100 @@ func (rl *receiverLink) txnSettle(d *amqp.OutgoingDelivery, tok uuid.UUID, ts *f
 		default:
 			return badRequest("The outcome %v cannot be part of a transaction: complete, abandon, defer or dead-letter the message.", ts.Outcome)
 		}
-		if errs, err := c.h.broker.CheckLocks(rl.path, []uuid.UUID{tok}); err != nil {
-			return err
-		} else if errs[0] != nil {
-			return errs[0]
-		}
-		recvOn := txnEntityPath(rl.path)
-		return c.txnOp(ts.TxnID, rl.path, 0, func(x *txn) error {
-			if x.recvOn != "" && !strings.EqualFold(x.recvOn, recvOn) {
-				return &broker.Error{Kind: broker.KindNotAllowed, Msg: fmt.Sprintf(
-					"Busbar commits a transaction's settlements on one queue or subscription: this one already settles on '%s', not '%s'.", x.recvOn, recvOn)}
-			}
-			x.recvOn = recvOn
-			x.settles = append(x.settles, s)
-			return nil
-		})
+		return c.txnRecordSettle(ts.TxnID, rl.path, s)
 	}()
 	if err != nil {
 		d.Settle(&frames.Rejected{Error: c.fail("settle", rl.path, err).amqpError()})
 		return
 	}
 	d.Settle(&frames.TransactionalState{TxnID: ts.TxnID, Outcome: reply})
+}
+
+// txnRecordSettle records settlement s of a message received from path
+// in transaction id, once its lock is checked.
+func (c *conn) txnRecordSettle(id []byte, path string, s broker.TxnSettlement) error {
+	if errs, err := c.h.broker.CheckLocks(path, []uuid.UUID{s.Token}); err != nil {
+		return err
+	} else if errs[0] != nil {
+		return errs[0]
+	}
+	recvOn := txnEntityPath(path)
+	return c.txnOp(id, path, 0, func(x *txn) error {
+		if x.recvOn != "" && !strings.EqualFold(x.recvOn, recvOn) {
+			return &broker.Error{Kind: broker.KindNotAllowed, Msg: fmt.Sprintf(
+				"Busbar commits a transaction's settlements on one queue or subscription: this one already settles on '%s', not '%s'.", x.recvOn, recvOn)}
+		}
+		x.recvOn = recvOn
+		x.settles = append(x.settles, s)
+		return nil
+	})
+}
+
+// txnKey is the context key of the transaction a management request
+// was sent in.
+type txnKey struct{}
+
+func withTxn(ctx context.Context, id []byte) context.Context {
+	return context.WithValue(ctx, txnKey{}, id)
+}
+
+func txnFrom(ctx context.Context) []byte {
+	id, _ := ctx.Value(txnKey{}).([]byte)
+	return id
+}
+
+// txnManagementOp reports whether a management request (payload, an
+// encoded message) may run inside a transaction: update-disposition,
+// settlement by lock token, which is recorded like a transactional
+// disposition and applied on commit.
+func txnManagementOp(payload []byte) bool {
+	var req frames.Message
+	if err := req.UnmarshalBinary(payload); err != nil {
+		return false
+	}
+	return appProp(&req, "operation") == opUpdateDisposition
+}
+
+// txnUpdateDisposition records an update-disposition request's
+// settlements in transaction id (each token's lock checked now and again
+// at commit); a refusal makes the transaction rollback-only.
+func (c *conn) txnUpdateDisposition(id []byte, path, status string, toks []uuid.UUID, reason, desc string, props map[string]any) (*response, error) {
+	var kind broker.TxnSettleKind
+	switch status {
+	case "completed":
+		kind, props = broker.TxnComplete, nil
+	case "abandoned":
+		kind = broker.TxnAbandon
+	case "suspended":
+		kind = broker.TxnDeadLetter
+	case "defered", "deferred":
+		kind = broker.TxnDefer
+	default:
+		err := badRequest("The disposition-status '%s' is not one of completed, abandoned, suspended or defered.", status)
+		c.txnFail(id, err)
+		return nil, err
+	}
+	for _, t := range toks {
+		s := broker.TxnSettlement{Kind: kind, Path: path, Token: t, Props: props}
+		if kind == broker.TxnDeadLetter {
+			s.Reason, s.Desc = reason, desc
+		}
+		if err := c.txnRecordSettle(id, path, s); err != nil {
+			c.txnFail(id, err)
+			return nil, err
+		}
+	}
+	return ok(nil), nil
+}
+
+// txnFail makes transaction id (if open) rollback-only because of err.
+func (c *conn) txnFail(id []byte, err error) {
+	t := &c.txns
+	t.mu.Lock()
+	if x := t.m[string(id)]; x != nil && x.failed == nil {
+		x.failed = err
+	}
+	t.mu.Unlock()
 }
 
 // txnEntityPath is a receiving path without its sub-queue: the queue or
@@ -472,17 +548,13 @@ func (c *conn) sendVia(l *amqp.IncomingLink, a address) (address, string, error)
 }
 
 // txnRequest answers a $management (or $cbs) request sent inside a
-// transaction: Busbar does not run those within one, so it is refused
-// and the transaction (if open) becomes rollback-only, rather than the
-// operation being applied outside it.
+// transaction that Busbar does not run within one (all but
+// update-disposition): it is refused and the transaction (if open)
+// becomes rollback-only, rather than the operation being applied outside
+// it.
 func (c *conn) txnRequest(ts *frames.TransactionalState, node address) frames.DeliveryState {
 	err := &txnError{cond: frames.ErrCondNotImplemented, msg: fmt.Sprintf(
-		"Busbar does not run %s operations inside a transaction (schedule, cancel-scheduled, update-disposition, session state); the transaction can only roll back.", node.String())}
-	t := &c.txns
-	t.mu.Lock()
-	if x := t.m[string(ts.TxnID)]; x != nil && x.failed == nil {
-		x.failed = err
-	}
-	t.mu.Unlock()
+		"Busbar runs no %s operation but update-disposition inside a transaction (not schedule, cancel-scheduled, renew-lock or session state); the transaction can only roll back.", node.String())}
+	c.txnFail(ts.TxnID, err)
 	return &frames.Rejected{Error: c.fail("transaction", node.path(), err).amqpError()}
 }

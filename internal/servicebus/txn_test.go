@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/busbarmq/busbar/internal/amqp/encoding"
 	"github.com/busbarmq/busbar/internal/amqp/frames"
 	"github.com/busbarmq/busbar/internal/broker"
 	"github.com/busbarmq/busbar/internal/clock"
@@ -218,6 +219,70 @@ func TestTxnSendViaSeveralDestinations(t *testing.T) {
 	wantAccepted(t, c.discharge(id, true))
 	want(t, s, "out", "x", "x2")
 	want(t, s, "other", "y")
+}
+
+// Settlement by lock token through $management (update-disposition)
+// inside a transaction is recorded like a transactional disposition and
+// applied on commit; its reply comes at once, and a refused one makes
+// the transaction rollback-only.
+func TestTxnUpdateDisposition(t *testing.T) {
+	s, _ := startTxnServer(t, "in", "out")
+	seed(t, s, "in", "a", "b")
+	c := dialTxn(t, s.Addr)
+	c.attachCoordinator()
+	c.attachReceiver(1, "in", 2)
+	c.attachSender(2, "in", "out")
+	c.attachSender(4, "in/$management", "")
+	c.attachReceiver(5, "in/$management", 10)
+	ms := c.receive(1, 2)
+	settle := func(status string, m received, id []byte) (frames.DeliveryState, any) {
+		t.Helper()
+		return c.mgmtTxn(4, 5, "com.microsoft:update-disposition", encoding.Map{
+			{Key: "disposition-status", Value: status},
+			{Key: "lock-tokens", Value: []any{encoding.UUID(lockToken(t, m.tag))}},
+			{Key: "deadletter-reason", Value: "why"},
+		}, id)
+	}
+
+	id := c.declare()
+	st, code := settle("completed", ms[0], id)
+	wantAccepted(t, st)
+	if code != int32(200) {
+		t.Fatalf("update-disposition in a transaction answered %v", code)
+	}
+	wantAccepted(t, c.sendTxn(2, "x", id))
+	want(t, s, "in", "a", "b") // nothing applied yet
+	wantAccepted(t, c.discharge(id, false))
+	want(t, s, "in", "b")
+	want(t, s, "out", "x")
+
+	// Rolled back: the message stays, still locked by its receiver.
+	id = c.declare()
+	st, code = settle("suspended", ms[1], id)
+	wantAccepted(t, st)
+	if code != int32(200) {
+		t.Fatalf("update-disposition in a transaction answered %v", code)
+	}
+	wantAccepted(t, c.discharge(id, true))
+	want(t, s, "in", "b")
+	want(t, s, "in/$DeadLetterQueue")
+
+	// A lock token that holds no lock: refused, and the transaction can
+	// only roll back.
+	id = c.declare()
+	_, code = settle("completed", ms[0], id)
+	if code != int32(410) {
+		t.Fatalf("update-disposition of a settled message answered %v", code)
+	}
+	wantRejected(t, c.discharge(id, false), "amqp:transaction:rollback", "lock")
+
+	// Then dead-lettered by lock token in a transaction that commits.
+	id = c.declare()
+	st, _ = settle("suspended", ms[1], id)
+	wantAccepted(t, st)
+	wantAccepted(t, c.discharge(id, false))
+	want(t, s, "in")
+	want(t, s, "in/$DeadLetterQueue", "b")
 }
 
 func TestTxnLimitsAndErrors(t *testing.T) {
