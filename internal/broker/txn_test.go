@@ -389,3 +389,31 @@ func TestTxnAbandonInDeadLetterQueue(t *testing.T) {
 		t.Fatalf("received %q", body(d))
 	}
 }
+
+// A transaction's sends go through the destination's duplicate
+// detection like any send: a MessageId seen within the window is
+// accepted and dropped, on queues and topics alike.
+func TestTxnSendsDuplicateDetection(t *testing.T) {
+	e := newEnv(t)
+	dd := func(p *QueueProperties) { p.RequiresDuplicateDetection = true }
+	e.queue("q", dd)
+	e.topic("t", func(p *TopicProperties) { p.RequiresDuplicateDetection = true })
+	e.sub("t", "s")
+	withID := func(id, b string) *message.Message {
+		m := msg(b)
+		m.MessageID = id
+		return m
+	}
+	for _, b := range []string{"first", "again"} {
+		err := e.b.CommitTxn(ctx, &Txn{Sends: append(txnTo("q", withID("m1", b)), txnTo("t", withID("m1", b))...)})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := bodies(e.recv("q", PeekLock, 10)); !slices.Equal(got, []string{"first"}) {
+		t.Fatalf("q has %v", got)
+	}
+	if c := e.subCounts("t", "s"); c.Active != 1 {
+		t.Fatalf("t/s: %+v", c)
+	}
+}
