@@ -288,6 +288,12 @@
 //
 //	Broker.admin → Broker.mu → topic.fanout → entity.mu → topic.mu → Broker.timers
 //
+// A transaction's commit (txn.go) sending to several queues and topics
+// holds several topics' fanout locks (shared) at once: it plans its
+// destinations one after the other in the order of their entity keys
+// (lower-cased names), so every such holder takes them in one order; no
+// entity.mu or topic.mu is held across two destinations' planning.
+//
 // (A session's stateMu, held across the commit of a session-state write,
 // comes before all of them; a session-enabled entity's table of session
 // numbers has a lock of its own, taken under entity.mu or alone by phase

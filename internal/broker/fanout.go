@@ -364,9 +364,28 @@ func (t *topic) planSendLocked(pend []pendingMsg, total, now int64, forwarded bo
 // the topic's own (shared data once, scheduled messages), every copy and
 // an auto-forward's source side.
 func (t *topic) commitSend(s *topicSend, f *fanOut, pend []pendingMsg, now int64, fol *store.Follower, fw *forwardBatch, sc *sendScratch) error {
-	ops := s.ops
 	f.copies = slices.Grow(sc.copies[:0], len(pend)*len(f.subs.list))
 	f.metas = sc.meta[:0]
+	ops := t.appendSendOps(s, f, pend, now, s.ops)
+	if fw != nil {
+		ops = append(ops, fw.ops...)
+	}
+	sc.ops, sc.copies, sc.meta = ops, f.copies, f.metas
+	sc.batch.Ops, sc.batch.Follower = ops, fol
+	cerr := t.b.store.Commit(&sc.batch, true)
+	if fw != nil {
+		fw.committed = cerr == nil
+	}
+	return cerr
+}
+
+// appendSendOps routes each message of a planned topic send that is not
+// scheduled (f) and appends to ops (which hold the plan's, s.ops,
+// already) the topic's own store ops (shared data once, scheduled
+// messages) and every copy's; a
+// transaction's commit (txn.go) collects several destinations' ops in one
+// batch with it.
+func (t *topic) appendSendOps(s *topicSend, f *fanOut, pend []pendingMsg, now int64, ops []store.Op) []store.Op {
 	for i := range pend {
 		pm := &pend[i]
 		if pm.drop {
@@ -391,16 +410,7 @@ func (t *topic) commitSend(s *topicSend, f *fanOut, pend []pendingMsg, now int64
 			Meta: f.appendMeta(&rec{enq: now, state: StateActive}), Data: pm.data})
 	}
 	ops, s.per, s.copyBytes = f.finish(ops)
-	if fw != nil {
-		ops = append(ops, fw.ops...)
-	}
-	sc.ops, sc.copies, sc.meta = ops, f.copies, f.metas
-	sc.batch.Ops, sc.batch.Follower = ops, fol
-	cerr := t.b.store.Commit(&sc.batch, true)
-	if fw != nil {
-		fw.committed = cerr == nil
-	}
-	return cerr
+	return ops
 }
 
 // publishSend is phase 3 of a topic's send. A committed send that

@@ -327,7 +327,24 @@ func (q *entity) planSendLocked(pend []pendingMsg, total, now int64, forwarded b
 // commitSend is phase 2 of a queue's send: one synced batch with the
 // messages, the plan's ops and an auto-forward's source side.
 func (q *entity) commitSend(s *queueSend, pend []pendingMsg, fol *store.Follower, fw *forwardBatch, sc *sendScratch) error {
-	ops, meta := s.ops, sc.meta[:0]
+	ops, meta := q.appendSendOps(s, pend, s.ops, sc.meta[:0])
+	if fw != nil {
+		ops = append(ops, fw.ops...)
+	}
+	sc.ops, sc.meta = ops, meta
+	sc.batch.Ops, sc.batch.Follower = ops, fol
+	cerr := q.b.store.Commit(&sc.batch, true)
+	if fw != nil {
+		fw.committed = cerr == nil
+	}
+	return cerr
+}
+
+// appendSendOps appends to ops (which hold the plan's, s.ops, already)
+// one store op per message of a planned queue send, their Meta to meta; a
+// transaction's commit (txn.go) collects several destinations' ops in one
+// batch with it.
+func (q *entity) appendSendOps(s *queueSend, pend []pendingMsg, ops []store.Op, meta []byte) ([]store.Op, []byte) {
 	for i, j := 0, 0; i < len(pend); i++ {
 		if pend[i].drop {
 			continue
@@ -342,16 +359,7 @@ func (q *entity) commitSend(s *queueSend, pend []pendingMsg, fol *store.Follower
 			Meta: meta[start:len(meta):len(meta)], Data: pend[i].data})
 		j++
 	}
-	if fw != nil {
-		ops = append(ops, fw.ops...)
-	}
-	sc.ops, sc.meta = ops, meta
-	sc.batch.Ops, sc.batch.Follower = ops, fol
-	cerr := q.b.store.Commit(&sc.batch, true)
-	if fw != nil {
-		fw.committed = cerr == nil
-	}
-	return cerr
+	return ops, meta
 }
 
 // publishSend is phase 3 of a queue's send. A committed send that arms no

@@ -2,6 +2,8 @@ package broker
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -60,15 +62,43 @@ type TxnSettlement struct {
 }
 
 // Txn is what a committing transaction applies: settlements of messages
-// of one receiving entity and sends to one queue or topic (either may be
-// empty). Service Bus limits a transaction to one entity, or to sends
-// through a via entity (docs/wire/transactions.md); the protocol layer
-// enforces those rules, this one only that it can apply the whole as one
-// store batch.
+// of one receiving entity and sends to any number of queues and topics
+// (either may be empty). Service Bus limits a transaction to one entity,
+// or to sends through a via entity (docs/wire/transactions.md); the
+// protocol layer enforces those rules, this one only that it can apply
+// the whole as one store batch.
 type Txn struct {
 	Settlements []TxnSettlement
-	SendTo      string
-	Sends       []*message.Message
+	Sends       []TxnSend
+}
+
+// TxnSend is one message a transaction sends, to the queue or topic To.
+// Messages to one destination keep their order.
+type TxnSend struct {
+	To  string
+	Msg *message.Message
+}
+
+// txnDest is one destination of a committing transaction, between the
+// phases of its send.
+type txnDest struct {
+	key   string // entityKey: the order destinations are locked in
+	q     *entity
+	t     *topic
+	msgs  []*message.Message
+	pend  []pendingMsg
+	total int64
+	qs    queueSend
+	ts    topicSend
+	f     fanOut
+	plan  bool // planned (phase 1 succeeded)
+}
+
+func (d *txnDest) name() string {
+	if d.t != nil {
+		return d.t.name
+	}
+	return d.q.name
 }
 
 // CommitTxn applies tx atomically and durably: when it returns nil every
@@ -76,6 +106,13 @@ type Txn struct {
 // message the transaction settles is still locked under its token (a
 // message whose lock was lost meanwhile fails the whole commit with
 // KindLockLost).
+//
+// Several destinations are planned one after the other, each under its
+// own lock, in the order of their entity keys (doc.go's lock order: a
+// topic's fanout lock is held shared from its planning until its copies
+// are published, so every transaction takes those in one order); their
+// ops then go into the one batch with the settlements', and each is
+// published (or its plan undone) when it returns.
 func (b *Broker) CommitTxn(ctx context.Context, tx *Txn) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -101,26 +138,15 @@ func (b *Broker) CommitTxn(ctx context.Context, tx *Txn) error {
 		}
 		q, subs[i] = e, p.SubQueue
 	}
-	var (
-		dq    *entity
-		dt    *topic
-		pend  []pendingMsg
-		total int64
-	)
 	nowT := b.clock.Now()
-	if len(tx.Sends) > 0 {
-		var err error
-		if dq, dt, _, err = b.lookupSend(tx.SendTo); err != nil {
-			return err
+	dests, err := b.txnDests(tx.Sends, nowT)
+	defer func() {
+		for _, d := range dests {
+			releaseSendData(d.pend)
 		}
-		if err := b.checkGrowth(); err != nil {
-			return err
-		}
-		if pend, total, err = encodeSends(tx.Sends, time.Time{}, false, nowT); err != nil {
-			releaseSendData(pend)
-			return err
-		}
-		defer releaseSendData(pend)
+	}()
+	if err != nil {
+		return err
 	}
 
 	// Phase 1: the settlements, planned under the receiving entity's lock.
@@ -130,7 +156,6 @@ func (b *Broker) CommitTxn(ctx context.Context, tx *Txn) error {
 		ops []store.Op
 	)
 	if q != nil {
-		var err error
 		if ts, err = q.planTxnLocked(tx.Settlements, subs, now); err != nil {
 			return err
 		}
@@ -146,46 +171,53 @@ func (b *Broker) CommitTxn(ctx context.Context, tx *Txn) error {
 		ops = q.topic.appendGarbageOps(ops, garbage)
 	}
 
+	// Then the sends, each destination planned under its own lock.
+	perr := b.planTxnDests(dests, now)
+
 	// Phase 2: one synced store batch.
-	var (
-		err       error
-		committed bool
-	)
-	switch {
-	case len(pend) > 0:
-		fw := &forwardBatch{ops: ops}
-		if dt != nil {
-			setDedupKeys(pend)
-			_, err = dt.enqueue(ctx, pend, total, now, nil, fw)
-		} else {
-			_, err = dq.enqueue(ctx, pend, total, now, nil, fw)
+	committed := false
+	if perr == nil {
+		for _, d := range dests {
+			if d.t != nil {
+				ops = d.t.appendSendOps(&d.ts, &d.f, d.pend, now, append(ops, d.ts.ops...))
+			} else {
+				ops, _ = d.q.appendSendOps(&d.qs, d.pend, append(ops, d.qs.ops...), nil)
+			}
 		}
-		committed = fw.committed
-		if committed {
-			name := tx.SendTo
-			b.obs.Sent(name, len(pend), b.clock.Now().Sub(nowT))
-		}
-	case len(ops) > 0:
-		batch := store.Batch{Ops: ops}
-		if err = b.store.Commit(&batch, true); err != nil {
-			err = internal(err, "store commit of a transaction on %s", q.name)
+		if len(ops) > 0 {
+			batch := store.Batch{Ops: ops}
+			if err = b.store.Commit(&batch, true); err != nil {
+				err = internal(err, "store commit of a transaction")
+			}
 		}
 		committed = err == nil
-	default:
-		committed = true
+	} else {
+		err = perr
 	}
 	if !committed && garbage != nil {
 		q.topic.returnGarbage(garbage)
+	}
+	// The destinations: published, or their plans undone.
+	var cerr error
+	if !committed {
+		cerr = err
+		if cerr == nil {
+			cerr = errForwardRetry
+		}
+	}
+	for _, d := range dests {
+		if aerr := d.finish(ctx, cerr); aerr != nil && committed && err == nil {
+			// Durable and applied; a destination deleted meanwhile took
+			// its messages with it, as a plain send reports.
+			err = aerr
+		}
 	}
 
 	// Phase 3: applied, or every message locked again as it was.
 	if q != nil {
 		var aerr error
 		if !committed {
-			aerr = err
-			if aerr == nil {
-				aerr = errForwardRetry
-			}
+			aerr = cerr
 		}
 		q.lockAndPublish()
 		q.applyLocked(ts, aerr, now)
@@ -193,6 +225,9 @@ func (b *Broker) CommitTxn(ctx context.Context, tx *Txn) error {
 		q.mu.Unlock()
 	}
 	if committed {
+		for _, d := range dests {
+			b.obs.Sent(d.name(), len(d.pend), b.clock.Now().Sub(nowT))
+		}
 		if q != nil {
 			var n [TxnDefer + 1]int
 			for i := range tx.Settlements {
@@ -205,11 +240,106 @@ func (b *Broker) CommitTxn(ctx context.Context, tx *Txn) error {
 				}
 			}
 		}
-		return nil
+		return err
 	}
 	if err == nil {
 		err = internal(errForwardRetry, "transaction not committed")
 	}
+	return err
+}
+
+// txnDests resolves and encodes a transaction's sends, one txnDest per
+// destination in entity-key order. The caller releases their pend.
+func (b *Broker) txnDests(sends []TxnSend, nowT time.Time) ([]*txnDest, error) {
+	if len(sends) == 0 {
+		return nil, nil
+	}
+	byKey := map[string]*txnDest{}
+	var dests []*txnDest
+	for _, s := range sends {
+		p, err := ParsePath(s.To)
+		if err != nil {
+			return dests, err
+		}
+		k := entityKey(p.Entity)
+		d := byKey[k]
+		if d == nil {
+			d = &txnDest{key: k}
+			if d.q, d.t, _, err = b.lookupSend(s.To); err != nil {
+				return dests, err
+			}
+			byKey[k] = d
+			dests = append(dests, d)
+		}
+		d.msgs = append(d.msgs, s.Msg)
+	}
+	slices.SortFunc(dests, func(x, y *txnDest) int { return strings.Compare(x.key, y.key) })
+	if err := b.checkGrowth(); err != nil {
+		return dests, err
+	}
+	for _, d := range dests {
+		var err error
+		if d.pend, d.total, err = encodeSends(d.msgs, time.Time{}, false, nowT); err != nil {
+			return dests, err
+		}
+	}
+	return dests, nil
+}
+
+// planTxnDests is phase 1 of every destination's send, in dests' order
+// (entity keys): a topic's fanout lock is taken shared and kept until
+// finish. On error the destinations planned so far stay planned, for
+// finish to undo.
+func (b *Broker) planTxnDests(dests []*txnDest, now int64) error {
+	for _, d := range dests {
+		if t := d.t; t != nil {
+			t.catchUp(now)
+			t.fanout.RLock()
+			d.f = fanOut{t: t, subs: t.subs.Load()}
+			t.lockAndPublish()
+			s, err := t.planSendLocked(d.pend, d.total, now, false, nil)
+			if err != nil {
+				t.mu.Unlock()
+				t.fanout.RUnlock()
+				return err
+			}
+			d.ts, d.plan = s, true
+			t.inflight.Add(1)
+			t.mu.Unlock()
+			continue
+		}
+		q := d.q
+		q.lockAndPublish()
+		s, err := q.planSendLocked(d.pend, d.total, now, false, nil)
+		if err != nil {
+			q.mu.Unlock()
+			return err
+		}
+		d.qs, d.plan = s, true
+		q.inflight.Add(1)
+		q.mu.Unlock()
+	}
+	return nil
+}
+
+// finish is phase 3 of a planned destination's send: published (cerr
+// nil) or undone. It returns the send's answer's error.
+func (d *txnDest) finish(ctx context.Context, cerr error) error {
+	if !d.plan {
+		return nil
+	}
+	d.plan = false
+	if t := d.t; t != nil {
+		gone := t.publishSend(&d.ts, d.pend, d.total, cerr)
+		t.fanout.RUnlock()
+		t.inflight.Done()
+		_, err := d.ts.answer(ctx, t.name, d.ts.seqs, cerr, gone)
+		return err
+	}
+	q := d.q
+	gone := q.publishSend(&d.qs, d.pend, cerr)
+	q.inflight.Done()
+	_, err := d.qs.answer(ctx, q.name, d.qs.seqs, cerr, gone)
 	return err
 }
 

@@ -58,7 +58,7 @@ func BenchmarkTxnReceiveCompleteSend(b *testing.B) {
 								if mode == "txn" {
 									err = br.CommitTxn(ctx, &Txn{
 										Settlements: []TxnSettlement{{Kind: TxnComplete, Path: "q", Token: d.LockToken}},
-										SendTo:      "out", Sends: out,
+										Sends:       txnTo("out", out...),
 									})
 								} else if err = br.Send(ctx, "out", out); err == nil {
 									err = br.Complete(ctx, "q", d.LockToken)

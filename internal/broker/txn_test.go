@@ -26,8 +26,7 @@ func TestTxnCommitReceiveCompleteSend(t *testing.T) {
 			{Kind: TxnComplete, Path: "in", Token: a.LockToken},
 			{Kind: TxnDeadLetter, Path: "in", Token: b.LockToken, Reason: "r", Desc: "d"},
 		},
-		SendTo: "out",
-		Sends:  []*message.Message{msg("x"), msg("y")},
+		Sends: txnTo("out", []*message.Message{msg("x"), msg("y")}...),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -63,8 +62,7 @@ func TestTxnAllOrNothingOnLostLock(t *testing.T) {
 			{Kind: TxnComplete, Path: "in", Token: b.LockToken},
 			{Kind: TxnComplete, Path: "in", Token: a.LockToken},
 		},
-		SendTo: "in",
-		Sends:  []*message.Message{msg("new")},
+		Sends: txnTo("in", []*message.Message{msg("new")}...),
 	})
 	wantKind(t, err, ErrLockLost)
 	// Nothing applied: b still locked (its token still settles), no "new".
@@ -87,8 +85,7 @@ func TestTxnFailedCommitKeepsLocks(t *testing.T) {
 	}
 	err := e.b.CommitTxn(ctx, &Txn{
 		Settlements: []TxnSettlement{{Kind: TxnComplete, Path: "in", Token: a.LockToken}},
-		SendTo:      "small",
-		Sends:       []*message.Message{big},
+		Sends:       txnTo("small", []*message.Message{big}...),
 	})
 	wantKind(t, err, ErrQuotaExceeded)
 	// The complete was not applied and a's lock is still held.
@@ -116,7 +113,7 @@ func TestTxnRules(t *testing.T) {
 	for i := range many {
 		many[i] = msg("m")
 	}
-	err = e.b.CommitTxn(ctx, &Txn{SendTo: "q1", Sends: many})
+	err = e.b.CommitTxn(ctx, &Txn{Sends: txnTo("q1", many...)})
 	wantKind(t, err, ErrQuotaExceeded)
 	// Abandon and defer in one transaction, on the same entity.
 	e.send("q1", msg("c"))
@@ -172,6 +169,8 @@ func TestTxnCrashAtManyPoints(t *testing.T) {
 	e.open()
 	e.queue("in")
 	e.queue("out")
+	e.topic("tout")
+	subPath := e.sub("tout", "s1")
 	for i := range n {
 		e.send("in", msg(fmt.Sprintf("in-%03d", i)))
 	}
@@ -183,8 +182,8 @@ func TestTxnCrashAtManyPoints(t *testing.T) {
 		}
 		err := e.b.CommitTxn(ctx, &Txn{
 			Settlements: []TxnSettlement{{Kind: TxnComplete, Path: "in", Token: d.LockToken}},
-			SendTo:      "out",
-			Sends:       []*message.Message{msg(fmt.Sprintf("out-%03d-a", i)), msg(fmt.Sprintf("out-%03d-b", i))},
+			// Two destinations, a queue and a topic: one batch.
+			Sends: append(txnTo("tout", msg(fmt.Sprintf("out-%03d-b", i))), txnTo("out", msg(fmt.Sprintf("out-%03d-a", i)))...),
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -225,7 +224,7 @@ func TestTxnCrashAtManyPoints(t *testing.T) {
 			ob := places[fmt.Sprintf("out-%03d-b", i)]
 			committed := len(in) == 0
 			switch {
-			case committed && slices.Equal(oa, []string{"out"}) && slices.Equal(ob, []string{"out"}):
+			case committed && slices.Equal(oa, []string{"out"}) && slices.Equal(ob, []string{subPath}):
 				done++
 			case !committed && slices.Equal(in, []string{"in"}) && len(oa) == 0 && len(ob) == 0:
 				if i < img.acked {
@@ -251,6 +250,90 @@ func TestTxnCrashAtManyPoints(t *testing.T) {
 	}
 }
 
+// txnTo is a transaction's sends of msgs to one destination.
+func txnTo(dest string, msgs ...*message.Message) []TxnSend {
+	out := make([]TxnSend, len(msgs))
+	for i, m := range msgs {
+		out[i] = TxnSend{To: dest, Msg: m}
+	}
+	return out
+}
+
+// A transaction sends to several queues and topics at once (send-via to
+// several final destinations): all land on commit, in order per
+// destination; one destination's refusal fails the whole, leaving every
+// other destination and the settlement as before.
+func TestTxnSeveralDestinations(t *testing.T) {
+	e := newEnv(t)
+	e.queue("in")
+	e.queue("b-out")
+	e.queue("a-out")
+	e.queue("zs", sessionQueue)
+	e.topic("t")
+	sub := e.sub("t", "s")
+	e.send("in", msg("m"))
+	d := e.recv1("in")
+	var sends []TxnSend
+	sends = append(sends, txnTo("b-out", msg("b1"))...)
+	sends = append(sends, txnTo("t", msg("t1"))...)
+	sends = append(sends, txnTo("a-out", msg("a1"))...)
+	sends = append(sends, txnTo("B-OUT", msg("b2"))...) // entity names are case-insensitive
+	err := e.b.CommitTxn(ctx, &Txn{
+		Settlements: []TxnSettlement{{Kind: TxnComplete, Path: "in", Token: d.LockToken}},
+		Sends:       sends,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.expectEmpty("in")
+	if got := bodies(e.recv("b-out", PeekLock, 10)); !slices.Equal(got, []string{"b1", "b2"}) {
+		t.Fatalf("b-out has %v", got)
+	}
+	if got := bodies(e.recv("a-out", PeekLock, 10)); !slices.Equal(got, []string{"a1"}) {
+		t.Fatalf("a-out has %v", got)
+	}
+	if got := bodies(e.recv(sub, PeekLock, 10)); !slices.Equal(got, []string{"t1"}) {
+		t.Fatalf("%s has %v", sub, got)
+	}
+
+	// All or nothing: the last destination (in lock order) refuses.
+	e.send("in", msg("m2"))
+	d = e.recv1("in")
+	err = e.b.CommitTxn(ctx, &Txn{
+		Settlements: []TxnSettlement{{Kind: TxnComplete, Path: "in", Token: d.LockToken}},
+		Sends:       append(append(txnTo("a-out", msg("no")), txnTo("t", msg("no"))...), txnTo("zs", msg("no session"))...),
+	})
+	wantKind(t, err, ErrInvalidArgument)
+	if c := e.counts("a-out"); c.Active != 1 {
+		t.Fatalf("a-out after a failed commit: %+v", c)
+	}
+	if c := e.subCounts("t", "s"); c.Active != 1 {
+		t.Fatalf("%s after a failed commit: %+v", sub, c)
+	}
+	if c := e.counts("zs"); c.Active != 0 {
+		t.Fatalf("zs after a failed commit: %+v", c)
+	}
+	// The message is still locked, and the same commit without the
+	// refused send goes through; the failed plans left nothing behind.
+	err = e.b.CommitTxn(ctx, &Txn{
+		Settlements: []TxnSettlement{{Kind: TxnComplete, Path: "in", Token: d.LockToken}},
+		Sends:       append(txnTo("a-out", msg("a2")), txnTo("t", msg("t2"))...),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.restart()
+	if c := e.counts("a-out"); c.Active != 2 {
+		t.Fatalf("a-out after restart: %+v", c)
+	}
+	if c := e.counts("in"); c.Active != 0 {
+		t.Fatalf("in after restart: %+v", c)
+	}
+	// An unknown destination fails before anything is planned.
+	err = e.b.CommitTxn(ctx, &Txn{Sends: append(txnTo("a-out", msg("x")), txnTo("nope", msg("x"))...)})
+	wantKind(t, err, ErrNotFound)
+}
+
 // A session receiver's messages settle in a transaction like any others,
 // and a transaction may send to a session queue.
 func TestTxnSession(t *testing.T) {
@@ -264,8 +347,7 @@ func TestTxnSession(t *testing.T) {
 	}
 	err := e.b.CommitTxn(ctx, &Txn{
 		Settlements: []TxnSettlement{{Kind: TxnComplete, Path: "s", Token: ds[0].LockToken}},
-		SendTo:      "s",
-		Sends:       []*message.Message{{Body: []byte("b"), SessionID: "x"}},
+		Sends:       txnTo("s", []*message.Message{{Body: []byte("b"), SessionID: "x"}}...),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -275,7 +357,7 @@ func TestTxnSession(t *testing.T) {
 	}
 	// A send without a session id fails the whole.
 	e.send("s", &message.Message{Body: []byte("c"), SessionID: "x"})
-	err = e.b.CommitTxn(ctx, &Txn{SendTo: "s", Sends: []*message.Message{msg("no session")}})
+	err = e.b.CommitTxn(ctx, &Txn{Sends: txnTo("s", msg("no session"))})
 	wantKind(t, err, ErrInvalidArgument)
 }
 
@@ -297,7 +379,7 @@ func TestTxnAbandonInDeadLetterQueue(t *testing.T) {
 	dl := e.recv1("q/$DeadLetterQueue")
 	abandon := []TxnSettlement{{Kind: TxnAbandon, Path: "q/$DeadLetterQueue", Token: dl.LockToken}}
 	// The send fails after the settlement was planned: all fails.
-	err := e.b.CommitTxn(ctx, &Txn{Settlements: abandon, SendTo: "small", Sends: []*message.Message{big}})
+	err := e.b.CommitTxn(ctx, &Txn{Settlements: abandon, Sends: txnTo("small", big)})
 	wantKind(t, err, ErrQuotaExceeded)
 	e.expectEmpty("q/$DeadLetterQueue") // still locked
 	if err := e.b.CommitTxn(ctx, &Txn{Settlements: abandon}); err != nil {
@@ -305,5 +387,33 @@ func TestTxnAbandonInDeadLetterQueue(t *testing.T) {
 	}
 	if d := e.recv1("q/$DeadLetterQueue"); body(d) != "a" {
 		t.Fatalf("received %q", body(d))
+	}
+}
+
+// A transaction's sends go through the destination's duplicate
+// detection like any send: a MessageId seen within the window is
+// accepted and dropped, on queues and topics alike.
+func TestTxnSendsDuplicateDetection(t *testing.T) {
+	e := newEnv(t)
+	dd := func(p *QueueProperties) { p.RequiresDuplicateDetection = true }
+	e.queue("q", dd)
+	e.topic("t", func(p *TopicProperties) { p.RequiresDuplicateDetection = true })
+	e.sub("t", "s")
+	withID := func(id, b string) *message.Message {
+		m := msg(b)
+		m.MessageID = id
+		return m
+	}
+	for _, b := range []string{"first", "again"} {
+		err := e.b.CommitTxn(ctx, &Txn{Sends: append(txnTo("q", withID("m1", b)), txnTo("t", withID("m1", b))...)})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := bodies(e.recv("q", PeekLock, 10)); !slices.Equal(got, []string{"first"}) {
+		t.Fatalf("q has %v", got)
+	}
+	if c := e.subCounts("t", "s"); c.Active != 1 {
+		t.Fatalf("t/s: %+v", c)
 	}
 }

@@ -58,11 +58,11 @@ var mgmtOps = map[string]mgmtOp{
 // managementRequest serves one request to node (an <entity>/$management
 // address): it checks the operation's right, applies the client's server
 // timeout and runs it.
-func (c *conn) managementRequest(req *frames.Message, node address, mark amqp.DispositionMark) *response {
+func (c *conn) managementRequest(req *frames.Message, node address, mark amqp.DispositionMark, txnID []byte) *response {
 	opName := appProp(req, "operation")
 	path := node.path()
 	span := c.h.traceManagement(path, opName, req.ApplicationProperties)
-	resp := c.runManagement(req, node, opName, path, mark)
+	resp := c.runManagement(req, node, opName, path, mark, txnID)
 	if resp == nil { // a fault: no answer
 		endSpan(span, errors.New("the answer was dropped by an injected fault"))
 		return nil
@@ -79,7 +79,7 @@ func (c *conn) managementRequest(req *frames.Message, node address, mark amqp.Di
 }
 
 // runManagement is managementRequest without its span.
-func (c *conn) runManagement(req *frames.Message, node address, opName, path string, mark amqp.DispositionMark) *response {
+func (c *conn) runManagement(req *frames.Message, node address, opName, path string, mark amqp.DispositionMark, txnID []byte) *response {
 	op, ok := mgmtOps[opName]
 	if !ok {
 		return failed(c.fail(opName, path, &broker.Error{Kind: broker.KindNotAllowed,
@@ -93,6 +93,9 @@ func (c *conn) runManagement(req *frames.Message, node address, opName, path str
 		return failed(c.fail(opName, path, err))
 	}
 	ctx := withAssociatedLink(c.ctx, appProp(req, "associated-link-name"))
+	if txnID != nil {
+		ctx = withTxn(ctx, txnID) // update-disposition only (txn.go)
+	}
 	if d := serverTimeout(req); d > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, d)
@@ -304,6 +307,9 @@ func (c *conn) updateDisposition(ctx context.Context, path string, b body) (*res
 	props, err := b.props("properties-to-modify")
 	if err != nil {
 		return nil, err
+	}
+	if id := txnFrom(ctx); id != nil {
+		return c.txnUpdateDisposition(id, path, status, toks, reason, desc, props)
 	}
 	var settle func(uuid.UUID) error
 	br := c.h.broker

@@ -1,6 +1,7 @@
 package servicebus
 
 import (
+	"bytes"
 	"errors"
 	"strings"
 	"sync"
@@ -114,11 +115,19 @@ func (c *conn) route(replyTo string, node address, session *amqp.Session) *reply
 func (c *conn) attachRequests(l *amqp.IncomingLink, node address) error {
 	l.Credit = 100
 	l.OnDelivery = func(d *amqp.IncomingDelivery) {
+		var txnID []byte
 		if ts, ok := d.State.(*frames.TransactionalState); ok {
-			d.Settle(c.txnRequest(ts, node)) // txn.go: refused
-			return
+			// txn.go: update-disposition is recorded in the
+			// transaction; any other request is refused.
+			if node.kind == nodeCBS || !txnManagementOp(d.Payload) {
+				d.Settle(c.txnRequest(ts, node))
+				return
+			}
+			txnID = bytes.Clone(ts.TxnID)
+			d.Settle(&frames.TransactionalState{TxnID: ts.TxnID, Outcome: &frames.Accepted{}})
+		} else {
+			d.Settle(&frames.Accepted{})
 		}
-		d.Settle(&frames.Accepted{})
 		payload := d.Payload
 		session := l.Session()
 		var mark amqp.DispositionMark
@@ -127,13 +136,14 @@ func (c *conn) attachRequests(l *amqp.IncomingLink, node address) error {
 			// applied before it runs (settleorder.go).
 			mark = c.c.DispositionMark()
 		}
-		c.spawn(func() { c.serveRequest(payload, node, session, mark) })
+		c.spawn(func() { c.serveRequest(payload, node, session, mark, txnID) })
 	}
 	return nil
 }
 
 // serveRequest decodes one request, runs it and routes the reply.
-func (c *conn) serveRequest(payload []byte, node address, session *amqp.Session, mark amqp.DispositionMark) {
+// txnID is the transaction a management request was sent in (nil: none).
+func (c *conn) serveRequest(payload []byte, node address, session *amqp.Session, mark amqp.DispositionMark, txnID []byte) {
 	var req frames.Message
 	if err := req.UnmarshalBinary(payload); err != nil {
 		c.log.Info("undecodable request", "node", node.String(), "err", err)
@@ -146,7 +156,7 @@ func (c *conn) serveRequest(payload []byte, node address, session *amqp.Session,
 	if node.kind == nodeCBS {
 		resp = c.cbsRequest(&req)
 	} else {
-		resp = c.managementRequest(&req, node, mark)
+		resp = c.managementRequest(&req, node, mark, txnID)
 	}
 	if resp == nil {
 		return // dropped by an injected fault

@@ -17,7 +17,6 @@ import (
 	"github.com/busbarmq/busbar/internal/amqp/frames"
 	"github.com/busbarmq/busbar/internal/auth"
 	"github.com/busbarmq/busbar/internal/broker"
-	"github.com/busbarmq/busbar/internal/message"
 )
 
 // Transactions (OASIS AMQP 1.0 part 4, as Service Bus implements them;
@@ -31,7 +30,10 @@ import (
 // the broker yet; discharge(fail=false) applies everything with one
 // broker.CommitTxn (one durable store batch) and is accepted only once it
 // is durable; discharge(fail=true), a connection that goes away, or a
-// transaction older than txnTimeout discard it.
+// transaction older than txnTimeout discard it. A $management
+// update-disposition request sent with transactional-state is recorded
+// the same way (its settlements applied on commit); any other management
+// request inside a transaction is refused (txnRequest).
 //
 // Service Bus's rules, checked as each operation arrives:
 //
@@ -46,9 +48,10 @@ import (
 //     commit; a lock that expired meanwhile rolls the whole back.
 //
 // Busbar applies a transaction as one store batch, which limits it
-// further: its settlements are all on one queue or one subscription, and
-// its sends all go to one destination (refused otherwise, with a clear
-// text). An operation refused inside a transaction marks it rollback-only:
+// further: its settlements are all on one queue or one subscription
+// (refused otherwise, with a clear text). Its sends may go to any number
+// of destinations through the via entity; they are committed in the same
+// batch. An operation refused inside a transaction marks it rollback-only:
 // the commit then fails with amqp:transaction:rollback naming the first
 // refusal, so that no partial transaction is ever applied.
 
@@ -91,11 +94,11 @@ type txn struct {
 
 	entity  string // the top-level entity of the first operation ("" = none yet), as keyed
 	recvOn  string // the receiving entity path of its settlements (no sub-queue)
-	sendTo  string // the destination of its sends
+	sendTo  string // the destination of its first send
 	ops     int
 	bytes   int
 	settles []broker.TxnSettlement
-	sends   []*message.Message
+	sends   []broker.TxnSend
 	failed  error // the first operation refused: rollback-only
 }
 
@@ -240,7 +243,7 @@ func (c *conn) discharge(id []byte, fail bool) frames.DeliveryState {
 	case x.failed != nil:
 		err = &txnError{cond: condTxnRollback, msg: "The transaction was rolled back: one of its operations failed: " + clientText(x.failed)}
 	default:
-		if cerr := c.h.broker.CommitTxn(context.WithoutCancel(c.ctx), &broker.Txn{Settlements: x.settles, SendTo: x.sendTo, Sends: x.sends}); cerr != nil {
+		if cerr := c.h.broker.CommitTxn(context.WithoutCancel(c.ctx), &broker.Txn{Settlements: x.settles, Sends: x.sends}); cerr != nil {
 			err = &txnError{cond: condTxnRollback, msg: "The transaction was rolled back: " + clientText(cerr)}
 		}
 	}
@@ -347,16 +350,16 @@ func (s *senderLink) txnSend(d *amqp.IncomingDelivery, ts *frames.TransactionalS
 			via = s.path
 		}
 		err = c.txnOp(ts.TxnID, via, len(d.Payload), func(x *txn) error {
-			if x.sendTo != "" && !strings.EqualFold(x.sendTo, s.path) {
-				return &broker.Error{Kind: broker.KindNotAllowed, Msg: fmt.Sprintf(
-					"Busbar commits a transaction's sends to one destination: this one already sends to '%s', not '%s'.", x.sendTo, s.path)}
-			}
 			if x.ops+len(msgs) > broker.MaxTxnOperations {
 				return &broker.Error{Kind: broker.KindQuotaExceeded, Msg: fmt.Sprintf(
 					"The transaction would hold %d operations, over the limit of %d per transaction.", x.ops+len(msgs), broker.MaxTxnOperations)}
 			}
-			x.sendTo = s.path
-			x.sends = append(x.sends, msgs...)
+			if x.sendTo == "" {
+				x.sendTo = s.path
+			}
+			for _, m := range msgs {
+				x.sends = append(x.sends, broker.TxnSend{To: s.path, Msg: m})
+			}
 			x.ops += len(msgs) - 1 // txnOp counts one
 			return nil
 		})
@@ -398,27 +401,100 @@ func (rl *receiverLink) txnSettle(d *amqp.OutgoingDelivery, tok uuid.UUID, ts *f
 		default:
 			return badRequest("The outcome %v cannot be part of a transaction: complete, abandon, defer or dead-letter the message.", ts.Outcome)
 		}
-		if errs, err := c.h.broker.CheckLocks(rl.path, []uuid.UUID{tok}); err != nil {
-			return err
-		} else if errs[0] != nil {
-			return errs[0]
-		}
-		recvOn := txnEntityPath(rl.path)
-		return c.txnOp(ts.TxnID, rl.path, 0, func(x *txn) error {
-			if x.recvOn != "" && !strings.EqualFold(x.recvOn, recvOn) {
-				return &broker.Error{Kind: broker.KindNotAllowed, Msg: fmt.Sprintf(
-					"Busbar commits a transaction's settlements on one queue or subscription: this one already settles on '%s', not '%s'.", x.recvOn, recvOn)}
-			}
-			x.recvOn = recvOn
-			x.settles = append(x.settles, s)
-			return nil
-		})
+		return c.txnRecordSettle(ts.TxnID, rl.path, s)
 	}()
 	if err != nil {
 		d.Settle(&frames.Rejected{Error: c.fail("settle", rl.path, err).amqpError()})
 		return
 	}
 	d.Settle(&frames.TransactionalState{TxnID: ts.TxnID, Outcome: reply})
+}
+
+// txnRecordSettle records settlement s of a message received from path
+// in transaction id, once its lock is checked.
+func (c *conn) txnRecordSettle(id []byte, path string, s broker.TxnSettlement) error {
+	if errs, err := c.h.broker.CheckLocks(path, []uuid.UUID{s.Token}); err != nil {
+		return err
+	} else if errs[0] != nil {
+		return errs[0]
+	}
+	recvOn := txnEntityPath(path)
+	return c.txnOp(id, path, 0, func(x *txn) error {
+		if x.recvOn != "" && !strings.EqualFold(x.recvOn, recvOn) {
+			return &broker.Error{Kind: broker.KindNotAllowed, Msg: fmt.Sprintf(
+				"Busbar commits a transaction's settlements on one queue or subscription: this one already settles on '%s', not '%s'.", x.recvOn, recvOn)}
+		}
+		x.recvOn = recvOn
+		x.settles = append(x.settles, s)
+		return nil
+	})
+}
+
+// txnKey is the context key of the transaction a management request
+// was sent in.
+type txnKey struct{}
+
+func withTxn(ctx context.Context, id []byte) context.Context {
+	return context.WithValue(ctx, txnKey{}, id)
+}
+
+func txnFrom(ctx context.Context) []byte {
+	id, _ := ctx.Value(txnKey{}).([]byte)
+	return id
+}
+
+// txnManagementOp reports whether a management request (payload, an
+// encoded message) may run inside a transaction: update-disposition,
+// settlement by lock token, which is recorded like a transactional
+// disposition and applied on commit.
+func txnManagementOp(payload []byte) bool {
+	var req frames.Message
+	if err := req.UnmarshalBinary(payload); err != nil {
+		return false
+	}
+	return appProp(&req, "operation") == opUpdateDisposition
+}
+
+// txnUpdateDisposition records an update-disposition request's
+// settlements in transaction id (each token's lock checked now and again
+// at commit); a refusal makes the transaction rollback-only.
+func (c *conn) txnUpdateDisposition(id []byte, path, status string, toks []uuid.UUID, reason, desc string, props map[string]any) (*response, error) {
+	var kind broker.TxnSettleKind
+	switch status {
+	case "completed":
+		kind, props = broker.TxnComplete, nil
+	case "abandoned":
+		kind = broker.TxnAbandon
+	case "suspended":
+		kind = broker.TxnDeadLetter
+	case "defered", "deferred":
+		kind = broker.TxnDefer
+	default:
+		err := badRequest("The disposition-status '%s' is not one of completed, abandoned, suspended or defered.", status)
+		c.txnFail(id, err)
+		return nil, err
+	}
+	for _, t := range toks {
+		s := broker.TxnSettlement{Kind: kind, Path: path, Token: t, Props: props}
+		if kind == broker.TxnDeadLetter {
+			s.Reason, s.Desc = reason, desc
+		}
+		if err := c.txnRecordSettle(id, path, s); err != nil {
+			c.txnFail(id, err)
+			return nil, err
+		}
+	}
+	return ok(nil), nil
+}
+
+// txnFail makes transaction id (if open) rollback-only because of err.
+func (c *conn) txnFail(id []byte, err error) {
+	t := &c.txns
+	t.mu.Lock()
+	if x := t.m[string(id)]; x != nil && x.failed == nil {
+		x.failed = err
+	}
+	t.mu.Unlock()
 }
 
 // txnEntityPath is a receiving path without its sub-queue: the queue or
@@ -472,17 +548,13 @@ func (c *conn) sendVia(l *amqp.IncomingLink, a address) (address, string, error)
 }
 
 // txnRequest answers a $management (or $cbs) request sent inside a
-// transaction: Busbar does not run those within one, so it is refused
-// and the transaction (if open) becomes rollback-only, rather than the
-// operation being applied outside it.
+// transaction that Busbar does not run within one (all but
+// update-disposition): it is refused and the transaction (if open)
+// becomes rollback-only, rather than the operation being applied outside
+// it.
 func (c *conn) txnRequest(ts *frames.TransactionalState, node address) frames.DeliveryState {
 	err := &txnError{cond: frames.ErrCondNotImplemented, msg: fmt.Sprintf(
-		"Busbar does not run %s operations inside a transaction (schedule, cancel-scheduled, update-disposition, session state); the transaction can only roll back.", node.String())}
-	t := &c.txns
-	t.mu.Lock()
-	if x := t.m[string(ts.TxnID)]; x != nil && x.failed == nil {
-		x.failed = err
-	}
-	t.mu.Unlock()
+		"Busbar runs no %s operation but update-disposition inside a transaction (not schedule, cancel-scheduled, renew-lock or session state); the transaction can only roll back.", node.String())}
+	c.txnFail(ts.TxnID, err)
 	return &frames.Rejected{Error: c.fail("transaction", node.path(), err).amqpError()}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/busbarmq/busbar/internal/amqp/encoding"
 	"github.com/busbarmq/busbar/internal/amqp/frames"
 	"github.com/busbarmq/busbar/internal/broker"
 	"github.com/busbarmq/busbar/internal/clock"
@@ -183,6 +184,105 @@ func TestTxnSendVia(t *testing.T) {
 	wantRejected(t, c.discharge(id, false), "amqp:transaction:rollback", "cannot span")
 	want(t, s, "in", "b")
 	want(t, s, "out", "x", "y")
+}
+
+// The .NET SDK sends to several final destinations through the via
+// entity (the first one the transaction operated on): every send lands
+// on commit, in one store batch, and none before.
+func TestTxnSendViaSeveralDestinations(t *testing.T) {
+	s, _ := startTxnServer(t, "in", "out", "other")
+	seed(t, s, "in", "a")
+	c := dialTxn(t, s.Addr)
+	c.attachCoordinator()
+	c.attachReceiver(1, "in", 1)
+	c.attachSender(2, "in", "out")
+	c.attachSender(3, "in", "other")
+	c.attachSender(4, "in", "") // the via entity itself
+	m := c.receive(1, 1)[0]
+	id := c.declare()
+	wantAccepted(t, c.dispose(m, &frames.Accepted{}, id))
+	wantAccepted(t, c.sendTxn(2, "x", id))
+	wantAccepted(t, c.sendTxn(3, "y", id))
+	wantAccepted(t, c.sendTxn(4, "z", id))
+	wantAccepted(t, c.sendTxn(2, "x2", id))
+	want(t, s, "out")
+	want(t, s, "other")
+	wantAccepted(t, c.discharge(id, false))
+	want(t, s, "in", "z")
+	want(t, s, "out", "x", "x2")
+	want(t, s, "other", "y")
+
+	// Rolled back: none of the destinations gets anything.
+	id = c.declare()
+	wantAccepted(t, c.sendTxn(3, "no", id))
+	wantAccepted(t, c.sendTxn(2, "no", id))
+	wantAccepted(t, c.discharge(id, true))
+	want(t, s, "out", "x", "x2")
+	want(t, s, "other", "y")
+}
+
+// Settlement by lock token through $management (update-disposition)
+// inside a transaction is recorded like a transactional disposition and
+// applied on commit; its reply comes at once, and a refused one makes
+// the transaction rollback-only.
+func TestTxnUpdateDisposition(t *testing.T) {
+	s, _ := startTxnServer(t, "in", "out")
+	seed(t, s, "in", "a", "b")
+	c := dialTxn(t, s.Addr)
+	c.attachCoordinator()
+	c.attachReceiver(1, "in", 2)
+	c.attachSender(2, "in", "out")
+	c.attachSender(4, "in/$management", "")
+	c.attachReceiver(5, "in/$management", 10)
+	ms := c.receive(1, 2)
+	settle := func(status string, m received, id []byte) (frames.DeliveryState, any) {
+		t.Helper()
+		return c.mgmtTxn(4, 5, "com.microsoft:update-disposition", encoding.Map{
+			{Key: "disposition-status", Value: status},
+			{Key: "lock-tokens", Value: []any{encoding.UUID(lockToken(t, m.tag))}},
+			{Key: "deadletter-reason", Value: "why"},
+		}, id)
+	}
+
+	id := c.declare()
+	st, code := settle("completed", ms[0], id)
+	wantAccepted(t, st)
+	if code != int32(200) {
+		t.Fatalf("update-disposition in a transaction answered %v", code)
+	}
+	wantAccepted(t, c.sendTxn(2, "x", id))
+	want(t, s, "in", "a", "b") // nothing applied yet
+	wantAccepted(t, c.discharge(id, false))
+	want(t, s, "in", "b")
+	want(t, s, "out", "x")
+
+	// Rolled back: the message stays, still locked by its receiver.
+	id = c.declare()
+	st, code = settle("suspended", ms[1], id)
+	wantAccepted(t, st)
+	if code != int32(200) {
+		t.Fatalf("update-disposition in a transaction answered %v", code)
+	}
+	wantAccepted(t, c.discharge(id, true))
+	want(t, s, "in", "b")
+	want(t, s, "in/$DeadLetterQueue")
+
+	// A lock token that holds no lock: refused, and the transaction can
+	// only roll back.
+	id = c.declare()
+	_, code = settle("completed", ms[0], id)
+	if code != int32(410) {
+		t.Fatalf("update-disposition of a settled message answered %v", code)
+	}
+	wantRejected(t, c.discharge(id, false), "amqp:transaction:rollback", "lock")
+
+	// Then dead-lettered by lock token in a transaction that commits.
+	id = c.declare()
+	st, _ = settle("suspended", ms[1], id)
+	wantAccepted(t, st)
+	wantAccepted(t, c.discharge(id, false))
+	want(t, s, "in")
+	want(t, s, "in/$DeadLetterQueue", "b")
 }
 
 func TestTxnLimitsAndErrors(t *testing.T) {

@@ -293,3 +293,33 @@ func (c *txnClient) dispose(m received, outcome frames.DeliveryState, id []byte)
 	})
 	return f.Body.(*frames.Disposition).State
 }
+
+// mgmtTxn sends a $management request (operation, amqp-value body) on
+// sender handle inside transaction id and returns the transfer's
+// disposition and, unless it was refused, the reply's status-code, read
+// on receiver handle replies (attached to the same management node).
+func (c *txnClient) mgmtTxn(handle, replies uint32, op string, body encoding.Map, id []byte) (frames.DeliveryState, any) {
+	c.t.Helper()
+	raw, err := frames.AppendValueSection(nil, body)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	payload, err := (&frames.Message{Properties: &frames.Properties{MessageID: uuid.NewString(), ReplyTo: "replies"},
+		ApplicationProperties: map[string]any{"operation": op}, RawBody: raw}).MarshalBinary()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	st := c.transfer(chEntities, handle, payload, &frames.TransactionalState{TxnID: id})
+	if _, ok := st.(*frames.Rejected); ok {
+		return st, nil
+	}
+	f := c.await("reply", func(f frames.Frame) bool {
+		tr, ok := f.Body.(*frames.Transfer)
+		return ok && f.Channel == chEntities && tr.Handle == c.handles[replies]
+	})
+	var m frames.Message
+	if err := m.UnmarshalBinary(f.Body.(*frames.Transfer).Payload); err != nil {
+		c.t.Fatal(err)
+	}
+	return st, m.ApplicationProperties["statusCode"]
+}
