@@ -47,42 +47,61 @@ func parseResource(path string) (resource, error) {
 		return resource{}, badRequest("The request names no resource: use /$namespaceinfo, /$Resources/Queues, /$Resources/Topics or /{queue or topic}.")
 	}
 	segs := strings.Split(path, "/")
+	if r, ok, err := parseDollarResource(path, segs); ok {
+		return r, err
+	}
+	return parseEntityResource(path, segs), nil
+}
+
+// parseDollarResource classifies the broker's own resources, whose paths
+// start with a $ word; ok is false if path is none of them.
+func parseDollarResource(path string, segs []string) (r resource, ok bool, err error) {
+	n := len(segs)
+	word := func(i int, w string) bool { return i >= 0 && strings.EqualFold(segs[i], w) }
+	switch {
+	case n == 1 && word(0, "$namespaceinfo"):
+		return resource{kind: resNamespaceInfo}, true, nil
+	case n == 1 && word(0, "$faults"):
+		return resource{kind: resFaults}, true, nil
+	case n == 2 && word(0, "$faults"):
+		return resource{kind: resFault, entity: segs[1]}, true, nil
+	case n == 1 && word(0, "$time"):
+		return resource{kind: resTime}, true, nil
+	case n == 2 && word(0, "$time") && word(1, "advance"):
+		return resource{kind: resTimeAdvance}, true, nil
+	case n == 2 && word(0, "$time") && word(1, "set"):
+		return resource{kind: resTimeSet}, true, nil
+	case n == 2 && word(0, "$rules") && word(1, "dry-run"):
+		return resource{kind: resDryRun}, true, nil
+	case n == 2 && word(0, "$Resources"):
+		switch {
+		case word(1, "Queues"):
+			return resource{kind: resQueues}, true, nil
+		case word(1, "Topics"):
+			return resource{kind: resTopics}, true, nil
+		}
+		return resource{}, true, badRequest("'%s' is not a resource collection: use $Resources/Queues or $Resources/Topics.", path)
+	}
+	return resource{}, false, nil
+}
+
+// parseEntityResource classifies an entity path and what under it path
+// names, recognising the subscription and rule forms from the end.
+func parseEntityResource(path string, segs []string) resource {
 	n := len(segs)
 	word := func(i int, w string) bool { return i >= 0 && strings.EqualFold(segs[i], w) }
 	join := func(k int) string { return strings.Join(segs[:k], "/") }
 	switch {
-	case n == 1 && word(0, "$namespaceinfo"):
-		return resource{kind: resNamespaceInfo}, nil
-	case n == 1 && word(0, "$faults"):
-		return resource{kind: resFaults}, nil
-	case n == 2 && word(0, "$faults"):
-		return resource{kind: resFault, entity: segs[1]}, nil
-	case n == 1 && word(0, "$time"):
-		return resource{kind: resTime}, nil
-	case n == 2 && word(0, "$time") && word(1, "advance"):
-		return resource{kind: resTimeAdvance}, nil
-	case n == 2 && word(0, "$time") && word(1, "set"):
-		return resource{kind: resTimeSet}, nil
-	case n == 2 && word(0, "$rules") && word(1, "dry-run"):
-		return resource{kind: resDryRun}, nil
-	case n == 2 && word(0, "$Resources"):
-		switch {
-		case word(1, "Queues"):
-			return resource{kind: resQueues}, nil
-		case word(1, "Topics"):
-			return resource{kind: resTopics}, nil
-		}
-		return resource{}, badRequest("'%s' is not a resource collection: use $Resources/Queues or $Resources/Topics.", path)
 	case n >= 5 && word(n-4, "Subscriptions") && word(n-2, "Rules"):
-		return resource{kind: resRule, entity: join(n - 4), subscription: segs[n-3], rule: segs[n-1]}, nil
+		return resource{kind: resRule, entity: join(n - 4), subscription: segs[n-3], rule: segs[n-1]}
 	case n >= 4 && word(n-3, "Subscriptions") && word(n-1, "Rules"):
-		return resource{kind: resRules, entity: join(n - 3), subscription: segs[n-2]}, nil
+		return resource{kind: resRules, entity: join(n - 3), subscription: segs[n-2]}
 	case n >= 3 && word(n-2, "Subscriptions"):
-		return resource{kind: resSubscription, entity: join(n - 2), subscription: segs[n-1]}, nil
+		return resource{kind: resSubscription, entity: join(n - 2), subscription: segs[n-1]}
 	case n >= 2 && word(n-1, "Subscriptions"):
-		return resource{kind: resSubscriptions, entity: join(n - 1)}, nil
+		return resource{kind: resSubscriptions, entity: join(n - 1)}
 	}
-	return resource{kind: resEntity, entity: path}, nil
+	return resource{kind: resEntity, entity: path}
 }
 
 // endpoint serves one method on one kind of resource.

@@ -256,8 +256,8 @@ func decodeKeyValues(e *element, what string) (map[string]any, error) {
 
 // parseTyped reads a typed <Value> by its xsi:type (the prefix is not
 // looked at: XML Schema and .NET's Serialization namespace share no type
-// name that means different things). Its branches are the table of
-// xsi:type names, one case each.
+// name that means different things). Long on purpose: its branches are
+// the table of xsi:type names, one case each.
 func parseTyped(e *element) (any, *Error) {
 	if e.xsiNil() {
 		return nil, badRequest("null values are not supported")

@@ -36,7 +36,8 @@ func ParseToken(s string) (Token, error) { return parseToken(s, false) }
 
 // parseToken parses a token. With lenient set only sr is required: a
 // missing or bad sig, se or skn leaves the field empty instead of failing.
-// Its branches are one check per field, each strict or lenient.
+// Long on purpose: its branches are one check per field, each strict or
+// lenient.
 func parseToken(s string, lenient bool) (Token, error) {
 	var t Token
 	body := strings.TrimSpace(s)

@@ -8,15 +8,18 @@ import (
 // peekBatch is the most messages asked for in one peek request.
 const peekBatch = 100
 
+// peekFlags are the flags of the peek command.
+type peekFlags struct {
+	sub    subQueueFlags
+	subscr subscriptionFlag
+	sess   sessionFlag
+	from   int64
+	count  int
+	asJSON bool
+}
+
 func newPeekCmd(a *app) *cobra.Command {
-	var (
-		sub    subQueueFlags
-		subscr subscriptionFlag
-		sess   sessionFlag
-		from   int64
-		count  int
-		asJSON bool
-	)
+	var f peekFlags
 	cmd := &cobra.Command{
 		Use:   "peek (QUEUE | TOPIC --subscription SUB)",
 		Short: "Show messages without locking or removing them",
@@ -43,70 +46,76 @@ sessions and --session-id is missing (or is given for one without sessions).`,
   busbar peek carts --session-id customer-42`,
 		Args: exactArgs(1, "a queue name, or a topic name with --subscription"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := subscr.entity(cmd, args[0])
-			if err != nil {
-				return err
-			}
-			if err := sub.check(); err != nil {
-				return err
-			}
-			if err := sess.check(cmd, &sub); err != nil {
-				return err
-			}
-			if err := positive("count", count); err != nil {
-				return err
-			}
-			var out []jsonMessage
-			err = a.withMessaging(cmd.Context(), func(c *azservicebus.Client) error {
-				ctx := cmd.Context()
-				var r messageReceiver
-				if sess.id != "" {
-					sr, err := e.acceptSession(ctx, c, sess.id, azservicebus.ReceiveModePeekLock)
-					if err != nil {
-						return e.sessionErr(err)
-					}
-					r = sr
-				} else {
-					pr, err := e.newReceiver(c, &azservicebus.ReceiverOptions{SubQueue: sub.subQueue()})
-					if err != nil {
-						return e.err(err)
-					}
-					r = pr
-				}
-				defer closeQuietly(ctx, r.Close)
-				var opts *azservicebus.PeekMessagesOptions
-				if cmd.Flags().Changed("from") {
-					opts = &azservicebus.PeekMessagesOptions{FromSequenceNumber: &from}
-				}
-				for len(out) < count {
-					msgs, err := r.PeekMessages(ctx, min(count-len(out), peekBatch), opts)
-					if err != nil && requiresSession(err) {
-						return a.needSessionID(ctx, e, "peek")
-					}
-					if err != nil {
-						return e.err(err)
-					}
-					if len(msgs) == 0 {
-						break
-					}
-					for _, m := range msgs {
-						out = append(out, toJSONMessage(m))
-					}
-					opts = nil // the receiver continues after the last one peeked
-				}
-				return nil
-			})
-			if err != nil {
-				return err
-			}
-			return printMessages(cmd, out, asJSON, sub.any())
+			return a.peek(cmd, args[0], &f)
 		},
 	}
-	subscr.register(cmd)
-	sub.register(cmd, true)
-	sess.register(cmd)
-	cmd.Flags().Int64Var(&from, "from", 0, "start at this sequence number (default: the first message)")
-	cmd.Flags().IntVarP(&count, "count", "n", 10, "how many messages to show at most")
-	addJSONFlag(cmd, &asJSON)
+	f.subscr.register(cmd)
+	f.sub.register(cmd, true)
+	f.sess.register(cmd)
+	cmd.Flags().Int64Var(&f.from, "from", 0, "start at this sequence number (default: the first message)")
+	cmd.Flags().IntVarP(&f.count, "count", "n", 10, "how many messages to show at most")
+	addJSONFlag(cmd, &f.asJSON)
 	return cmd
+}
+
+// peek runs the peek command on the entity arg names: it checks the flags,
+// peeks up to --count messages and prints them.
+func (a *app) peek(cmd *cobra.Command, arg string, f *peekFlags) error {
+	e, err := f.subscr.entity(cmd, arg)
+	if err != nil {
+		return err
+	}
+	if err := f.sub.check(); err != nil {
+		return err
+	}
+	if err := f.sess.check(cmd, &f.sub); err != nil {
+		return err
+	}
+	if err := positive("count", f.count); err != nil {
+		return err
+	}
+	var out []jsonMessage
+	err = a.withMessaging(cmd.Context(), func(c *azservicebus.Client) error {
+		ctx := cmd.Context()
+		var r messageReceiver
+		if f.sess.id != "" {
+			sr, err := e.acceptSession(ctx, c, f.sess.id, azservicebus.ReceiveModePeekLock)
+			if err != nil {
+				return e.sessionErr(err)
+			}
+			r = sr
+		} else {
+			pr, err := e.newReceiver(c, &azservicebus.ReceiverOptions{SubQueue: f.sub.subQueue()})
+			if err != nil {
+				return e.err(err)
+			}
+			r = pr
+		}
+		defer closeQuietly(ctx, r.Close)
+		var opts *azservicebus.PeekMessagesOptions
+		if cmd.Flags().Changed("from") {
+			opts = &azservicebus.PeekMessagesOptions{FromSequenceNumber: &f.from}
+		}
+		for len(out) < f.count {
+			msgs, err := r.PeekMessages(ctx, min(f.count-len(out), peekBatch), opts)
+			if err != nil && requiresSession(err) {
+				return a.needSessionID(ctx, e, "peek")
+			}
+			if err != nil {
+				return e.err(err)
+			}
+			if len(msgs) == 0 {
+				break
+			}
+			for _, m := range msgs {
+				out = append(out, toJSONMessage(m))
+			}
+			opts = nil // the receiver continues after the last one peeked
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return printMessages(cmd, out, f.asJSON, f.sub.any())
 }

@@ -128,7 +128,7 @@ func (f *receiveFlags) settlement() (settlement, error) {
 
 // receive runs the receive command: it checks how the flags combine
 // (mode, settlement, deferred), opens the receiver, then receives, settles
-// and prints the messages. It is long because the flags combine: each
+// and prints the messages. Long on purpose: the flags combine, and each
 // branch is one flag's check or effect, in the order applied.
 func (a *app) receive(cmd *cobra.Command, e entityRef, f *receiveFlags) error {
 	fs := cmd.Flags()

@@ -110,9 +110,9 @@ func (f *ruleFlags) registerFilter(fs *pflag.FlagSet, full bool) {
 	fs.StringVar(&f.action, "action", "", "SQL action applied to the copy the rule delivers, e.g. \"SET priority = 'high'; REMOVE tmp\" ('' for none)")
 }
 
-// filter builds the filter the flags give, nil if none is given. Its
-// branches are one check per flag that may or may not combine with the
-// others.
+// filter builds the filter the flags give, nil if none is given.
+// Long on purpose: its branches are one check per flag that may or may not
+// combine with the others.
 func (f *ruleFlags) filter(fs *pflag.FlagSet) (sbadmin.RuleFilter, error) {
 	given := func(name string) bool { return fs.Lookup(name) != nil && fs.Changed(name) }
 	corrGiven := given("correlation") || given("property")

@@ -557,147 +557,62 @@ type armSub struct {
 	label string
 }
 
-// build turns the resources into Config.json text, with a label per
-// Config.json path for messages.
-func (imp *ARMImport) build(flat []armResource) ([]byte, map[string]string, error) {
-	var order []string
-	nss := map[string]*armNS{}
-	ns := func(name string) *armNS {
-		key := strings.ToLower(name)
-		if n := nss[key]; n != nil {
-			return n
-		}
-		n := &armNS{name: name, q: map[string]map[string]any{}, t: map[string]*armTopic{}}
-		nss[key] = n
-		order = append(order, key)
+// armTree gathers the resources by namespace, topic and subscription,
+// matching names case-insensitively and keeping the order of first mention.
+type armTree struct {
+	order []string // namespace keys
+	nss   map[string]*armNS
+}
+
+func (tr *armTree) ns(name string) *armNS {
+	key := strings.ToLower(name)
+	if n := tr.nss[key]; n != nil {
 		return n
 	}
-	topic := func(n *armNS, name string) *armTopic {
-		key := strings.ToLower(name)
-		if t := n.t[key]; t != nil {
-			return t
-		}
-		t := &armTopic{s: map[string]*armSub{}}
-		n.t[key] = t
-		n.topics = append(n.topics, name)
+	n := &armNS{name: name, q: map[string]map[string]any{}, t: map[string]*armTopic{}}
+	tr.nss[key] = n
+	tr.order = append(tr.order, key)
+	return n
+}
+
+func (n *armNS) topic(name string) *armTopic {
+	key := strings.ToLower(name)
+	if t := n.t[key]; t != nil {
 		return t
 	}
-	sub := func(t *armTopic, name, label string) *armSub {
-		key := strings.ToLower(name)
-		if s := t.s[key]; s != nil {
-			return s
-		}
-		s := &armSub{label: label}
-		t.s[key] = s
-		t.subs = append(t.subs, name)
+	t := &armTopic{s: map[string]*armSub{}}
+	n.t[key] = t
+	n.topics = append(n.topics, name)
+	return t
+}
+
+func (t *armTopic) sub(name, label string) *armSub {
+	key := strings.ToLower(name)
+	if s := t.s[key]; s != nil {
 		return s
 	}
+	s := &armSub{label: label}
+	t.s[key] = s
+	t.subs = append(t.subs, name)
+	return s
+}
+
+// build turns the resources into Config.json text, with a label per
+// Config.json path for messages: it gathers them into a tree, then writes
+// the tree out namespace by namespace.
+func (imp *ARMImport) build(flat []armResource) ([]byte, map[string]string, error) {
+	tr := &armTree{nss: map[string]*armNS{}}
 	var errs ErrorList
 	for _, r := range flat {
-		n := ns(r.segs[0])
-		switch r.typ {
-		case armNamespaceType:
-			if r.sku != "" {
-				imp.SKUs[n.name] = r.sku
-			}
-		case armNamespaceType + "/queues":
-			key := strings.ToLower(r.segs[1])
-			if n.q[key] != nil {
-				errs = append(errs, &FieldError{Path: r.label, Msg: "is declared twice"})
-				continue
-			}
-			n.q[key] = cleanProps(r.props)
-			n.queues = append(n.queues, r.segs[1])
-		case armNamespaceType + "/topics":
-			t := topic(n, r.segs[1])
-			if t.props != nil {
-				errs = append(errs, &FieldError{Path: r.label, Msg: "is declared twice"})
-				continue
-			}
-			t.props = cleanProps(r.props)
-		case armNamespaceType + "/topics/subscriptions":
-			s := sub(topic(n, r.segs[1]), r.segs[2], r.label)
-			if s.props != nil {
-				errs = append(errs, &FieldError{Path: r.label, Msg: "is declared twice"})
-				continue
-			}
-			s.props = cleanProps(r.props)
-		case armNamespaceType + "/topics/subscriptions/rules":
-			s := sub(topic(n, r.segs[1]), r.segs[2], "")
-			rule, err := armRule(r)
-			if err != nil {
-				errs = append(errs, &FieldError{Path: r.label, Msg: err.Error()})
-				continue
-			}
-			if strings.EqualFold(r.segs[3], "$Default") {
-				s.rules = append([]map[string]any{rule}, s.rules...)
-			} else {
-				s.rules = append(s.rules, rule)
-			}
-		case armNamespaceType + "/authorizationrules", armNamespaceType + "/queues/authorizationrules", armNamespaceType + "/topics/authorizationrules":
-			ar := ARMAuthRule{Namespace: n.name, Name: r.segs[len(r.segs)-1]}
-			if len(r.segs) == 3 {
-				ar.Entity = r.segs[1]
-			}
-			rights, _ := fieldCI(r.props, "rights").([]any)
-			for _, x := range rights {
-				s, ok := x.(string)
-				if !ok {
-					errs = append(errs, &FieldError{Path: r.label, Msg: "rights must be strings (Manage, Send, Listen)"})
-					continue
-				}
-				ar.Rights = append(ar.Rights, s)
-			}
-			if len(ar.Rights) == 0 {
-				errs = append(errs, &FieldError{Path: r.label, Msg: "has no rights (Manage, Send, Listen)"})
-				continue
-			}
-			imp.AuthRules = append(imp.AuthRules, ar)
-		}
+		errs = append(errs, imp.add(tr, r)...)
 	}
 	if len(errs) > 0 {
 		return nil, nil, errs
 	}
 	labels := map[string]string{}
 	var namespaces []any
-	for i, key := range order {
-		n := nss[key]
-		np := fmt.Sprintf("UserConfig.Namespaces[%d]", i)
-		labels[np] = fmt.Sprintf("Microsoft.ServiceBus/namespaces '%s'", n.name)
-		var queues, topics []any
-		for j, qn := range n.queues {
-			labels[fmt.Sprintf("%s.Queues[%d]", np, j)] = fmt.Sprintf("Microsoft.ServiceBus/namespaces/queues '%s/%s'", n.name, qn)
-			queues = append(queues, map[string]any{"Name": qn, "Properties": n.q[strings.ToLower(qn)]})
-		}
-		for j, tn := range n.topics {
-			t := n.t[strings.ToLower(tn)]
-			tp := fmt.Sprintf("%s.Topics[%d]", np, j)
-			labels[tp] = fmt.Sprintf("Microsoft.ServiceBus/namespaces/topics '%s/%s'", n.name, tn)
-			if t.props == nil {
-				imp.Warnings = append(imp.Warnings, fmt.Sprintf("topic '%s/%s' is not declared in the template (only its subscriptions): created with default properties", n.name, tn))
-				t.props = map[string]any{}
-			}
-			var subs []any
-			for k, sn := range t.subs {
-				s := t.s[strings.ToLower(sn)]
-				sp := fmt.Sprintf("%s.Subscriptions[%d]", tp, k)
-				labels[sp] = fmt.Sprintf("Microsoft.ServiceBus/namespaces/topics/subscriptions '%s/%s/%s'", n.name, tn, sn)
-				if s.props == nil {
-					imp.Warnings = append(imp.Warnings, fmt.Sprintf("subscription '%s/%s/%s' is not declared in the template (only its rules): created with default properties", n.name, tn, sn))
-					s.props = map[string]any{}
-				}
-				for r := range s.rules {
-					labels[fmt.Sprintf("%s.Rules[%d]", sp, r)] = fmt.Sprintf("Microsoft.ServiceBus/namespaces/topics/subscriptions/rules '%s/%s/%s/%s'", n.name, tn, sn, s.rules[r]["Name"])
-				}
-				entry := map[string]any{"Name": sn, "Properties": s.props}
-				if len(s.rules) > 0 {
-					entry["Rules"] = s.rules
-				}
-				subs = append(subs, entry)
-			}
-			topics = append(topics, map[string]any{"Name": tn, "Properties": t.props, "Subscriptions": subs})
-		}
-		namespaces = append(namespaces, map[string]any{"Name": n.name, "Queues": queues, "Topics": topics})
+	for i, key := range tr.order {
+		namespaces = append(namespaces, imp.emitNS(tr.nss[key], i, labels))
 	}
 	if len(namespaces) == 0 {
 		return nil, nil, ErrorList{{Msg: "the template declares no Service Bus namespace, queue or topic"}}
@@ -708,6 +623,121 @@ func (imp *ARMImport) build(flat []armResource) ([]byte, map[string]string, erro
 	}
 	sort.Strings(imp.Warnings)
 	return b, labels, nil
+}
+
+// add puts resource r into the tree (authorization rules into
+// imp.AuthRules), returning what is wrong with it.
+func (imp *ARMImport) add(tr *armTree, r armResource) ErrorList {
+	twice := func() ErrorList { return ErrorList{{Path: r.label, Msg: "is declared twice"}} }
+	n := tr.ns(r.segs[0])
+	switch r.typ {
+	case armNamespaceType:
+		if r.sku != "" {
+			imp.SKUs[n.name] = r.sku
+		}
+	case armNamespaceType + "/queues":
+		key := strings.ToLower(r.segs[1])
+		if n.q[key] != nil {
+			return twice()
+		}
+		n.q[key] = cleanProps(r.props)
+		n.queues = append(n.queues, r.segs[1])
+	case armNamespaceType + "/topics":
+		t := n.topic(r.segs[1])
+		if t.props != nil {
+			return twice()
+		}
+		t.props = cleanProps(r.props)
+	case armNamespaceType + "/topics/subscriptions":
+		s := n.topic(r.segs[1]).sub(r.segs[2], r.label)
+		if s.props != nil {
+			return twice()
+		}
+		s.props = cleanProps(r.props)
+	case armNamespaceType + "/topics/subscriptions/rules":
+		s := n.topic(r.segs[1]).sub(r.segs[2], "")
+		rule, err := armRule(r)
+		if err != nil {
+			return ErrorList{{Path: r.label, Msg: err.Error()}}
+		}
+		if strings.EqualFold(r.segs[3], "$Default") {
+			s.rules = append([]map[string]any{rule}, s.rules...)
+		} else {
+			s.rules = append(s.rules, rule)
+		}
+	case armNamespaceType + "/authorizationrules", armNamespaceType + "/queues/authorizationrules", armNamespaceType + "/topics/authorizationrules":
+		return imp.addAuthRule(n, r)
+	}
+	return nil
+}
+
+// addAuthRule adds an authorization rule resource to imp.AuthRules.
+func (imp *ARMImport) addAuthRule(n *armNS, r armResource) ErrorList {
+	var errs ErrorList
+	ar := ARMAuthRule{Namespace: n.name, Name: r.segs[len(r.segs)-1]}
+	if len(r.segs) == 3 {
+		ar.Entity = r.segs[1]
+	}
+	rights, _ := fieldCI(r.props, "rights").([]any)
+	for _, x := range rights {
+		s, ok := x.(string)
+		if !ok {
+			errs = append(errs, &FieldError{Path: r.label, Msg: "rights must be strings (Manage, Send, Listen)"})
+			continue
+		}
+		ar.Rights = append(ar.Rights, s)
+	}
+	if len(ar.Rights) == 0 {
+		return append(errs, &FieldError{Path: r.label, Msg: "has no rights (Manage, Send, Listen)"})
+	}
+	imp.AuthRules = append(imp.AuthRules, ar)
+	return errs
+}
+
+// emitNS writes out namespace n, the i-th, as a Config.json namespace,
+// adding the labels of its paths.
+func (imp *ARMImport) emitNS(n *armNS, i int, labels map[string]string) any {
+	np := fmt.Sprintf("UserConfig.Namespaces[%d]", i)
+	labels[np] = fmt.Sprintf("Microsoft.ServiceBus/namespaces '%s'", n.name)
+	var queues, topics []any
+	for j, qn := range n.queues {
+		labels[fmt.Sprintf("%s.Queues[%d]", np, j)] = fmt.Sprintf("Microsoft.ServiceBus/namespaces/queues '%s/%s'", n.name, qn)
+		queues = append(queues, map[string]any{"Name": qn, "Properties": n.q[strings.ToLower(qn)]})
+	}
+	for j, tn := range n.topics {
+		topics = append(topics, imp.emitTopic(n, tn, fmt.Sprintf("%s.Topics[%d]", np, j), labels))
+	}
+	return map[string]any{"Name": n.name, "Queues": queues, "Topics": topics}
+}
+
+// emitTopic writes out topic tn of namespace n, at Config.json path tp,
+// with its subscriptions and their rules.
+func (imp *ARMImport) emitTopic(n *armNS, tn, tp string, labels map[string]string) any {
+	t := n.t[strings.ToLower(tn)]
+	labels[tp] = fmt.Sprintf("Microsoft.ServiceBus/namespaces/topics '%s/%s'", n.name, tn)
+	if t.props == nil {
+		imp.Warnings = append(imp.Warnings, fmt.Sprintf("topic '%s/%s' is not declared in the template (only its subscriptions): created with default properties", n.name, tn))
+		t.props = map[string]any{}
+	}
+	var subs []any
+	for k, sn := range t.subs {
+		s := t.s[strings.ToLower(sn)]
+		sp := fmt.Sprintf("%s.Subscriptions[%d]", tp, k)
+		labels[sp] = fmt.Sprintf("Microsoft.ServiceBus/namespaces/topics/subscriptions '%s/%s/%s'", n.name, tn, sn)
+		if s.props == nil {
+			imp.Warnings = append(imp.Warnings, fmt.Sprintf("subscription '%s/%s/%s' is not declared in the template (only its rules): created with default properties", n.name, tn, sn))
+			s.props = map[string]any{}
+		}
+		for r := range s.rules {
+			labels[fmt.Sprintf("%s.Rules[%d]", sp, r)] = fmt.Sprintf("Microsoft.ServiceBus/namespaces/topics/subscriptions/rules '%s/%s/%s/%s'", n.name, tn, sn, s.rules[r]["Name"])
+		}
+		entry := map[string]any{"Name": sn, "Properties": s.props}
+		if len(s.rules) > 0 {
+			entry["Rules"] = s.rules
+		}
+		subs = append(subs, entry)
+	}
+	return map[string]any{"Name": tn, "Properties": t.props, "Subscriptions": subs}
 }
 
 // armRule converts a rule resource into a Config.json rule.

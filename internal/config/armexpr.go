@@ -172,230 +172,298 @@ func (p *exprParser) str() (string, error) {
 // maxExprString bounds a string an expression builds.
 const maxExprString = 1 << 20
 
+// armFuncs is the table of template functions call evaluates, by
+// lower-case name. It is filled in by init: the parameters function
+// evaluates parameters, which may call functions again.
+var armFuncs map[string]func(p *exprParser, c armCall) (any, error)
+
+func init() {
+	armFuncs = map[string]func(p *exprParser, c armCall) (any, error){
+		"parameters": armParamOrVar,
+		"variables":  armParamOrVar,
+		"concat":     armConcat,
+		"format":     armFormat,
+		"tolower":    armCase,
+		"toupper":    armCase,
+		"trim":       armCase,
+		"replace":    armReplace,
+		"string":     armString,
+		"int":        armInt,
+		"bool":       armBool,
+		"if":         armIf,
+		"equals":     armEquals,
+		"not":        armNot,
+		"empty":      armLength,
+		"length":     armLength,
+	}
+}
+
+// armCall is a function call being evaluated: the name as written and
+// the evaluated arguments.
+type armCall struct {
+	name string
+	args []any
+}
+
+// want checks that c has n arguments.
+func (c armCall) want(n int) error {
+	if len(c.args) != n {
+		return fmt.Errorf("%s takes %d argument(s), not %d", c.name, n, len(c.args))
+	}
+	return nil
+}
+
+// str is argument i, which must be a string.
+func (c armCall) str(i int) (string, error) {
+	s, ok := c.args[i].(string)
+	if !ok {
+		return "", fmt.Errorf("argument %d of %s must be a string, not %s", i+1, c.name, armTypeName(c.args[i]))
+	}
+	return s, nil
+}
+
+// call evaluates the template function name on args through armFuncs.
 func (p *exprParser) call(name string, args []any) (any, error) {
-	want := func(n int) error {
-		if len(args) != n {
-			return fmt.Errorf("%s takes %d argument(s), not %d", name, n, len(args))
-		}
-		return nil
+	f := armFuncs[strings.ToLower(name)]
+	if f == nil {
+		return nil, fmt.Errorf("the template function '%s' is not supported (busbar import evaluates parameters, variables, concat, format, toLower, toUpper, string, int, bool, if, equals, not, empty, length, replace and trim)", name)
 	}
-	strArg := func(i int) (string, error) {
-		s, ok := args[i].(string)
-		if !ok {
-			return "", fmt.Errorf("argument %d of %s must be a string, not %s", i+1, name, armTypeName(args[i]))
-		}
-		return s, nil
+	return f(p, armCall{name: name, args: args})
+}
+
+func armParamOrVar(p *exprParser, c armCall) (any, error) {
+	if err := c.want(1); err != nil {
+		return nil, err
 	}
-	switch strings.ToLower(name) {
-	case "parameters", "variables":
-		if err := want(1); err != nil {
-			return nil, err
+	n, err := c.str(0)
+	if err != nil {
+		return nil, err
+	}
+	if strings.EqualFold(c.name, "parameters") {
+		return p.sc.parameter(n)
+	}
+	return p.sc.variable(n)
+}
+
+func armConcat(_ *exprParser, c armCall) (any, error) {
+	args := c.args
+	if len(args) == 0 {
+		return nil, fmt.Errorf("concat takes at least one argument")
+	}
+	if _, ok := args[0].([]any); ok {
+		var out []any
+		for i, a := range args {
+			arr, ok := a.([]any)
+			if !ok {
+				return nil, fmt.Errorf("argument %d of concat must be an array like the first, not %s", i+1, armTypeName(a))
+			}
+			out = append(out, arr...)
 		}
-		n, err := strArg(0)
+		return out, nil
+	}
+	var b strings.Builder
+	for _, a := range args {
+		s, err := armText(a)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("concat: %w", err)
 		}
-		if strings.EqualFold(name, "parameters") {
-			return p.sc.parameter(n)
+		b.WriteString(s)
+		if b.Len() > maxExprString {
+			return nil, fmt.Errorf("concat builds a string over %d bytes", maxExprString)
 		}
-		return p.sc.variable(n)
-	case "concat":
-		if len(args) == 0 {
-			return nil, fmt.Errorf("concat takes at least one argument")
-		}
-		if _, ok := args[0].([]any); ok {
-			var out []any
-			for i, a := range args {
-				arr, ok := a.([]any)
-				if !ok {
-					return nil, fmt.Errorf("argument %d of concat must be an array like the first, not %s", i+1, armTypeName(a))
-				}
-				out = append(out, arr...)
-			}
-			return out, nil
-		}
-		var b strings.Builder
-		for _, a := range args {
-			s, err := armText(a)
-			if err != nil {
-				return nil, fmt.Errorf("concat: %w", err)
-			}
-			b.WriteString(s)
-			if b.Len() > maxExprString {
-				return nil, fmt.Errorf("concat builds a string over %d bytes", maxExprString)
-			}
-		}
-		return b.String(), nil
-	case "format":
-		if len(args) == 0 {
-			return nil, fmt.Errorf("format takes a format string")
-		}
-		f, err := strArg(0)
-		if err != nil {
-			return nil, err
-		}
-		var b strings.Builder
-		for i := 0; i < len(f); i++ {
-			c := f[i]
-			if c == '{' {
-				if i+1 < len(f) && f[i+1] == '{' {
-					b.WriteByte('{')
-					i++
-					continue
-				}
-				end := strings.IndexByte(f[i:], '}')
-				if end < 0 {
-					return nil, fmt.Errorf("format: unclosed '{'")
-				}
-				idx, err := strconv.Atoi(f[i+1 : i+end])
-				if err != nil || idx < 0 || idx+1 >= len(args) {
-					return nil, fmt.Errorf("format: placeholder {%s} names no argument", f[i+1:i+end])
-				}
-				s, err := armText(args[idx+1])
-				if err != nil {
-					return nil, fmt.Errorf("format: %w", err)
-				}
-				b.WriteString(s)
-				i += end
+	}
+	return b.String(), nil
+}
+
+func armFormat(_ *exprParser, c armCall) (any, error) {
+	args := c.args
+	if len(args) == 0 {
+		return nil, fmt.Errorf("format takes a format string")
+	}
+	f, err := c.str(0)
+	if err != nil {
+		return nil, err
+	}
+	var b strings.Builder
+	for i := 0; i < len(f); i++ {
+		c := f[i]
+		if c == '{' {
+			if i+1 < len(f) && f[i+1] == '{' {
+				b.WriteByte('{')
+				i++
 				continue
 			}
-			if c == '}' && i+1 < len(f) && f[i+1] == '}' {
-				i++
+			end := strings.IndexByte(f[i:], '}')
+			if end < 0 {
+				return nil, fmt.Errorf("format: unclosed '{'")
 			}
-			b.WriteByte(c)
-			if b.Len() > maxExprString {
-				return nil, fmt.Errorf("format builds a string over %d bytes", maxExprString)
+			idx, err := strconv.Atoi(f[i+1 : i+end])
+			if err != nil || idx < 0 || idx+1 >= len(args) {
+				return nil, fmt.Errorf("format: placeholder {%s} names no argument", f[i+1:i+end])
 			}
-		}
-		return b.String(), nil
-	case "tolower", "toupper", "trim":
-		if err := want(1); err != nil {
-			return nil, err
-		}
-		s, err := strArg(0)
-		if err != nil {
-			return nil, err
-		}
-		switch strings.ToLower(name) {
-		case "tolower":
-			return strings.ToLower(s), nil
-		case "toupper":
-			return strings.ToUpper(s), nil
-		}
-		return strings.TrimSpace(s), nil
-	case "replace":
-		if err := want(3); err != nil {
-			return nil, err
-		}
-		var s [3]string
-		for i := range s {
-			v, err := strArg(i)
+			s, err := armText(args[idx+1])
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("format: %w", err)
 			}
-			s[i] = v
+			b.WriteString(s)
+			i += end
+			continue
 		}
-		if s[1] == "" {
-			return s[0], nil
+		if c == '}' && i+1 < len(f) && f[i+1] == '}' {
+			i++
 		}
-		if n := strings.Count(s[0], s[1]); n > 0 && len(s[0])+n*len(s[2]) > maxExprString {
-			return nil, fmt.Errorf("replace builds a string over %d bytes", maxExprString)
+		b.WriteByte(c)
+		if b.Len() > maxExprString {
+			return nil, fmt.Errorf("format builds a string over %d bytes", maxExprString)
 		}
-		return strings.ReplaceAll(s[0], s[1], s[2]), nil
-	case "string":
-		if err := want(1); err != nil {
-			return nil, err
-		}
-		if s, err := armText(args[0]); err == nil {
-			return s, nil
-		}
-		b, err := json.Marshal(args[0])
-		if err != nil {
-			return nil, err
-		}
-		return string(b), nil
-	case "int":
-		if err := want(1); err != nil {
-			return nil, err
-		}
-		switch v := args[0].(type) {
-		case int64:
-			return v, nil
-		case string:
-			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			if err != nil {
-				return nil, fmt.Errorf("int: '%s' is not an integer", v)
-			}
-			return n, nil
-		}
-		return nil, fmt.Errorf("int: cannot convert %s", armTypeName(args[0]))
-	case "bool":
-		if err := want(1); err != nil {
-			return nil, err
-		}
-		switch v := args[0].(type) {
-		case bool:
-			return v, nil
-		case string:
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return nil, fmt.Errorf("bool: '%s' is not true or false", v)
-			}
-			return b, nil
-		case int64:
-			return v != 0, nil
-		}
-		return nil, fmt.Errorf("bool: cannot convert %s", armTypeName(args[0]))
-	case "if":
-		if err := want(3); err != nil {
-			return nil, err
-		}
-		c, ok := args[0].(bool)
-		if !ok {
-			return nil, fmt.Errorf("the condition of if must be a boolean, not %s", armTypeName(args[0]))
-		}
-		if c {
-			return args[1], nil
-		}
-		return args[2], nil
-	case "equals":
-		if err := want(2); err != nil {
-			return nil, err
-		}
-		a, _ := json.Marshal(args[0])
-		b, _ := json.Marshal(args[1])
-		return string(a) == string(b), nil
-	case "not":
-		if err := want(1); err != nil {
-			return nil, err
-		}
-		b, ok := args[0].(bool)
-		if !ok {
-			return nil, fmt.Errorf("not takes a boolean, not %s", armTypeName(args[0]))
-		}
-		return !b, nil
-	case "empty", "length":
-		if err := want(1); err != nil {
-			return nil, err
-		}
-		var n int
-		switch v := args[0].(type) {
-		case nil:
-		case string:
-			n = len(v)
-		case []any:
-			n = len(v)
-		case map[string]any:
-			n = len(v)
-		default:
-			return nil, fmt.Errorf("%s takes a string, array or object, not %s", name, armTypeName(args[0]))
-		}
-		if strings.EqualFold(name, "empty") {
-			return n == 0, nil
-		}
-		return int64(n), nil
 	}
-	return nil, fmt.Errorf("the template function '%s' is not supported (busbar import evaluates parameters, variables, concat, format, toLower, toUpper, string, int, bool, if, equals, not, empty, length, replace and trim)", name)
+	return b.String(), nil
+}
+
+// armCase is toLower, toUpper and trim.
+func armCase(_ *exprParser, c armCall) (any, error) {
+	if err := c.want(1); err != nil {
+		return nil, err
+	}
+	s, err := c.str(0)
+	if err != nil {
+		return nil, err
+	}
+	switch strings.ToLower(c.name) {
+	case "tolower":
+		return strings.ToLower(s), nil
+	case "toupper":
+		return strings.ToUpper(s), nil
+	}
+	return strings.TrimSpace(s), nil
+}
+
+func armReplace(_ *exprParser, c armCall) (any, error) {
+	if err := c.want(3); err != nil {
+		return nil, err
+	}
+	var s [3]string
+	for i := range s {
+		v, err := c.str(i)
+		if err != nil {
+			return nil, err
+		}
+		s[i] = v
+	}
+	if s[1] == "" {
+		return s[0], nil
+	}
+	if n := strings.Count(s[0], s[1]); n > 0 && len(s[0])+n*len(s[2]) > maxExprString {
+		return nil, fmt.Errorf("replace builds a string over %d bytes", maxExprString)
+	}
+	return strings.ReplaceAll(s[0], s[1], s[2]), nil
+}
+
+func armString(_ *exprParser, c armCall) (any, error) {
+	if err := c.want(1); err != nil {
+		return nil, err
+	}
+	if s, err := armText(c.args[0]); err == nil {
+		return s, nil
+	}
+	b, err := json.Marshal(c.args[0])
+	if err != nil {
+		return nil, err
+	}
+	return string(b), nil
+}
+
+func armInt(_ *exprParser, c armCall) (any, error) {
+	if err := c.want(1); err != nil {
+		return nil, err
+	}
+	switch v := c.args[0].(type) {
+	case int64:
+		return v, nil
+	case string:
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("int: '%s' is not an integer", v)
+		}
+		return n, nil
+	}
+	return nil, fmt.Errorf("int: cannot convert %s", armTypeName(c.args[0]))
+}
+
+func armBool(_ *exprParser, c armCall) (any, error) {
+	if err := c.want(1); err != nil {
+		return nil, err
+	}
+	switch v := c.args[0].(type) {
+	case bool:
+		return v, nil
+	case string:
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, fmt.Errorf("bool: '%s' is not true or false", v)
+		}
+		return b, nil
+	case int64:
+		return v != 0, nil
+	}
+	return nil, fmt.Errorf("bool: cannot convert %s", armTypeName(c.args[0]))
+}
+
+func armIf(_ *exprParser, c armCall) (any, error) {
+	if err := c.want(3); err != nil {
+		return nil, err
+	}
+	cond, ok := c.args[0].(bool)
+	if !ok {
+		return nil, fmt.Errorf("the condition of if must be a boolean, not %s", armTypeName(c.args[0]))
+	}
+	if cond {
+		return c.args[1], nil
+	}
+	return c.args[2], nil
+}
+
+func armEquals(_ *exprParser, c armCall) (any, error) {
+	if err := c.want(2); err != nil {
+		return nil, err
+	}
+	a, _ := json.Marshal(c.args[0])
+	b, _ := json.Marshal(c.args[1])
+	return string(a) == string(b), nil
+}
+
+func armNot(_ *exprParser, c armCall) (any, error) {
+	if err := c.want(1); err != nil {
+		return nil, err
+	}
+	b, ok := c.args[0].(bool)
+	if !ok {
+		return nil, fmt.Errorf("not takes a boolean, not %s", armTypeName(c.args[0]))
+	}
+	return !b, nil
+}
+
+// armLength is empty and length.
+func armLength(_ *exprParser, c armCall) (any, error) {
+	if err := c.want(1); err != nil {
+		return nil, err
+	}
+	var n int
+	switch v := c.args[0].(type) {
+	case nil:
+	case string:
+		n = len(v)
+	case []any:
+		n = len(v)
+	case map[string]any:
+		n = len(v)
+	default:
+		return nil, fmt.Errorf("%s takes a string, array or object, not %s", c.name, armTypeName(c.args[0]))
+	}
+	if strings.EqualFold(c.name, "empty") {
+		return n == 0, nil
+	}
+	return int64(n), nil
 }
 
 // armText is a scalar as text, for concat and format.

@@ -298,6 +298,8 @@ func IsValidation(err error) bool {
 	return errors.As(err, &ve)
 }
 
+// complete checks r and fills in its defaults, step by step: what it
+// targets, how often it fires, its timings, and its AMQP condition.
 func (r *Rule) complete() error {
 	ops, ok := kinds[r.Kind]
 	if !ok {
@@ -307,6 +309,25 @@ func (r *Rule) complete() error {
 		}
 		return invalid("unknown fault kind %q: use one of %s", r.Kind, strings.Join(names, ", "))
 	}
+	if err := r.completeTarget(ops); err != nil {
+		return err
+	}
+	if err := r.completeCount(); err != nil {
+		return err
+	}
+	if err := r.completeTimings(); err != nil {
+		return err
+	}
+	if err := r.completeCondition(); err != nil {
+		return err
+	}
+	r.Remaining, r.Skipping = r.Count, r.Skip
+	return nil
+}
+
+// completeTarget checks what r applies to: entity, operation (one of ops,
+// the first by default), property condition and link name.
+func (r *Rule) completeTarget(ops []Op) error {
 	r.Entity = strings.Trim(strings.TrimSpace(r.Entity), "/")
 	switch {
 	case r.Entity == "":
@@ -335,6 +356,11 @@ func (r *Rule) complete() error {
 	if r.Link != "" && (r.Op == OpStore || r.Op == OpManagement) {
 		return invalid("a link name applies to send, receive, settle and attach, not %s", r.Op)
 	}
+	return nil
+}
+
+// completeCount checks how often r fires: count (1 by default) and skip.
+func (r *Rule) completeCount() error {
 	switch {
 	case r.Count == 0:
 		r.Count = 1
@@ -344,6 +370,12 @@ func (r *Rule) complete() error {
 	if r.Skip < 0 || r.Skip > MaxCount {
 		return invalid("skip must be from 0 to %d", MaxCount)
 	}
+	return nil
+}
+
+// completeTimings checks r's ttl, delay and retryAfter, each bounded and
+// the last two only for the kind that takes them.
+func (r *Rule) completeTimings() error {
 	switch {
 	case r.TTL == 0:
 		r.TTL = Duration(DefaultTTL)
@@ -368,6 +400,12 @@ func (r *Rule) complete() error {
 	if r.Kind != ServerBusy && r.RetryAfter != 0 {
 		return invalid("only a server-busy fault takes retryAfter")
 	}
+	return nil
+}
+
+// completeCondition checks r's AMQP error condition, defaulted for the
+// kinds that take one.
+func (r *Rule) completeCondition() error {
 	switch r.Kind {
 	case Detach:
 		if r.Condition == "" {
@@ -385,7 +423,6 @@ func (r *Rule) complete() error {
 	if r.Condition != "" && (strings.ContainsAny(r.Condition, " \t\r\n") || !strings.Contains(r.Condition, ":")) {
 		return invalid("condition %q is not an AMQP condition symbol such as amqp:link:detach-forced", r.Condition)
 	}
-	r.Remaining, r.Skipping = r.Count, r.Skip
 	return nil
 }
 

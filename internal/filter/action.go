@@ -216,7 +216,8 @@ func utf16Len(s string) int {
 
 // convertLike converts a new numeric value x to the Go type of the value
 // it replaces, when the conversion is exact; otherwise it returns x.
-// Its branches are the table of numeric types, one case each.
+// Long on purpose: its branches are the table of numeric types, one case
+// each.
 func convertLike(x, old any) any {
 	switch n := x.(type) {
 	case int64:

@@ -286,7 +286,7 @@ var (
 // is infinite); + concatenates two strings; DateTime and TimeSpan add and
 // subtract.
 //
-// Its cyclomatic complexity is high on purpose: it is the table of
+// Long on purpose: its cyclomatic complexity is high, it is the table of
 // operator × operand types, and each case mirrors one C# rule.
 func arith(op Token, a, b *value) (value, error) {
 	if a.isNull() || b.isNull() {

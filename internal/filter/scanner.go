@@ -62,7 +62,7 @@ func isDigit(r rune) bool { return '0' <= r && r <= '9' }
 // for STRING; and "" for operators and EOF. A lexical error is reported to
 // the error handler and returned as ILLEGAL.
 //
-// It is long on purpose, as go/scanner's Scan is: one switch on the first
+// Long on purpose: as go/scanner's Scan is, one switch on the first
 // character, a case per token class, reads as the lexical grammar.
 func (s *Scanner) Scan() (pos Pos, tok Token, lit string) {
 	// Skip white space.

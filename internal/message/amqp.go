@@ -53,7 +53,26 @@ func DecodeAMQP(out *Message, data []byte) error {
 	*out = Message{Priority: 4, Body: s.Body}
 	// Read every section first, then check the values: a malformed
 	// section is reported before an unsupported value.
+	var v decodedSections
+	if err := v.read(&s, out); err != nil {
+		return err
+	}
+	return v.store(out)
+}
+
+// decodedSections are the sections of a message DecodeAMQP read, before
+// their values are checked.
+type decodedSections struct {
+	da, ma, ap map[string]any
+	footer     map[Symbol]any
+	p          frames.Properties
+	hasProps   bool
+}
+
+// read decodes the sections of s, the header straight into out.
+func (v *decodedSections) read(s *frames.Sections, out *Message) error {
 	var r encoding.Reader
+	var err error
 	if s.Header != nil {
 		var h frames.Header
 		r.Reset(s.Header)
@@ -64,22 +83,20 @@ func DecodeAMQP(out *Message, data []byte) error {
 		out.Priority = h.Priority
 		out.TTL = time.Duration(h.TTL) * time.Millisecond
 	}
-	var da, ma, ap map[string]any
-	var footer map[Symbol]any
 	if s.DeliveryAnnotations != nil {
-		if da, err = readAnnotations(&r, s.DeliveryAnnotations); err != nil {
+		if v.da, err = readAnnotations(&r, s.DeliveryAnnotations); err != nil {
 			return fmt.Errorf("frames: delivery-annotations: %w", err)
 		}
 	}
 	if s.MessageAnnotations != nil {
-		if ma, err = readAnnotations(&r, s.MessageAnnotations); err != nil {
+		if v.ma, err = readAnnotations(&r, s.MessageAnnotations); err != nil {
 			return fmt.Errorf("frames: message-annotations: %w", err)
 		}
 	}
-	var p frames.Properties
 	if s.Properties != nil {
+		v.hasProps = true
 		r.Reset(s.Properties)
-		if err := p.UnmarshalAMQP(&r); err != nil {
+		if err := v.p.UnmarshalAMQP(&r); err != nil {
 			return err
 		}
 	}
@@ -88,11 +105,11 @@ func DecodeAMQP(out *Message, data []byte) error {
 		if _, _, err := r.ReadDescriptor(); err != nil {
 			return err
 		}
-		if ap, err = r.ReadStringMap(); err != nil {
+		if v.ap, err = r.ReadStringMap(); err != nil {
 			return fmt.Errorf("frames: application-properties: %w", err)
 		}
-		if ap == nil {
-			ap = map[string]any{} // present, if null: kept as present
+		if v.ap == nil {
+			v.ap = map[string]any{} // present, if null: kept as present
 		}
 	}
 	if s.Footer != nil {
@@ -100,62 +117,76 @@ func DecodeAMQP(out *Message, data []byte) error {
 		if _, _, err := r.ReadDescriptor(); err != nil {
 			return fmt.Errorf("frames: footer: %w", err)
 		}
-		if footer, err = r.ReadSymbolMap(); err != nil {
+		if v.footer, err = r.ReadSymbolMap(); err != nil {
 			return fmt.Errorf("frames: footer: %w", err)
 		}
-		if footer == nil {
-			footer = map[Symbol]any{}
+		if v.footer == nil {
+			v.footer = map[Symbol]any{}
 		}
 	}
+	return nil
+}
 
-	if len(ma) > 0 {
+// store checks the values read and stores them in out.
+func (v *decodedSections) store(out *Message) error {
+	var err error
+	if ma := v.ma; len(ma) > 0 {
 		delete(ma, string(AnnEnqueueSequenceNumber)) // the broker's alone
 		if err := simpleValues(ma, "message annotation"); err != nil {
 			return err
 		}
 		out.Annotations = ma
 	}
-	if len(da) > 0 {
+	if da := v.da; len(da) > 0 {
 		if err := simpleValues(da, "delivery annotation"); err != nil {
 			return err
 		}
 		out.DeliveryAnnotations = da
 	}
-	if footer != nil {
+	if v.footer != nil {
 		// Kept encoded, whatever its values, and sent back as it came
 		// (in key order).
-		if out.Footer, err = frames.AppendAnnotationsSection(nil, frames.DescriptorFooter, footer); err != nil {
+		if out.Footer, err = frames.AppendAnnotationsSection(nil, frames.DescriptorFooter, v.footer); err != nil {
 			return fmt.Errorf("footer: %w", err)
 		}
 	}
-	if s.Properties != nil {
-		if out.MessageID, err = SimpleValue(p.MessageID); err != nil {
-			return fmt.Errorf("message-id: %w", err)
-		}
-		if out.CorrelationID, err = SimpleValue(p.CorrelationID); err != nil {
-			return fmt.Errorf("correlation-id: %w", err)
-		}
-		if p.UserID != nil {
-			out.UserID = append([]byte(nil), p.UserID...)
-		}
-		out.To = p.To
-		out.Subject = p.Subject
-		out.ReplyTo = p.ReplyTo
-		out.ContentType = string(p.ContentType)
-		out.ContentEncoding = string(p.ContentEncoding)
-		out.AbsoluteExpiryTime = p.AbsoluteExpiryTime
-		out.CreationTime = p.CreationTime
-		out.SessionID = p.GroupID
-		out.EmptySessionID = p.EmptyGroupID // "" is a session id of its own
-		out.GroupSequence = p.GroupSequence
-		out.ReplyToSessionID = p.ReplyToGroupID
-	}
-	if ap != nil {
-		if err := simpleValues(ap, "application property"); err != nil {
+	if v.hasProps {
+		if err := storeProperties(out, &v.p); err != nil {
 			return err
 		}
-		out.ApplicationProperties = ap
 	}
+	if v.ap != nil {
+		if err := simpleValues(v.ap, "application property"); err != nil {
+			return err
+		}
+		out.ApplicationProperties = v.ap
+	}
+	return nil
+}
+
+// storeProperties stores the properties section p in out.
+func storeProperties(out *Message, p *frames.Properties) error {
+	var err error
+	if out.MessageID, err = SimpleValue(p.MessageID); err != nil {
+		return fmt.Errorf("message-id: %w", err)
+	}
+	if out.CorrelationID, err = SimpleValue(p.CorrelationID); err != nil {
+		return fmt.Errorf("correlation-id: %w", err)
+	}
+	if p.UserID != nil {
+		out.UserID = append([]byte(nil), p.UserID...)
+	}
+	out.To = p.To
+	out.Subject = p.Subject
+	out.ReplyTo = p.ReplyTo
+	out.ContentType = string(p.ContentType)
+	out.ContentEncoding = string(p.ContentEncoding)
+	out.AbsoluteExpiryTime = p.AbsoluteExpiryTime
+	out.CreationTime = p.CreationTime
+	out.SessionID = p.GroupID
+	out.EmptySessionID = p.EmptyGroupID // "" is a session id of its own
+	out.GroupSequence = p.GroupSequence
+	out.ReplyToSessionID = p.ReplyToGroupID
 	return nil
 }
 
@@ -275,10 +306,38 @@ func AppendAMQP(dst []byte, m *Message, d *Delivery) ([]byte, error) {
 		}
 	}
 
-	// Message annotations: the sender's, without whatever it put under the
-	// broker's keys, and the broker's.
 	var arr [16]annotation
-	ma := arr[:0]
+	ma := messageAnnotations(arr[:0], m, d)
+
+	dst, err := h.AppendAMQP(dst)
+	if err != nil {
+		return nil, err
+	}
+	var b encoding.Buffer
+	b.SetBytes(dst)
+	if err := writeDeliveryAnnotations(&b, m, d); err != nil {
+		return nil, err
+	}
+	if err := writeMessageAnnotations(&b, ma); err != nil {
+		return nil, err
+	}
+	if dst, err = p.AppendAMQP(b.Bytes()); err != nil {
+		return nil, err
+	}
+	b.SetBytes(dst)
+	if ap := m.ApplicationProperties; ap != nil {
+		b.WriteDescriptor(frames.DescriptorApplicationProperties)
+		if err := b.WriteStringMap(ap); err != nil {
+			return nil, err
+		}
+	}
+	return append(append(b.Bytes(), m.Body...), m.Footer...), nil
+}
+
+// messageAnnotations appends to ma, sorted by key, the message annotations
+// of m as delivered in d: the sender's, without whatever it put under the
+// broker's keys, and the broker's.
+func messageAnnotations(ma []annotation, m *Message, d *Delivery) []annotation {
 	for k, v := range m.Annotations {
 		switch Symbol(k) {
 		case AnnLockedUntil, AnnMessageState, AnnDeadLetterSource, AnnSequenceNumber, AnnEnqueuedTime:
@@ -313,42 +372,47 @@ func AppendAMQP(dst []byte, m *Message, d *Delivery) ([]byte, error) {
 		ma = append(ma, annotation{k: AnnLockedUntil, kind: annTime, t: d.LockedUntil})
 	}
 	sortAnnotations(ma)
+	return ma
+}
 
-	dst, err := h.AppendAMQP(dst)
-	if err != nil {
-		return nil, err
+// writeDeliveryAnnotations writes the delivery-annotations section of m
+// as delivered in d, if it has any: the sender's (in key order), the
+// broker's lock token in place of any the sender gave.
+func writeDeliveryAnnotations(b *encoding.Buffer, m *Message, d *Delivery) error {
+	da := m.DeliveryAnnotations
+	if !d.WithLockToken && len(da) == 0 {
+		return nil
 	}
-	var b encoding.Buffer
-	b.SetBytes(dst)
-	if da := m.DeliveryAnnotations; d.WithLockToken || len(da) > 0 {
-		// The sender's delivery annotations (in key order), the broker's
-		// lock token in place of any the sender gave.
-		var karr [8]string
-		keys := karr[:0]
-		for k := range da {
-			if Symbol(k) != AnnLockToken {
-				keys = append(keys, k)
-			}
+	var karr [8]string
+	keys := karr[:0]
+	for k := range da {
+		if Symbol(k) != AnnLockToken {
+			keys = append(keys, k)
 		}
-		if len(keys) > 1 {
-			slices.Sort(keys)
-		}
-		b.WriteDescriptor(frames.DescriptorDeliveryAnnotations)
-		w := b.BeginMap()
-		n := len(keys)
-		for _, k := range keys {
-			b.WriteSymbol(Symbol(k))
-			if err := b.WriteAny(da[k]); err != nil {
-				return nil, err
-			}
-		}
-		if d.WithLockToken {
-			b.WriteSymbol(AnnLockToken)
-			b.WriteUUID(d.LockToken)
-			n++
-		}
-		w.End(n)
 	}
+	if len(keys) > 1 {
+		slices.Sort(keys)
+	}
+	b.WriteDescriptor(frames.DescriptorDeliveryAnnotations)
+	w := b.BeginMap()
+	n := len(keys)
+	for _, k := range keys {
+		b.WriteSymbol(Symbol(k))
+		if err := b.WriteAny(da[k]); err != nil {
+			return err
+		}
+	}
+	if d.WithLockToken {
+		b.WriteSymbol(AnnLockToken)
+		b.WriteUUID(d.LockToken)
+		n++
+	}
+	w.End(n)
+	return nil
+}
+
+// writeMessageAnnotations writes the message-annotations section of ma.
+func writeMessageAnnotations(b *encoding.Buffer, ma []annotation) error {
 	b.WriteDescriptor(frames.DescriptorMessageAnnotations)
 	w := b.BeginMap()
 	for i := range ma {
@@ -363,22 +427,12 @@ func AppendAMQP(dst []byte, m *Message, d *Delivery) ([]byte, error) {
 			b.WriteTimestamp(a.t)
 		default:
 			if err := b.WriteAny(a.v); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
 	w.End(len(ma))
-	if dst, err = p.AppendAMQP(b.Bytes()); err != nil {
-		return nil, err
-	}
-	b.SetBytes(dst)
-	if ap := m.ApplicationProperties; ap != nil {
-		b.WriteDescriptor(frames.DescriptorApplicationProperties)
-		if err := b.WriteStringMap(ap); err != nil {
-			return nil, err
-		}
-	}
-	return append(append(b.Bytes(), m.Body...), m.Footer...), nil
+	return nil
 }
 
 // ttlMillis converts a time to live to the header's uint milliseconds,

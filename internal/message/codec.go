@@ -430,20 +430,47 @@ func (m *Message) UnmarshalBinary(data []byte) error {
 func (m *Message) unmarshal(data []byte, shared bool) error {
 	*m = Message{}
 	d := decoder{b: data, shared: shared}
+	p, err := d.presence()
+	if err != nil {
+		return err
+	}
+	// The fields follow in the order of their presence bits.
+	d.header(m, p)
+	d.properties(m, p)
+	d.sections(m, p)
+	m.canonical()
+	if d.err == nil && len(d.b) != 0 {
+		d.fail("trailing bytes")
+	}
+	if d.err != nil {
+		*m = Message{}
+		return d.err
+	}
+	return nil
+}
+
+// presence reads the version byte and the presence bits that follow it,
+// refusing bits the version does not know.
+func (d *decoder) presence() (uint64, error) {
 	known := uint64(fAll)
 	switch v := d.byte(); {
 	case d.err != nil:
-		return d.err
+		return 0, d.err
 	case v == codecV1:
 		known = fAllV1
 	case v == codecV2:
 	default:
-		return fmt.Errorf("%w: unknown version %d", ErrCorrupt, v)
+		return 0, fmt.Errorf("%w: unknown version %d", ErrCorrupt, v)
 	}
 	p := d.uvarint()
 	if p&^known != 0 {
-		return fmt.Errorf("%w: unknown field bits %#x", ErrCorrupt, p&^known)
+		return 0, fmt.Errorf("%w: unknown field bits %#x", ErrCorrupt, p&^known)
 	}
+	return p, nil
+}
+
+// header decodes the header fields and message annotations present in p.
+func (d *decoder) header(m *Message, p uint64) {
 	m.Durable = p&fDurable != 0
 	if p&fPriority != 0 {
 		m.Priority = d.byte()
@@ -454,6 +481,10 @@ func (m *Message) unmarshal(data []byte, shared bool) error {
 	if p&fAnnotations != 0 {
 		m.Annotations = nilIfEmpty(d.stringMap(0))
 	}
+}
+
+// properties decodes the AMQP properties fields present in p.
+func (d *decoder) properties(m *Message, p uint64) {
 	if p&fMessageID != 0 {
 		m.MessageID = d.value(0)
 	}
@@ -500,6 +531,11 @@ func (m *Message) unmarshal(data []byte, shared bool) error {
 	if p&fReplyToSessionID != 0 {
 		m.ReplyToSessionID = d.string()
 	}
+}
+
+// sections decodes the application properties, delivery annotations,
+// footer and body present in p.
+func (d *decoder) sections(m *Message, p uint64) {
 	if p&fApplicationProperties != 0 {
 		m.ApplicationProperties = nilIfEmpty(d.stringMap(0))
 	}
@@ -512,6 +548,10 @@ func (m *Message) unmarshal(data []byte, shared bool) error {
 	if p&fBody != 0 {
 		m.Body = d.bytes()
 	}
+}
+
+// canonical makes present but empty byte fields absent.
+func (m *Message) canonical() {
 	// A present but empty field decodes as absent, so that decoding is
 	// canonical (what decodes, re-encodes to the same message).
 	if len(m.UserID) == 0 {
@@ -523,14 +563,6 @@ func (m *Message) unmarshal(data []byte, shared bool) error {
 	if len(m.Footer) == 0 {
 		m.Footer = nil
 	}
-	if d.err == nil && len(d.b) != 0 {
-		d.fail("trailing bytes")
-	}
-	if d.err != nil {
-		*m = Message{}
-		return d.err
-	}
-	return nil
 }
 
 // ---- encoding helpers ----
@@ -867,33 +899,17 @@ func (d *decoder) value(depth int) any {
 	case tagUint8:
 		return d.byte()
 	case tagUint16:
-		v := d.uvarint()
-		if v > math.MaxUint16 {
-			d.fail("uint16 out of range")
-		}
-		return uint16(v)
+		return uint16(d.uvarintMax(math.MaxUint16, "uint16"))
 	case tagUint32:
-		v := d.uvarint()
-		if v > math.MaxUint32 {
-			d.fail("uint32 out of range")
-		}
-		return uint32(v)
+		return uint32(d.uvarintMax(math.MaxUint32, "uint32"))
 	case tagUint64:
 		return d.uvarint()
 	case tagInt8:
 		return int8(d.byte())
 	case tagInt16:
-		v := d.varint()
-		if v < math.MinInt16 || v > math.MaxInt16 {
-			d.fail("int16 out of range")
-		}
-		return int16(v)
+		return int16(d.varintIn(math.MinInt16, math.MaxInt16, "int16"))
 	case tagInt32:
-		v := d.varint()
-		if v < math.MinInt32 || v > math.MaxInt32 {
-			d.fail("int32 out of range")
-		}
-		return int32(v)
+		return int32(d.varintIn(math.MinInt32, math.MaxInt32, "int32"))
 	case tagInt64:
 		return d.varint()
 	case tagFloat32:
@@ -921,48 +937,70 @@ func (d *decoder) value(depth int) any {
 		copy(u[:], d.raw(16))
 		return u
 	case tagChar:
-		v := d.uvarint()
-		if v > math.MaxUint32 {
-			d.fail("char out of range")
-		}
-		return Char(rune(uint32(v)))
+		return Char(rune(uint32(d.uvarintMax(math.MaxUint32, "char"))))
 	case tagList:
-		if depth >= maxDepth {
-			d.fail("nesting too deep")
-			return nil
-		}
-		n := d.count()
-		l := make([]any, 0, n)
-		for i := 0; i < n && d.err == nil; i++ {
-			l = append(l, d.value(depth+1))
-		}
-		return l
+		return d.list(depth)
 	case tagMap:
 		return d.stringMap(depth)
 	case tagAnyMap:
-		if depth >= maxDepth {
-			d.fail("nesting too deep")
-			return nil
-		}
-		n := d.count()
-		m := make(map[any]any, n)
-		for i := 0; i < n && d.err == nil; i++ {
-			k := d.value(depth + 1)
-			v := d.value(depth + 1)
-			if d.err != nil {
-				break
-			}
-			if !hashable(k) {
-				d.fail("unhashable map key")
-				break
-			}
-			m[k] = v
-		}
-		return m
+		return d.anyMap(depth)
 	default:
 		d.fail(fmt.Sprintf("unknown value tag %d", tag))
 		return nil
 	}
+}
+
+// uvarintMax reads a uvarint, failing if it is over max.
+func (d *decoder) uvarintMax(max uint64, what string) uint64 {
+	v := d.uvarint()
+	if v > max {
+		d.fail(what + " out of range")
+	}
+	return v
+}
+
+// varintIn reads a varint, failing if it is outside [min, max].
+func (d *decoder) varintIn(min, max int64, what string) int64 {
+	v := d.varint()
+	if v < min || v > max {
+		d.fail(what + " out of range")
+	}
+	return v
+}
+
+func (d *decoder) list(depth int) any {
+	if depth >= maxDepth {
+		d.fail("nesting too deep")
+		return nil
+	}
+	n := d.count()
+	l := make([]any, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		l = append(l, d.value(depth+1))
+	}
+	return l
+}
+
+func (d *decoder) anyMap(depth int) any {
+	if depth >= maxDepth {
+		d.fail("nesting too deep")
+		return nil
+	}
+	n := d.count()
+	m := make(map[any]any, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		k := d.value(depth + 1)
+		v := d.value(depth + 1)
+		if d.err != nil {
+			break
+		}
+		if !hashable(k) {
+			d.fail("unhashable map key")
+			break
+		}
+		m[k] = v
+	}
+	return m
 }
 
 // hashable reports whether v can be a Go map key.

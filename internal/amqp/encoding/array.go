@@ -71,7 +71,7 @@ func (r *Reader) readArray(c byte) (any, error) {
 
 // arrayElems decodes the n elements of an array whose element constructor
 // is ec (described by desc, if not nil) into the typed Go slice the
-// package maps it to. It is long on purpose: a flat switch with a case
+// package maps it to. Long on purpose: a flat switch with a case
 // per element type code, the decoding half of writeElement's table.
 func (r *Reader) arrayElems(desc any, ec byte, n int) (any, error) {
 	if desc == nil {
@@ -342,7 +342,7 @@ func naturalCode(v any) (byte, error) {
 // writeElement writes e as an array element of the given code: the value
 // encoded with exactly that code, without its constructor byte.
 //
-// It is long on purpose: one flat switch with a case per element type
+// Long on purpose: one flat switch with a case per element type
 // code, the table of the array encoding.
 func (b *Buffer) writeElement(code byte, e any) error {
 	start := len(b.b)

@@ -603,7 +603,7 @@ func (r *Reader) ReadAny() (any, error) {
 }
 
 // body decodes the data of a value whose constructor c was consumed.
-// It is long on purpose: a flat switch with a case per type code, the
+// Long on purpose: a flat switch with a case per type code, the
 // decoding half of WriteAny's table.
 func (r *Reader) body(c byte) (any, error) {
 	switch c {

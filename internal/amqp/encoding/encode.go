@@ -292,7 +292,7 @@ func (b *Buffer) WriteList(v []any) error {
 // int and uint are written as long and ulong. Values implementing
 // Marshaler encode themselves.
 //
-// It is long on purpose: one flat type switch, a case per Go type of the
+// Long on purpose: one flat type switch, a case per Go type of the
 // mapping, reads as the mapping's table; splitting it would scatter it.
 func (b *Buffer) WriteAny(v any) error {
 	switch v := v.(type) {

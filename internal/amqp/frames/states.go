@@ -314,7 +314,7 @@ func ReadDeliveryState(r *encoding.Reader) (DeliveryState, error) {
 
 // readDeliveryState reads a described delivery state: received, accepted,
 // rejected, released, modified, or the transactional and declared
-// states. It is long on purpose: one case per state, each reading that
+// states. Long on purpose: one case per state, each reading that
 // state's fields in the order the specification lists them.
 func readDeliveryState(r *encoding.Reader) (DeliveryState, error) {
 	code, name, err := r.PeekDescriptor()
