@@ -120,23 +120,9 @@ func (b *Broker) CommitTxn(ctx context.Context, tx *Txn) error {
 	if n := len(tx.Settlements) + len(tx.Sends); n > MaxTxnOperations {
 		return errorf(KindQuotaExceeded, "The transaction holds %d operations, over the limit of %d per transaction.", n, MaxTxnOperations)
 	}
-	var (
-		q    *entity
-		subs = make([]SubQueue, len(tx.Settlements))
-	)
-	for i := range tx.Settlements {
-		s := &tx.Settlements[i]
-		e, p, err := b.lookup(s.Path)
-		if err != nil {
-			return err
-		}
-		if q != nil && e != q {
-			return errorf(KindNotAllowed, "A transaction's settlements must all be on one queue or subscription; '%s' is another one than '%s'.", s.Path, q.name)
-		}
-		if err := validateProps(s.Props); err != nil {
-			return err
-		}
-		q, subs[i] = e, p.SubQueue
+	q, subs, err := b.txnSettleTarget(tx)
+	if err != nil {
+		return err
 	}
 	nowT := b.clock.Now()
 	dests, err := b.txnDests(tx.Sends, nowT)
@@ -177,19 +163,7 @@ func (b *Broker) CommitTxn(ctx context.Context, tx *Txn) error {
 	// Phase 2: one synced store batch.
 	committed := false
 	if perr == nil {
-		for _, d := range dests {
-			if d.t != nil {
-				ops = d.t.appendSendOps(&d.ts, &d.f, d.pend, now, append(ops, d.ts.ops...))
-			} else {
-				ops, _ = d.q.appendSendOps(&d.qs, d.pend, append(ops, d.qs.ops...), nil)
-			}
-		}
-		if len(ops) > 0 {
-			batch := store.Batch{Ops: ops}
-			if err = b.store.Commit(&batch, true); err != nil {
-				err = internal(err, "store commit of a transaction")
-			}
-		}
+		err = b.commitTxnOps(ops, dests, now)
 		committed = err == nil
 	} else {
 		err = perr
@@ -225,27 +199,77 @@ func (b *Broker) CommitTxn(ctx context.Context, tx *Txn) error {
 		q.mu.Unlock()
 	}
 	if committed {
-		for _, d := range dests {
-			b.obs.Sent(d.name(), len(d.pend), b.clock.Now().Sub(nowT))
-		}
-		if q != nil {
-			var n [TxnDefer + 1]int
-			for i := range tx.Settlements {
-				n[tx.Settlements[i].Kind]++
-			}
-			d := b.clock.Now().Sub(nowT)
-			for k, o := range map[TxnSettleKind]Outcome{TxnComplete: OutcomeComplete, TxnAbandon: OutcomeAbandon, TxnDeadLetter: OutcomeDeadLetter, TxnDefer: OutcomeDefer} {
-				if n[k] > 0 {
-					b.obs.Settled(q.name, o, n[k], d)
-				}
-			}
-		}
+		b.observeTxn(q, tx, dests, nowT)
 		return err
 	}
 	if err == nil {
 		err = internal(errForwardRetry, "transaction not committed")
 	}
 	return err
+}
+
+// txnSettleTarget resolves the entity a transaction settles on (nil when
+// it settles nothing) and each settlement's sub-queue; all must be on one
+// queue or subscription.
+func (b *Broker) txnSettleTarget(tx *Txn) (*entity, []SubQueue, error) {
+	var q *entity
+	subs := make([]SubQueue, len(tx.Settlements))
+	for i := range tx.Settlements {
+		s := &tx.Settlements[i]
+		e, p, err := b.lookup(s.Path)
+		if err != nil {
+			return nil, nil, err
+		}
+		if q != nil && e != q {
+			return nil, nil, errorf(KindNotAllowed, "A transaction's settlements must all be on one queue or subscription; '%s' is another one than '%s'.", s.Path, q.name)
+		}
+		if err := validateProps(s.Props); err != nil {
+			return nil, nil, err
+		}
+		q, subs[i] = e, p.SubQueue
+	}
+	return q, subs, nil
+}
+
+// commitTxnOps adds the planned destinations' send ops to ops (the
+// settlements') and commits them in one synced store batch.
+func (b *Broker) commitTxnOps(ops []store.Op, dests []*txnDest, now int64) error {
+	for _, d := range dests {
+		if d.t != nil {
+			ops = d.t.appendSendOps(&d.ts, &d.f, d.pend, now, append(ops, d.ts.ops...))
+		} else {
+			ops, _ = d.q.appendSendOps(&d.qs, d.pend, append(ops, d.qs.ops...), nil)
+		}
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	batch := store.Batch{Ops: ops}
+	if err := b.store.Commit(&batch, true); err != nil {
+		return internal(err, "store commit of a transaction")
+	}
+	return nil
+}
+
+// observeTxn reports a committed transaction's sends and settlements to
+// the observer (metrics), as plain sends and settlements are.
+func (b *Broker) observeTxn(q *entity, tx *Txn, dests []*txnDest, nowT time.Time) {
+	for _, d := range dests {
+		b.obs.Sent(d.name(), len(d.pend), b.clock.Now().Sub(nowT))
+	}
+	if q == nil {
+		return
+	}
+	var n [TxnDefer + 1]int
+	for i := range tx.Settlements {
+		n[tx.Settlements[i].Kind]++
+	}
+	d := b.clock.Now().Sub(nowT)
+	for k, o := range map[TxnSettleKind]Outcome{TxnComplete: OutcomeComplete, TxnAbandon: OutcomeAbandon, TxnDeadLetter: OutcomeDeadLetter, TxnDefer: OutcomeDefer} {
+		if n[k] > 0 {
+			b.obs.Settled(q.name, o, n[k], d)
+		}
+	}
 }
 
 // txnDests resolves and encodes a transaction's sends, one txnDest per

@@ -22,11 +22,7 @@ const (
 
 // sizeAllowed lists functions ("path:Name", Name as funcName prints it)
 // that may exceed the limits without the marker, temporarily.
-var sizeAllowed = map[string]bool{
-	// Being reworked by the transactions change; the lead removes this
-	// entry after merging it.
-	"internal/broker/txn.go:(*Broker).CommitTxn": true,
-}
+var sizeAllowed = map[string]bool{}
 
 // TestFuncSize fails for any non-test function of the module (the bench
 // and testcontainers modules and testdata excluded) longer than
