@@ -159,6 +159,9 @@ type subState struct {
 type lockRef struct {
 	seq int64
 	sub SubQueue
+	// holder says who took the lock (Receiver.SetHolder), for operators
+	// (Inspect); empty if the receiver did not say. Memory only.
+	holder string
 }
 
 // Timer kinds in queue.mu.timers.
@@ -531,11 +534,12 @@ func (q *entity) armRecLocked(sub SubQueue, r *rec, notBefore int64) {
 	q.mu.timers.Push(e)
 }
 
-// lockRecLocked locks r for LockDuration from now and returns the token.
-func (q *entity) lockRecLocked(sub SubQueue, r *rec, now int64) uuid.UUID {
+// lockRecLocked locks r for LockDuration from now for holder and
+// returns the token.
+func (q *entity) lockRecLocked(sub SubQueue, r *rec, now int64, holder string) uuid.UUID {
 	tok := q.newTokenLocked()
 	r.until = now + int64(q.mu.props.LockDuration)
-	q.mu.locks[tok] = lockRef{seq: r.seq, sub: sub}
+	q.mu.locks[tok] = lockRef{seq: r.seq, sub: sub, holder: holder}
 	q.mu.subs[sub].locked[r.seq] = tok
 	q.mu.timers.Push(expiry.Entry{At: r.until, ID: r.seq, Kind: timerLock + uint8(sub)})
 	return tok
@@ -577,6 +581,15 @@ func (q *entity) relockLocked(sub SubQueue, r *rec, tok uuid.UUID, until, now in
 	sq.locked[r.seq] = tok
 	q.armRecLocked(sub, r, 0) // its lock expiry
 	return true
+}
+
+// lockHolderLocked is who holds the lock on seq of sub ("" if nobody
+// or nobody said).
+func (q *entity) lockHolderLocked(sub SubQueue, seq int64) string {
+	if tok, ok := q.mu.subs[sub].locked[seq]; ok {
+		return q.mu.locks[tok].holder
+	}
+	return ""
 }
 
 // lockedRecLocked resolves a lock token of sub to its record, or reports

@@ -694,21 +694,21 @@ func (r *Receiver) tryReceiveSession(max int) ([]*Delivery, error) {
 			expired++
 			continue
 		}
-		out = append(out, q.takeSessionLocked(s, rc, r.mode, &ts))
+		out = append(out, q.takeSessionLocked(s, rc, r.mode, &ts, r.holder))
 	}
 	return q.deliverAndUnlock(SubQueueMain, r.mode, out, ts, now)
 }
 
 // takeSessionLocked locks rc under s's lock (PeekLock) or marks it for
 // removal (ReceiveAndDelete).
-func (q *entity) takeSessionLocked(s *session, rc *rec, mode ReceiveMode, ts *[]transition) taken {
+func (q *entity) takeSessionLocked(s *session, rc *rec, mode ReceiveMode, ts *[]transition, holder string) taken {
 	if mode != PeekLock {
 		*ts = append(*ts, removeTransitionLocked(SubQueueMain, rc))
 		return taken{r: *rc, tok: q.newTokenLocked()}
 	}
 	tok := q.newTokenLocked()
 	rc.until = s.until // no timer of its own: the session's ends it
-	q.mu.locks[tok] = lockRef{seq: rc.seq, sub: SubQueueMain}
+	q.mu.locks[tok] = lockRef{seq: rc.seq, sub: SubQueueMain, holder: holder}
 	q.mu.subs[SubQueueMain].locked[rc.seq] = tok
 	s.locked[rc.seq] = struct{}{}
 	return taken{r: *rc, tok: tok}
@@ -1168,7 +1168,11 @@ func (b *Broker) receiveDeferredSession(ctx context.Context, path, id string, ho
 			ts = append(ts, q.expireLocked(r, nil))
 			continue
 		}
-		out = append(out, q.takeSessionLocked(s, r, mode, &ts))
+		who := ""
+		if holder != nil {
+			who = holder.holder
+		}
+		out = append(out, q.takeSessionLocked(s, r, mode, &ts, who))
 	}
 	return q.deliverAndUnlock(SubQueueMain, mode, out, ts, now)
 }

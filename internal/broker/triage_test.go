@@ -297,3 +297,114 @@ func TestDeadLetterMessagesInSession(t *testing.T) {
 		t.Fatalf("DLQ has %d", got)
 	}
 }
+
+// TestInspectLockHolder: Inspect shows who holds each lock (for receivers
+// that said), and the holder goes with the lock: on settle and on expiry.
+func TestInspectLockHolder(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q")
+	e.sendN("q", 3)
+	r := e.receiver("q", PeekLock)
+	r.SetHolder("link L on connection C")
+	ds, err := r.TryReceive(2)
+	if err != nil || len(ds) != 2 {
+		t.Fatalf("%v %v", ds, err)
+	}
+	anon := e.recv1("q") // a receiver that did not say who it is
+	holders := func() []string {
+		t.Helper()
+		ins, err := e.b.Inspect(ctx, "q", 0, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var hs []string
+		for _, d := range ins {
+			hs = append(hs, d.LockHolder)
+		}
+		return hs
+	}
+	if got := holders(); !slices.Equal(got, []string{"link L on connection C", "link L on connection C", ""}) || anon.SequenceNumber != 3 {
+		t.Fatalf("holders %q", got)
+	}
+	if ds, _ := e.b.Peek(ctx, "q", 0, 10); ds[0].LockHolder != "" {
+		t.Fatal("Peek shows a lock holder")
+	}
+	e.complete("q", ds[0].LockToken)
+	if got := holders(); !slices.Equal(got, []string{"link L on connection C", ""}) {
+		t.Fatalf("holders after complete %q", got)
+	}
+	e.abandon("q", ds[1].LockToken, nil)
+	if got := holders(); !slices.Equal(got, []string{"", ""}) {
+		t.Fatalf("holders after abandon %q", got)
+	}
+	ds, _ = r.TryReceive(1)
+	if len(ds) != 1 || holders()[0] == "" {
+		t.Fatalf("relocked: %v %q", ds, holders())
+	}
+	e.advance(2 * time.Minute)
+	e.b.Tick()
+	if got := holders(); !slices.Equal(got, []string{"", ""}) {
+		t.Fatalf("holders after lock expiry %q", got)
+	}
+	r.SetHolder(string(make([]byte, 1000)))
+	if ds, _ = r.TryReceive(1); len(ds) != 1 || len(holders()[0]) != maxLockHolder {
+		t.Fatalf("long holder not cut: %d", len(holders()[0]))
+	}
+}
+
+// TestInspectLockHolderSession: a session receiver's holder shows on the
+// messages it locks.
+func TestInspectLockHolderSession(t *testing.T) {
+	e := newEnv(t)
+	e.queue("s", func(p *QueueProperties) { p.RequiresSession = true })
+	e.send("s", &message.Message{SessionID: "a", Body: []byte("1")})
+	r, err := e.b.AcceptSession("s", "a", PeekLock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	r.SetHolder("session link")
+	if ds, err := r.TryReceive(1); err != nil || len(ds) != 1 {
+		t.Fatalf("%v %v", ds, err)
+	}
+	ins, err := e.b.Inspect(ctx, "s", 0, 10)
+	if err != nil || len(ins) != 1 || ins[0].LockHolder != "session link" {
+		t.Fatalf("%v %v", ins, err)
+	}
+}
+
+// TestAbandonMessages: an operator's abandon raises each chosen message's
+// delivery count durably, dead-letters at MaxDeliveryCount, and skips
+// locked, scheduled and missing messages.
+func TestAbandonMessages(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q", func(p *QueueProperties) { p.MaxDeliveryCount = 2 })
+	e.sendN("q", 3)
+	if _, err := e.b.Schedule(ctx, "q", []*message.Message{msg("later")}, t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	e.recv1("q") // seq 1 locked
+	res, err := e.b.AbandonMessages(ctx, "q", []int64{1, 2, 3, 4, 99})
+	if err != nil || res.Done != 2 || res.DeadLettered != 0 || !slices.Equal(res.Skipped, []int64{1, 4, 99}) {
+		t.Fatalf("%+v %v", res, err)
+	}
+	e.restart()
+	ds := e.peek("q", 2, 2)
+	if len(ds) != 2 || ds[0].DeliveryCount != 2 || ds[1].DeliveryCount != 2 {
+		t.Fatalf("after abandon: %v", ds)
+	}
+	res, err = e.b.AbandonMessages(ctx, "q", []int64{2})
+	if err != nil || res.Done != 1 || res.DeadLettered != 1 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	dl := e.peek(triageDLQ, 0, 10)
+	if len(dl) != 1 || dl[0].SequenceNumber != 2 || prop(dl[0], PropDeadLetterReason) != ReasonMaxDeliveryCountExceeded {
+		t.Fatalf("DLQ: %v", dl)
+	}
+	if _, err := e.b.AbandonMessages(ctx, triageDLQ, []int64{2}); KindOf(err) != KindInvalidArgument {
+		t.Fatalf("from a DLQ: %v", err)
+	}
+	if _, err := e.b.AbandonMessages(ctx, "q", make([]int64, MaxTriageBatch+1)); KindOf(err) != KindInvalidArgument {
+		t.Fatalf("too many: %v", err)
+	}
+}
