@@ -1060,6 +1060,28 @@ func (b *Broker) ListSessions(ctx context.Context, path string, updatedAfter tim
 	return ids, nil
 }
 
+// SessionHolder says who holds session sessionID of path: the holder
+// its receiver named (Receiver.SetHolder, "" if none) and when the lock
+// expires; held is false if no receiver holds it. For operators: it does
+// not count as use of the entity.
+func (b *Broker) SessionHolder(path, sessionID string) (holder string, until time.Time, held bool, err error) {
+	q, err := b.sessionEntity(path)
+	if err != nil {
+		return "", time.Time{}, false, err
+	}
+	now := b.now()
+	q.lockAt(now)
+	defer q.mu.Unlock()
+	if q.mu.gone != nil {
+		return "", time.Time{}, false, q.mu.gone
+	}
+	s := q.ss.byID[sessionID]
+	if s == nil || !q.sessionHeldLocked(s.num, now) {
+		return "", time.Time{}, false, nil
+	}
+	return s.owner.holder, time.Unix(0, s.until).UTC(), true, nil
+}
+
 // ---- peek and deferral within a session ----
 
 // PeekSession is Peek restricted to the messages of session sessionID of

@@ -371,6 +371,17 @@ func TestInspectLockHolderSession(t *testing.T) {
 	if err != nil || len(ins) != 1 || ins[0].LockHolder != "session link" {
 		t.Fatalf("%v %v", ins, err)
 	}
+	h, until, held, err := e.b.SessionHolder("s", "a")
+	if err != nil || !held || h != "session link" || !until.Equal(r.SessionLockedUntil()) {
+		t.Fatalf("SessionHolder: %q %v %v %v", h, until, held, err)
+	}
+	r.Close()
+	if _, _, held, err := e.b.SessionHolder("s", "a"); err != nil || held {
+		t.Fatalf("SessionHolder after close: %v %v", held, err)
+	}
+	if _, _, held, err := e.b.SessionHolder("s", "nope"); err != nil || held {
+		t.Fatalf("SessionHolder of an unknown session: %v %v", held, err)
+	}
 }
 
 // TestAbandonMessages: an operator's abandon raises each chosen message's

@@ -543,3 +543,29 @@ func TestLockHolderAndAbandon(t *testing.T) {
 		t.Fatalf("counts %+v", qi.Counts)
 	}
 }
+
+// TestSessionLockHolder: the sessions page shows who holds a locked
+// session and until when.
+func TestSessionLockHolder(t *testing.T) {
+	e := newEnv(t, nil)
+	admin := e.client()
+	e.signIn(admin, "admin", "admin-key")
+	p := broker.DefaultQueueProperties()
+	p.RequiresSession = true
+	if _, err := e.b.CreateQueue("s", p); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.b.Send(context.Background(), "s", []*message.Message{{SessionID: "cart-1", Body: encodeDataBody([]byte("x"))}}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := e.b.AcceptSession("s", "cart-1", broker.PeekLock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	r.SetHolder("link cart-worker on connection box-2")
+	st, body := e.get(admin, "sessions?path=s")
+	if st != http.StatusOK || !strings.Contains(body, `by <span class="mono lock-holder">link cart-worker on connection box-2</span> until `) {
+		t.Fatalf("sessions page: %d: %s", st, body)
+	}
+}
