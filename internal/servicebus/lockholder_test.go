@@ -85,3 +85,30 @@ func TestLockHolderWire(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestLockHolderSDKSession: a session the Go SDK accepts, and the
+// messages its receiver locks, are held by that receiver's link.
+func TestLockHolderSDKSession(t *testing.T) {
+	s := startSessions(t, &servicebustest.Options{})
+	c := newClient(t, s.ConnectionString)
+	ctx := testCtx(t, 30*time.Second)
+	send(t, ctx, newSender(t, c, "sq"), smessage("a", "x"))
+	r := acceptSession(t, ctx, c, "sq", "a")
+	ms, err := r.ReceiveMessages(ctx, 1, nil)
+	if err != nil || len(ms) != 1 {
+		t.Fatalf("ReceiveMessages: %v %v", ms, err)
+	}
+	m := ms[0]
+	link := reflect.ValueOf(m).Elem().FieldByName("linkName").String()
+	want := regexp.MustCompile(`^link ` + regexp.QuoteMeta(link) + ` on connection \S+$`)
+	if got := inspectHolder(t, s, "sq", *m.SequenceNumber); link == "" || !want.MatchString(got) {
+		t.Fatalf("message lock holder %q; want link %q on connection ...", got, link)
+	}
+	h, _, held, err := s.Broker.SessionHolder("sq", "a")
+	if err != nil || !held || !want.MatchString(h) {
+		t.Fatalf("session holder %q %v %v", h, held, err)
+	}
+	if err := r.CompleteMessage(ctx, m, nil); err != nil {
+		t.Fatal(err)
+	}
+}
