@@ -561,7 +561,7 @@ func (q *entity) unlockRecLocked(sub SubQueue, r *rec) {
 // of it failed to commit (see transition.relock). It does nothing and
 // reports false if that cannot be: r is locked again already, the token
 // was reused, or r's session is no longer held.
-func (q *entity) relockLocked(sub SubQueue, r *rec, tok uuid.UUID, until, now int64) bool {
+func (q *entity) relockLocked(sub SubQueue, r *rec, tok uuid.UUID, until, now int64, holder string) bool {
 	sq := &q.mu.subs[sub]
 	if r.locked() || sq.locked == nil || q.mu.locks == nil {
 		return false
@@ -577,7 +577,7 @@ func (q *entity) relockLocked(sub SubQueue, r *rec, tok uuid.UUID, until, now in
 		s.locked[r.seq] = struct{}{}
 	}
 	r.until = until
-	q.mu.locks[tok] = lockRef{seq: r.seq, sub: sub}
+	q.mu.locks[tok] = lockRef{seq: r.seq, sub: sub, holder: holder}
 	sq.locked[r.seq] = tok
 	q.armRecLocked(sub, r, 0) // its lock expiry
 	return true
@@ -779,8 +779,9 @@ type transition struct {
 	// again under the same token rather than made available, so that the
 	// client's retry finds its lock and the failure reaches it as the
 	// cause, not as a lost lock.
-	relock      uuid.UUID
-	relockUntil int64
+	relock       uuid.UUID
+	relockUntil  int64
+	relockHolder string
 }
 
 func (t *transition) needsData() bool { return !t.remove && (t.props != nil || t.deadLetter) }
@@ -1027,7 +1028,7 @@ func (q *entity) applyLocked(ts []transition, err error, now int64) {
 			unref = append(unref, t.seq)
 		}
 		if err != nil {
-			if t.relock != (uuid.UUID{}) && q.relockLocked(t.from, r, t.relock, t.relockUntil, now) {
+			if t.relock != (uuid.UUID{}) && q.relockLocked(t.from, r, t.relock, t.relockUntil, now, t.relockHolder) {
 				continue
 			}
 			q.armRecLocked(t.from, r, notBefore)

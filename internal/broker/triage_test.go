@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/busbarmq/busbar/internal/filter"
 	"github.com/busbarmq/busbar/internal/message"
 	"github.com/busbarmq/busbar/internal/store"
@@ -417,5 +419,29 @@ func TestAbandonMessages(t *testing.T) {
 	}
 	if _, err := e.b.AbandonMessages(ctx, "q", make([]int64, MaxTriageBatch+1)); KindOf(err) != KindInvalidArgument {
 		t.Fatalf("too many: %v", err)
+	}
+}
+
+// TestLockHolderKeptOnFailedSettle: a settlement whose commit fails puts
+// the lock back with its holder (single and batch).
+func TestLockHolderKeptOnFailedSettle(t *testing.T) {
+	ds := &diskStore{spyStore: &spyStore{Store: memstore.New()}}
+	e := newEnvOn(t, ds)
+	e.queue("q")
+	e.sendN("q", 1)
+	r := e.receiver("q", PeekLock)
+	r.SetHolder("worker")
+	got, err := r.TryReceive(1)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("%v %v", got, err)
+	}
+	ds.setFull(true)
+	wantKind(t, e.b.Complete(ctx, "q", got[0].LockToken), ErrNoSpace)
+	if errs := e.b.CompleteBatch(ctx, "q", []uuid.UUID{got[0].LockToken}); !errors.Is(errs[0], ErrNoSpace) {
+		t.Fatalf("CompleteBatch: %v", errs)
+	}
+	ins, err := e.b.Inspect(ctx, "q", 0, 1)
+	if err != nil || len(ins) != 1 || ins[0].LockHolder != "worker" {
+		t.Fatalf("after failed settles: %v %v", ins, err)
 	}
 }
