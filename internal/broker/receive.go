@@ -193,6 +193,26 @@ func (r *Receiver) SetHolder(holder string) {
 	q.mu.Unlock()
 }
 
+// WithLockHolder names, for the broker calls made with ctx that take
+// locks without a Receiver of their own (ReceiveDeferred,
+// ReceiveDeferredInSession), who the locks are for, as
+// Receiver.SetHolder does for a receiver.
+func WithLockHolder(ctx context.Context, holder string) context.Context {
+	return context.WithValue(ctx, lockHolderKey{}, holder)
+}
+
+type lockHolderKey struct{}
+
+// lockHolderOf is the holder WithLockHolder put in ctx, cut to
+// maxLockHolder bytes; "" if none.
+func lockHolderOf(ctx context.Context) string {
+	h, _ := ctx.Value(lockHolderKey{}).(string)
+	if len(h) > maxLockHolder {
+		h = h[:maxLockHolder]
+	}
+	return h
+}
+
 // maxLockHolder bounds a lock holder's description (SetHolder).
 const maxLockHolder = 256
 
@@ -478,7 +498,7 @@ func (b *Broker) ReceiveDeferred(ctx context.Context, path string, seqs []int64,
 			ts = append(ts, q.expireLocked(r, nil))
 			continue
 		}
-		out = append(out, q.takeLocked(p.SubQueue, r, mode, now, &ts, ""))
+		out = append(out, q.takeLocked(p.SubQueue, r, mode, now, &ts, lockHolderOf(ctx)))
 	}
 	return q.deliverAndUnlock(p.SubQueue, mode, out, ts, now)
 }

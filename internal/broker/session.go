@@ -1190,7 +1190,7 @@ func (b *Broker) receiveDeferredSession(ctx context.Context, path, id string, ho
 			ts = append(ts, q.expireLocked(r, nil))
 			continue
 		}
-		who := ""
+		who := lockHolderOf(ctx)
 		if holder != nil {
 			who = holder.holder
 		}

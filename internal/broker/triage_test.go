@@ -445,3 +445,22 @@ func TestLockHolderKeptOnFailedSettle(t *testing.T) {
 		t.Fatalf("after failed settles: %v %v", ins, err)
 	}
 }
+
+// TestLockHolderReceiveDeferred: deferred messages received by sequence
+// number are held by the holder the call's context names.
+func TestLockHolderReceiveDeferred(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q")
+	e.sendN("q", 1)
+	d := e.recv1("q")
+	if err := e.b.Defer(ctx, "q", d.LockToken, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.b.ReceiveDeferred(WithLockHolder(ctx, "mgmt"), "q", []int64{d.SequenceNumber}, PeekLock); err != nil {
+		t.Fatal(err)
+	}
+	ins, err := e.b.Inspect(ctx, "q", 0, 1)
+	if err != nil || len(ins) != 1 || ins[0].LockHolder != "mgmt" {
+		t.Fatalf("%v %v", ins, err)
+	}
+}

@@ -112,3 +112,27 @@ func TestLockHolderSDKSession(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestLockHolderSDKDeferred: a deferred message the Go SDK receives by
+// sequence number (a management request naming its receiver link) is
+// held by that link.
+func TestLockHolderSDKDeferred(t *testing.T) {
+	s := servicebustest.Start(t, &servicebustest.Options{Queues: []string{"q"}})
+	c := newClient(t, s.ConnectionString)
+	ctx := testCtx(t, 30*time.Second)
+	send(t, ctx, newSender(t, c, "q"), &azservicebus.Message{Body: []byte("x")})
+	r := newReceiver(t, c, "q", nil)
+	m := receiveN(t, ctx, r, 1)[0]
+	if err := r.DeferMessage(ctx, m, nil); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := r.ReceiveDeferredMessages(ctx, []int64{*m.SequenceNumber}, nil)
+	if err != nil || len(ms) != 1 {
+		t.Fatalf("ReceiveDeferredMessages: %v %v", ms, err)
+	}
+	link := reflect.ValueOf(ms[0]).Elem().FieldByName("linkName").String()
+	got := inspectHolder(t, s, "q", *m.SequenceNumber)
+	if link == "" || !regexp.MustCompile(`^link ` + regexp.QuoteMeta(link) + ` on connection \S+$`).MatchString(got) {
+		t.Fatalf("lock holder %q; want link %q on connection ...", got, link)
+	}
+}

@@ -128,11 +128,16 @@ func (c *conn) attachReceiver(l *amqp.OutgoingLink, a address) error {
 // see them (broker.Receiver.SetHolder): the link name and the client's
 // container id, or its address if it sent none.
 func (c *conn) lockHolder(l *amqp.OutgoingLink) string {
-	who := c.c.ContainerID()
-	if who == "" {
-		who = remoteAddr(c.c)
+	return "link " + l.Name() + " on connection " + c.containerOrAddr()
+}
+
+// containerOrAddr names the connection: the client's container id, or its
+// address if it sent none.
+func (c *conn) containerOrAddr() string {
+	if who := c.c.ContainerID(); who != "" {
+		return who
 	}
-	return "link " + l.Name() + " on connection " + who
+	return remoteAddr(c.c)
 }
 
 func (c *conn) newReceiverLink(l *amqp.OutgoingLink, path string, mode broker.ReceiveMode) *receiverLink {
