@@ -132,7 +132,7 @@ func TestLockHolderSDKDeferred(t *testing.T) {
 	}
 	link := reflect.ValueOf(ms[0]).Elem().FieldByName("linkName").String()
 	got := inspectHolder(t, s, "q", *m.SequenceNumber)
-	if link == "" || !regexp.MustCompile(`^link ` + regexp.QuoteMeta(link) + ` on connection \S+$`).MatchString(got) {
+	if link == "" || !regexp.MustCompile(`^link `+regexp.QuoteMeta(link)+` on connection \S+$`).MatchString(got) {
 		t.Fatalf("lock holder %q; want link %q on connection ...", got, link)
 	}
 }
