@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -184,9 +185,7 @@ func (r *Receiver) Ready() <-chan struct{} {
 // Delivery.LockHolder. Empty (the default) says nothing. It is at most
 // maxLockHolder bytes; longer is cut.
 func (r *Receiver) SetHolder(holder string) {
-	if len(holder) > maxLockHolder {
-		holder = holder[:maxLockHolder]
-	}
+	holder = cutHolder(holder)
 	q := r.q
 	q.mu.Lock()
 	r.holder = holder
@@ -207,10 +206,20 @@ type lockHolderKey struct{}
 // maxLockHolder bytes; "" if none.
 func lockHolderOf(ctx context.Context) string {
 	h, _ := ctx.Value(lockHolderKey{}).(string)
-	if len(h) > maxLockHolder {
-		h = h[:maxLockHolder]
+	return cutHolder(h)
+}
+
+// cutHolder cuts h to at most maxLockHolder bytes, at a character
+// boundary.
+func cutHolder(h string) string {
+	if len(h) <= maxLockHolder {
+		return h
 	}
-	return h
+	n := maxLockHolder
+	for n > 0 && !utf8.RuneStart(h[n]) {
+		n--
+	}
+	return h[:n]
 }
 
 // maxLockHolder bounds a lock holder's description (SetHolder).

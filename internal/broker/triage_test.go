@@ -3,8 +3,10 @@ package broker
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -351,6 +353,9 @@ func TestInspectLockHolder(t *testing.T) {
 	r.SetHolder(string(make([]byte, 1000)))
 	if ds, _ = r.TryReceive(1); len(ds) != 1 || len(holders()[0]) != maxLockHolder {
 		t.Fatalf("long holder not cut: %d", len(holders()[0]))
+	}
+	if h := cutHolder("x" + strings.Repeat("é", 200)); len(h) != maxLockHolder-1 || !utf8.ValidString(h) {
+		t.Fatalf("cut inside a character: %d %q", len(h), h)
 	}
 }
 
