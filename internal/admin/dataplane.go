@@ -258,6 +258,7 @@ func (h *Handler) dataReceive(rq *request, entity string, mode broker.ReceiveMod
 		return nil, err
 	}
 	defer rcv.Close()
+	rcv.SetHolder("http " + rq.r.RemoteAddr)
 	ds, err := rcv.TryReceive(1)
 	if err != nil || len(ds) == 1 || timeout == 0 {
 		return h.received(rq, entity, mode, ds, err)

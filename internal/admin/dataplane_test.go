@@ -4,6 +4,7 @@ package admin
 // client, as curl would use it.
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -77,6 +78,10 @@ func TestDataPlaneSendPeekLockComplete(t *testing.T) {
 	loc := locPath(t, h)
 	if loc != "/orders/messages/1/"+tok {
 		t.Errorf("Location path = %s", loc)
+	}
+	// Operators see who holds the lock: this HTTP client.
+	if ds, err := e.b.Inspect(context.Background(), "orders", 1, 1); err != nil || len(ds) != 1 || !strings.HasPrefix(ds[0].LockHolder, "http ") {
+		t.Errorf("lock holder: %v %v", ds, err)
 	}
 	// Nothing else is available while the message is locked.
 	if status, _, _ := e.do("POST", "/orders/messages/head?timeout=0", ""); status != http.StatusNoContent {

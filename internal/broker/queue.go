@@ -159,6 +159,9 @@ type subState struct {
 type lockRef struct {
 	seq int64
 	sub SubQueue
+	// holder says who took the lock (Receiver.SetHolder), for operators
+	// (Inspect); empty if the receiver did not say. Memory only.
+	holder string
 }
 
 // Timer kinds in queue.mu.timers.
@@ -531,11 +534,12 @@ func (q *entity) armRecLocked(sub SubQueue, r *rec, notBefore int64) {
 	q.mu.timers.Push(e)
 }
 
-// lockRecLocked locks r for LockDuration from now and returns the token.
-func (q *entity) lockRecLocked(sub SubQueue, r *rec, now int64) uuid.UUID {
+// lockRecLocked locks r for LockDuration from now for holder and
+// returns the token.
+func (q *entity) lockRecLocked(sub SubQueue, r *rec, now int64, holder string) uuid.UUID {
 	tok := q.newTokenLocked()
 	r.until = now + int64(q.mu.props.LockDuration)
-	q.mu.locks[tok] = lockRef{seq: r.seq, sub: sub}
+	q.mu.locks[tok] = lockRef{seq: r.seq, sub: sub, holder: holder}
 	q.mu.subs[sub].locked[r.seq] = tok
 	q.mu.timers.Push(expiry.Entry{At: r.until, ID: r.seq, Kind: timerLock + uint8(sub)})
 	return tok
@@ -557,7 +561,7 @@ func (q *entity) unlockRecLocked(sub SubQueue, r *rec) {
 // of it failed to commit (see transition.relock). It does nothing and
 // reports false if that cannot be: r is locked again already, the token
 // was reused, or r's session is no longer held.
-func (q *entity) relockLocked(sub SubQueue, r *rec, tok uuid.UUID, until, now int64) bool {
+func (q *entity) relockLocked(sub SubQueue, r *rec, tok uuid.UUID, until, now int64, holder string) bool {
 	sq := &q.mu.subs[sub]
 	if r.locked() || sq.locked == nil || q.mu.locks == nil {
 		return false
@@ -573,10 +577,19 @@ func (q *entity) relockLocked(sub SubQueue, r *rec, tok uuid.UUID, until, now in
 		s.locked[r.seq] = struct{}{}
 	}
 	r.until = until
-	q.mu.locks[tok] = lockRef{seq: r.seq, sub: sub}
+	q.mu.locks[tok] = lockRef{seq: r.seq, sub: sub, holder: holder}
 	sq.locked[r.seq] = tok
 	q.armRecLocked(sub, r, 0) // its lock expiry
 	return true
+}
+
+// lockHolderLocked is who holds the lock on seq of sub ("" if nobody
+// or nobody said).
+func (q *entity) lockHolderLocked(sub SubQueue, seq int64) string {
+	if tok, ok := q.mu.subs[sub].locked[seq]; ok {
+		return q.mu.locks[tok].holder
+	}
+	return ""
 }
 
 // lockedRecLocked resolves a lock token of sub to its record, or reports
@@ -766,8 +779,9 @@ type transition struct {
 	// again under the same token rather than made available, so that the
 	// client's retry finds its lock and the failure reaches it as the
 	// cause, not as a lost lock.
-	relock      uuid.UUID
-	relockUntil int64
+	relock       uuid.UUID
+	relockUntil  int64
+	relockHolder string
 }
 
 func (t *transition) needsData() bool { return !t.remove && (t.props != nil || t.deadLetter) }
@@ -1014,7 +1028,7 @@ func (q *entity) applyLocked(ts []transition, err error, now int64) {
 			unref = append(unref, t.seq)
 		}
 		if err != nil {
-			if t.relock != (uuid.UUID{}) && q.relockLocked(t.from, r, t.relock, t.relockUntil, now) {
+			if t.relock != (uuid.UUID{}) && q.relockLocked(t.from, r, t.relock, t.relockUntil, now, t.relockHolder) {
 				continue
 			}
 			q.armRecLocked(t.from, r, notBefore)

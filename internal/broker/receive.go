@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -39,6 +40,9 @@ type Delivery struct {
 	// (the AMQP delivery tag), peeks a zero one.
 	LockToken   uuid.UUID
 	LockedUntil time.Time // zero unless locked
+	// LockHolder says who holds the lock (Receiver.SetHolder); only
+	// Inspect fills it in, and only if the holder said who it is.
+	LockHolder string
 	// DeliveryCount is 1-based and includes this delivery: the persisted
 	// count of earlier deliveries that ended by abandon or lock expiry, + 1.
 	// (Peeks report the same value a receive would; the wire's
@@ -79,6 +83,7 @@ type Receiver struct {
 
 	// Guarded by q.mu.
 	closed bool
+	holder string        // who locks are taken for (SetHolder)
 	waitCh chan struct{} // non-nil while queued in the sub-queue's waiters
 	lostCh chan struct{} // session receivers: closed when the session lock is lost
 }
@@ -174,6 +179,52 @@ func (r *Receiver) Ready() <-chan struct{} {
 	return r.waitCh
 }
 
+// SetHolder names who the receiver's locks are taken for, e.g. "link L
+// on connection C": the broker keeps it (in memory) with each message
+// lock the receiver takes from now on, and Inspect shows it in
+// Delivery.LockHolder. Empty (the default) says nothing. It is at most
+// maxLockHolder bytes; longer is cut.
+func (r *Receiver) SetHolder(holder string) {
+	holder = cutHolder(holder)
+	q := r.q
+	q.mu.Lock()
+	r.holder = holder
+	q.mu.Unlock()
+}
+
+// WithLockHolder names, for the broker calls made with ctx that take
+// locks without a Receiver of their own (ReceiveDeferred,
+// ReceiveDeferredInSession), who the locks are for, as
+// Receiver.SetHolder does for a receiver.
+func WithLockHolder(ctx context.Context, holder string) context.Context {
+	return context.WithValue(ctx, lockHolderKey{}, holder)
+}
+
+type lockHolderKey struct{}
+
+// lockHolderOf is the holder WithLockHolder put in ctx, cut to
+// maxLockHolder bytes; "" if none.
+func lockHolderOf(ctx context.Context) string {
+	h, _ := ctx.Value(lockHolderKey{}).(string)
+	return cutHolder(h)
+}
+
+// cutHolder cuts h to at most maxLockHolder bytes, at a character
+// boundary.
+func cutHolder(h string) string {
+	if len(h) <= maxLockHolder {
+		return h
+	}
+	n := maxLockHolder
+	for n > 0 && !utf8.RuneStart(h[n]) {
+		n--
+	}
+	return h[:n]
+}
+
+// maxLockHolder bounds a lock holder's description (SetHolder).
+const maxLockHolder = 256
+
 // taken is a message chosen for delivery in phase 1.
 type taken struct {
 	r   rec // snapshot
@@ -225,7 +276,7 @@ func (r *Receiver) TryReceive(max int) ([]*Delivery, error) {
 			expired++
 			continue
 		}
-		out = append(out, q.takeLocked(r.sub, rc, r.mode, now, &ts))
+		out = append(out, q.takeLocked(r.sub, rc, r.mode, now, &ts, r.holder))
 	}
 	if len(out) == max {
 		q.passOnLocked(r.sub)
@@ -234,9 +285,10 @@ func (r *Receiver) TryReceive(max int) ([]*Delivery, error) {
 }
 
 // takeLocked locks rc (PeekLock) or marks it for removal (ReceiveAndDelete).
-func (q *entity) takeLocked(sub SubQueue, rc *rec, mode ReceiveMode, now int64, ts *[]transition) taken {
+// holder is kept with the lock (see Receiver.SetHolder).
+func (q *entity) takeLocked(sub SubQueue, rc *rec, mode ReceiveMode, now int64, ts *[]transition, holder string) taken {
 	if mode == PeekLock {
-		tok := q.lockRecLocked(sub, rc, now)
+		tok := q.lockRecLocked(sub, rc, now, holder)
 		return taken{r: *rc, tok: tok}
 	}
 	*ts = append(*ts, removeTransitionLocked(sub, rc))
@@ -455,7 +507,7 @@ func (b *Broker) ReceiveDeferred(ctx context.Context, path string, seqs []int64,
 			ts = append(ts, q.expireLocked(r, nil))
 			continue
 		}
-		out = append(out, q.takeLocked(p.SubQueue, r, mode, now, &ts))
+		out = append(out, q.takeLocked(p.SubQueue, r, mode, now, &ts, lockHolderOf(ctx)))
 	}
 	return q.deliverAndUnlock(p.SubQueue, mode, out, ts, now)
 }

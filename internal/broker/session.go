@@ -694,21 +694,21 @@ func (r *Receiver) tryReceiveSession(max int) ([]*Delivery, error) {
 			expired++
 			continue
 		}
-		out = append(out, q.takeSessionLocked(s, rc, r.mode, &ts))
+		out = append(out, q.takeSessionLocked(s, rc, r.mode, &ts, r.holder))
 	}
 	return q.deliverAndUnlock(SubQueueMain, r.mode, out, ts, now)
 }
 
 // takeSessionLocked locks rc under s's lock (PeekLock) or marks it for
 // removal (ReceiveAndDelete).
-func (q *entity) takeSessionLocked(s *session, rc *rec, mode ReceiveMode, ts *[]transition) taken {
+func (q *entity) takeSessionLocked(s *session, rc *rec, mode ReceiveMode, ts *[]transition, holder string) taken {
 	if mode != PeekLock {
 		*ts = append(*ts, removeTransitionLocked(SubQueueMain, rc))
 		return taken{r: *rc, tok: q.newTokenLocked()}
 	}
 	tok := q.newTokenLocked()
 	rc.until = s.until // no timer of its own: the session's ends it
-	q.mu.locks[tok] = lockRef{seq: rc.seq, sub: SubQueueMain}
+	q.mu.locks[tok] = lockRef{seq: rc.seq, sub: SubQueueMain, holder: holder}
 	q.mu.subs[SubQueueMain].locked[rc.seq] = tok
 	s.locked[rc.seq] = struct{}{}
 	return taken{r: *rc, tok: tok}
@@ -1060,6 +1060,28 @@ func (b *Broker) ListSessions(ctx context.Context, path string, updatedAfter tim
 	return ids, nil
 }
 
+// SessionHolder says who holds session sessionID of path: the holder
+// its receiver named (Receiver.SetHolder, "" if none) and when the lock
+// expires; held is false if no receiver holds it. For operators: it does
+// not count as use of the entity.
+func (b *Broker) SessionHolder(path, sessionID string) (holder string, until time.Time, held bool, err error) {
+	q, err := b.sessionEntity(path)
+	if err != nil {
+		return "", time.Time{}, false, err
+	}
+	now := b.now()
+	q.lockAt(now)
+	defer q.mu.Unlock()
+	if q.mu.gone != nil {
+		return "", time.Time{}, false, q.mu.gone
+	}
+	s := q.ss.byID[sessionID]
+	if s == nil || !q.sessionHeldLocked(s.num, now) {
+		return "", time.Time{}, false, nil
+	}
+	return s.owner.holder, time.Unix(0, s.until).UTC(), true, nil
+}
+
 // ---- peek and deferral within a session ----
 
 // PeekSession is Peek restricted to the messages of session sessionID of
@@ -1168,7 +1190,11 @@ func (b *Broker) receiveDeferredSession(ctx context.Context, path, id string, ho
 			ts = append(ts, q.expireLocked(r, nil))
 			continue
 		}
-		out = append(out, q.takeSessionLocked(s, r, mode, &ts))
+		who := lockHolderOf(ctx)
+		if holder != nil {
+			who = holder.holder
+		}
+		out = append(out, q.takeSessionLocked(s, r, mode, &ts, who))
 	}
 	return q.deliverAndUnlock(SubQueueMain, mode, out, ts, now)
 }

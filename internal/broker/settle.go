@@ -82,10 +82,10 @@ func (b *Broker) completeBatch(ctx context.Context, path string, toks []uuid.UUI
 			errs[i] = err
 			continue
 		}
-		until := r.until
+		until, holder := r.until, q.mu.locks[tok].holder
 		q.unlockRecLocked(sub, r)
 		t := removeTransitionLocked(sub, r)
-		t.relock, t.relockUntil = tok, until
+		t.relock, t.relockUntil, t.relockHolder = tok, until, holder
 		ts = append(ts, t)
 		done = append(done, i)
 	}
@@ -169,7 +169,7 @@ func (b *Broker) settle(ctx context.Context, path string, tok uuid.UUID, k settl
 		return errorf(KindNotAllowed, "A message in '%s' cannot be dead-lettered: it is already in a dead-letter queue.", q.path(sub))
 	}
 	q.touchLocked(now)
-	until := r.until
+	until, holder := r.until, q.mu.locks[tok].holder
 	var t transition
 	switch k {
 	case settleComplete:
@@ -192,7 +192,7 @@ func (b *Broker) settle(ctx context.Context, path string, tok uuid.UUID, k settl
 		next.state = StateDeferred
 		t = updateTransitionLocked(sub, sub, r, next, props)
 	}
-	t.relock, t.relockUntil = tok, until // a failed commit keeps the lock
+	t.relock, t.relockUntil, t.relockHolder = tok, until, holder // a failed commit keeps the lock
 	return q.commitAndUnlock([]transition{t}, q.saveAccessedLocked(nil), true, now)
 }
 

@@ -20,7 +20,8 @@ import (
 // dead-letter queue and the destination's own enqueue are ONE synced
 // store batch, so a crash leaves each message in exactly one of the two,
 // never both and never neither. Inspect is Peek with the locks shown.
-// RemoveMessages deletes chosen messages durably.
+// RemoveMessages deletes chosen messages durably, DeadLetterMessages
+// dead-letters them, AbandonMessages counts a delivery of each.
 //
 // Each takes at most MaxTriageBatch sequence numbers per call; a message
 // that is locked, being settled or gone is skipped and counted, never
@@ -32,13 +33,16 @@ const MaxTriageBatch = 1024
 
 // TriageResult says what a Resubmit or RemoveMessages did.
 type TriageResult struct {
-	Done    int     // moved (Resubmit) or removed (RemoveMessages)
+	Done    int     // moved (Resubmit), removed (RemoveMessages), dead-lettered or abandoned
 	Skipped []int64 // not there, locked or busy: left as they were
+	// DeadLettered is, for AbandonMessages, how many of Done reached
+	// MaxDeliveryCount and went to the dead-letter queue.
+	DeadLettered int
 }
 
 // Inspect is Peek for an operator: up to max messages of path (any
 // sub-queue) from fromSeq on, every state, with each lock's expiry in
-// LockedUntil. Unlike Peek it does not count as use of the entity (idle
+// LockedUntil and its holder in LockHolder. Unlike Peek it does not count as use of the entity (idle
 // deletion). On a topic it shows the scheduled messages not yet fanned
 // out (the only messages a topic holds).
 func (b *Broker) Inspect(ctx context.Context, path string, fromSeq int64, max int) ([]*Delivery, error) {
@@ -58,17 +62,30 @@ func (b *Broker) Inspect(ctx context.Context, path string, fromSeq int64, max in
 		return nil, q.mu.gone
 	}
 	var snap []rec
+	var holders map[int64]string // seq → lock holder, of locked ones that named one
 	if max > 0 {
 		q.mu.subs[p.SubQueue].idx.ascend(fromSeq, func(r *rec) bool {
 			if r.flags&flagPending != 0 {
 				return true
 			}
 			snap = append(snap, *r)
+			if r.locked() {
+				if h := q.lockHolderLocked(p.SubQueue, r.seq); h != "" {
+					if holders == nil {
+						holders = make(map[int64]string)
+					}
+					holders[r.seq] = h
+				}
+			}
 			return len(snap) < max
 		})
 	}
 	q.mu.Unlock()
-	return q.peekDeliveries(snap, path)
+	ds, err := q.peekDeliveries(snap, path)
+	for _, d := range ds {
+		d.LockHolder = holders[d.SequenceNumber]
+	}
+	return ds, err
 }
 
 // takeLocked marks the records of seqs in sub busy and returns snapshots
@@ -348,5 +365,74 @@ func (b *Broker) DeadLetterMessages(ctx context.Context, path string, seqs []int
 		return res, err
 	}
 	res.Done = len(ts)
+	return res, nil
+}
+
+// AbandonMessages does to the messages seqs of path (a queue or
+// subscription, not a dead-letter queue) what a client's receive and
+// abandon would: each one's delivery count rises by one, durably, and one
+// that reaches MaxDeliveryCount is dead-lettered with
+// MaxDeliveryCountExceeded (counted in DeadLettered); an expired one
+// expires. Active and deferred messages qualify (a deferred one stays
+// deferred); locked, scheduled, busy and missing ones, and those of a
+// session a receiver holds, are skipped.
+func (b *Broker) AbandonMessages(ctx context.Context, path string, seqs []int64) (TriageResult, error) {
+	var res TriageResult
+	seqs, err := checkTriageBatch(seqs)
+	if err != nil {
+		return res, err
+	}
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	q, p, err := b.lookup(path)
+	if err != nil {
+		return res, err
+	}
+	if p.SubQueue != SubQueueMain {
+		return res, errorf(KindInvalidArgument, "'%s' is a dead-letter queue: the delivery count of a dead letter does not change, so there is nothing to abandon.", path)
+	}
+	now := b.now()
+	q.lockAt(now)
+	if q.mu.gone != nil {
+		defer q.mu.Unlock()
+		return res, q.mu.gone
+	}
+	maxDC := uint32(q.mu.props.MaxDeliveryCount)
+	var ts []transition
+	dead := 0
+	for _, s := range seqs {
+		r := q.mu.subs[SubQueueMain].idx.get(s)
+		if r == nil || r.busy() || r.locked() || r.state == StateScheduled ||
+			(r.sess != 0 && q.sessionHeldLocked(r.sess, now)) {
+			res.Skipped = append(res.Skipped, s)
+			continue
+		}
+		next := *r
+		next.dc++
+		var t transition
+		switch {
+		case next.dc >= maxDC:
+			t = deadLetterTransitionLocked(r, ReasonMaxDeliveryCountExceeded,
+				fmt.Sprintf("Message could not be consumed after %d delivery attempts.", maxDC), nil)
+			t.next.dc = next.dc
+			dead++
+		case r.state == StateActive && r.expired(now):
+			t = q.expireLocked(r, nil)
+			t.next.dc = next.dc
+		default:
+			t = updateTransitionLocked(SubQueueMain, SubQueueMain, r, next, nil)
+		}
+		ts = append(ts, t)
+	}
+	if len(ts) == 0 {
+		q.mu.Unlock()
+		return res, nil
+	}
+	err = q.commitAndUnlock(ts, nil, true, now) // an operator's act is no use (idle deletion)
+	if err != nil {
+		return res, err
+	}
+	res.Done, res.DeadLettered = len(ts), dead
 	return res, nil
 }

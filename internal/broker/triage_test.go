@@ -3,8 +3,12 @@ package broker
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
 
 	"github.com/busbarmq/busbar/internal/filter"
 	"github.com/busbarmq/busbar/internal/message"
@@ -295,5 +299,173 @@ func TestDeadLetterMessagesInSession(t *testing.T) {
 	}
 	if got := len(e.peek("s/$DeadLetterQueue", 0, 10)); got != 1 {
 		t.Fatalf("DLQ has %d", got)
+	}
+}
+
+// TestInspectLockHolder: Inspect shows who holds each lock (for receivers
+// that said), and the holder goes with the lock: on settle and on expiry.
+func TestInspectLockHolder(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q")
+	e.sendN("q", 3)
+	r := e.receiver("q", PeekLock)
+	r.SetHolder("link L on connection C")
+	ds, err := r.TryReceive(2)
+	if err != nil || len(ds) != 2 {
+		t.Fatalf("%v %v", ds, err)
+	}
+	anon := e.recv1("q") // a receiver that did not say who it is
+	holders := func() []string {
+		t.Helper()
+		ins, err := e.b.Inspect(ctx, "q", 0, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var hs []string
+		for _, d := range ins {
+			hs = append(hs, d.LockHolder)
+		}
+		return hs
+	}
+	if got := holders(); !slices.Equal(got, []string{"link L on connection C", "link L on connection C", ""}) || anon.SequenceNumber != 3 {
+		t.Fatalf("holders %q", got)
+	}
+	if ds, _ := e.b.Peek(ctx, "q", 0, 10); ds[0].LockHolder != "" {
+		t.Fatal("Peek shows a lock holder")
+	}
+	e.complete("q", ds[0].LockToken)
+	if got := holders(); !slices.Equal(got, []string{"link L on connection C", ""}) {
+		t.Fatalf("holders after complete %q", got)
+	}
+	e.abandon("q", ds[1].LockToken, nil)
+	if got := holders(); !slices.Equal(got, []string{"", ""}) {
+		t.Fatalf("holders after abandon %q", got)
+	}
+	ds, _ = r.TryReceive(1)
+	if len(ds) != 1 || holders()[0] == "" {
+		t.Fatalf("relocked: %v %q", ds, holders())
+	}
+	e.advance(2 * time.Minute)
+	e.b.Tick()
+	if got := holders(); !slices.Equal(got, []string{"", ""}) {
+		t.Fatalf("holders after lock expiry %q", got)
+	}
+	r.SetHolder(string(make([]byte, 1000)))
+	if ds, _ = r.TryReceive(1); len(ds) != 1 || len(holders()[0]) != maxLockHolder {
+		t.Fatalf("long holder not cut: %d", len(holders()[0]))
+	}
+	if h := cutHolder("x" + strings.Repeat("é", 200)); len(h) != maxLockHolder-1 || !utf8.ValidString(h) {
+		t.Fatalf("cut inside a character: %d %q", len(h), h)
+	}
+}
+
+// TestInspectLockHolderSession: a session receiver's holder shows on the
+// messages it locks.
+func TestInspectLockHolderSession(t *testing.T) {
+	e := newEnv(t)
+	e.queue("s", func(p *QueueProperties) { p.RequiresSession = true })
+	e.send("s", &message.Message{SessionID: "a", Body: []byte("1")})
+	r, err := e.b.AcceptSession("s", "a", PeekLock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	r.SetHolder("session link")
+	if ds, err := r.TryReceive(1); err != nil || len(ds) != 1 {
+		t.Fatalf("%v %v", ds, err)
+	}
+	ins, err := e.b.Inspect(ctx, "s", 0, 10)
+	if err != nil || len(ins) != 1 || ins[0].LockHolder != "session link" {
+		t.Fatalf("%v %v", ins, err)
+	}
+	h, until, held, err := e.b.SessionHolder("s", "a")
+	if err != nil || !held || h != "session link" || !until.Equal(r.SessionLockedUntil()) {
+		t.Fatalf("SessionHolder: %q %v %v %v", h, until, held, err)
+	}
+	r.Close()
+	if _, _, held, err := e.b.SessionHolder("s", "a"); err != nil || held {
+		t.Fatalf("SessionHolder after close: %v %v", held, err)
+	}
+	if _, _, held, err := e.b.SessionHolder("s", "nope"); err != nil || held {
+		t.Fatalf("SessionHolder of an unknown session: %v %v", held, err)
+	}
+}
+
+// TestAbandonMessages: an operator's abandon raises each chosen message's
+// delivery count durably, dead-letters at MaxDeliveryCount, and skips
+// locked, scheduled and missing messages.
+func TestAbandonMessages(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q", func(p *QueueProperties) { p.MaxDeliveryCount = 2 })
+	e.sendN("q", 3)
+	if _, err := e.b.Schedule(ctx, "q", []*message.Message{msg("later")}, t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	e.recv1("q") // seq 1 locked
+	res, err := e.b.AbandonMessages(ctx, "q", []int64{1, 2, 3, 4, 99})
+	if err != nil || res.Done != 2 || res.DeadLettered != 0 || !slices.Equal(res.Skipped, []int64{1, 4, 99}) {
+		t.Fatalf("%+v %v", res, err)
+	}
+	e.restart()
+	ds := e.peek("q", 2, 2)
+	if len(ds) != 2 || ds[0].DeliveryCount != 2 || ds[1].DeliveryCount != 2 {
+		t.Fatalf("after abandon: %v", ds)
+	}
+	res, err = e.b.AbandonMessages(ctx, "q", []int64{2})
+	if err != nil || res.Done != 1 || res.DeadLettered != 1 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	dl := e.peek(triageDLQ, 0, 10)
+	if len(dl) != 1 || dl[0].SequenceNumber != 2 || prop(dl[0], PropDeadLetterReason) != ReasonMaxDeliveryCountExceeded {
+		t.Fatalf("DLQ: %v", dl)
+	}
+	if _, err := e.b.AbandonMessages(ctx, triageDLQ, []int64{2}); KindOf(err) != KindInvalidArgument {
+		t.Fatalf("from a DLQ: %v", err)
+	}
+	if _, err := e.b.AbandonMessages(ctx, "q", make([]int64, MaxTriageBatch+1)); KindOf(err) != KindInvalidArgument {
+		t.Fatalf("too many: %v", err)
+	}
+}
+
+// TestLockHolderKeptOnFailedSettle: a settlement whose commit fails puts
+// the lock back with its holder (single and batch).
+func TestLockHolderKeptOnFailedSettle(t *testing.T) {
+	ds := &diskStore{spyStore: &spyStore{Store: memstore.New()}}
+	e := newEnvOn(t, ds)
+	e.queue("q")
+	e.sendN("q", 1)
+	r := e.receiver("q", PeekLock)
+	r.SetHolder("worker")
+	got, err := r.TryReceive(1)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("%v %v", got, err)
+	}
+	ds.setFull(true)
+	wantKind(t, e.b.Complete(ctx, "q", got[0].LockToken), ErrNoSpace)
+	if errs := e.b.CompleteBatch(ctx, "q", []uuid.UUID{got[0].LockToken}); !errors.Is(errs[0], ErrNoSpace) {
+		t.Fatalf("CompleteBatch: %v", errs)
+	}
+	ins, err := e.b.Inspect(ctx, "q", 0, 1)
+	if err != nil || len(ins) != 1 || ins[0].LockHolder != "worker" {
+		t.Fatalf("after failed settles: %v %v", ins, err)
+	}
+}
+
+// TestLockHolderReceiveDeferred: deferred messages received by sequence
+// number are held by the holder the call's context names.
+func TestLockHolderReceiveDeferred(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q")
+	e.sendN("q", 1)
+	d := e.recv1("q")
+	if err := e.b.Defer(ctx, "q", d.LockToken, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.b.ReceiveDeferred(WithLockHolder(ctx, "mgmt"), "q", []int64{d.SequenceNumber}, PeekLock); err != nil {
+		t.Fatal(err)
+	}
+	ins, err := e.b.Inspect(ctx, "q", 0, 1)
+	if err != nil || len(ins) != 1 || ins[0].LockHolder != "mgmt" {
+		t.Fatalf("%v %v", ins, err)
 	}
 }

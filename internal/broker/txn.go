@@ -404,7 +404,7 @@ func (q *entity) planTxnLocked(ss []TxnSettlement, subs []SubQueue, now int64) (
 	for i := range ss {
 		s, sub := &ss[i], subs[i]
 		r, _ := q.lockedRecLocked(sub, s.Token, now)
-		until := r.until
+		until, holder := r.until, q.mu.locks[s.Token].holder
 		var t transition
 		switch s.Kind {
 		case TxnComplete:
@@ -432,7 +432,7 @@ func (q *entity) planTxnLocked(ss []TxnSettlement, subs []SubQueue, now int64) (
 			next.state = StateDeferred
 			t = updateTransitionLocked(sub, sub, r, next, s.Props)
 		}
-		t.relock, t.relockUntil = s.Token, until // a failed commit keeps the lock
+		t.relock, t.relockUntil, t.relockHolder = s.Token, until, holder // a failed commit keeps the lock
 		ts = append(ts, t)
 	}
 	return ts, nil

@@ -202,6 +202,15 @@ func TestBrowser(t *testing.T) {
 	if q, _ := b.GetQueue("orders"); q.Counts.DeadLetter != 3 || q.Counts.Active != 3 {
 		t.Fatalf("after dead-lettering: %+v", q.Counts)
 	}
+	// Abandon a chosen message: its delivery count rises.
+	run(t, ctx, "abandon", chromedp.Navigate(base+"/messages?path=orders"), chromedp.WaitVisible("#sel-4", chromedp.ByQuery),
+		chromedp.Click("#sel-4", chromedp.ByQuery), clickAndLoad("button[value=abandon]"), chromedp.WaitVisible(".flash", chromedp.ByQuery))
+	if got := textOf(t, ctx, ".flash"); got != "Abandoned 1 messages." {
+		t.Fatalf("flash %q", got)
+	}
+	if ds, err := b.Peek(context.Background(), "orders", 4, 1); err != nil || len(ds) != 1 || ds[0].DeliveryCount != 2 {
+		t.Fatalf("after abandon: %v %v", ds, err)
+	}
 	run(t, ctx, "dlq", chromedp.Navigate(base+"/dlq?path=orders"), chromedp.WaitVisible("table", chromedp.ByQuery))
 	if got := textOf(t, ctx, "main table tbody"); !strings.Contains(got, "bad-input") || !strings.Contains(got, "3") {
 		t.Fatalf("DLQ groups: %q", got)

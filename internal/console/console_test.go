@@ -487,3 +487,85 @@ func TestRates(t *testing.T) {
 		t.Fatalf("rates not shown: %s", body)
 	}
 }
+
+// TestLockHolderAndAbandon: the messages page shows who holds a lock next
+// to its expiry, and Abandon raises the chosen messages' delivery count
+// (dead-lettering at the maximum), skipping the locked one.
+func TestLockHolderAndAbandon(t *testing.T) {
+	e := newEnv(t, nil)
+	admin := e.client()
+	csrf := e.signIn(admin, "admin", "admin-key")
+	p := broker.DefaultQueueProperties()
+	p.MaxDeliveryCount = 2
+	if _, err := e.b.CreateQueue("q", p); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []string{"a", "b", "c"} {
+		if err := e.b.Send(context.Background(), "q", []*message.Message{{Body: encodeDataBody([]byte(b))}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := e.b.OpenReceiver("q", broker.PeekLock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	r.SetHolder("link worker-7 on connection box-1")
+	if ds, err := r.TryReceive(1); err != nil || len(ds) != 1 {
+		t.Fatalf("%v %v", ds, err)
+	}
+	st, body := e.get(admin, "messages?path=q&state=locked")
+	if st != http.StatusOK || !strings.Contains(body, `<td class="mono lock-holder">link worker-7 on connection box-1</td>`) {
+		t.Fatalf("messages page: %d, no lock holder: %s", st, body)
+	}
+	if _, body := e.get(admin, "message?path=q&seq=1"); !strings.Contains(body, "link worker-7 on connection box-1") {
+		t.Fatal("message page shows no lock holder")
+	}
+	abandon := func(seqs ...string) string {
+		t.Helper()
+		f := url.Values{"csrf": {csrf}, "path": {"q"}, "sub": {""}, "seq": seqs, "action": {"abandon"}}
+		if st, body := e.post(admin, "messages/delete", f, ""); st != http.StatusSeeOther {
+			t.Fatalf("abandon: %d %s", st, body)
+		}
+		_, body := e.get(admin, "messages?path=q")
+		return body
+	}
+	if body := abandon("1", "2"); !strings.Contains(body, "Abandoned 1 messages; skipped 1 (locked, busy or gone): [1].") {
+		t.Fatalf("no flash: %s", body)
+	}
+	if ds, _ := e.b.Peek(context.Background(), "q", 2, 1); ds[0].DeliveryCount != 2 {
+		t.Fatalf("delivery count after abandon: %d", ds[0].DeliveryCount)
+	}
+	if body := abandon("2"); !strings.Contains(body, "Abandoned 1 messages (1 of them reached the maximum delivery count and were dead-lettered).") {
+		t.Fatalf("no flash: %s", body)
+	}
+	if qi, _ := e.b.GetQueue("q"); qi.Counts.DeadLetter != 1 || qi.Counts.Active != 2 {
+		t.Fatalf("counts %+v", qi.Counts)
+	}
+}
+
+// TestSessionLockHolder: the sessions page shows who holds a locked
+// session and until when.
+func TestSessionLockHolder(t *testing.T) {
+	e := newEnv(t, nil)
+	admin := e.client()
+	e.signIn(admin, "admin", "admin-key")
+	p := broker.DefaultQueueProperties()
+	p.RequiresSession = true
+	if _, err := e.b.CreateQueue("s", p); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.b.Send(context.Background(), "s", []*message.Message{{SessionID: "cart-1", Body: encodeDataBody([]byte("x"))}}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := e.b.AcceptSession("s", "cart-1", broker.PeekLock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	r.SetHolder("link cart-worker on connection box-2")
+	st, body := e.get(admin, "sessions?path=s")
+	if st != http.StatusOK || !strings.Contains(body, `by <span class="mono lock-holder">link cart-worker on connection box-2</span> until `) {
+		t.Fatalf("sessions page: %d: %s", st, body)
+	}
+}

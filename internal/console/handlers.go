@@ -884,14 +884,22 @@ func (c *Console) deleteMessages(w http.ResponseWriter, r *http.Request, s *sess
 	defer cancel()
 	verb := "Deleted"
 	var res broker.TriageResult
-	if f.Get("action") == "deadletter" {
+	note := ""
+	switch f.Get("action") {
+	case "deadletter":
 		verb = "Dead-lettered"
 		reason := strings.TrimSpace(f.Get("reason"))
 		if reason == "" {
 			reason = "DeadLetteredByOperator"
 		}
 		res, err = c.b.DeadLetterMessages(ctx, subQueuePath(entity, sub), seqs, reason, strings.TrimSpace(f.Get("description")))
-	} else {
+	case "abandon":
+		verb = "Abandoned"
+		res, err = c.b.AbandonMessages(ctx, subQueuePath(entity, sub), seqs)
+		if res.DeadLettered > 0 {
+			note = fmt.Sprintf(" (%d of them reached the maximum delivery count and were dead-lettered)", res.DeadLettered)
+		}
+	default:
 		res, err = c.b.RemoveMessages(ctx, subQueuePath(entity, sub), seqs)
 	}
 	if err != nil {
@@ -902,7 +910,7 @@ func (c *Console) deleteMessages(w http.ResponseWriter, r *http.Request, s *sess
 	if !strings.HasPrefix(back, Prefix) {
 		back = Prefix + "messages?path=" + urlQuery(entity) + "&sub=" + urlQuery(sub)
 	}
-	c.redirect(w, r, s, back, fmt.Sprintf("%s %d messages%s.", verb, res.Done, skippedNote(res.Skipped)))
+	c.redirect(w, r, s, back, fmt.Sprintf("%s %d messages%s%s.", verb, res.Done, note, skippedNote(res.Skipped)))
 	return nil
 }
 

@@ -354,6 +354,9 @@ type sessionRow struct {
 	State    string
 	HasState bool
 	Locked   bool // a receiver holds it: its state cannot be read now
+	// Holder and Until say who holds a locked session, until when.
+	Holder string
+	Until  time.Time
 }
 
 // withSession locks session id of path as a session receiver would, runs
@@ -400,6 +403,9 @@ func (c *Console) sessionsPage(w http.ResponseWriter, r *http.Request, s *sessio
 				return err
 			}
 			row.Locked = true
+			if h, until, held, err := c.b.SessionHolder(entity, id); err == nil && held {
+				row.Holder, row.Until = h, until
+			}
 		}
 		rows = append(rows, row)
 	}

@@ -253,6 +253,11 @@ func (c *conn) receiveBySequence(ctx context.Context, path string, b body) (*res
 	if err != nil {
 		return nil, err
 	}
+	link, _ := ctx.Value(assocLinkKey{}).(string)
+	if link == "" {
+		link = "$management"
+	}
+	ctx = broker.WithLockHolder(ctx, "link "+link+" on connection "+c.containerOrAddr())
 	var ds []*broker.Delivery
 	switch {
 	case holder != nil:

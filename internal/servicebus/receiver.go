@@ -110,6 +110,7 @@ func (c *conn) attachReceiver(l *amqp.OutgoingLink, a address) error {
 		}
 		return c.refuse("attach", a.path(), err)
 	}
+	r.SetHolder(c.lockHolder(l))
 	rl := c.newReceiverLink(l, r.Path(), mode)
 	rl.r = r
 	l.OnFlow = rl.onFlow
@@ -121,6 +122,22 @@ func (c *conn) attachReceiver(l *amqp.OutgoingLink, a address) error {
 	}
 	c.guard(&l.Link, rl.done, a.path(), auth.Listen)
 	return nil
+}
+
+// lockHolder names a receiver link for the locks it takes, as operators
+// see them (broker.Receiver.SetHolder): the link name and the client's
+// container id, or its address if it sent none.
+func (c *conn) lockHolder(l *amqp.OutgoingLink) string {
+	return "link " + l.Name() + " on connection " + c.containerOrAddr()
+}
+
+// containerOrAddr names the connection: the client's container id, or its
+// address if it sent none.
+func (c *conn) containerOrAddr() string {
+	if who := c.c.ContainerID(); who != "" {
+		return who
+	}
+	return remoteAddr(c.c)
 }
 
 func (c *conn) newReceiverLink(l *amqp.OutgoingLink, path string, mode broker.ReceiveMode) *receiverLink {
