@@ -315,11 +315,13 @@ func (t *topic) inspectScheduled(path string, fromSeq int64, max int) ([]*Delive
 	return ds, nil
 }
 
-// DeadLetterMessages moves the messages seqs of path's main queue (a
-// queue or subscription) to its dead-letter queue with reason and
-// description, as a receiver's dead-lettering would, in one synced store
-// batch. Locked, busy, scheduled or absent ones are skipped.
-func (b *Broker) DeadLetterMessages(ctx context.Context, path string, seqs []int64, reason, desc string) (TriageResult, error) {
+// mainTriage is the shape DeadLetterMessages and AbandonMessages share:
+// check the batch, resolve path's main queue (a dead-letter queue is
+// refused with dlqMsg), plan the transitions under the entity's lock
+// (plan appends what it skips to res.Skipped), then commit them in one
+// synced store batch and apply them.
+func (b *Broker) mainTriage(ctx context.Context, path string, seqs []int64, dlqMsg string,
+	plan func(q *entity, seqs []int64, now int64, res *TriageResult) []transition) (TriageResult, error) {
 	var res TriageResult
 	seqs, err := checkTriageBatch(seqs)
 	if err != nil {
@@ -333,7 +335,7 @@ func (b *Broker) DeadLetterMessages(ctx context.Context, path string, seqs []int
 		return res, err
 	}
 	if p.SubQueue != SubQueueMain {
-		return res, errorf(KindInvalidArgument, "'%s' is a dead-letter queue already; only messages of a queue or subscription can be dead-lettered.", path)
+		return res, errorf(KindInvalidArgument, dlqMsg, path)
 	}
 	now := b.now()
 	q.lockAt(now)
@@ -341,31 +343,37 @@ func (b *Broker) DeadLetterMessages(ctx context.Context, path string, seqs []int
 		defer q.mu.Unlock()
 		return res, q.mu.gone
 	}
-	var ts []transition
-	for _, s := range seqs {
-		r := q.mu.subs[SubQueueMain].idx.get(s)
-		if r == nil || r.busy() || r.locked() || r.state == StateScheduled {
-			res.Skipped = append(res.Skipped, s)
-			continue
-		}
-		ts = append(ts, deadLetterTransitionLocked(r, reason, desc, nil))
-	}
+	ts := plan(q, seqs, now, &res)
 	if len(ts) == 0 {
 		q.mu.Unlock()
 		return res, nil
 	}
-	q.inflight.Add(1)
-	q.mu.Unlock()
-	defer q.inflight.Done()
-	err = q.persist(nil, ts, nil, true)
-	q.lockAndPublish()
-	q.applyLocked(ts, err, now)
-	q.mu.Unlock()
-	if err != nil {
+	// Synced: the change is durable before it is reported.
+	if err := q.commitAndUnlock(ts, nil, true, now); err != nil {
 		return res, err
 	}
 	res.Done = len(ts)
 	return res, nil
+}
+
+// DeadLetterMessages moves the messages seqs of path's main queue (a
+// queue or subscription) to its dead-letter queue with reason and
+// description, as a receiver's dead-lettering would, in one synced store
+// batch. Locked, busy, scheduled or absent ones are skipped.
+func (b *Broker) DeadLetterMessages(ctx context.Context, path string, seqs []int64, reason, desc string) (TriageResult, error) {
+	return b.mainTriage(ctx, path, seqs, "'%s' is a dead-letter queue already; only messages of a queue or subscription can be dead-lettered.",
+		func(q *entity, seqs []int64, _ int64, res *TriageResult) []transition {
+			var ts []transition
+			for _, s := range seqs {
+				r := q.mu.subs[SubQueueMain].idx.get(s)
+				if r == nil || r.busy() || r.locked() || r.state == StateScheduled {
+					res.Skipped = append(res.Skipped, s)
+					continue
+				}
+				ts = append(ts, deadLetterTransitionLocked(r, reason, desc, nil))
+			}
+			return ts
+		})
 }
 
 // AbandonMessages does to the messages seqs of path (a queue or
@@ -377,62 +385,34 @@ func (b *Broker) DeadLetterMessages(ctx context.Context, path string, seqs []int
 // deferred); locked, scheduled, busy and missing ones, and those of a
 // session a receiver holds, are skipped.
 func (b *Broker) AbandonMessages(ctx context.Context, path string, seqs []int64) (TriageResult, error) {
-	var res TriageResult
-	seqs, err := checkTriageBatch(seqs)
-	if err != nil {
-		return res, err
-	}
-	if err := ctx.Err(); err != nil {
-		return res, err
-	}
-	q, p, err := b.lookup(path)
-	if err != nil {
-		return res, err
-	}
-	if p.SubQueue != SubQueueMain {
-		return res, errorf(KindInvalidArgument, "'%s' is a dead-letter queue: the delivery count of a dead letter does not change, so there is nothing to abandon.", path)
-	}
-	now := b.now()
-	q.lockAt(now)
-	if q.mu.gone != nil {
-		defer q.mu.Unlock()
-		return res, q.mu.gone
-	}
-	maxDC := uint32(q.mu.props.MaxDeliveryCount)
-	var ts []transition
-	dead := 0
-	for _, s := range seqs {
-		r := q.mu.subs[SubQueueMain].idx.get(s)
-		if r == nil || r.busy() || r.locked() || r.state == StateScheduled ||
-			(r.sess != 0 && q.sessionHeldLocked(r.sess, now)) {
-			res.Skipped = append(res.Skipped, s)
-			continue
-		}
-		next := *r
-		next.dc++
-		var t transition
-		switch {
-		case next.dc >= maxDC:
-			t = deadLetterTransitionLocked(r, ReasonMaxDeliveryCountExceeded,
-				fmt.Sprintf("Message could not be consumed after %d delivery attempts.", maxDC), nil)
-			t.next.dc = next.dc
-			dead++
-		case r.state == StateActive && r.expired(now):
-			t = q.expireLocked(r, nil)
-			t.next.dc = next.dc
-		default:
-			t = updateTransitionLocked(SubQueueMain, SubQueueMain, r, next, nil)
-		}
-		ts = append(ts, t)
-	}
-	if len(ts) == 0 {
-		q.mu.Unlock()
-		return res, nil
-	}
-	err = q.commitAndUnlock(ts, nil, true, now) // an operator's act is no use (idle deletion)
-	if err != nil {
-		return res, err
-	}
-	res.Done, res.DeadLettered = len(ts), dead
-	return res, nil
+	return b.mainTriage(ctx, path, seqs, "'%s' is a dead-letter queue: the delivery count of a dead letter does not change, so there is nothing to abandon.",
+		func(q *entity, seqs []int64, now int64, res *TriageResult) []transition {
+			maxDC := uint32(q.mu.props.MaxDeliveryCount)
+			var ts []transition
+			for _, s := range seqs {
+				r := q.mu.subs[SubQueueMain].idx.get(s)
+				if r == nil || r.busy() || r.locked() || r.state == StateScheduled ||
+					(r.sess != 0 && q.sessionHeldLocked(r.sess, now)) {
+					res.Skipped = append(res.Skipped, s)
+					continue
+				}
+				next := *r
+				next.dc++
+				var t transition
+				switch {
+				case next.dc >= maxDC:
+					t = deadLetterTransitionLocked(r, ReasonMaxDeliveryCountExceeded,
+						fmt.Sprintf("Message could not be consumed after %d delivery attempts.", maxDC), nil)
+					t.next.dc = next.dc
+					res.DeadLettered++
+				case r.state == StateActive && r.expired(now):
+					t = q.expireLocked(r, nil)
+					t.next.dc = next.dc
+				default:
+					t = updateTransitionLocked(SubQueueMain, SubQueueMain, r, next, nil)
+				}
+				ts = append(ts, t)
+			}
+			return ts
+		})
 }
