@@ -91,6 +91,7 @@ type pendingMsg struct {
 	hasKey   bool
 	drop     bool // duplicate
 	seq      int64
+	reserved bool      // seq was reserved beforehand (ReserveSeqs), not assigned by the plan
 	hops     uint8     // times auto-forwarded (forward.go); 0 for a send
 	buf      *sendData // data's pooled buffer; nil for an auto-forwarded message
 }

@@ -90,8 +90,12 @@ func (l *sendLimits) planLocked(s sendState, pend []pendingMsg, total, now int64
 		p.waits, p.ops = s.dedup.check(s.id, pend, now, l.window, p.w, p.ops)
 	}
 	for i := range pend {
-		pend[i].seq = *s.nextSeq
-		*s.nextSeq++
+		if pend[i].reserved { // ReserveSeqs gave it out earlier
+			*s.nextSeq = max(*s.nextSeq, pend[i].seq+1)
+		} else {
+			pend[i].seq = *s.nextSeq
+			*s.nextSeq++
+		}
 		seqs[i] = pend[i].seq
 	}
 	return p, nil

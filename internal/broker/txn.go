@@ -73,10 +73,62 @@ type Txn struct {
 }
 
 // TxnSend is one message a transaction sends, to the queue or topic To.
-// Messages to one destination keep their order.
+// Messages to one destination keep their order. A scheduled message
+// (x-opt-scheduled-enqueue-time in the future) is scheduled. Seq, when
+// not zero, is the sequence number ReserveSeqs reserved for it on To (a
+// schedule-message request inside a transaction answers with its
+// sequence numbers before the commit).
 type TxnSend struct {
 	To  string
 	Msg *message.Message
+	Seq SeqReservation
+}
+
+// SeqReservation is a sequence number reserved on one queue or topic.
+// Entity identifies the entity's incarnation, so that a number reserved
+// on an entity deleted and created again meanwhile is never used.
+type SeqReservation struct {
+	Entity uint64
+	Seq    int64
+}
+
+// ReserveSeqs hands out n sequence numbers of the queue or topic at path
+// for messages a transaction will send on commit. Numbers a rollback
+// leaves unused are gaps, as in Service Bus. n is at most
+// MaxTxnOperations.
+func (b *Broker) ReserveSeqs(path string, n int) ([]SeqReservation, error) {
+	if n < 0 || n > MaxTxnOperations {
+		return nil, errorf(KindQuotaExceeded, "%d sequence numbers cannot be reserved at once; at most %d.", n, MaxTxnOperations)
+	}
+	q, t, _, err := b.lookupSend(path)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		id   uint64
+		next *int64
+	)
+	if t != nil {
+		t.lockAndPublish()
+		defer t.mu.Unlock()
+		if err := t.sendCheckLocked(); err != nil {
+			return nil, err
+		}
+		id, next = t.id, &t.mu.nextSeq
+	} else {
+		q.lockAndPublish()
+		defer q.mu.Unlock()
+		if err := q.sendCheckLocked(); err != nil {
+			return nil, err
+		}
+		id, next = q.id, &q.mu.nextSeq
+	}
+	r := make([]SeqReservation, n)
+	for i := range r {
+		r[i] = SeqReservation{Entity: id, Seq: *next}
+		*next++
+	}
+	return r, nil
 }
 
 // txnDest is one destination of a committing transaction, between the
@@ -86,12 +138,21 @@ type txnDest struct {
 	q     *entity
 	t     *topic
 	msgs  []*message.Message
+	seqs  []SeqReservation // per message; zero: assigned at commit
 	pend  []pendingMsg
 	total int64
 	qs    queueSend
 	ts    topicSend
 	f     fanOut
 	plan  bool // planned (phase 1 succeeded)
+}
+
+// idOf is the id of the destination: topic t's, or else queue q's.
+func (q *entity) idOf(t *topic) uint64 {
+	if t != nil {
+		return t.id
+	}
+	return q.id
 }
 
 func (d *txnDest) name() string {
@@ -296,6 +357,7 @@ func (b *Broker) txnDests(sends []TxnSend, nowT time.Time) ([]*txnDest, error) {
 			dests = append(dests, d)
 		}
 		d.msgs = append(d.msgs, s.Msg)
+		d.seqs = append(d.seqs, s.Seq)
 	}
 	slices.SortFunc(dests, func(x, y *txnDest) int { return strings.Compare(x.key, y.key) })
 	if err := b.checkGrowth(); err != nil {
@@ -305,6 +367,16 @@ func (b *Broker) txnDests(sends []TxnSend, nowT time.Time) ([]*txnDest, error) {
 		var err error
 		if d.pend, d.total, err = encodeSends(d.msgs, time.Time{}, false, nowT); err != nil {
 			return dests, err
+		}
+		id := d.q.idOf(d.t)
+		for i, r := range d.seqs {
+			if r.Seq == 0 {
+				continue
+			}
+			if r.Entity != id {
+				return dests, errorf(KindNotFound, "The entity '%s' was deleted and created again since the transaction scheduled messages on it.", d.name())
+			}
+			d.pend[i].seq, d.pend[i].reserved = r.Seq, true
 		}
 	}
 	return dests, nil

@@ -180,10 +180,18 @@ func TestTxnCrashAtManyPoints(t *testing.T) {
 		if body(d) != fmt.Sprintf("in-%03d", i) {
 			t.Fatalf("received %q", body(d))
 		}
-		err := e.b.CommitTxn(ctx, &Txn{
+		// A scheduled message with its sequence number reserved
+		// beforehand, as a schedule-message request inside a
+		// transaction has it.
+		r, err := e.b.ReserveSeqs("out", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sched := TxnSend{To: "out", Msg: scheduledMsg(fmt.Sprintf("out-%03d-c", i), t0.Add(time.Hour)), Seq: r[0]}
+		err = e.b.CommitTxn(ctx, &Txn{
 			Settlements: []TxnSettlement{{Kind: TxnComplete, Path: "in", Token: d.LockToken}},
 			// Two destinations, a queue and a topic: one batch.
-			Sends: append(txnTo("tout", msg(fmt.Sprintf("out-%03d-b", i))), txnTo("out", msg(fmt.Sprintf("out-%03d-a", i)))...),
+			Sends: append(append(txnTo("tout", msg(fmt.Sprintf("out-%03d-b", i))), txnTo("out", msg(fmt.Sprintf("out-%03d-a", i)))...), sched),
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -222,16 +230,17 @@ func TestTxnCrashAtManyPoints(t *testing.T) {
 			in := places[fmt.Sprintf("in-%03d", i)]
 			oa := places[fmt.Sprintf("out-%03d-a", i)]
 			ob := places[fmt.Sprintf("out-%03d-b", i)]
+			oc := places[fmt.Sprintf("out-%03d-c", i)]
 			committed := len(in) == 0
 			switch {
-			case committed && slices.Equal(oa, []string{"out"}) && slices.Equal(ob, []string{subPath}):
+			case committed && slices.Equal(oa, []string{"out"}) && slices.Equal(ob, []string{subPath}) && slices.Equal(oc, []string{"out"}):
 				done++
-			case !committed && slices.Equal(in, []string{"in"}) && len(oa) == 0 && len(ob) == 0:
+			case !committed && slices.Equal(in, []string{"in"}) && len(oa) == 0 && len(ob) == 0 && len(oc) == 0:
 				if i < img.acked {
 					t.Fatalf("crash before %v %s: transaction %d was acknowledged but is not applied", img.op.Kind, img.op.Path, i)
 				}
 			default:
-				t.Fatalf("crash before %v %s: transaction %d half applied: in %v, out %v %v", img.op.Kind, img.op.Path, i, in, oa, ob)
+				t.Fatalf("crash before %v %s: transaction %d half applied: in %v, out %v %v %v", img.op.Kind, img.op.Path, i, in, oa, ob, oc)
 			}
 		}
 		if done > 0 && done < n {
@@ -415,5 +424,96 @@ func TestTxnSendsDuplicateDetection(t *testing.T) {
 	}
 	if c := e.subCounts("t", "s"); c.Active != 1 {
 		t.Fatalf("t/s: %+v", c)
+	}
+}
+
+// scheduledMsg is a message scheduled for at.
+func scheduledMsg(body string, at time.Time) *message.Message {
+	m := msg(body)
+	m.Annotations = map[string]any{ScheduledEnqueueTimeAnnotation: at}
+	return m
+}
+
+// A schedule-message request inside a transaction answers with sequence
+// numbers before the commit: ReserveSeqs hands them out, the commit
+// schedules the messages under them (on a queue and on a topic), a
+// rollback leaves a gap, and numbers reserved on an entity that was
+// deleted and created again are refused.
+func TestTxnScheduleReservedSeqs(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q")
+	e.topic("t")
+	e.sub("t", "s")
+	at := t0.Add(time.Hour)
+	r, err := e.b.ReserveSeqs("q", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := e.b.ReserveSeqs("t", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r[0].Seq != 1 || r[1].Seq != 2 || rt[0].Seq != 1 {
+		t.Fatalf("reserved %+v %+v", r, rt)
+	}
+	e.send("q", msg("plain")) // sent meanwhile: the next number
+	err = e.b.CommitTxn(ctx, &Txn{Sends: []TxnSend{
+		{To: "q", Msg: scheduledMsg("s1", at), Seq: r[0]},
+		{To: "q", Msg: scheduledMsg("s2", at), Seq: r[1]},
+		{To: "t", Msg: scheduledMsg("ts", at), Seq: rt[0]},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := e.peek("q", 0, 10)
+	if got := bodies(ds); !slices.Equal(got, []string{"s1", "s2", "plain"}) || !slices.Equal(seqs(ds), []int64{1, 2, 3}) {
+		t.Fatalf("q holds %v %v", got, seqs(ds))
+	}
+	if c := e.counts("q"); c.Scheduled != 2 || c.Active != 1 {
+		t.Fatalf("q counts %+v", c)
+	}
+	// The reserved number names the scheduled message.
+	if err := e.b.CancelScheduled(ctx, "q", []int64{r[1].Seq}); err != nil {
+		t.Fatal(err)
+	}
+	e.restart()
+	if got := bodies(e.peek("q", 0, 10)); !slices.Equal(got, []string{"s1", "plain"}) {
+		t.Fatalf("q after restart %v", got)
+	}
+	e.advance(2 * time.Hour)
+	if got := bodies(e.recv("t/Subscriptions/s", PeekLock, 10)); !slices.Equal(got, []string{"ts"}) {
+		t.Fatalf("subscription got %v", got)
+	}
+
+	// A rollback: the reserved number is never used.
+	g, err := e.b.ReserveSeqs("q", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.send("q", msg("after"))
+	if d := e.peek("q", g[0].Seq, 10); len(d) != 1 || d[0].SequenceNumber != g[0].Seq+1 {
+		t.Fatalf("after a rolled back reservation: %v", seqs(d))
+	}
+
+	// The entity deleted and created again: the reservation is refused.
+	g, err = e.b.ReserveSeqs("q", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.b.DeleteQueue("q"); err != nil {
+		t.Fatal(err)
+	}
+	e.queue("q")
+	err = e.b.CommitTxn(ctx, &Txn{Sends: []TxnSend{{To: "q", Msg: scheduledMsg("late", at), Seq: g[0]}}})
+	wantKind(t, err, ErrNotFound)
+	if c := e.counts("q"); c.Scheduled+c.Active != 0 {
+		t.Fatalf("recreated q %+v", c)
+	}
+
+	if _, err := e.b.ReserveSeqs("nope", 1); KindOf(err) != KindNotFound {
+		t.Fatalf("reserve on a missing entity: %v", err)
+	}
+	if _, err := e.b.ReserveSeqs("q", MaxTxnOperations+1); KindOf(err) != KindQuotaExceeded {
+		t.Fatalf("reserve too many: %v", err)
 	}
 }
