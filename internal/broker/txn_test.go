@@ -517,3 +517,46 @@ func TestTxnScheduleReservedSeqs(t *testing.T) {
 		t.Fatalf("reserve too many: %v", err)
 	}
 }
+
+// A scheduled time already past enqueues the message at once under its
+// reserved number, below the numbers receivers have moved past: it is
+// still delivered, on a queue, a session and a topic's subscription.
+func TestTxnScheduleReservedSeqPastTime(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q")
+	e.queue("sq", func(p *QueueProperties) { p.RequiresSession = true })
+	e.topic("t")
+	e.sub("t", "s")
+	var sends []TxnSend
+	for _, p := range []string{"q", "sq", "t"} {
+		r, err := e.b.ReserveSeqs(p, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		later := msg("later")
+		m := scheduledMsg("reserved", t0)
+		if p == "sq" {
+			later.SessionID, m.SessionID = "s1", "s1"
+		}
+		e.send(p, later)
+		sends = append(sends, TxnSend{To: p, Msg: m, Seq: r[0]})
+	}
+	if d := e.recv1("q"); body(d) != "later" {
+		t.Fatalf("q: %q", body(d))
+	}
+	if d := e.recv1("t/Subscriptions/s"); body(d) != "later" {
+		t.Fatalf("sub: %q", body(d))
+	}
+	if err := e.b.CommitTxn(ctx, &Txn{Sends: sends}); err != nil {
+		t.Fatal(err)
+	}
+	if d := e.recv1("q"); body(d) != "reserved" || d.SequenceNumber != 1 {
+		t.Fatalf("q: %q %d", body(d), d.SequenceNumber)
+	}
+	if d := e.recv1("t/Subscriptions/s"); body(d) != "reserved" {
+		t.Fatalf("sub: %q", body(d))
+	}
+	if got := bodies(e.peek("sq", 0, 10)); !slices.Equal(got, []string{"reserved", "later"}) {
+		t.Fatalf("sq: %v", got)
+	}
+}
