@@ -3,6 +3,7 @@ package servicebus
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -63,6 +64,16 @@ func (c *conn) managementRequest(req *frames.Message, node address, mark amqp.Di
 	path := node.path()
 	span := c.h.traceManagement(path, opName, req.ApplicationProperties)
 	resp := c.runManagement(req, node, opName, path, mark, txnID)
+	if txnID != nil && (resp == nil || resp.status >= 400) {
+		// Refused inside a transaction: it can only roll back (a
+		// refusal the transaction recorded is kept as its cause).
+		cause := "the request got no answer"
+		if resp != nil {
+			cause, _, _ = strings.Cut(resp.desc, " TrackingId:")
+			cause = strings.TrimSuffix(cause, ".")
+		}
+		c.txnFail(txnID, &txnError{cond: condTxnRollback, msg: "the " + opName + " request failed: " + cause})
+	}
 	if resp == nil { // a fault: no answer
 		endSpan(span, errors.New("the answer was dropped by an injected fault"))
 		return nil
@@ -94,7 +105,7 @@ func (c *conn) runManagement(req *frames.Message, node address, opName, path str
 	}
 	ctx := withAssociatedLink(c.ctx, appProp(req, "associated-link-name"))
 	if txnID != nil {
-		ctx = withTxn(ctx, txnID) // update-disposition only (txn.go)
+		ctx = withTxn(ctx, txnID) // update-disposition and schedule only (txn.go)
 	}
 	if d := serverTimeout(req); d > 0 {
 		var cancel context.CancelFunc
@@ -347,6 +358,7 @@ func (c *conn) schedule(ctx context.Context, path string, b body) (*response, er
 		return nil, err
 	}
 	msgs := make([]*message.Message, 0, len(items))
+	sizes := 0
 	for i, it := range items {
 		m, isMap := it.(encoding.Map)
 		if !isMap {
@@ -362,6 +374,10 @@ func (c *conn) schedule(ctx context.Context, path string, b body) (*response, er
 			return nil, badRequest("messages[%d] could not be decoded: %v", i, err)
 		}
 		msgs = append(msgs, msg)
+		sizes += len(data)
+	}
+	if id := txnFrom(ctx); id != nil {
+		return c.txnSchedule(id, path, msgs, sizes)
 	}
 	seqs, err := c.h.broker.Schedule(ctx, path, msgs, time.Time{})
 	if err != nil {

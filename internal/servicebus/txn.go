@@ -17,6 +17,7 @@ import (
 	"github.com/busbarmq/busbar/internal/amqp/frames"
 	"github.com/busbarmq/busbar/internal/auth"
 	"github.com/busbarmq/busbar/internal/broker"
+	"github.com/busbarmq/busbar/internal/message"
 )
 
 // Transactions (OASIS AMQP 1.0 part 4, as Service Bus implements them;
@@ -32,7 +33,9 @@ import (
 // is durable; discharge(fail=true), a connection that goes away, or a
 // transaction older than txnTimeout discard it. A $management
 // update-disposition request sent with transactional-state is recorded
-// the same way (its settlements applied on commit); any other management
+// the same way (its settlements applied on commit), and so is a
+// schedule-message request (its messages scheduled on commit, under
+// sequence numbers reserved and answered at once); any other management
 // request inside a transaction is refused (txnRequest).
 //
 // Service Bus's rules, checked as each operation arrives:
@@ -446,13 +449,61 @@ func txnFrom(ctx context.Context) []byte {
 // txnManagementOp reports whether a management request (payload, an
 // encoded message) may run inside a transaction: update-disposition,
 // settlement by lock token, which is recorded like a transactional
-// disposition and applied on commit.
+// disposition and applied on commit, and schedule-message
+// (txnSchedule).
 func txnManagementOp(payload []byte) bool {
 	var req frames.Message
 	if err := req.UnmarshalBinary(payload); err != nil {
 		return false
 	}
-	return appProp(&req, "operation") == opUpdateDisposition
+	op := appProp(&req, "operation")
+	return op == opUpdateDisposition || op == opSchedule
+}
+
+// txnSchedule records a schedule-message request's messages (size bytes
+// encoded) as sends of transaction id to path and answers with their
+// sequence numbers, reserved now (broker.ReserveSeqs): the client has
+// them before it commits. A rollback leaves the numbers unused, gaps as
+// in Service Bus. A refusal makes the transaction rollback-only
+// (managementRequest).
+func (c *conn) txnSchedule(id []byte, path string, msgs []*message.Message, size int) (*response, error) {
+	for i, m := range msgs {
+		if at, _ := m.Annotations[broker.ScheduledEnqueueTimeAnnotation].(time.Time); at.IsZero() {
+			return nil, badRequest("messages[%d] has no scheduled enqueue time (x-opt-scheduled-enqueue-time).", i)
+		}
+	}
+	if len(msgs) > broker.MaxTxnOperations {
+		return nil, &broker.Error{Kind: broker.KindQuotaExceeded, Msg: fmt.Sprintf(
+			"The request schedules %d messages, over the limit of %d operations per transaction.", len(msgs), broker.MaxTxnOperations)}
+	}
+	seqs := make([]int64, len(msgs))
+	if len(msgs) > 0 {
+		res, err := c.h.broker.ReserveSeqs(path, len(msgs))
+		if err != nil {
+			return nil, err
+		}
+		err = c.txnOp(id, path, size, func(x *txn) error {
+			if x.ops+len(msgs) > broker.MaxTxnOperations {
+				return &broker.Error{Kind: broker.KindQuotaExceeded, Msg: fmt.Sprintf(
+					"The transaction would hold %d operations, over the limit of %d per transaction.", x.ops+len(msgs), broker.MaxTxnOperations)}
+			}
+			if x.sendTo == "" {
+				x.sendTo = path
+			}
+			for i, m := range msgs {
+				x.sends = append(x.sends, broker.TxnSend{To: path, Msg: m, Seq: res[i]})
+			}
+			x.ops += len(msgs) - 1 // txnOp counts one
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		for i, r := range res {
+			seqs[i] = r.Seq
+		}
+	}
+	return ok(encoding.Map{{Key: "sequence-numbers", Value: seqs}}), nil
 }
 
 // txnUpdateDisposition records an update-disposition request's
@@ -549,12 +600,12 @@ func (c *conn) sendVia(l *amqp.IncomingLink, a address) (address, string, error)
 
 // txnRequest answers a $management (or $cbs) request sent inside a
 // transaction that Busbar does not run within one (all but
-// update-disposition): it is refused and the transaction (if open)
-// becomes rollback-only, rather than the operation being applied outside
-// it.
+// update-disposition and schedule-message): it is refused and the
+// transaction (if open) becomes rollback-only, rather than the operation
+// being applied outside it.
 func (c *conn) txnRequest(ts *frames.TransactionalState, node address) frames.DeliveryState {
 	err := &txnError{cond: frames.ErrCondNotImplemented, msg: fmt.Sprintf(
-		"Busbar runs no %s operation but update-disposition inside a transaction (not schedule, cancel-scheduled, renew-lock or session state); the transaction can only roll back.", node.String())}
+		"Busbar runs no %s operation but update-disposition and schedule-message inside a transaction (not cancel-scheduled-message, renew-lock or session state); the transaction can only roll back.", node.String())}
 	c.txnFail(ts.TxnID, err)
 	return &frames.Rejected{Error: c.fail("transaction", node.path(), err).amqpError()}
 }

@@ -299,7 +299,10 @@ func TestTxnLimitsAndErrors(t *testing.T) {
 	c.attachSender(4, "in/$management", "")
 	id := c.declare()
 	wantAccepted(t, c.sendTxn(2, "x", id))
-	wantRejected(t, c.sendTxn(4, "schedule", id), "amqp:not-implemented", "inside a transaction")
+	st, _ := c.mgmtTxn(4, 5, "com.microsoft:cancel-scheduled-message", encoding.Map{{Key: "sequence-numbers", Value: []int64{1}}}, id)
+	wantRejected(t, st, "amqp:not-implemented", "not cancel-scheduled-message")
+	st, _ = c.mgmtTxn(4, 5, "com.microsoft:renew-lock", encoding.Map{{Key: "lock-tokens", Value: []any{encoding.UUID(uuid.New())}}}, id)
+	wantRejected(t, st, "amqp:not-implemented", "renew-lock")
 	wantRejected(t, c.discharge(id, false), "amqp:transaction:rollback", "inside a transaction")
 	want(t, s, "in")
 
@@ -399,4 +402,119 @@ func TestTxnScheduledSend(t *testing.T) {
 	}
 	s.Advance(t, time.Hour+time.Second)
 	want(t, s, "in", "later")
+}
+
+// schedulePayload is a message scheduled for at, encoded for a
+// schedule-message request.
+func schedulePayload(t *testing.T, body string, at time.Time) []byte {
+	t.Helper()
+	p, err := (&frames.Message{
+		MessageAnnotations: map[frames.Symbol]any{"x-opt-scheduled-enqueue-time": at},
+		Properties:         &frames.Properties{MessageID: body},
+		RawBody:            frames.AppendDataSection(nil, []byte(body)),
+	}).MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// schedule-message through $management inside a transaction (as the
+// .NET SDK's ScheduleMessageAsync in a TransactionScope sends it): the
+// reply carries the sequence numbers at once, the messages are
+// scheduled only on commit, under those numbers; a rollback schedules
+// nothing and leaves the numbers unused.
+func TestTxnScheduleMessage(t *testing.T) {
+	s, clk := startTxnServer(t, "in")
+	c := dialTxn(t, s.Addr)
+	c.attachCoordinator()
+	c.attachSender(2, "in", "")
+	c.attachSender(4, "in/$management", "")
+	c.attachReceiver(5, "in/$management", 20)
+	schedule := func(id []byte, bodies ...string) (frames.DeliveryState, any, []int64) {
+		t.Helper()
+		var items []any
+		for _, b := range bodies {
+			items = append(items, encoding.Map{
+				{Key: "message-id", Value: b},
+				{Key: "message", Value: schedulePayload(t, b, clk.Now().Add(time.Hour))},
+			})
+		}
+		st, reply := c.mgmtTxnReply(4, 5, "com.microsoft:schedule-message", encoding.Map{{Key: "messages", Value: items}}, id)
+		if reply == nil {
+			return st, nil, nil
+		}
+		var seqs []int64
+		if v, err := frames.BodyValue(reply.RawBody); err == nil {
+			if m, ok := v.(encoding.Map); ok {
+				x, _ := m.Get("sequence-numbers")
+				seqs, _ = x.([]int64)
+			}
+		}
+		return st, reply.ApplicationProperties["statusCode"], seqs
+	}
+	scheduled := func() int64 {
+		t.Helper()
+		qi, err := s.Broker.GetQueue("in")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return qi.Counts.Scheduled
+	}
+
+	// Commit: the numbers come before it, the messages with it.
+	id := c.declare()
+	st, code, seqs := schedule(id, "s1", "s2")
+	wantAccepted(t, st)
+	if code != int32(200) || !slices.Equal(seqs, []int64{1, 2}) {
+		t.Fatalf("schedule in a transaction answered %v %v", code, seqs)
+	}
+	wantAccepted(t, c.sendTxn(2, "now", id))
+	if n := scheduled(); n != 0 {
+		t.Fatalf("%d scheduled before the commit", n)
+	}
+	want(t, s, "in")
+	wantAccepted(t, c.discharge(id, false))
+	if n := scheduled(); n != 2 {
+		t.Fatalf("%d scheduled after the commit", n)
+	}
+	want(t, s, "in", "s1", "s2", "now")
+	// The numbers the reply gave name the messages.
+	if err := s.Broker.CancelScheduled(context.Background(), "in", seqs[1:]); err != nil {
+		t.Fatal(err)
+	}
+	want(t, s, "in", "s1", "now")
+
+	// Rollback: nothing scheduled, the number is a gap.
+	id = c.declare()
+	st, code, seqs = schedule(id, "never")
+	wantAccepted(t, st)
+	if code != int32(200) || len(seqs) != 1 {
+		t.Fatalf("schedule in a transaction answered %v %v", code, seqs)
+	}
+	wantAccepted(t, c.discharge(id, true))
+	want(t, s, "in", "s1", "now")
+	seed(t, s, "in", "after")
+	ds, err := s.Broker.Peek(context.Background(), "in", seqs[0], 10)
+	if err != nil || len(ds) != 1 || ds[0].SequenceNumber != seqs[0]+1 {
+		t.Fatalf("after the rollback: %v %v", ds, err)
+	}
+
+	// A message without a scheduled time: 400, and the transaction can
+	// only roll back.
+	id = c.declare()
+	noTime, err := (&frames.Message{RawBody: frames.AppendDataSection(nil, []byte("x"))}).MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, code = c.mgmtTxn(4, 5, "com.microsoft:schedule-message", encoding.Map{{Key: "messages", Value: []any{
+		encoding.Map{{Key: "message", Value: noTime}}}}}, id)
+	if code != int32(400) {
+		t.Fatalf("schedule without a time answered %v", code)
+	}
+	wantRejected(t, c.discharge(id, false), "amqp:transaction:rollback", "scheduled enqueue time")
+
+	// The scheduled message arrives at its time.
+	s.Advance(t, time.Hour+time.Second)
+	want(t, s, "in", "s1", "now", "after")
 }

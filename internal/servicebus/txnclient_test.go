@@ -300,6 +300,17 @@ func (c *txnClient) dispose(m received, outcome frames.DeliveryState, id []byte)
 // on receiver handle replies (attached to the same management node).
 func (c *txnClient) mgmtTxn(handle, replies uint32, op string, body encoding.Map, id []byte) (frames.DeliveryState, any) {
 	c.t.Helper()
+	st, reply := c.mgmtTxnReply(handle, replies, op, body, id)
+	if reply == nil {
+		return st, nil
+	}
+	return st, reply.ApplicationProperties["statusCode"]
+}
+
+// mgmtTxnReply is mgmtTxn returning the whole reply (nil when the
+// request was refused).
+func (c *txnClient) mgmtTxnReply(handle, replies uint32, op string, body encoding.Map, id []byte) (frames.DeliveryState, *frames.Message) {
+	c.t.Helper()
 	raw, err := frames.AppendValueSection(nil, body)
 	if err != nil {
 		c.t.Fatal(err)
@@ -321,5 +332,5 @@ func (c *txnClient) mgmtTxn(handle, replies uint32, op string, body encoding.Map
 	if err := m.UnmarshalBinary(f.Body.(*frames.Transfer).Payload); err != nil {
 		c.t.Fatal(err)
 	}
-	return st, m.ApplicationProperties["statusCode"]
+	return st, &m
 }
