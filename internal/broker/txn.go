@@ -70,6 +70,13 @@ type TxnSettlement struct {
 type Txn struct {
 	Settlements []TxnSettlement
 	Sends       []TxnSend
+	// Cancels are sequence numbers of scheduled messages of the queue
+	// CancelOn to cancel, as CancelScheduled does (numbers of messages
+	// not, or no longer, scheduled are ignored). CancelOn must be the
+	// queue the settlements are on, if any; a topic's scheduled
+	// messages are cancelled outside transactions only.
+	CancelOn string
+	Cancels  []int64
 }
 
 // TxnSend is one message a transaction sends, to the queue or topic To.
@@ -178,7 +185,7 @@ func (b *Broker) CommitTxn(ctx context.Context, tx *Txn) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if n := len(tx.Settlements) + len(tx.Sends); n > MaxTxnOperations {
+	if n := len(tx.Settlements) + len(tx.Sends) + len(tx.Cancels); n > MaxTxnOperations {
 		return errorf(KindQuotaExceeded, "The transaction holds %d operations, over the limit of %d per transaction.", n, MaxTxnOperations)
 	}
 	q, subs, err := b.txnSettleTarget(tx)
@@ -203,7 +210,7 @@ func (b *Broker) CommitTxn(ctx context.Context, tx *Txn) error {
 		ops []store.Op
 	)
 	if q != nil {
-		if ts, err = q.planTxnLocked(tx.Settlements, subs, now); err != nil {
+		if ts, err = q.planTxnLocked(tx.Settlements, subs, tx.Cancels, now); err != nil {
 			return err
 		}
 		ops = q.saveAccessedLocked(nil)
@@ -288,6 +295,19 @@ func (b *Broker) txnSettleTarget(tx *Txn) (*entity, []SubQueue, error) {
 			return nil, nil, err
 		}
 		q, subs[i] = e, p.SubQueue
+	}
+	if len(tx.Cancels) > 0 {
+		cq, ct, _, err := b.lookupSend(tx.CancelOn)
+		if err != nil {
+			return nil, nil, err
+		}
+		if ct != nil {
+			return nil, nil, errorf(KindNotAllowed, "Busbar cancels a topic's scheduled messages only outside a transaction; '%s' is a topic.", tx.CancelOn)
+		}
+		if q != nil && cq != q {
+			return nil, nil, errorf(KindNotAllowed, "A transaction cancels scheduled messages only of the queue it settles on ('%s'), not of '%s'.", q.name, tx.CancelOn)
+		}
+		q = cq
 	}
 	return q, subs, nil
 }
@@ -440,15 +460,22 @@ func (d *txnDest) finish(ctx context.Context, cerr error) error {
 }
 
 // planTxnLocked locks q and plans the transitions of a transaction's
-// settlements: it returns with q.mu held, or on error released with
+// settlements and of its cancellations of scheduled messages (cancels,
+// sequence numbers): it returns with q.mu held, or on error released with
 // nothing changed. Every token must hold its lock now; a token named
 // twice is refused.
-func (q *entity) planTxnLocked(ss []TxnSettlement, subs []SubQueue, now int64) ([]transition, error) {
+func (q *entity) planTxnLocked(ss []TxnSettlement, subs []SubQueue, cancels []int64, now int64) ([]transition, error) {
 	q.lockAt(now)
 	if q.mu.gone != nil {
 		err := q.mu.gone
 		q.mu.Unlock()
 		return nil, err
+	}
+	if len(cancels) > 0 {
+		if err := q.sendCheckLocked(); err != nil {
+			q.mu.Unlock()
+			return nil, err
+		}
 	}
 	seen := make(map[uuid.UUID]bool, len(ss))
 	for i := range ss {
@@ -506,6 +533,13 @@ func (q *entity) planTxnLocked(ss []TxnSettlement, subs []SubQueue, now int64) (
 		}
 		t.relock, t.relockUntil, t.relockHolder = s.Token, until, holder // a failed commit keeps the lock
 		ts = append(ts, t)
+	}
+	for _, seq := range cancels { // as CancelScheduled
+		r := q.mu.subs[SubQueueMain].idx.get(seq)
+		if r == nil || r.busy() || r.state != StateScheduled {
+			continue
+		}
+		ts = append(ts, removeTransitionLocked(SubQueueMain, r))
 	}
 	return ts, nil
 }

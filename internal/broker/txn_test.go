@@ -560,3 +560,58 @@ func TestTxnScheduleReservedSeqPastTime(t *testing.T) {
 		t.Fatalf("sq: %v", got)
 	}
 }
+
+// A transaction cancels scheduled messages of its queue with the rest of
+// it, all or nothing.
+func TestTxnCancelScheduled(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q")
+	e.queue("q2")
+	e.topic("t")
+	at := t0.Add(time.Hour)
+	seqs, err := e.b.Schedule(ctx, "q", []*message.Message{msg("s1"), msg("s2"), msg("s3")}, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheduled := func() int64 { t.Helper(); return e.counts("q").Scheduled }
+
+	// With a settlement whose lock is lost: nothing is cancelled.
+	e.send("q", msg("a"))
+	d := e.recv1("q")
+	e.complete("q", d.LockToken)
+	err = e.b.CommitTxn(ctx, &Txn{
+		Settlements: []TxnSettlement{{Kind: TxnComplete, Path: "q", Token: d.LockToken}},
+		CancelOn:    "q", Cancels: seqs[:1],
+	})
+	wantKind(t, err, ErrLockLost)
+	if n := scheduled(); n != 3 {
+		t.Fatalf("%d scheduled after a failed commit", n)
+	}
+
+	// Committed: cancelled with the send, unknown numbers ignored.
+	err = e.b.CommitTxn(ctx, &Txn{Sends: txnTo("q", msg("sent")), CancelOn: "q", Cancels: []int64{seqs[0], seqs[2], 999}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := bodies(e.peek("q", 0, 10)); !slices.Equal(got, []string{"s2", "sent"}) {
+		t.Fatalf("q holds %v", got)
+	}
+	e.restart()
+	if got := bodies(e.peek("q", 0, 10)); !slices.Equal(got, []string{"s2", "sent"}) {
+		t.Fatalf("q after restart holds %v", got)
+	}
+
+	// A topic, or another queue than the one it settles on: refused.
+	err = e.b.CommitTxn(ctx, &Txn{CancelOn: "t", Cancels: []int64{1}})
+	wantKind(t, err, ErrNotAllowed)
+	e.send("q", msg("b"))
+	d = e.recv1("q")
+	err = e.b.CommitTxn(ctx, &Txn{
+		Settlements: []TxnSettlement{{Kind: TxnComplete, Path: "q", Token: d.LockToken}},
+		CancelOn:    "q2", Cancels: []int64{1},
+	})
+	wantKind(t, err, ErrNotAllowed)
+	if n := scheduled(); n != 1 {
+		t.Fatalf("%d scheduled after refusals", n)
+	}
+}

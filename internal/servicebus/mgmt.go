@@ -105,7 +105,7 @@ func (c *conn) runManagement(req *frames.Message, node address, opName, path str
 	}
 	ctx := withAssociatedLink(c.ctx, appProp(req, "associated-link-name"))
 	if txnID != nil {
-		ctx = withTxn(ctx, txnID) // update-disposition and schedule only (txn.go)
+		ctx = withTxn(ctx, txnID) // update-disposition, schedule and cancel-scheduled only (txn.go)
 	}
 	if d := serverTimeout(req); d > 0 {
 		var cancel context.CancelFunc
@@ -391,6 +391,9 @@ func (c *conn) cancelScheduled(ctx context.Context, path string, b body) (*respo
 	seqs, err := b.int64s("sequence-numbers")
 	if err != nil {
 		return nil, err
+	}
+	if id := txnFrom(ctx); id != nil {
+		return c.txnCancel(id, path, seqs)
 	}
 	if err := c.h.broker.CancelScheduled(ctx, path, seqs); err != nil {
 		return nil, err

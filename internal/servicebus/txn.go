@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -33,10 +34,11 @@ import (
 // is durable; discharge(fail=true), a connection that goes away, or a
 // transaction older than txnTimeout discard it. A $management
 // update-disposition request sent with transactional-state is recorded
-// the same way (its settlements applied on commit), and so is a
+// the same way (its settlements applied on commit), and so are a
 // schedule-message request (its messages scheduled on commit, under
-// sequence numbers reserved and answered at once); any other management
-// request inside a transaction is refused (txnRequest).
+// sequence numbers reserved and answered at once) and a
+// cancel-scheduled-message request (applied on commit); any other
+// management request inside a transaction is refused (txnRequest).
 //
 // Service Bus's rules, checked as each operation arrives:
 //
@@ -102,7 +104,11 @@ type txn struct {
 	bytes   int
 	settles []broker.TxnSettlement
 	sends   []broker.TxnSend
-	failed  error // the first operation refused: rollback-only
+	// cancelOn is the queue whose scheduled messages cancels (sequence
+	// numbers) it cancels.
+	cancelOn string
+	cancels  []int64
+	failed   error // the first operation refused: rollback-only
 }
 
 // txnTable is a connection's open transactions.
@@ -246,7 +252,7 @@ func (c *conn) discharge(id []byte, fail bool) frames.DeliveryState {
 	case x.failed != nil:
 		err = &txnError{cond: condTxnRollback, msg: "The transaction was rolled back: one of its operations failed: " + clientText(x.failed)}
 	default:
-		if cerr := c.h.broker.CommitTxn(context.WithoutCancel(c.ctx), &broker.Txn{Settlements: x.settles, Sends: x.sends}); cerr != nil {
+		if cerr := c.h.broker.CommitTxn(context.WithoutCancel(c.ctx), &broker.Txn{Settlements: x.settles, Sends: x.sends, CancelOn: x.cancelOn, Cancels: x.cancels}); cerr != nil {
 			err = &txnError{cond: condTxnRollback, msg: "The transaction was rolled back: " + clientText(cerr)}
 		}
 	}
@@ -423,6 +429,10 @@ func (c *conn) txnRecordSettle(id []byte, path string, s broker.TxnSettlement) e
 	}
 	recvOn := txnEntityPath(path)
 	return c.txnOp(id, path, 0, func(x *txn) error {
+		if x.cancelOn != "" && !strings.EqualFold(x.cancelOn, recvOn) {
+			return &broker.Error{Kind: broker.KindNotAllowed, Msg: fmt.Sprintf(
+				"Busbar cancels scheduled messages in a transaction only on the queue it settles on: this one cancels on '%s' and cannot settle on '%s'.", x.cancelOn, recvOn)}
+		}
 		if x.recvOn != "" && !strings.EqualFold(x.recvOn, recvOn) {
 			return &broker.Error{Kind: broker.KindNotAllowed, Msg: fmt.Sprintf(
 				"Busbar commits a transaction's settlements on one queue or subscription: this one already settles on '%s', not '%s'.", x.recvOn, recvOn)}
@@ -449,15 +459,52 @@ func txnFrom(ctx context.Context) []byte {
 // txnManagementOp reports whether a management request (payload, an
 // encoded message) may run inside a transaction: update-disposition,
 // settlement by lock token, which is recorded like a transactional
-// disposition and applied on commit, and schedule-message
-// (txnSchedule).
+// disposition and applied on commit, schedule-message (txnSchedule) and
+// cancel-scheduled-message (txnCancel).
 func txnManagementOp(payload []byte) bool {
 	var req frames.Message
 	if err := req.UnmarshalBinary(payload); err != nil {
 		return false
 	}
 	op := appProp(&req, "operation")
-	return op == opUpdateDisposition || op == opSchedule
+	return op == opUpdateDisposition || op == opSchedule || op == opCancelScheduled
+}
+
+// txnCancel records a cancel-scheduled-message request in transaction
+// id: the scheduled messages of queue path with sequence numbers seqs
+// are cancelled on commit (a message this transaction itself schedules
+// is dropped from it at once). Busbar cancels in a transaction only on
+// a queue, the one its settlements are on if it has any.
+func (c *conn) txnCancel(id []byte, path string, seqs []int64) (*response, error) {
+	if _, err := c.h.broker.GetTopic(path); err == nil {
+		return nil, &broker.Error{Kind: broker.KindNotAllowed, Msg: fmt.Sprintf(
+			"Busbar cancels a topic's scheduled messages only outside a transaction; '%s' is a topic.", path)}
+	}
+	err := c.txnOp(id, path, 0, func(x *txn) error {
+		if x.recvOn != "" && !strings.EqualFold(x.recvOn, path) {
+			return &broker.Error{Kind: broker.KindNotAllowed, Msg: fmt.Sprintf(
+				"Busbar cancels scheduled messages in a transaction only on the queue it settles on ('%s'), not on '%s'.", x.recvOn, path)}
+		}
+		if x.ops+len(seqs) > broker.MaxTxnOperations {
+			return &broker.Error{Kind: broker.KindQuotaExceeded, Msg: fmt.Sprintf(
+				"The transaction would hold %d operations, over the limit of %d per transaction.", x.ops+len(seqs), broker.MaxTxnOperations)}
+		}
+		kept := make([]broker.TxnSend, 0, len(x.sends))
+		for _, s := range x.sends {
+			if s.Seq.Seq == 0 || !strings.EqualFold(s.To, path) || !slices.Contains(seqs, s.Seq.Seq) {
+				kept = append(kept, s)
+			}
+		}
+		x.sends = kept
+		x.cancelOn = path
+		x.cancels = append(x.cancels, seqs...)
+		x.ops += len(seqs) - 1 // txnOp counts one
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ok(nil), nil
 }
 
 // txnSchedule records a schedule-message request's messages (size bytes
@@ -600,12 +647,13 @@ func (c *conn) sendVia(l *amqp.IncomingLink, a address) (address, string, error)
 
 // txnRequest answers a $management (or $cbs) request sent inside a
 // transaction that Busbar does not run within one (all but
-// update-disposition and schedule-message): it is refused and the
+// update-disposition, schedule-message and cancel-scheduled-message): it
+// is refused and the
 // transaction (if open) becomes rollback-only, rather than the operation
 // being applied outside it.
 func (c *conn) txnRequest(ts *frames.TransactionalState, node address) frames.DeliveryState {
 	err := &txnError{cond: frames.ErrCondNotImplemented, msg: fmt.Sprintf(
-		"Busbar runs no %s operation but update-disposition and schedule-message inside a transaction (not cancel-scheduled-message, renew-lock or session state); the transaction can only roll back.", node.String())}
+		"Busbar runs no %s operation but update-disposition, schedule-message and cancel-scheduled-message inside a transaction (not renew-lock or session state); the transaction can only roll back.", node.String())}
 	c.txnFail(ts.TxnID, err)
 	return &frames.Rejected{Error: c.fail("transaction", node.path(), err).amqpError()}
 }

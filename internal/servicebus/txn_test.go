@@ -299,8 +299,8 @@ func TestTxnLimitsAndErrors(t *testing.T) {
 	c.attachSender(4, "in/$management", "")
 	id := c.declare()
 	wantAccepted(t, c.sendTxn(2, "x", id))
-	st, _ := c.mgmtTxn(4, 5, "com.microsoft:cancel-scheduled-message", encoding.Map{{Key: "sequence-numbers", Value: []int64{1}}}, id)
-	wantRejected(t, st, "amqp:not-implemented", "not cancel-scheduled-message")
+	st, _ := c.mgmtTxn(4, 5, "com.microsoft:set-session-state", encoding.Map{{Key: "session-id", Value: "s"}}, id)
+	wantRejected(t, st, "amqp:not-implemented", "session state")
 	st, _ = c.mgmtTxn(4, 5, "com.microsoft:renew-lock", encoding.Map{{Key: "lock-tokens", Value: []any{encoding.UUID(uuid.New())}}}, id)
 	wantRejected(t, st, "amqp:not-implemented", "renew-lock")
 	wantRejected(t, c.discharge(id, false), "amqp:transaction:rollback", "inside a transaction")
@@ -517,4 +517,76 @@ func TestTxnScheduleMessage(t *testing.T) {
 	// The scheduled message arrives at its time.
 	s.Advance(t, time.Hour+time.Second)
 	want(t, s, "in", "s1", "now", "after")
+}
+
+// cancel-scheduled-message through $management inside a transaction (the
+// .NET SDK's CancelScheduledMessageAsync in a TransactionScope): applied
+// on commit only; a rollback leaves the message scheduled; a message the
+// same transaction schedules and cancels is never scheduled; a topic's
+// are refused.
+func TestTxnCancelScheduledMessage(t *testing.T) {
+	s, clk := startTxnServer(t, "in")
+	if _, err := s.Broker.CreateTopic("t", broker.DefaultTopicProperties()); err != nil {
+		t.Fatal(err)
+	}
+	at := clk.Now().Add(time.Hour)
+	seqs, err := s.Broker.Schedule(context.Background(), "in", []*message.Message{
+		{Body: frames.AppendDataSection(nil, []byte("s1"))}, {Body: frames.AppendDataSection(nil, []byte("s2"))}}, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dialTxn(t, s.Addr)
+	c.attachCoordinator()
+	c.attachSender(2, "in", "")
+	c.attachSender(4, "in/$management", "")
+	c.attachReceiver(5, "in/$management", 20)
+	cancel := func(id []byte, seqs ...int64) {
+		t.Helper()
+		st, code := c.mgmtTxn(4, 5, "com.microsoft:cancel-scheduled-message", encoding.Map{{Key: "sequence-numbers", Value: seqs}}, id)
+		wantAccepted(t, st)
+		if code != int32(200) {
+			t.Fatalf("cancel-scheduled-message in a transaction answered %v", code)
+		}
+	}
+
+	// Rolled back: still scheduled.
+	id := c.declare()
+	cancel(id, seqs[0])
+	wantAccepted(t, c.discharge(id, true))
+	want(t, s, "in", "s1", "s2")
+
+	// Committed, with a send: cancelled only then.
+	id = c.declare()
+	cancel(id, seqs[0])
+	wantAccepted(t, c.sendTxn(2, "now", id))
+	want(t, s, "in", "s1", "s2")
+	wantAccepted(t, c.discharge(id, false))
+	want(t, s, "in", "s2", "now")
+
+	// Scheduled and cancelled in the same transaction: never scheduled.
+	id = c.declare()
+	_, reply := c.mgmtTxnReply(4, 5, "com.microsoft:schedule-message", encoding.Map{{Key: "messages", Value: []any{
+		encoding.Map{{Key: "message", Value: schedulePayload(t, "gone", at)}}}}}, id)
+	v, err := frames.BodyValue(reply.RawBody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, _ := v.(encoding.Map).Get("sequence-numbers")
+	got, _ := x.([]int64)
+	if len(got) != 1 {
+		t.Fatalf("schedule answered %v", v)
+	}
+	cancel(id, got[0])
+	wantAccepted(t, c.discharge(id, false))
+	want(t, s, "in", "s2", "now")
+
+	// A topic's scheduled messages: refused, the transaction rolls back.
+	c.attachSender(6, "t/$management", "")
+	c.attachReceiver(7, "t/$management", 5)
+	id = c.declare()
+	_, code := c.mgmtTxn(6, 7, "com.microsoft:cancel-scheduled-message", encoding.Map{{Key: "sequence-numbers", Value: []int64{1}}}, id)
+	if code == int32(200) {
+		t.Fatal("cancel on a topic in a transaction was accepted")
+	}
+	wantRejected(t, c.discharge(id, false), "amqp:transaction:rollback", "is a topic")
 }
