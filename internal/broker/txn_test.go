@@ -174,6 +174,15 @@ func TestTxnCrashAtManyPoints(t *testing.T) {
 	for i := range n {
 		e.send("in", msg(fmt.Sprintf("in-%03d", i)))
 	}
+	// Each transaction also cancels one of these.
+	var toCancel []int64
+	for i := range n {
+		seqs, err := e.b.Schedule(ctx, "in", []*message.Message{msg(fmt.Sprintf("cancel-%03d", i))}, t0.Add(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		toCancel = append(toCancel, seqs[0])
+	}
 	armed.Store(true)
 	for i := range n {
 		d := e.recv1("in")
@@ -191,7 +200,8 @@ func TestTxnCrashAtManyPoints(t *testing.T) {
 		err = e.b.CommitTxn(ctx, &Txn{
 			Settlements: []TxnSettlement{{Kind: TxnComplete, Path: "in", Token: d.LockToken}},
 			// Two destinations, a queue and a topic: one batch.
-			Sends: append(append(txnTo("tout", msg(fmt.Sprintf("out-%03d-b", i))), txnTo("out", msg(fmt.Sprintf("out-%03d-a", i)))...), sched),
+			Sends:    append(append(txnTo("tout", msg(fmt.Sprintf("out-%03d-b", i))), txnTo("out", msg(fmt.Sprintf("out-%03d-a", i)))...), sched),
+			CancelOn: "in", Cancels: toCancel[i : i+1],
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -231,16 +241,17 @@ func TestTxnCrashAtManyPoints(t *testing.T) {
 			oa := places[fmt.Sprintf("out-%03d-a", i)]
 			ob := places[fmt.Sprintf("out-%03d-b", i)]
 			oc := places[fmt.Sprintf("out-%03d-c", i)]
+			cancelled := len(places[fmt.Sprintf("cancel-%03d", i)]) == 0
 			committed := len(in) == 0
 			switch {
-			case committed && slices.Equal(oa, []string{"out"}) && slices.Equal(ob, []string{subPath}) && slices.Equal(oc, []string{"out"}):
+			case committed && cancelled && slices.Equal(oa, []string{"out"}) && slices.Equal(ob, []string{subPath}) && slices.Equal(oc, []string{"out"}):
 				done++
-			case !committed && slices.Equal(in, []string{"in"}) && len(oa) == 0 && len(ob) == 0 && len(oc) == 0:
+			case !committed && !cancelled && slices.Equal(in, []string{"in"}) && len(oa) == 0 && len(ob) == 0 && len(oc) == 0:
 				if i < img.acked {
 					t.Fatalf("crash before %v %s: transaction %d was acknowledged but is not applied", img.op.Kind, img.op.Path, i)
 				}
 			default:
-				t.Fatalf("crash before %v %s: transaction %d half applied: in %v, out %v %v %v", img.op.Kind, img.op.Path, i, in, oa, ob, oc)
+				t.Fatalf("crash before %v %s: transaction %d half applied: in %v, out %v %v %v, cancelled %v", img.op.Kind, img.op.Path, i, in, oa, ob, oc, cancelled)
 			}
 		}
 		if done > 0 && done < n {
