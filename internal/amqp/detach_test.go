@@ -35,26 +35,32 @@ func (h *detachOrderHandler) AttachOutgoing(l *OutgoingLink) error {
 	return nil
 }
 
-// TestDetachAnsweredAfterOnDetach: the client's detach is answered only
-// once the link's OnDetach returned, so a client that saw the answer finds
+// TestDetachAnsweredAfterOnDetach: the client's detach (or end of the
+// link's session) is answered only once the link's OnDetach returned, so a client that saw the answer finds
 // what the link held released. OnDetach waits (up to 300 ms) for the
 // client's Close to return: answered first, Close would return while it
 // waits.
 func TestDetachAnsweredAfterOnDetach(t *testing.T) {
-	for _, kind := range []string{"sender", "receiver"} {
+	for _, kind := range []string{"sender", "receiver", "session end"} {
 		t.Run(kind, func(t *testing.T) {
 			h := &detachOrderHandler{returned: make(chan struct{}), early: make(chan bool, 1)}
 			_, addr := startServer(t, h, Config{})
 			s := openSession(t, dial(t, addr, nil))
 			ctx := testCtx(t)
 			var closeLink func() error
-			if kind == "sender" {
+			switch kind {
+			case "sender":
 				l, err := s.NewSender(ctx, "q", nil)
 				if err != nil {
 					t.Fatal(err)
 				}
 				closeLink = func() error { return l.Close(ctx) }
-			} else {
+			case "session end":
+				if _, err := s.NewSender(ctx, "q", nil); err != nil {
+					t.Fatal(err)
+				}
+				closeLink = func() error { return s.Close(ctx) }
+			default:
 				l, err := s.NewReceiver(ctx, "q", nil)
 				if err != nil {
 					t.Fatal(err)
