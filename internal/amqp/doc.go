@@ -91,6 +91,20 @@
 // the client's dispositions in order with a later delivery on another
 // session takes a Conn.DispositionMark in OnDelivery and waits on it.
 //
+// # Link lifecycle
+//
+// A link is attached when the handler's Attach callback accepts it (or,
+// deferred with ErrAttachDeferred, when CompleteAttach does), and gone
+// when either side detaches it or its session or connection ends; then
+// its OnDetach callback runs, once. When the client detaches a link, its
+// OnDetach runs before the detach is answered; when the client ends a
+// session, the OnDetach of each of its links runs before the end is
+// answered. So a client that has seen the answer finds what the link held
+// released (a handler frees such resources in OnDetach) and may take it
+// again at once, as Service Bus lets a session receiver accept a session
+// right after closing it. An OnDetach that releases something the client
+// may reclaim does so before it returns, without waiting on the network.
+//
 // # Limits
 //
 // Everything a client can make the endpoint hold is bounded (Config):

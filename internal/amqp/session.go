@@ -281,9 +281,9 @@ func (s *Session) handleFrame(b frames.Body) {
 	}
 }
 
-// handleEnd answers the client's end; the links go with the session.
+// handleEnd answers the client's end; the links go with the session,
+// their OnDetach callbacks before the answer, as for a detach.
 func (s *Session) handleEnd(e *frames.End) {
-	s.writeFrame(&frames.End{})
 	var reason error = ErrSessionEnded
 	if e.Error != nil {
 		reason = e.Error
@@ -292,6 +292,7 @@ func (s *Session) handleEnd(e *frames.End) {
 		delete(s.links, h)
 		s.linkGone(l, reason)
 	}
+	s.writeFrame(&frames.End{})
 	s.ended = true
 }
 

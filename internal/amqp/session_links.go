@@ -110,7 +110,8 @@ func (s *Session) completeAttach(l *Link, err error) {
 }
 
 // handleDetach handles the client's detach: the answer to ours, or the
-// client closing the link.
+// client closing the link. In the latter case the link's OnDetach runs
+// before the answer is written (see the package comment, Link lifecycle).
 func (s *Session) handleDetach(d *frames.Detach) {
 	l := s.links[d.Handle]
 	if l == nil {
@@ -118,21 +119,25 @@ func (s *Session) handleDetach(d *frames.Detach) {
 		return
 	}
 	delete(s.links, d.Handle)
-	switch l.state {
-	case linkDetaching:
+	if l.state == linkDetaching {
 		s.freeHandle(l.outHandle)
 		return
-	case linkPending:
-		// Detached before we answered the attach: answer, then detach.
-		s.writeFrame(l.reply(false))
 	}
-	s.writeFrame(&frames.Detach{Handle: l.outHandle, Closed: true})
-	s.freeHandle(l.outHandle)
+	pending := l.state == linkPending
+	// OnDetach runs before the answer: a client that sees its detach
+	// answered finds what the link held (a session lock, a $cbs slot)
+	// released, and may take it again at once.
 	var reason error
 	if d.Error != nil {
 		reason = d.Error
 	}
 	s.linkGone(l, reason)
+	if pending {
+		// Detached before we answered the attach: answer, then detach.
+		s.writeFrame(l.reply(false))
+	}
+	s.writeFrame(&frames.Detach{Handle: l.outHandle, Closed: true})
+	s.freeHandle(l.outHandle)
 }
 
 // closeLink detaches a link on the handler's request.

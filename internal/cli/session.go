@@ -52,9 +52,10 @@ func (s *sessionFlag) check(cmd *cobra.Command, sub *subQueueFlags) error {
 }
 
 // sessionLockWait bounds how long acceptSession retries a session that
-// another receiver holds: a receiver that just closed (the previous
-// command's, say) releases its session a moment after its detach is
-// answered.
+// another receiver holds. Busbar releases a session before it answers the
+// closing receiver's detach, but the previous command's receiver may not
+// have detached cleanly (its connection just dropped), and a consumer may
+// be letting the session go at that moment.
 const sessionLockWait = 2 * time.Second
 
 // acceptSession locks session id of the entity for a session receiver,

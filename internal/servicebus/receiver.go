@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -42,6 +43,10 @@ type receiverLink struct {
 	peekLock bool
 	wake     chan struct{} // flow changed
 	done     chan struct{} // link gone
+	// held is r once the link holds it, for onDetach to close: r itself
+	// is set by the goroutine of a deferred attach (AcceptNextSession),
+	// which may race a detach.
+	held atomic.Pointer[broker.Receiver]
 
 	// Completes (accepted outcomes) waiting for the link's settler:
 	// those that arrive while one batch is being committed become the
@@ -113,6 +118,7 @@ func (c *conn) attachReceiver(l *amqp.OutgoingLink, a address) error {
 	r.SetHolder(c.lockHolder(l))
 	rl := c.newReceiverLink(l, r.Path(), mode)
 	rl.r = r
+	rl.held.Store(r)
 	l.OnFlow = rl.onFlow
 	l.OnDisposition = rl.onDisposition
 	l.OnDetach = rl.onDetach
@@ -191,7 +197,7 @@ func (rl *receiverLink) pump() {
 			if room == 0 {
 				// Pass on a wake the broker may have given this receiver.
 				if _, err := rl.r.TryReceive(0); err != nil {
-					rl.fail(err)
+					rl.failUnlessGone(err)
 					return
 				}
 			}
@@ -200,7 +206,7 @@ func (rl *receiverLink) pump() {
 			n := min(int(credit), maxReceiveBatch, room)
 			ds, err := rl.r.TryReceive(n)
 			if err != nil {
-				rl.fail(err)
+				rl.failUnlessGone(err)
 				return
 			}
 			if len(ds) > 0 {
@@ -227,7 +233,7 @@ func (rl *receiverLink) pump() {
 		case <-lost:
 			// The session lock expired: detach with session-lock-lost.
 			if _, err := rl.r.TryReceive(0); err != nil {
-				rl.fail(err)
+				rl.failUnlessGone(err)
 				return
 			}
 			lost = nil
@@ -314,11 +320,37 @@ func (rl *receiverLink) fail(err error) {
 	rl.l.Close(rl.c.fail("receive", rl.path, err).amqpError())
 }
 
+// failUnlessGone is fail, unless the link is gone already: then onDetach
+// closed the receiver, which is why err (KindClosed) came.
+func (rl *receiverLink) failUnlessGone(err error) {
+	select {
+	case <-rl.done:
+	default:
+		rl.fail(err)
+	}
+}
+
 // onDetach runs on the session goroutine when the link is gone. Locks of
 // delivered messages are kept (see the package comment); queued but
 // unsent ones are released.
+//
+// It closes the broker receiver itself rather than leave that to the
+// pump: the endpoint answers a client's detach only after OnDetach
+// returned, and a client that saw its session receiver's detach answered
+// may accept the same session again at once (the Go SDK's Close waits for
+// the answer; Service Bus frees the session lock with the detach). The
+// session lock is released in memory under the entity's lock; when the
+// session held locked messages, their release is one store commit
+// without sync, which this waits for (the store's writer takes the
+// batch; no fsync is asked for). The pump, which may still be running,
+// closes the receiver again on its way out: Close is idempotent (it
+// checks r.closed under the entity's lock), and the pump's receive calls
+// on the closed receiver end it quietly (failUnlessGone).
 func (rl *receiverLink) onDetach(err error, unsent []*amqp.OutgoingDelivery) {
 	close(rl.done)
+	if r := rl.held.Swap(nil); r != nil {
+		r.Close()
+	}
 	if rl.peekLock {
 		// The endpoint forgot the link's deliveries; so does the link.
 		rl.outMu.Lock()

@@ -197,6 +197,7 @@ func (c *conn) attachSessionReceiver(l *amqp.OutgoingLink, a address, f sessionF
 func (c *conn) startSessionLink(rl *receiverLink, r *broker.Receiver, f sessionFilter) error {
 	l := rl.l
 	rl.r = r
+	rl.held.Store(r)
 	r.SetHolder(c.lockHolder(l))
 	until := r.SessionLockedUntil()
 	if until.IsZero() { // lost already (a lock duration shorter than this attach)
