@@ -24,25 +24,12 @@ func (a *app) busbarAPI(ctx context.Context, method, path string, in, out any) e
 	if err != nil {
 		return err
 	}
-	addr := a.adminAddr
-	if addr == "" {
-		addr = a.getenv(EnvAdmin)
+	scheme, addr, err := a.adminEndpoint(cs)
+	if err != nil {
+		return err
 	}
-	scheme := "http"
-	switch {
-	case strings.HasPrefix(addr, "http://"):
-		addr = strings.TrimPrefix(addr, "http://")
-	case strings.HasPrefix(addr, "https://"):
-		scheme, addr = "https", strings.TrimPrefix(addr, "https://")
-	}
-	addr = strings.TrimSuffix(addr, "/")
-	if addr == "" {
-		if !cs.UseDevelopmentEmulator {
-			scheme = "https"
-			addr = cs.Host
-		} else if addr, err = emulatorAdminAddr(cs.Host); err != nil {
-			return err
-		}
+	if addr == "" { // not the emulator: the endpoint itself, over https, as Azure
+		scheme, addr = "https", cs.Host
 	}
 	token := cs.SharedAccessSignature
 	if token == "" {

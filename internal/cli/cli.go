@@ -168,23 +168,9 @@ func (a *app) admin() (*adminClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	addr := a.adminAddr
-	if addr == "" {
-		addr = a.getenv(EnvAdmin)
-	}
-	scheme := "http"
-	switch {
-	case strings.HasPrefix(addr, "http://"):
-		addr = strings.TrimPrefix(addr, "http://")
-	case strings.HasPrefix(addr, "https://"):
-		scheme, addr = "https", strings.TrimPrefix(addr, "https://")
-	}
-	addr = strings.TrimSuffix(addr, "/")
-	if addr == "" && cs.UseDevelopmentEmulator {
-		addr, err = emulatorAdminAddr(cs.Host)
-		if err != nil {
-			return nil, err
-		}
+	scheme, addr, err := a.adminEndpoint(cs)
+	if err != nil {
+		return nil, err
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	opts := &sbadmin.ClientOptions{ClientOptions: azcore.ClientOptions{
@@ -196,6 +182,29 @@ func (a *app) admin() (*adminClient, error) {
 		return nil, usageErrorf("connection string: %v", err)
 	}
 	return &adminClient{Client: c, transport: tr}, nil
+}
+
+// adminEndpoint is the management API's scheme and host:port: --admin,
+// else BUSBAR_ADMIN (plain HTTP unless given as an https:// URL), else,
+// for an emulator connection string, its host on the admin port. addr is
+// "" when none applies (the SDK then speaks https to the endpoint).
+func (a *app) adminEndpoint(cs auth.ConnectionString) (scheme, addr string, err error) {
+	addr = a.adminAddr
+	if addr == "" {
+		addr = a.getenv(EnvAdmin)
+	}
+	scheme = "http"
+	switch {
+	case strings.HasPrefix(addr, "http://"):
+		addr = strings.TrimPrefix(addr, "http://")
+	case strings.HasPrefix(addr, "https://"):
+		scheme, addr = "https", strings.TrimPrefix(addr, "https://")
+	}
+	addr = strings.TrimSuffix(addr, "/")
+	if addr == "" && cs.UseDevelopmentEmulator {
+		addr, err = emulatorAdminAddr(cs.Host)
+	}
+	return scheme, addr, err
 }
 
 // DefaultAMQPPort is the AMQP port an emulator connection string means
