@@ -51,41 +51,15 @@ func (s *sessionFlag) check(cmd *cobra.Command, sub *subQueueFlags) error {
 	return nil
 }
 
-// sessionLockWait bounds how long acceptSession retries a session that
-// another receiver holds. Busbar releases a session before it answers the
-// closing receiver's detach, but the previous command's receiver may not
-// have detached cleanly (its connection just dropped), and a consumer may
-// be letting the session go at that moment.
-const sessionLockWait = 2 * time.Second
-
-// acceptSession locks session id of the entity for a session receiver,
-// retrying for up to sessionLockWait while another receiver holds it.
+// acceptSession locks session id of the entity for a session receiver.
+// (A session another receiver just closed is free again: the broker
+// releases it before it answers the detach.)
 func (e entityRef) acceptSession(ctx context.Context, c *azservicebus.Client, id string, mode azservicebus.ReceiveMode) (*azservicebus.SessionReceiver, error) {
 	opts := &azservicebus.SessionReceiverOptions{ReceiveMode: mode}
-	deadline := time.Now().Add(sessionLockWait)
-	for {
-		var r *azservicebus.SessionReceiver
-		var err error
-		if e.sub != "" {
-			r, err = c.AcceptSessionForSubscription(ctx, e.name, e.sub, id, opts)
-		} else {
-			r, err = c.AcceptSessionForQueue(ctx, e.name, id, opts)
-		}
-		if err == nil || !sessionHeld(err) || time.Now().After(deadline) {
-			return r, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, err
-		case <-time.After(100 * time.Millisecond):
-		}
+	if e.sub != "" {
+		return c.AcceptSessionForSubscription(ctx, e.name, e.sub, id, opts)
 	}
-}
-
-// sessionHeld tells the refusal of a session another receiver holds.
-func sessionHeld(err error) bool {
-	var ae *amqp.Error
-	return errors.As(err, &ae) && ae.Condition == "com.microsoft:session-cannot-be-locked"
+	return c.AcceptSessionForQueue(ctx, e.name, id, opts)
 }
 
 // acceptNextSession locks the next session with an available message,
