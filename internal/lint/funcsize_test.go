@@ -20,10 +20,6 @@ const (
 	longOnPurpose = "Long on purpose:"
 )
 
-// sizeAllowed lists functions ("path:Name", Name as funcName prints it)
-// that may exceed the limits without the marker, temporarily.
-var sizeAllowed = map[string]bool{}
-
 // TestFuncSize fails for any non-test function of the module (the bench
 // and testcontainers modules and testdata excluded) longer than
 // maxFuncLines lines or with cyclomatic complexity above maxCyclomatic whose
@@ -67,9 +63,6 @@ func TestFuncSize(t *testing.T) {
 				continue
 			}
 			name := funcName(fn)
-			if sizeAllowed[rel+":"+name] {
-				continue
-			}
 			if fn.Doc != nil && strings.Contains(fn.Doc.Text(), longOnPurpose) {
 				continue
 			}

@@ -22,10 +22,10 @@ var outsideRef = regexp.MustCompile(strings.Join([]string{
 	`landscape` + `\.md`,
 	`scale` + `-out\.md`,
 	`aesthetics` + `\.md`,
-	`\.\./` + `shared`,
-	`/work/` + `shared`,
-	`seed` + ` [0-9]{3}`,
-	`seeds?` + `/`,
+	`\.\./[s]hared`,
+	`/work/[s]hared`,
+	`[s]eed [0-9]{3}`,
+	`[s]eeds?/`,
 }, "|"))
 
 // TestNoReferencesOutsideTheRepository fails when a Go file, Markdown page
@@ -62,7 +62,7 @@ func TestNoReferencesOutsideTheRepository(t *testing.T) {
 func TestOutsideRefPattern(t *testing.T) {
 	for _, s := range []string{
 		"(amqp" + "-wire §2.4)", "see performance" + ".md §5", "management-and" + "-rules.md §1.9",
-		"../" + "shared/docs/x", "seed" + " 001", "seeds" + "/003.txt",
+		strings.Join([]string{"..", "sha" + "red", "docs", "x"}, "/"), "se" + "ed 001", strings.Join([]string{"se" + "eds", "003.txt"}, "/"),
 	} {
 		if !outsideRef.MatchString(s) {
 			t.Errorf("%q not caught", s)
