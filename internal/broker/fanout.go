@@ -555,45 +555,46 @@ func (t *topic) fanOutScheduled(due []rec, ops []store.Op, garbage []int64, now 
 	}
 }
 
-// cancelScheduled removes scheduled messages of the topic that have not
-// been fanned out yet; other sequence numbers are ignored.
-func (t *topic) cancelScheduled(seqs []int64, now int64) error {
-	t.catchUp(now)
-	t.lockAndPublish()
+// topicCancel is a cancellation of a topic's scheduled messages between
+// its phases: the sequence numbers planned (their records busy until
+// phase 3) and the store ops removing them. planned says whether it is
+// registered in the topic's inflight.
+type topicCancel struct {
+	seqs    []int64
+	ops     []store.Op
+	planned bool
+}
+
+// planCancelLocked is phase 1 of a cancellation of scheduled messages
+// (seqs; numbers of messages not, or no longer, scheduled are ignored):
+// it marks their records busy and plans their removal. Called with t.mu
+// held.
+func (t *topic) planCancelLocked(seqs []int64, now int64) (topicCancel, error) {
 	if err := t.sendCheckLocked(); err != nil {
-		t.mu.Unlock()
-		return err
+		return topicCancel{}, err
 	}
 	t.touch(now)
-	var ops []store.Op
-	var cancel []int64
+	var c topicCancel
 	for _, seq := range seqs {
 		r := t.mu.idx.get(seq)
 		if r == nil || r.busy() || r.state != StateScheduled {
 			continue
 		}
 		markBusyLocked(r)
-		cancel = append(cancel, seq)
-		ops = append(ops, store.Op{Kind: store.OpRemove, EntityID: t.id, Seq: uint64(seq)})
+		c.seqs = append(c.seqs, seq)
+		c.ops = append(c.ops, store.Op{Kind: store.OpRemove, EntityID: t.id, Seq: uint64(seq)})
 	}
-	if len(cancel) == 0 {
-		t.mu.Unlock()
-		return nil
-	}
-	garbage := t.takeGarbageLocked()
-	ops = t.appendGarbageOps(ops, garbage)
-	ops = t.saveAccessedLocked(ops)
-	t.inflight.Add(1)
-	t.mu.Unlock()
-	defer t.inflight.Done()
+	return c, nil
+}
 
-	err := t.b.store.Commit(&store.Batch{Ops: ops}, true)
-	t.lockAndPublish()
-	defer t.mu.Unlock()
+// applyCancelLocked is phase 3 of a cancellation: the messages removed
+// (err nil: its commit is durable) or scheduled again as they were.
+// Called with t.mu held.
+func (t *topic) applyCancelLocked(c *topicCancel, err error) {
 	if t.mu.gone != nil {
-		return err
+		return
 	}
-	for _, seq := range cancel {
+	for _, seq := range c.seqs {
 		r := t.mu.idx.get(seq)
 		if r == nil {
 			continue
@@ -608,9 +609,63 @@ func (t *topic) cancelScheduled(seqs []int64, now int64) error {
 		t.mu.idx.remove(seq)
 	}
 	t.rearmLocked()
-	if err != nil {
+}
+
+// cancelScheduled removes scheduled messages of the topic that have not
+// been fanned out yet; other sequence numbers are ignored. Its phases
+// are planCancelLocked, one synced commit and applyCancelLocked.
+func (t *topic) cancelScheduled(seqs []int64, now int64) error {
+	t.catchUp(now)
+	t.lockAndPublish()
+	c, err := t.planCancelLocked(seqs, now)
+	if err != nil || len(c.seqs) == 0 {
+		t.mu.Unlock()
+		return err
+	}
+	garbage := t.takeGarbageLocked()
+	ops := t.saveAccessedLocked(t.appendGarbageOps(c.ops, garbage))
+	t.inflight.Add(1)
+	t.mu.Unlock()
+	defer t.inflight.Done()
+
+	err = t.b.store.Commit(&store.Batch{Ops: ops}, true)
+	t.lockAndPublish()
+	t.applyCancelLocked(&c, err)
+	if err != nil && t.mu.gone == nil {
 		t.returnGarbageLocked(garbage)
+	}
+	t.mu.Unlock()
+	if err != nil {
 		return internal(err, "cancelling scheduled messages of %s", t.name)
 	}
 	return nil
+}
+
+// planTxnCancel is phase 1 of a transaction's cancellation of scheduled
+// messages of the topic (txn.go): planned under t.mu, its ops to join
+// the transaction's batch. finishCancel is its phase 3.
+func (t *topic) planTxnCancel(seqs []int64, now int64) (topicCancel, error) {
+	t.catchUp(now)
+	t.lockAndPublish()
+	defer t.mu.Unlock()
+	c, err := t.planCancelLocked(seqs, now)
+	if err != nil {
+		return topicCancel{}, err
+	}
+	c.planned = true
+	t.inflight.Add(1)
+	return c, nil
+}
+
+// finishCancel is phase 3 of a planned transactional cancellation:
+// applied (err nil) or undone.
+func (t *topic) finishCancel(c *topicCancel, err error) {
+	if !c.planned {
+		return
+	}
+	c.planned = false
+	t.lockAndPublish()
+	t.applyCancelLocked(c, err)
+	t.mu.Unlock()
+	t.inflight.Done()
 }
