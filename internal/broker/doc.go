@@ -286,18 +286,26 @@
 // takes the stack, so no wakeup is lost (publication_test.go tests both
 // on their own). Lock order:
 //
-//	Broker.admin → Broker.mu → topic.fanout → entity.mu → topic.mu → Broker.timers
+//	session.stateMu → Broker.admin → Broker.mu → topic.fanout → entity.mu → topic.mu → Broker.timers
 //
-// A transaction's commit (txn.go) sending to several queues and topics
-// holds several topics' fanout locks (shared) at once: it plans its
+// A session's stateMu is held across the commit of a session-state write
+// (SetSessionState, or a transaction's commit that sets states); it is
+// taken with no other lock held, and one holder taking several (a
+// transaction setting the state of several sessions) takes them in the
+// order of the session ids. A session-enabled entity's table of session
+// numbers has a lock of its own, taken under entity.mu or alone by phase
+// 2.
+//
+// A transaction's commit (txn.go) takes, in this order and never the
+// other way round: the stateMu of the sessions whose state it sets (held
+// until the states are applied), then its receiving entity's entity.mu
+// (released before anything else is taken), then the topic.mu of the
+// topic whose scheduled messages it cancels (released), then its
+// destinations' locks. Sending to several queues and topics, it holds
+// several topics' fanout locks (shared) at once: it plans its
 // destinations one after the other in the order of their entity keys
 // (lower-cased names), so every such holder takes them in one order; no
 // entity.mu or topic.mu is held across two destinations' planning.
-//
-// (A session's stateMu, held across the commit of a session-state write,
-// comes before all of them; a session-enabled entity's table of session
-// numbers has a lock of its own, taken under entity.mu or alone by phase
-// 2.)
 //
 // Commit pacing: a closed-loop committer (an AMQP sender link, a receiver
 // link's settler) holds a Sender or Settler handle (pacing.go) whose

@@ -18,16 +18,21 @@ import (
 // nothing; on commit it hands them to CommitTxn, which applies all of
 // them with ONE synced store batch or none of them:
 //
-//	phase 1  under the receiving entity's lock: every lock token is
-//	         checked (all must hold their lock now), the settlements'
-//	         transitions are planned and their records marked busy
-//	phase 2  the sends go through the destination's own enqueue (checks,
-//	         sequence numbers, duplicate detection, fan-out), with the
-//	         settlements' store ops riding in the same batch (as an
-//	         auto-forward's removals do, forward.go); without sends the
-//	         settlements are committed alone
-//	phase 3  the settlements are applied, or on failure every message
-//	         is locked again under its token, as before the commit
+//	phase 0  the stateMu of every session whose state it sets, in the
+//	         order of their ids (doc.go's lock order)
+//	phase 1  under the receiving entity's lock: every lock token and
+//	         session lock is checked (all must be held now), the
+//	         settlements' transitions (and a queue's cancellations of
+//	         scheduled messages) are planned and their records marked
+//	         busy, the session states' store values made; then, under
+//	         the topic's lock, a topic's cancellations; then each
+//	         destination's send (checks, sequence numbers, duplicate
+//	         detection, fan-out), each under its own lock
+//	phase 2  all of their store ops in ONE synced batch (as an
+//	         auto-forward's removals ride with its send, forward.go)
+//	phase 3  everything applied, or on failure every message locked
+//	         again under its token, every cancelled message scheduled
+//	         again and every session state left as it was
 //
 // A crash before the batch is durable leaves every message as it was
 // (locked messages come back unlocked after a restart, as always); after
@@ -70,13 +75,27 @@ type TxnSettlement struct {
 type Txn struct {
 	Settlements []TxnSettlement
 	Sends       []TxnSend
-	// Cancels are sequence numbers of scheduled messages of the queue
-	// CancelOn to cancel, as CancelScheduled does (numbers of messages
-	// not, or no longer, scheduled are ignored). CancelOn must be the
-	// queue the settlements are on, if any; a topic's scheduled
-	// messages are cancelled outside transactions only.
+	// Cancels are sequence numbers of scheduled messages of CancelOn to
+	// cancel, as CancelScheduled does (numbers of messages not, or no
+	// longer, scheduled are ignored). CancelOn is a topic, or a queue:
+	// the one the settlements are on, if any.
 	CancelOn string
 	Cancels  []int64
+	// States are session states to set, as SetSessionState does: of
+	// sessions of the queue or subscription the settlements are on, if
+	// any. A session named twice gets the last state.
+	States []TxnSessionState
+}
+
+// TxnSessionState sets the state of session SessionID of the
+// session-enabled queue or subscription Path on commit (empty or nil
+// clears it). The session's lock must be held at commit: by Holder when
+// it is not nil (SessionID may then be ""), else by any receiver.
+type TxnSessionState struct {
+	Path      string
+	SessionID string
+	Holder    *Receiver
+	State     []byte
 }
 
 // TxnSend is one message a transaction sends, to the queue or topic To.
@@ -170,10 +189,11 @@ func (d *txnDest) name() string {
 }
 
 // CommitTxn applies tx atomically and durably: when it returns nil every
-// settlement and send is durable and visible; on error none is, and every
-// message the transaction settles is still locked under its token (a
-// message whose lock was lost meanwhile fails the whole commit with
-// KindLockLost).
+// settlement, send, cancellation and session state is durable and
+// visible; on error none is, and every message the transaction settles
+// is still locked under its token (a message whose lock was lost
+// meanwhile fails the whole commit with KindLockLost, a session whose
+// lock was lost with KindSessionLockLost).
 //
 // Several destinations are planned one after the other, each under its
 // own lock, in the order of their entity keys (doc.go's lock order: a
@@ -185,10 +205,10 @@ func (b *Broker) CommitTxn(ctx context.Context, tx *Txn) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if n := len(tx.Settlements) + len(tx.Sends) + len(tx.Cancels); n > MaxTxnOperations {
+	if n := len(tx.Settlements) + len(tx.Sends) + len(tx.Cancels) + len(tx.States); n > MaxTxnOperations {
 		return errorf(KindQuotaExceeded, "The transaction holds %d operations, over the limit of %d per transaction.", n, MaxTxnOperations)
 	}
-	q, subs, err := b.txnSettleTarget(tx)
+	q, subs, ct, err := b.txnSettleTarget(tx)
 	if err != nil {
 		return err
 	}
@@ -202,22 +222,33 @@ func (b *Broker) CommitTxn(ctx context.Context, tx *Txn) error {
 	if err != nil {
 		return err
 	}
-
-	// Phase 1: the settlements, planned under the receiving entity's lock.
 	now := nowT.UnixNano()
+
+	// Phase 0: the session states' stateMu, held until they are applied.
+	sess, err := q.lockTxnSessions(tx.States, now)
+	if err != nil {
+		return err
+	}
+	defer unlockSessions(sess)
+
+	// Phase 1: the receiving entity's part, under its lock.
 	var (
-		ts  []transition
-		ops []store.Op
+		plan txnPlan
+		ops  []store.Op
 	)
 	if q != nil {
-		if ts, err = q.planTxnLocked(tx.Settlements, subs, tx.Cancels, now); err != nil {
+		cancels := tx.Cancels
+		if ct != nil {
+			cancels = nil // the topic's, planned below
+		}
+		if plan, err = q.planTxnLocked(tx, subs, cancels, sess, now); err != nil {
 			return err
 		}
 		ops = q.saveAccessedLocked(nil)
 		q.inflight.Add(1)
 		q.mu.Unlock()
 		defer q.inflight.Done()
-		ops = append(q.transitionOps(nil, ts), ops...)
+		ops = append(append(q.transitionOps(nil, plan.ts), plan.ops...), ops...)
 	}
 	var garbage []int64
 	if q != nil && q.topic != nil {
@@ -225,8 +256,9 @@ func (b *Broker) CommitTxn(ctx context.Context, tx *Txn) error {
 		ops = q.topic.appendGarbageOps(ops, garbage)
 	}
 
-	// Then the sends, each destination planned under its own lock.
-	perr := b.planTxnDests(dests, now)
+	// Then a topic's cancellations and the sends, each under its lock.
+	var tc topicCancel
+	ops, perr := b.planTxnRest(ct, tx.Cancels, &tc, dests, ops, now)
 
 	// Phase 2: one synced store batch.
 	committed := false
@@ -239,7 +271,7 @@ func (b *Broker) CommitTxn(ctx context.Context, tx *Txn) error {
 	if !committed && garbage != nil {
 		q.topic.returnGarbage(garbage)
 	}
-	// The destinations: published, or their plans undone.
+	// Phase 3: the topic's cancellations and the destinations.
 	var cerr error
 	if !committed {
 		cerr = err
@@ -247,24 +279,12 @@ func (b *Broker) CommitTxn(ctx context.Context, tx *Txn) error {
 			cerr = errForwardRetry
 		}
 	}
-	for _, d := range dests {
-		if aerr := d.finish(ctx, cerr); aerr != nil && committed && err == nil {
-			// Durable and applied; a destination deleted meanwhile took
-			// its messages with it, as a plain send reports.
-			err = aerr
-		}
+	if aerr := finishTxnRest(ctx, ct, &tc, dests, cerr); committed && err == nil {
+		err = aerr
 	}
-
-	// Phase 3: applied, or every message locked again as it was.
+	// And the receiving entity: applied, or every message locked again.
 	if q != nil {
-		var aerr error
-		if !committed {
-			aerr = cerr
-		}
-		q.lockAndPublish()
-		q.applyLocked(ts, aerr, now)
-		q.rearmLocked()
-		q.mu.Unlock()
+		q.finishTxn(&plan, cerr, now)
 	}
 	if committed {
 		b.observeTxn(q, tx, dests, nowT)
@@ -276,40 +296,105 @@ func (b *Broker) CommitTxn(ctx context.Context, tx *Txn) error {
 	return err
 }
 
-// txnSettleTarget resolves the entity a transaction settles on (nil when
-// it settles nothing) and each settlement's sub-queue; all must be on one
-// queue or subscription.
-func (b *Broker) txnSettleTarget(tx *Txn) (*entity, []SubQueue, error) {
+// planTxnRest plans what a transaction does besides the receiving
+// entity's part: the cancellations of topic ct's scheduled messages
+// (cancels, into tc) and then the sends (dests); their ops are added to
+// ops. On error what was planned stays planned, for phase 3 to undo.
+func (b *Broker) planTxnRest(ct *topic, cancels []int64, tc *topicCancel, dests []*txnDest, ops []store.Op, now int64) ([]store.Op, error) {
+	if ct != nil {
+		var err error
+		if *tc, err = ct.planTxnCancel(cancels, now); err != nil {
+			return ops, err
+		}
+		ops = append(ops, tc.ops...)
+	}
+	return ops, b.planTxnDests(dests, now)
+}
+
+// finishTxnRest is phase 3 of what planTxnRest planned: applied (cerr
+// nil: committed) or undone. It returns the first error a send's answer
+// has: durable and applied, a destination deleted meanwhile took its
+// messages with it, as a plain send reports.
+func finishTxnRest(ctx context.Context, ct *topic, tc *topicCancel, dests []*txnDest, cerr error) error {
+	if ct != nil {
+		ct.finishCancel(tc, cerr)
+	}
+	var err error
+	for _, d := range dests {
+		if aerr := d.finish(ctx, cerr); aerr != nil && err == nil {
+			err = aerr
+		}
+	}
+	return err
+}
+
+// finishTxn is phase 3 on a transaction's receiving entity: its plan
+// applied (cerr nil: committed) or undone.
+func (q *entity) finishTxn(plan *txnPlan, cerr error, now int64) {
+	q.lockAndPublish()
+	q.applyLocked(plan.ts, cerr, now)
+	if cerr == nil {
+		q.applyTxnStatesLocked(plan.states, now)
+	}
+	q.rearmLocked()
+	q.mu.Unlock()
+}
+
+// txnSettleTarget resolves the entity a transaction settles on, sets
+// session states of or cancels scheduled messages of (a queue; nil when
+// none), each settlement's sub-queue, and the topic whose scheduled
+// messages it cancels (nil when none). The settlements and session
+// states must all be on one queue or subscription, a queue's
+// cancellations on that queue too.
+func (b *Broker) txnSettleTarget(tx *Txn) (*entity, []SubQueue, *topic, error) {
 	var q *entity
 	subs := make([]SubQueue, len(tx.Settlements))
 	for i := range tx.Settlements {
 		s := &tx.Settlements[i]
 		e, p, err := b.lookup(s.Path)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if q != nil && e != q {
-			return nil, nil, errorf(KindNotAllowed, "A transaction's settlements must all be on one queue or subscription; '%s' is another one than '%s'.", s.Path, q.name)
+			return nil, nil, nil, errorf(KindNotAllowed, "A transaction's settlements must all be on one queue or subscription; '%s' is another one than '%s'.", s.Path, q.name)
 		}
 		if err := validateProps(s.Props); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		q, subs[i] = e, p.SubQueue
 	}
-	if len(tx.Cancels) > 0 {
-		cq, ct, _, err := b.lookupSend(tx.CancelOn)
-		if err != nil {
-			return nil, nil, err
-		}
-		if ct != nil {
-			return nil, nil, errorf(KindNotAllowed, "Busbar cancels a topic's scheduled messages only outside a transaction; '%s' is a topic.", tx.CancelOn)
-		}
-		if q != nil && cq != q {
-			return nil, nil, errorf(KindNotAllowed, "A transaction cancels scheduled messages only of the queue it settles on ('%s'), not of '%s'.", q.name, tx.CancelOn)
-		}
-		q = cq
+	q, err := b.txnStatesTarget(q, tx.States)
+	if err != nil || len(tx.Cancels) == 0 {
+		return q, subs, nil, err
 	}
-	return q, subs, nil
+	cq, ct, _, err := b.lookupSend(tx.CancelOn)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if ct != nil {
+		return q, subs, ct, nil
+	}
+	if q != nil && cq != q {
+		return nil, nil, nil, errorf(KindNotAllowed, "A transaction cancels scheduled messages only of the queue it settles on ('%s'), not of '%s'.", q.name, tx.CancelOn)
+	}
+	return cq, subs, nil, nil
+}
+
+// txnStatesTarget checks that a transaction's session states are all of
+// sessions of q (the entity its settlements are on; nil: none), a
+// session-enabled queue or subscription, and returns that entity.
+func (b *Broker) txnStatesTarget(q *entity, states []TxnSessionState) (*entity, error) {
+	for i := range states {
+		e, err := b.sessionEntity(states[i].Path)
+		if err != nil {
+			return nil, err
+		}
+		if q != nil && e != q {
+			return nil, errorf(KindNotAllowed, "A transaction sets session state only on the queue or subscription it settles on ('%s'), not on '%s'.", q.name, states[i].Path)
+		}
+		q = e
+	}
+	return q, nil
 }
 
 // commitTxnOps adds the planned destinations' send ops to ops (the
@@ -459,47 +544,46 @@ func (d *txnDest) finish(ctx context.Context, cerr error) error {
 	return err
 }
 
+// txnPlan is phase 1's result on a transaction's receiving entity: the
+// transitions of its settlements and cancellations, and its session
+// states with their store ops.
+type txnPlan struct {
+	ts     []transition
+	states []txnStatePlan
+	ops    []store.Op
+}
+
+// txnStatePlan is a session state a committing transaction sets.
+type txnStatePlan struct {
+	s     *session
+	state []byte // nil: cleared
+}
+
 // planTxnLocked locks q and plans the transitions of a transaction's
-// settlements and of its cancellations of scheduled messages (cancels,
-// sequence numbers): it returns with q.mu held, or on error released with
-// nothing changed. Every token must hold its lock now; a token named
-// twice is refused.
-func (q *entity) planTxnLocked(ss []TxnSettlement, subs []SubQueue, cancels []int64, now int64) ([]transition, error) {
+// settlements (subs: their sub-queues), of its cancellations of q's
+// scheduled messages (cancels) and its session states (sess: their sessions,
+// whose stateMu the caller holds): it returns with q.mu held, or on error
+// released with nothing changed. Every token must hold its lock now, and
+// every session its lock; a token named twice is refused.
+func (q *entity) planTxnLocked(tx *Txn, subs []SubQueue, cancels []int64, sess []*session, now int64) (txnPlan, error) {
+	ss := tx.Settlements
 	q.lockAt(now)
 	if q.mu.gone != nil {
 		err := q.mu.gone
 		q.mu.Unlock()
-		return nil, err
+		return txnPlan{}, err
 	}
-	if len(cancels) > 0 {
-		if err := q.sendCheckLocked(); err != nil {
-			q.mu.Unlock()
-			return nil, err
-		}
+	if err := q.checkTxnLocked(ss, subs, len(cancels) > 0, now); err != nil {
+		q.mu.Unlock()
+		return txnPlan{}, err
 	}
-	seen := make(map[uuid.UUID]bool, len(ss))
-	for i := range ss {
-		s := &ss[i]
-		if seen[s.Token] {
-			q.mu.Unlock()
-			return nil, errorf(KindLockLost, "The lock token %s is settled twice in the transaction.", s.Token)
-		}
-		seen[s.Token] = true
-		if _, err := q.lockedRecLocked(subs[i], s.Token, now); err != nil {
-			q.mu.Unlock()
-			return nil, err
-		}
-		if s.Kind == TxnDeadLetter && subs[i] != SubQueueMain {
-			q.mu.Unlock()
-			return nil, errorf(KindNotAllowed, "A message in '%s' cannot be dead-lettered: it is already in a dead-letter queue.", q.path(subs[i]))
-		}
-		if s.Kind < TxnComplete || s.Kind > TxnDefer {
-			q.mu.Unlock()
-			return nil, errorf(KindInvalidArgument, "unknown transactional settlement %d", s.Kind)
-		}
+	plan, err := q.planTxnStatesLocked(tx.States, sess, now)
+	if err != nil {
+		q.mu.Unlock()
+		return txnPlan{}, err
 	}
 	q.touchLocked(now)
-	ts := make([]transition, 0, len(ss))
+	plan.ts = make([]transition, 0, len(ss)+len(cancels))
 	for i := range ss {
 		s, sub := &ss[i], subs[i]
 		r, _ := q.lockedRecLocked(sub, s.Token, now)
@@ -532,14 +616,137 @@ func (q *entity) planTxnLocked(ss []TxnSettlement, subs []SubQueue, cancels []in
 			t = updateTransitionLocked(sub, sub, r, next, s.Props)
 		}
 		t.relock, t.relockUntil, t.relockHolder = s.Token, until, holder // a failed commit keeps the lock
-		ts = append(ts, t)
+		plan.ts = append(plan.ts, t)
 	}
 	for _, seq := range cancels { // as CancelScheduled
 		r := q.mu.subs[SubQueueMain].idx.get(seq)
 		if r == nil || r.busy() || r.state != StateScheduled {
 			continue
 		}
-		ts = append(ts, removeTransitionLocked(SubQueueMain, r))
+		plan.ts = append(plan.ts, removeTransitionLocked(SubQueueMain, r))
 	}
-	return ts, nil
+	return plan, nil
+}
+
+// checkTxnLocked checks a transaction's settlements on q (subs: their
+// sub-queues) and, when it cancels scheduled messages of q, that q takes
+// sends.
+func (q *entity) checkTxnLocked(ss []TxnSettlement, subs []SubQueue, cancels bool, now int64) error {
+	if cancels {
+		if err := q.sendCheckLocked(); err != nil {
+			return err
+		}
+	}
+	seen := make(map[uuid.UUID]bool, len(ss))
+	for i := range ss {
+		s := &ss[i]
+		if seen[s.Token] {
+			return errorf(KindLockLost, "The lock token %s is settled twice in the transaction.", s.Token)
+		}
+		seen[s.Token] = true
+		if _, err := q.lockedRecLocked(subs[i], s.Token, now); err != nil {
+			return err
+		}
+		if s.Kind == TxnDeadLetter && subs[i] != SubQueueMain {
+			return errorf(KindNotAllowed, "A message in '%s' cannot be dead-lettered: it is already in a dead-letter queue.", q.path(subs[i]))
+		}
+		if s.Kind < TxnComplete || s.Kind > TxnDefer {
+			return errorf(KindInvalidArgument, "unknown transactional settlement %d", s.Kind)
+		}
+	}
+	return nil
+}
+
+// lockTxnSessions resolves the sessions of q whose state a transaction
+// sets (states; each must hold its lock now) and takes their stateMu, in
+// the order of their ids; unlockSessions releases them. planTxnLocked
+// checks the locks again under q.mu.
+func (q *entity) lockTxnSessions(states []TxnSessionState, now int64) ([]*session, error) {
+	if len(states) == 0 {
+		return nil, nil
+	}
+	q.lockAt(now)
+	if q.mu.gone != nil {
+		defer q.mu.Unlock()
+		return nil, q.mu.gone
+	}
+	var sess []*session
+	for i := range states {
+		s, err := q.heldSessionLocked(states[i].SessionID, states[i].Holder, now)
+		if err != nil {
+			q.mu.Unlock()
+			return nil, err
+		}
+		if !slices.Contains(sess, s) {
+			sess = append(sess, s)
+		}
+	}
+	q.mu.Unlock()
+	slices.SortFunc(sess, func(a, b *session) int { return strings.Compare(a.id, b.id) })
+	for _, s := range sess {
+		s.stateMu.Lock()
+	}
+	return sess, nil
+}
+
+func unlockSessions(sess []*session) {
+	for _, s := range sess {
+		s.stateMu.Unlock()
+	}
+}
+
+// planTxnStatesLocked checks a transaction's session states again (each
+// session still locked, and the one lockTxnSessions locked; each state
+// within the entity's size limit) and makes their store values: the last
+// state per session, as SetSessionState stores it.
+func (q *entity) planTxnStatesLocked(states []TxnSessionState, sess []*session, now int64) (txnPlan, error) {
+	var plan txnPlan
+	last := make(map[*session]int, len(sess))
+	limit := q.mu.props.MaxMessageSizeInKilobytes * 1024
+	for i := range states {
+		st := &states[i]
+		s, err := q.heldSessionLocked(st.SessionID, st.Holder, now)
+		if err != nil {
+			return plan, err
+		}
+		if !slices.Contains(sess, s) {
+			return plan, errSessionLockLost(s.id)
+		}
+		if int64(len(st.State)) > limit {
+			return plan, errorf(KindMessageTooLarge, "the session state is %d bytes, over the %d-byte limit (the entity's MaxMessageSizeInKilobytes)", len(st.State), limit)
+		}
+		last[s] = i
+	}
+	for _, s := range sess {
+		i, ok := last[s]
+		if !ok {
+			continue
+		}
+		state := states[i].State
+		key := valueSessionPrefix + s.id
+		if len(state) == 0 {
+			plan.states = append(plan.states, txnStatePlan{s: s})
+			plan.ops = append(plan.ops, store.Op{Kind: store.OpDeleteValue, EntityID: q.id, Key: key})
+			continue
+		}
+		plan.states = append(plan.states, txnStatePlan{s: s, state: slices.Clone(state)})
+		plan.ops = append(plan.ops, store.Op{Kind: store.OpPutValue, EntityID: q.id, Key: key, Data: append(be64(now), state...)})
+	}
+	return plan, nil
+}
+
+// applyTxnStatesLocked applies a committed transaction's session states,
+// as SetSessionState does once its commit is durable.
+func (q *entity) applyTxnStatesLocked(states []txnStatePlan, now int64) {
+	if q.mu.gone != nil {
+		return
+	}
+	for _, st := range states {
+		cur := st.s
+		if cur.gone { // dropped meanwhile (its lock ended): the state revives it
+			cur = q.getSessionLocked(st.s.id)
+		}
+		cur.state, cur.updated = st.state, now
+		q.maybeDropSessionLocked(cur)
+	}
 }

@@ -135,9 +135,11 @@ func TestTxnRules(t *testing.T) {
 
 // TestTxnCrashAtManyPoints commits transactions on the filestore on the
 // crashable in-memory file system, taking a crash image before file-system
-// operations. Each transaction completes one message of "in" and sends
-// two to "out"; in every image, each transaction is either wholly applied
-// or not at all, and every acknowledged one is wholly applied.
+// operations. Each transaction completes one message of session "s" of
+// "in", sets that session's state, sends to a queue and a topic,
+// schedules a message and cancels one scheduled earlier (on "in" or on
+// the topic, in turn); in every image, each transaction is either wholly
+// applied or not at all, and every acknowledged one is wholly applied.
 func TestTxnCrashAtManyPoints(t *testing.T) {
 	const n = 40
 	mem := vfs.NewMem()
@@ -167,28 +169,37 @@ func TestTxnCrashAtManyPoints(t *testing.T) {
 	}
 	e := &env{t: t, clk: clock.NewFake(t0), st: st}
 	e.open()
-	e.queue("in")
+	e.queue("in", sessionQueue)
 	e.queue("out")
 	e.topic("tout")
 	subPath := e.sub("tout", "s1")
 	for i := range n {
-		e.send("in", msg(fmt.Sprintf("in-%03d", i)))
+		e.send("in", &message.Message{Body: []byte(fmt.Sprintf("in-%03d", i)), SessionID: "s"})
 	}
-	// Each transaction also cancels one of these.
-	var toCancel []int64
+	// Each transaction also cancels one of these: on "in" (even ones) or
+	// on the topic (odd ones).
+	var toCancel, cancelOn []string
+	var cancelSeqs []int64
 	for i := range n {
-		seqs, err := e.b.Schedule(ctx, "in", []*message.Message{msg(fmt.Sprintf("cancel-%03d", i))}, t0.Add(time.Hour))
+		on := "in"
+		if i%2 == 1 {
+			on = "tout"
+		}
+		m := &message.Message{Body: []byte(fmt.Sprintf("cancel-%03d", i)), SessionID: "x"}
+		seqs, err := e.b.Schedule(ctx, on, []*message.Message{m}, t0.Add(time.Hour))
 		if err != nil {
 			t.Fatal(err)
 		}
-		toCancel = append(toCancel, seqs[0])
+		toCancel, cancelOn, cancelSeqs = append(toCancel, string(m.Body)), append(cancelOn, on), append(cancelSeqs, seqs[0])
 	}
+	sr := e.accept("in", "s")
 	armed.Store(true)
 	for i := range n {
-		d := e.recv1("in")
-		if body(d) != fmt.Sprintf("in-%03d", i) {
-			t.Fatalf("received %q", body(d))
+		ds := take(t, sr, 1)
+		if len(ds) != 1 || body(ds[0]) != fmt.Sprintf("in-%03d", i) {
+			t.Fatalf("received %v", bodies(ds))
 		}
+		d := ds[0]
 		// A scheduled message with its sequence number reserved
 		// beforehand, as a schedule-message request inside a
 		// transaction has it.
@@ -201,7 +212,8 @@ func TestTxnCrashAtManyPoints(t *testing.T) {
 			Settlements: []TxnSettlement{{Kind: TxnComplete, Path: "in", Token: d.LockToken}},
 			// Two destinations, a queue and a topic: one batch.
 			Sends:    append(append(txnTo("tout", msg(fmt.Sprintf("out-%03d-b", i))), txnTo("out", msg(fmt.Sprintf("out-%03d-a", i)))...), sched),
-			CancelOn: "in", Cancels: toCancel[i : i+1],
+			CancelOn: cancelOn[i], Cancels: cancelSeqs[i : i+1],
+			States: []TxnSessionState{{Path: "in", Holder: sr, State: []byte(fmt.Sprintf("state-%03d", i))}},
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -235,13 +247,14 @@ func TestTxnCrashAtManyPoints(t *testing.T) {
 		e := &env{t: t, clk: clock.NewFake(t0), st: st}
 		e.open()
 		places := placesOf(t, e.b)
+		topicSched := topicScheduled(t, e.b, "tout")
 		done := 0
 		for i := range n {
 			in := places[fmt.Sprintf("in-%03d", i)]
 			oa := places[fmt.Sprintf("out-%03d-a", i)]
 			ob := places[fmt.Sprintf("out-%03d-b", i)]
 			oc := places[fmt.Sprintf("out-%03d-c", i)]
-			cancelled := len(places[fmt.Sprintf("cancel-%03d", i)]) == 0
+			cancelled := len(places[toCancel[i]]) == 0 && !slices.Contains(topicSched, toCancel[i])
 			committed := len(in) == 0
 			switch {
 			case committed && cancelled && slices.Equal(oa, []string{"out"}) && slices.Equal(ob, []string{subPath}) && slices.Equal(oc, []string{"out"}):
@@ -256,6 +269,10 @@ func TestTxnCrashAtManyPoints(t *testing.T) {
 		}
 		if done > 0 && done < n {
 			partial++
+		}
+		// The session state is the last committed transaction's.
+		if got, want := sessionStateOf(t, e.b, "in", "s"), stateAfter(done); got != want {
+			t.Fatalf("crash before %v %s: %d transactions applied, session state %q; want %q", img.op.Kind, img.op.Path, done, got, want)
 		}
 		if err := e.b.Close(); err != nil {
 			t.Fatal(err)
@@ -612,9 +629,7 @@ func TestTxnCancelScheduled(t *testing.T) {
 		t.Fatalf("q after restart holds %v", got)
 	}
 
-	// A topic, or another queue than the one it settles on: refused.
-	err = e.b.CommitTxn(ctx, &Txn{CancelOn: "t", Cancels: []int64{1}})
-	wantKind(t, err, ErrNotAllowed)
+	// Another queue than the one it settles on: refused.
 	e.send("q", msg("b"))
 	d = e.recv1("q")
 	err = e.b.CommitTxn(ctx, &Txn{
@@ -625,4 +640,216 @@ func TestTxnCancelScheduled(t *testing.T) {
 	if n := scheduled(); n != 1 {
 		t.Fatalf("%d scheduled after refusals", n)
 	}
+}
+
+// topicScheduled lists the bodies of topic name's scheduled messages (not
+// yet fanned out), in sequence order.
+func topicScheduled(t *testing.T, b *Broker, name string) []string {
+	t.Helper()
+	tp, err := b.topicByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []rec
+	tp.lockAndPublish()
+	tp.mu.idx.ascend(0, func(r *rec) bool {
+		if r.state == StateScheduled {
+			recs = append(recs, *r)
+		}
+		return true
+	})
+	tp.mu.Unlock()
+	var out []string
+	for _, r := range recs {
+		data, err := b.store.ReadData(tp.id, uint64(r.seq))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := message.Unmarshal(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, string(m.Body))
+	}
+	return out
+}
+
+// A transaction cancels a topic's scheduled messages with the rest of it
+// (here a settlement on one of its subscriptions and a send), all or
+// nothing; the cancelled ones never fan out, the others do at their time.
+func TestTxnCancelTopicScheduled(t *testing.T) {
+	e := newEnv(t)
+	e.topic("t")
+	sub := e.sub("t", "s")
+	e.queue("small", func(p *QueueProperties) { p.MaxSizeInMegabytes = 1 })
+	big := &message.Message{Body: make([]byte, 200<<10)}
+	for range 5 {
+		e.send("small", big)
+	}
+	at := t0.Add(time.Hour)
+	seqs, err := e.b.Schedule(ctx, "t", []*message.Message{msg("s1"), msg("s2"), msg("s3")}, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.send("t", msg("a"))
+	d := e.recv1(sub)
+
+	// A send refused at commit: nothing cancelled, the message still locked.
+	err = e.b.CommitTxn(ctx, &Txn{
+		Settlements: []TxnSettlement{{Kind: TxnComplete, Path: sub, Token: d.LockToken}},
+		Sends:       txnTo("small", big),
+		CancelOn:    "t", Cancels: seqs[:2],
+	})
+	wantKind(t, err, ErrQuotaExceeded)
+	if got := topicScheduled(t, e.b, "t"); !slices.Equal(got, []string{"s1", "s2", "s3"}) {
+		t.Fatalf("scheduled after a failed commit: %v", got)
+	}
+	if c := e.topicInfo("t").Counts; c.Scheduled != 3 {
+		t.Fatalf("topic counts after a failed commit: %+v", c)
+	}
+
+	// Committed: cancelled with the settlement and a send to the topic;
+	// numbers of messages not scheduled are ignored.
+	err = e.b.CommitTxn(ctx, &Txn{
+		Settlements: []TxnSettlement{{Kind: TxnComplete, Path: sub, Token: d.LockToken}},
+		Sends:       txnTo("t", msg("sent")),
+		CancelOn:    "t", Cancels: []int64{seqs[0], seqs[2], 999},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := topicScheduled(t, e.b, "t"); !slices.Equal(got, []string{"s2"}) {
+		t.Fatalf("scheduled after the commit: %v", got)
+	}
+	if c := e.topicInfo("t").Counts; c.Scheduled != 1 {
+		t.Fatalf("topic counts after the commit: %+v", c)
+	}
+	e.restart()
+	if got := topicScheduled(t, e.b, "t"); !slices.Equal(got, []string{"s2"}) {
+		t.Fatalf("scheduled after restart: %v", got)
+	}
+	e.advance(2 * time.Hour)
+	if got := bodies(e.recv(sub, PeekLock, 10)); !slices.Equal(got, []string{"s2", "sent"}) {
+		t.Fatalf("%s got %v", sub, got)
+	}
+	if c := e.topicInfo("t").Counts; c.Scheduled != 0 {
+		t.Fatalf("topic counts after the fan-out: %+v", c)
+	}
+}
+
+// A transaction sets session state with the rest of it: applied on
+// commit in the same batch (durable), left as it was by a failed commit;
+// the session's lock must still be held at commit.
+func TestTxnSessionState(t *testing.T) {
+	e := newEnv(t)
+	e.queue("s", sessionQueue)
+	e.queue("small", func(p *QueueProperties) { p.MaxSizeInMegabytes = 1 })
+	big := &message.Message{Body: make([]byte, 200<<10)}
+	for range 5 {
+		e.send("small", big)
+	}
+	e.send("s", &message.Message{Body: []byte("a"), SessionID: "x"}, &message.Message{Body: []byte("b"), SessionID: "x"})
+	r := e.accept("s", "x")
+	if err := r.SetSessionState(ctx, []byte("old")); err != nil {
+		t.Fatal(err)
+	}
+	ds := take(t, r, 2)
+	state := func() string {
+		t.Helper()
+		st, err := r.SessionState(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(st)
+	}
+
+	// A failed commit (a send refused) leaves the old state.
+	err := e.b.CommitTxn(ctx, &Txn{
+		Settlements: []TxnSettlement{{Kind: TxnComplete, Path: "s", Token: ds[0].LockToken}},
+		States:      []TxnSessionState{{Path: "s", Holder: r, State: []byte("new")}},
+		Sends:       txnTo("small", big),
+	})
+	wantKind(t, err, ErrQuotaExceeded)
+	if got := state(); got != "old" {
+		t.Fatalf("state after a failed commit: %q", got)
+	}
+
+	// Committed: the last state set wins, with the completion.
+	err = e.b.CommitTxn(ctx, &Txn{
+		Settlements: []TxnSettlement{{Kind: TxnComplete, Path: "s", Token: ds[0].LockToken}},
+		States: []TxnSessionState{
+			{Path: "s", Holder: r, State: []byte("first")},
+			{Path: "s", SessionID: "x", State: []byte("second")},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := state(); got != "second" {
+		t.Fatalf("state after the commit: %q", got)
+	}
+	// Cleared in a transaction of its own.
+	if err := e.b.CommitTxn(ctx, &Txn{States: []TxnSessionState{{Path: "s", SessionID: "x"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := state(); got != "" {
+		t.Fatalf("state after clearing: %q", got)
+	}
+	if err := e.b.CommitTxn(ctx, &Txn{States: []TxnSessionState{{Path: "s", SessionID: "x", State: []byte("kept")}}}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Refusals: too large, another entity than the settlements', a
+	// session nobody holds, a session whose lock expired.
+	err = e.b.CommitTxn(ctx, &Txn{States: []TxnSessionState{{Path: "s", Holder: r, State: make([]byte, 257<<10)}}})
+	wantKind(t, err, ErrMessageTooLarge)
+	e.queue("other")
+	e.send("other", msg("o"))
+	o := e.recv1("other")
+	err = e.b.CommitTxn(ctx, &Txn{
+		Settlements: []TxnSettlement{{Kind: TxnComplete, Path: "other", Token: o.LockToken}},
+		States:      []TxnSessionState{{Path: "s", Holder: r, State: []byte("no")}},
+	})
+	wantKind(t, err, ErrNotAllowed)
+	err = e.b.CommitTxn(ctx, &Txn{States: []TxnSessionState{{Path: "s", SessionID: "nobody", State: []byte("no")}}})
+	wantKind(t, err, ErrSessionLockLost)
+	e.advance(2 * time.Minute) // past the lock duration
+	err = e.b.CommitTxn(ctx, &Txn{
+		Settlements: []TxnSettlement{{Kind: TxnComplete, Path: "s", Token: ds[1].LockToken}},
+		States:      []TxnSessionState{{Path: "s", Holder: r, State: []byte("late")}},
+	})
+	if KindOf(err) != KindSessionLockLost && KindOf(err) != KindLockLost {
+		t.Fatalf("commit after the session lock expired: %v", err)
+	}
+
+	// Durable: the committed state comes back after a restart.
+	e.restart()
+	r2 := e.accept("s", "x")
+	if st, err := r2.SessionState(ctx); err != nil || string(st) != "kept" {
+		t.Fatalf("state after restart: %q %v", st, err)
+	}
+}
+
+// stateAfter is the session state TestTxnCrashAtManyPoints expects after
+// its first done transactions.
+func stateAfter(done int) string {
+	if done == 0 {
+		return ""
+	}
+	return fmt.Sprintf("state-%03d", done-1)
+}
+
+// sessionStateOf reads the state of session id of path, held or not.
+func sessionStateOf(t *testing.T, b *Broker, path, id string) string {
+	t.Helper()
+	q, err := b.sessionEntity(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.lockAndPublish()
+	defer q.mu.Unlock()
+	if s := q.ss.byID[id]; s != nil {
+		return string(s.state)
+	}
+	return ""
 }
