@@ -962,6 +962,30 @@ func (b *Broker) setSessionState(ctx context.Context, path, id string, holder *R
 	return nil
 }
 
+// CheckSessionState checks what SetSessionState would check before it
+// writes, for a transaction that sets the state on commit
+// (TxnSessionState): that the session (sessionID, or the one holder
+// holds) of path is locked, and that state fits the entity's limit.
+func (b *Broker) CheckSessionState(path, sessionID string, holder *Receiver, state []byte) error {
+	q, err := b.sessionEntity(path)
+	if err != nil {
+		return err
+	}
+	now := b.now()
+	q.lockAt(now)
+	defer q.mu.Unlock()
+	if q.mu.gone != nil {
+		return q.mu.gone
+	}
+	if _, err := q.heldSessionLocked(sessionID, holder, now); err != nil {
+		return err
+	}
+	if limit := q.mu.props.MaxMessageSizeInKilobytes * 1024; int64(len(state)) > limit {
+		return errorf(KindMessageTooLarge, "the session state is %d bytes, over the %d-byte limit (the entity's MaxMessageSizeInKilobytes)", len(state), limit)
+	}
+	return nil
+}
+
 // recoverSessionState restores a session's state from its store value
 // during recovery.
 func (q *entity) recoverSessionState(v store.Value, drop *[]store.Op) error {

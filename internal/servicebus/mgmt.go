@@ -105,7 +105,7 @@ func (c *conn) runManagement(req *frames.Message, node address, opName, path str
 	}
 	ctx := withAssociatedLink(c.ctx, appProp(req, "associated-link-name"))
 	if txnID != nil {
-		ctx = withTxn(ctx, txnID) // update-disposition, schedule and cancel-scheduled only (txn.go)
+		ctx = withTxn(ctx, txnID) // the operations txnManagementOp names only (txn.go)
 	}
 	if d := serverTimeout(req); d > 0 {
 		var cancel context.CancelFunc
@@ -171,8 +171,14 @@ func noContent() *response {
 }
 
 // renewLock: lock-tokens (array of uuid) → expirations (array of
-// timestamp, same order).
+// timestamp, same order). Inside a transaction it renews at once, as
+// Service Bus does (txn.go).
 func (c *conn) renewLock(ctx context.Context, path string, b body) (*response, error) {
+	if id := txnFrom(ctx); id != nil {
+		if err := c.txnOpen(id); err != nil {
+			return nil, err
+		}
+	}
 	toks, err := b.uuids("lock-tokens")
 	if err != nil {
 		return nil, err

@@ -117,8 +117,8 @@ func (c *conn) attachRequests(l *amqp.IncomingLink, node address) error {
 	l.OnDelivery = func(d *amqp.IncomingDelivery) {
 		var txnID []byte
 		if ts, ok := d.State.(*frames.TransactionalState); ok {
-			// txn.go: update-disposition is recorded in the
-			// transaction; any other request is refused.
+			// txn.go: the operations txnManagementOp names run in
+			// the transaction; any other request is refused.
 			if node.kind == nodeCBS || !txnManagementOp(d.Payload) {
 				d.Settle(c.txnRequest(ts, node))
 				return

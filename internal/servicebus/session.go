@@ -274,8 +274,14 @@ func needSession(op string) error {
 	return badRequest("The operation '%s' needs a session: the request names none (session-id) and its associated-link-name is not a session receiver of this connection.", op)
 }
 
-// renewSessionLock: session-id → expiration (timestamp).
+// renewSessionLock: session-id → expiration (timestamp). Inside a
+// transaction it renews at once, as Service Bus does (txn.go).
 func (c *conn) renewSessionLock(ctx context.Context, path string, b body) (*response, error) {
+	if id := txnFrom(ctx); id != nil {
+		if err := c.txnOpen(id); err != nil {
+			return nil, err
+		}
+	}
 	holder, id, err := c.sessionOf(ctx, path, b)
 	if err != nil {
 		return nil, err
@@ -296,7 +302,14 @@ func (c *conn) renewSessionLock(ctx context.Context, path string, b body) (*resp
 }
 
 // getSessionState: session-id → session-state (binary, or null for none).
+// Inside a transaction it answers at once with the committed state (a
+// state the same transaction sets shows only after its commit).
 func (c *conn) getSessionState(ctx context.Context, path string, b body) (*response, error) {
+	if id := txnFrom(ctx); id != nil {
+		if err := c.txnOpen(id); err != nil {
+			return nil, err
+		}
+	}
 	holder, id, err := c.sessionOf(ctx, path, b)
 	if err != nil {
 		return nil, err
@@ -321,7 +334,8 @@ func (c *conn) getSessionState(ctx context.Context, path string, b body) (*respo
 }
 
 // setSessionState: session-id, session-state (binary; empty or null
-// clears it).
+// clears it). Inside a transaction it is recorded and applied on commit
+// (txnSetSessionState).
 func (c *conn) setSessionState(ctx context.Context, path string, b body) (*response, error) {
 	holder, id, err := c.sessionOf(ctx, path, b)
 	if err != nil {
@@ -334,6 +348,12 @@ func (c *conn) setSessionState(ctx context.Context, path string, b body) (*respo
 			return nil, badRequest("The request field 'session-state' must be binary or null, not %T.", v)
 		}
 		state = bs
+	}
+	if tid := txnFrom(ctx); tid != nil {
+		if holder == nil && id == "" {
+			return nil, needSession(opSetSessionState)
+		}
+		return c.txnSetSessionState(tid, path, holder, id, state)
 	}
 	switch {
 	case holder != nil:

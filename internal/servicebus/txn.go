@@ -36,9 +36,13 @@ import (
 // update-disposition request sent with transactional-state is recorded
 // the same way (its settlements applied on commit), and so are a
 // schedule-message request (its messages scheduled on commit, under
-// sequence numbers reserved and answered at once) and a
-// cancel-scheduled-message request (applied on commit); any other
-// management request inside a transaction is refused (txnRequest).
+// sequence numbers reserved and answered at once), a
+// cancel-scheduled-message request on a queue or a topic (applied on
+// commit) and a set-session-state request (the state set on commit).
+// renew-lock, renew-session-lock and get-session-state run at once, as
+// Service Bus runs them, not deferred to the commit and not undone by a
+// rollback; their transaction must be open. Any other management
+// request inside a transaction is refused (txnRequest).
 //
 // Service Bus's rules, checked as each operation arrives:
 //
@@ -104,11 +108,13 @@ type txn struct {
 	bytes   int
 	settles []broker.TxnSettlement
 	sends   []broker.TxnSend
-	// cancelOn is the queue whose scheduled messages cancels (sequence
-	// numbers) it cancels.
-	cancelOn string
-	cancels  []int64
-	failed   error // the first operation refused: rollback-only
+	// cancelOn is the queue or topic (cancelTopic) whose scheduled
+	// messages cancels (sequence numbers) it cancels.
+	cancelOn    string
+	cancelTopic bool
+	cancels     []int64
+	states      []broker.TxnSessionState // session states set on commit
+	failed      error                    // the first operation refused: rollback-only
 }
 
 // txnTable is a connection's open transactions.
@@ -252,7 +258,7 @@ func (c *conn) discharge(id []byte, fail bool) frames.DeliveryState {
 	case x.failed != nil:
 		err = &txnError{cond: condTxnRollback, msg: "The transaction was rolled back: one of its operations failed: " + clientText(x.failed)}
 	default:
-		if cerr := c.h.broker.CommitTxn(context.WithoutCancel(c.ctx), &broker.Txn{Settlements: x.settles, Sends: x.sends, CancelOn: x.cancelOn, Cancels: x.cancels}); cerr != nil {
+		if cerr := c.h.broker.CommitTxn(context.WithoutCancel(c.ctx), &broker.Txn{Settlements: x.settles, Sends: x.sends, CancelOn: x.cancelOn, Cancels: x.cancels, States: x.states}); cerr != nil {
 			err = &txnError{cond: condTxnRollback, msg: "The transaction was rolled back: " + clientText(cerr)}
 		}
 	}
@@ -427,20 +433,71 @@ func (c *conn) txnRecordSettle(id []byte, path string, s broker.TxnSettlement) e
 	} else if errs[0] != nil {
 		return errs[0]
 	}
-	recvOn := txnEntityPath(path)
 	return c.txnOp(id, path, 0, func(x *txn) error {
-		if x.cancelOn != "" && !strings.EqualFold(x.cancelOn, recvOn) {
-			return &broker.Error{Kind: broker.KindNotAllowed, Msg: fmt.Sprintf(
-				"Busbar cancels scheduled messages in a transaction only on the queue it settles on: this one cancels on '%s' and cannot settle on '%s'.", x.cancelOn, recvOn)}
+		if err := x.receiveOn(txnEntityPath(path)); err != nil {
+			return err
 		}
-		if x.recvOn != "" && !strings.EqualFold(x.recvOn, recvOn) {
-			return &broker.Error{Kind: broker.KindNotAllowed, Msg: fmt.Sprintf(
-				"Busbar commits a transaction's settlements on one queue or subscription: this one already settles on '%s', not '%s'.", x.recvOn, recvOn)}
-		}
-		x.recvOn = recvOn
 		x.settles = append(x.settles, s)
 		return nil
 	})
+}
+
+// receiveOn checks and records that the transaction settles messages of,
+// or sets session state on, the queue or subscription recvOn: Busbar
+// commits those on one queue or subscription, the one it cancels
+// scheduled messages of if that is a queue.
+func (x *txn) receiveOn(recvOn string) error {
+	if x.cancelOn != "" && !x.cancelTopic && !strings.EqualFold(x.cancelOn, recvOn) {
+		return &broker.Error{Kind: broker.KindNotAllowed, Msg: fmt.Sprintf(
+			"Busbar cancels a queue's scheduled messages in a transaction only on the queue it settles on: this one cancels on '%s' and cannot settle on '%s'.", x.cancelOn, recvOn)}
+	}
+	if x.recvOn != "" && !strings.EqualFold(x.recvOn, recvOn) {
+		return &broker.Error{Kind: broker.KindNotAllowed, Msg: fmt.Sprintf(
+			"Busbar commits a transaction's settlements and session states on one queue or subscription: this one already works on '%s', not '%s'.", x.recvOn, recvOn)}
+	}
+	x.recvOn = recvOn
+	return nil
+}
+
+// txnSetSessionState records a set-session-state request in transaction
+// id: the state of the session (sid, or the one holder holds) of path is
+// set on commit, in the commit's batch; a rollback leaves the state as it
+// was. The session's lock and the state's size are checked now, and the
+// lock again at commit.
+func (c *conn) txnSetSessionState(id []byte, path string, holder *broker.Receiver, sid string, state []byte) (*response, error) {
+	if err := c.h.broker.CheckSessionState(path, sid, holder, state); err != nil {
+		return nil, err
+	}
+	st := broker.TxnSessionState{Path: path, SessionID: sid, Holder: holder, State: bytes.Clone(state)}
+	err := c.txnOp(id, path, len(state), func(x *txn) error {
+		if err := x.receiveOn(txnEntityPath(path)); err != nil {
+			return err
+		}
+		x.states = append(x.states, st)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ok(nil), nil
+}
+
+// txnOpen checks that transaction id is open (declared on this
+// connection, not discharged, not timed out), for the operations that
+// run at once inside a transaction (renew-lock, renew-session-lock,
+// get-session-state).
+func (c *conn) txnOpen(id []byte) error {
+	t := &c.txns
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	x := t.m[string(id)]
+	switch {
+	case x == nil:
+		return errTxnUnknown(id)
+	case c.h.clock.Now().Sub(x.declared) > txnTimeout:
+		return errTxnTimeout(id)
+	}
+	return nil
 }
 
 // txnKey is the context key of the transaction a management request
@@ -459,31 +516,40 @@ func txnFrom(ctx context.Context) []byte {
 // txnManagementOp reports whether a management request (payload, an
 // encoded message) may run inside a transaction: update-disposition,
 // settlement by lock token, which is recorded like a transactional
-// disposition and applied on commit, schedule-message (txnSchedule) and
-// cancel-scheduled-message (txnCancel).
+// disposition and applied on commit, schedule-message (txnSchedule),
+// cancel-scheduled-message (txnCancel) and set-session-state
+// (txnSetSessionState), all applied on commit; renew-lock,
+// renew-session-lock and get-session-state, which run at once (txnOpen).
 func txnManagementOp(payload []byte) bool {
 	var req frames.Message
 	if err := req.UnmarshalBinary(payload); err != nil {
 		return false
 	}
-	op := appProp(&req, "operation")
-	return op == opUpdateDisposition || op == opSchedule || op == opCancelScheduled
+	switch appProp(&req, "operation") {
+	case opUpdateDisposition, opSchedule, opCancelScheduled, opSetSessionState,
+		opRenewLock, opRenewSessionLock, opGetSessionState:
+		return true
+	}
+	return false
 }
 
 // txnCancel records a cancel-scheduled-message request in transaction
-// id: the scheduled messages of queue path with sequence numbers seqs
-// are cancelled on commit (a message this transaction itself schedules
-// is dropped from it at once). Busbar cancels in a transaction only on
-// a queue, the one its settlements are on if it has any.
+// id: the scheduled messages of queue or topic path with sequence numbers
+// seqs are cancelled on commit (a message this transaction itself
+// schedules is dropped from it at once). A transaction cancels on one
+// queue or topic; on a queue, the one its settlements are on if it has
+// any (a topic's subscription is the same top-level entity as the topic).
 func (c *conn) txnCancel(id []byte, path string, seqs []int64) (*response, error) {
-	if _, err := c.h.broker.GetTopic(path); err == nil {
-		return nil, &broker.Error{Kind: broker.KindNotAllowed, Msg: fmt.Sprintf(
-			"Busbar cancels a topic's scheduled messages only outside a transaction; '%s' is a topic.", path)}
-	}
+	_, terr := c.h.broker.GetTopic(path)
+	topic := terr == nil
 	err := c.txnOp(id, path, 0, func(x *txn) error {
-		if x.recvOn != "" && !strings.EqualFold(x.recvOn, path) {
+		if !topic && x.recvOn != "" && !strings.EqualFold(x.recvOn, path) {
 			return &broker.Error{Kind: broker.KindNotAllowed, Msg: fmt.Sprintf(
-				"Busbar cancels scheduled messages in a transaction only on the queue it settles on ('%s'), not on '%s'.", x.recvOn, path)}
+				"Busbar cancels a queue's scheduled messages in a transaction only on the queue it settles on ('%s'), not on '%s'.", x.recvOn, path)}
+		}
+		if x.cancelOn != "" && !strings.EqualFold(x.cancelOn, path) {
+			return &broker.Error{Kind: broker.KindNotAllowed, Msg: fmt.Sprintf(
+				"Busbar cancels scheduled messages in a transaction on one queue or topic: this one cancels on '%s', not '%s'.", x.cancelOn, path)}
 		}
 		if x.ops+len(seqs) > broker.MaxTxnOperations {
 			return &broker.Error{Kind: broker.KindQuotaExceeded, Msg: fmt.Sprintf(
@@ -496,7 +562,7 @@ func (c *conn) txnCancel(id []byte, path string, seqs []int64) (*response, error
 			}
 		}
 		x.sends = kept
-		x.cancelOn = path
+		x.cancelOn, x.cancelTopic = path, topic
 		x.cancels = append(x.cancels, seqs...)
 		x.ops += len(seqs) - 1 // txnOp counts one
 		return nil
@@ -646,14 +712,13 @@ func (c *conn) sendVia(l *amqp.IncomingLink, a address) (address, string, error)
 }
 
 // txnRequest answers a $management (or $cbs) request sent inside a
-// transaction that Busbar does not run within one (all but
-// update-disposition, schedule-message and cancel-scheduled-message): it
-// is refused and the
-// transaction (if open) becomes rollback-only, rather than the operation
-// being applied outside it.
+// transaction that Busbar does not run within one (all but those
+// txnManagementOp names): it is refused and the transaction (if open)
+// becomes rollback-only, rather than the operation being applied outside
+// it.
 func (c *conn) txnRequest(ts *frames.TransactionalState, node address) frames.DeliveryState {
 	err := &txnError{cond: frames.ErrCondNotImplemented, msg: fmt.Sprintf(
-		"Busbar runs no %s operation but update-disposition, schedule-message and cancel-scheduled-message inside a transaction (not renew-lock or session state); the transaction can only roll back.", node.String())}
+		"Busbar runs no %s operation inside a transaction but update-disposition, schedule-message, cancel-scheduled-message, set-session-state, get-session-state, renew-lock and renew-session-lock; the transaction can only roll back.", node.String())}
 	c.txnFail(ts.TxnID, err)
 	return &frames.Rejected{Error: c.fail("transaction", node.path(), err).amqpError()}
 }

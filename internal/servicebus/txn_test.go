@@ -299,10 +299,8 @@ func TestTxnLimitsAndErrors(t *testing.T) {
 	c.attachSender(4, "in/$management", "")
 	id := c.declare()
 	wantAccepted(t, c.sendTxn(2, "x", id))
-	st, _ := c.mgmtTxn(4, 5, "com.microsoft:set-session-state", encoding.Map{{Key: "session-id", Value: "s"}}, id)
-	wantRejected(t, st, "amqp:not-implemented", "session state")
-	st, _ = c.mgmtTxn(4, 5, "com.microsoft:renew-lock", encoding.Map{{Key: "lock-tokens", Value: []any{encoding.UUID(uuid.New())}}}, id)
-	wantRejected(t, st, "amqp:not-implemented", "renew-lock")
+	st, _ := c.mgmtTxn(4, 5, "com.microsoft:peek-message", encoding.Map{{Key: "from-sequence-number", Value: int64(0)}}, id)
+	wantRejected(t, st, "amqp:not-implemented", "inside a transaction")
 	wantRejected(t, c.discharge(id, false), "amqp:transaction:rollback", "inside a transaction")
 	want(t, s, "in")
 
@@ -580,13 +578,269 @@ func TestTxnCancelScheduledMessage(t *testing.T) {
 	wantAccepted(t, c.discharge(id, false))
 	want(t, s, "in", "s2", "now")
 
-	// A topic's scheduled messages: refused, the transaction rolls back.
+	// A queue other than the one the transaction cancels on: refused,
+	// the transaction rolls back.
 	c.attachSender(6, "t/$management", "")
 	c.attachReceiver(7, "t/$management", 5)
 	id = c.declare()
+	cancel(id, seqs[1])
 	_, code := c.mgmtTxn(6, 7, "com.microsoft:cancel-scheduled-message", encoding.Map{{Key: "sequence-numbers", Value: []int64{1}}}, id)
 	if code == int32(200) {
-		t.Fatal("cancel on a topic in a transaction was accepted")
+		t.Fatal("cancel on a second entity in a transaction was accepted")
 	}
-	wantRejected(t, c.discharge(id, false), "amqp:transaction:rollback", "is a topic")
+	wantRejected(t, c.discharge(id, false), "amqp:transaction:rollback", "cannot span")
+	want(t, s, "in", "s2", "now")
+}
+
+// cancel-scheduled-message on a topic's $management inside a
+// transaction: the topic's scheduled messages are removed on commit, in
+// the batch that completes a message of its subscription, and never fan
+// out; a rollback leaves them to fan out at their time.
+func TestTxnCancelTopicScheduledMessage(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	s := servicebustest.Start(t, &servicebustest.Options{AllowAnyKey: true, Clock: clk, TokenClock: clk,
+		Topics: []string{"t"}, Subscriptions: []servicebustest.Subscription{{Topic: "t", Name: "s"}}})
+	at := clk.Now().Add(time.Hour)
+	seqs, err := s.Broker.Schedule(context.Background(), "t", []*message.Message{
+		{Body: frames.AppendDataSection(nil, []byte("s1"))}, {Body: frames.AppendDataSection(nil, []byte("s2"))}}, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed(t, s, "t", "a", "b")
+	scheduled := func() int64 {
+		t.Helper()
+		ti, err := s.Broker.GetTopic("t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ti.Counts.Scheduled
+	}
+	c := dialTxn(t, s.Addr)
+	c.attachCoordinator()
+	c.attachReceiver(1, "t/Subscriptions/s", 2)
+	c.attachSender(4, "t/$management", "")
+	c.attachReceiver(5, "t/$management", 20)
+	cancel := func(id []byte, seqs ...int64) {
+		t.Helper()
+		st, code := c.mgmtTxn(4, 5, "com.microsoft:cancel-scheduled-message", encoding.Map{{Key: "sequence-numbers", Value: seqs}}, id)
+		wantAccepted(t, st)
+		if code != int32(200) {
+			t.Fatalf("cancel-scheduled-message on a topic in a transaction answered %v", code)
+		}
+	}
+	ms := c.receive(1, 2)
+
+	// Rolled back: both still scheduled.
+	id := c.declare()
+	cancel(id, seqs[0])
+	wantAccepted(t, c.dispose(ms[0], &frames.Accepted{}, id))
+	wantAccepted(t, c.discharge(id, true))
+	if n := scheduled(); n != 2 {
+		t.Fatalf("%d scheduled after a rollback", n)
+	}
+
+	// Committed with the completion of a subscription's message.
+	id = c.declare()
+	wantAccepted(t, c.dispose(ms[1], &frames.Accepted{}, id))
+	cancel(id, seqs[0])
+	if n := scheduled(); n != 2 {
+		t.Fatalf("%d scheduled before the commit", n)
+	}
+	wantAccepted(t, c.discharge(id, false))
+	if n := scheduled(); n != 1 {
+		t.Fatalf("%d scheduled after the commit", n)
+	}
+	want(t, s, "t/Subscriptions/s", "a")
+	s.Advance(t, time.Hour+time.Second)
+	want(t, s, "t/Subscriptions/s", "s2", "a")
+}
+
+// set-session-state through $management inside a transaction (the .NET
+// SDK's SetSessionStateAsync in a TransactionScope): recorded, answered
+// 200 at once, applied on commit with the completion of the session's
+// message; a rollback leaves the old state. get-session-state inside the
+// transaction answers at once with the committed state.
+func TestTxnSetSessionState(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	props := broker.DefaultQueueProperties()
+	props.RequiresSession = true
+	s := servicebustest.Start(t, &servicebustest.Options{AllowAnyKey: true, Clock: clk, TokenClock: clk,
+		Queues: []string{"sq"}, QueueProps: map[string]broker.QueueProperties{"sq": props}})
+	msgs := []*message.Message{
+		{Body: frames.AppendDataSection(nil, []byte("a")), SessionID: "x"},
+		{Body: frames.AppendDataSection(nil, []byte("b")), SessionID: "x"},
+	}
+	if err := s.Broker.Send(context.Background(), "sq", msgs); err != nil {
+		t.Fatal(err)
+	}
+	c := dialTxn(t, s.Addr)
+	c.attachCoordinator()
+	c.attachSessionReceiver(1, "sq", "x", 2)
+	c.attachSender(4, "sq/$management", "")
+	c.attachReceiver(5, "sq/$management", 20)
+	ms := c.receive(1, 2)
+	stateOf := func() string {
+		t.Helper()
+		st, err := s.Broker.GetSessionState(context.Background(), "sq", "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(st)
+	}
+	set := func(id []byte, state string) {
+		t.Helper()
+		st, code := c.mgmtTxn(4, 5, "com.microsoft:set-session-state", encoding.Map{
+			{Key: "session-id", Value: "x"}, {Key: "session-state", Value: []byte(state)}}, id)
+		wantAccepted(t, st)
+		if code != int32(200) {
+			t.Fatalf("set-session-state in a transaction answered %v", code)
+		}
+	}
+	get := func(id []byte) string {
+		t.Helper()
+		st, reply := c.mgmtTxnReply(4, 5, "com.microsoft:get-session-state", encoding.Map{{Key: "session-id", Value: "x"}}, id)
+		wantAccepted(t, st)
+		if reply == nil || reply.ApplicationProperties["statusCode"] != int32(200) {
+			t.Fatalf("get-session-state in a transaction answered %v", reply)
+		}
+		v, err := frames.BodyValue(reply.RawBody)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, _ := v.(encoding.Map).Get("session-state")
+		b, _ := x.([]byte)
+		return string(b)
+	}
+	if err := s.Broker.SetSessionState(context.Background(), "sq", "x", []byte("old")); err != nil {
+		t.Fatal(err)
+	}
+
+	// Rolled back: the old state stays, the message too.
+	id := c.declare()
+	wantAccepted(t, c.dispose(ms[0], &frames.Accepted{}, id))
+	set(id, "new")
+	if got := get(id); got != "old" {
+		t.Fatalf("get-session-state inside the transaction: %q; want the committed %q", got, "old")
+	}
+	wantAccepted(t, c.discharge(id, true))
+	if got := stateOf(); got != "old" {
+		t.Fatalf("state after a rollback: %q", got)
+	}
+	want(t, s, "sq", "a", "b")
+
+	// Committed: state and completion together.
+	id = c.declare()
+	wantAccepted(t, c.dispose(ms[1], &frames.Accepted{}, id))
+	set(id, "new")
+	if got := stateOf(); got != "old" {
+		t.Fatalf("state before the commit: %q", got)
+	}
+	wantAccepted(t, c.discharge(id, false))
+	if got := stateOf(); got != "new" {
+		t.Fatalf("state after the commit: %q", got)
+	}
+	want(t, s, "sq", "a")
+
+	// A session nobody holds: 410, and the transaction rolls back.
+	id = c.declare()
+	_, code := c.mgmtTxn(4, 5, "com.microsoft:set-session-state", encoding.Map{
+		{Key: "session-id", Value: "nobody"}, {Key: "session-state", Value: []byte("s")}}, id)
+	if code != int32(410) {
+		t.Fatalf("set-session-state of an unlocked session answered %v", code)
+	}
+	wantRejected(t, c.discharge(id, false), "amqp:transaction:rollback", "session")
+
+	// The session lock expires before the commit: rolled back.
+	id = c.declare()
+	set(id, "late")
+	s.Advance(t, time.Minute+time.Second) // LockDuration is 1 minute
+	wantRejected(t, c.discharge(id, false), "amqp:transaction:rollback", "session")
+	if _, err := s.Broker.AcceptSession("sq", "x", broker.PeekLock); err != nil {
+		t.Fatalf("accept after the lock expired: %v", err)
+	}
+	if got := stateOf(); got != "new" {
+		t.Fatalf("state after a failed commit: %q", got)
+	}
+}
+
+// renew-lock and renew-session-lock inside a transaction run at once, as
+// Service Bus runs them: the answer carries the new expiry, the lock is
+// extended before the commit, and a rollback does not undo it. An
+// unknown transaction is refused.
+func TestTxnRenewLock(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	props := broker.DefaultQueueProperties()
+	props.RequiresSession = true
+	s := servicebustest.Start(t, &servicebustest.Options{AllowAnyKey: true, Clock: clk, TokenClock: clk,
+		Queues: []string{"in", "sq"}, QueueProps: map[string]broker.QueueProperties{"sq": props}})
+	seed(t, s, "in", "a")
+	if err := s.Broker.Send(context.Background(), "sq", []*message.Message{{Body: frames.AppendDataSection(nil, []byte("b")), SessionID: "x"}}); err != nil {
+		t.Fatal(err)
+	}
+	c := dialTxn(t, s.Addr)
+	c.attachCoordinator()
+	c.attachReceiver(1, "in", 1)
+	c.attachSender(4, "in/$management", "")
+	c.attachReceiver(5, "in/$management", 20)
+	c.attachSessionReceiver(6, "sq", "x", 1)
+	c.attachSender(7, "sq/$management", "")
+	c.attachReceiver(8, "sq/$management", 20)
+	m := c.receive(1, 1)[0]
+	sm := c.receive(6, 1)[0]
+	renew := func(id []byte) time.Time {
+		t.Helper()
+		st, reply := c.mgmtTxnReply(4, 5, "com.microsoft:renew-lock", encoding.Map{
+			{Key: "lock-tokens", Value: []any{encoding.UUID(lockToken(t, m.tag))}}}, id)
+		wantAccepted(t, st)
+		if reply == nil || reply.ApplicationProperties["statusCode"] != int32(200) {
+			t.Fatalf("renew-lock in a transaction answered %v", reply)
+		}
+		v, err := frames.BodyValue(reply.RawBody)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, _ := v.(encoding.Map).Get("expirations")
+		exps, _ := x.([]time.Time)
+		if len(exps) != 1 {
+			t.Fatalf("renew-lock answered %v", v)
+		}
+		return exps[0]
+	}
+	renewSession := func(id []byte) {
+		t.Helper()
+		st, code := c.mgmtTxn(7, 8, "com.microsoft:renew-session-lock", encoding.Map{{Key: "session-id", Value: "x"}}, id)
+		wantAccepted(t, st)
+		if code != int32(200) {
+			t.Fatalf("renew-session-lock in a transaction answered %v", code)
+		}
+	}
+
+	// Renewed inside a transaction that rolls back: the renewal holds.
+	s.Advance(t, 50*time.Second)
+	id := c.declare()
+	if exp, want := renew(id), clk.Now().Add(time.Minute); !exp.Equal(want) {
+		t.Fatalf("renewed until %v; want %v", exp, want)
+	}
+	renewSession(id)
+	wantAccepted(t, c.discharge(id, true))
+	s.Advance(t, 30*time.Second) // past the first lock's end, within the renewed one
+	if err := s.Broker.Complete(context.Background(), "in", lockToken(t, m.tag)); err != nil {
+		t.Fatalf("complete after a renewal in a rolled back transaction: %v", err)
+	}
+	if _, err := s.Broker.GetSessionState(context.Background(), "sq", "x"); err != nil {
+		t.Fatalf("session lock after its renewal in a rolled back transaction: %v", err)
+	}
+
+	// Renewed inside a transaction that commits the message's completion.
+	id = c.declare()
+	renewSession(id)
+	wantAccepted(t, c.dispose(sm, &frames.Accepted{}, id))
+	wantAccepted(t, c.discharge(id, false))
+	want(t, s, "sq")
+
+	// An unknown transaction: refused (and nothing renewed).
+	st, code := c.mgmtTxn(7, 8, "com.microsoft:renew-session-lock", encoding.Map{{Key: "session-id", Value: "x"}}, []byte("nope"))
+	if _, rejected := st.(*frames.Rejected); !rejected && code == int32(200) {
+		t.Fatalf("renew-session-lock in an unknown transaction answered %v %v", st, code)
+	}
 }
