@@ -470,25 +470,58 @@ func (f *fanOut) appendMeta(r *rec) []byte {
 }
 
 // fanOutScheduled materialises scheduled messages whose time has come
-// (marked busy by tick): routes each to the subscriptions that exist now,
-// turns its topic message into shared data (or removes it when no copy
-// shares it) and commits that with the copies in one batch. The batch is
-// not synced: it becomes durable with the next synced commit, which every
-// settlement of a copy is; a crash before that leaves the message
-// scheduled with its time passed, and it is fanned out again on the first
-// tick after recovery. ops and garbage ride along.
+// (marked busy by tick, phase 1): routes each to the subscriptions that
+// exist now, turns its topic message into shared data (or removes it when
+// no copy shares it) and commits that with the copies in one batch
+// (phase 2), then applies the outcome (phase 3, applyFanOutLocked). The
+// batch is not synced: it becomes durable with the next synced commit,
+// which every settlement of a copy is; a crash before that leaves the
+// message scheduled with its time passed, and it is fanned out again on
+// the first tick after recovery. ops and garbage ride along.
 func (t *topic) fanOutScheduled(due []rec, ops []store.Op, garbage []int64, now int64) {
 	t.fanout.RLock()
 	defer t.fanout.RUnlock()
 	if t.deleted.Load() {
 		return // the topic is going away with its scheduled messages
 	}
+	fo := t.routeScheduled(due, ops)
+	cerr := t.b.store.Commit(&store.Batch{Ops: fo.ops}, false)
+	if cerr != nil {
+		t.b.retries.failed("fan out scheduled "+t.name, "fanning out scheduled messages failed; retrying", cerr, "topic", t.name)
+	} else {
+		t.b.retries.succeeded("fan out scheduled "+t.name, "fanning out scheduled messages recovered", "topic", t.name)
+		if !slices.Contains(fo.failed, true) {
+			t.b.retries.succeeded("read scheduled "+t.name, "reading scheduled messages recovered", "topic", t.name)
+		}
+	}
+	t.lockAndPublish()
+	applied := t.applyFanOutLocked(due, &fo, garbage, cerr, now)
+	t.mu.Unlock()
+	if applied {
+		publishCopies(fo.per)
+	}
+}
+
+// scheduledFanOut is a fan-out of due scheduled messages between its
+// phases: per message the references its shared data gets (0: no copy
+// shares it) or whether it could not be read; the store ops, the copies
+// per subscription and the bytes they add.
+type scheduledFanOut struct {
+	refs      []int
+	failed    []bool
+	ops       []store.Op
+	per       []subCopies
+	copyBytes int64
+}
+
+// routeScheduled routes each due scheduled message through the topic's
+// subscriptions and plans its store ops (added to ops), without locks.
+func (t *topic) routeScheduled(due []rec, ops []store.Op) scheduledFanOut {
 	t.lockAndPublish()
 	topicTTL := finiteTTL(t.mu.props.DefaultMessageTimeToLive)
 	t.mu.Unlock()
 	f := fanOut{t: t, subs: t.subs.Load()}
-	refs := make([]int, len(due))
-	failed := make([]bool, len(due))
+	fo := scheduledFanOut{refs: make([]int, len(due)), failed: make([]bool, len(due))}
 	for i := range due {
 		r := &due[i]
 		data, err := t.b.store.ReadData(t.id, uint64(r.seq))
@@ -498,32 +531,30 @@ func (t *topic) fanOutScheduled(due []rec, ops []store.Op, garbage []int64, now 
 		}
 		if err != nil {
 			t.b.retries.failed("read scheduled "+t.name, "cannot read a scheduled message; retrying", err, "topic", t.name, "seq", r.seq)
-			failed[i] = true
+			fo.failed[i] = true
 			continue
 		}
-		refs[i] = f.route(m, data, r.seq, r.enq, true, topicTTL)
-		if refs[i] == 0 {
+		fo.refs[i] = f.route(m, data, r.seq, r.enq, true, topicTTL)
+		if fo.refs[i] == 0 {
 			ops = append(ops, store.Op{Kind: store.OpRemove, EntityID: t.id, Seq: uint64(r.seq)})
 			continue
 		}
 		ops = append(ops, store.Op{Kind: store.OpSetMeta, EntityID: t.id, Seq: uint64(r.seq),
 			Meta: appendMeta(nil, SubQueueMain, &rec{enq: r.enq, state: StateActive, flags: flagWasScheduled})})
 	}
-	ops, per, copyBytes := f.finish(ops)
-	cerr := t.b.store.Commit(&store.Batch{Ops: ops}, false)
-	if cerr != nil {
-		t.b.retries.failed("fan out scheduled "+t.name, "fanning out scheduled messages failed; retrying", cerr, "topic", t.name)
-	} else {
-		t.b.retries.succeeded("fan out scheduled "+t.name, "fanning out scheduled messages recovered", "topic", t.name)
-		if !slices.Contains(failed, true) {
-			t.b.retries.succeeded("read scheduled "+t.name, "reading scheduled messages recovered", "topic", t.name)
-		}
-	}
+	fo.ops, fo.per, fo.copyBytes = f.finish(ops)
+	return fo
+}
 
-	t.lockAndPublish()
+// applyFanOutLocked is phase 3 of a scheduled fan-out whose commit
+// returned cerr: each message shared data (or gone), or, when the commit
+// failed or it could not be read, scheduled again for a retry; garbage
+// is given back on failure. It reports whether the copies are to be
+// published (committed, and the topic still there). Called with t.mu
+// held.
+func (t *topic) applyFanOutLocked(due []rec, fo *scheduledFanOut, garbage []int64, cerr error, now int64) bool {
 	if t.mu.gone != nil {
-		t.mu.Unlock()
-		return
+		return false
 	}
 	for i := range due {
 		r := t.mu.idx.get(due[i].seq)
@@ -531,28 +562,25 @@ func (t *topic) fanOutScheduled(due []rec, ops []store.Op, garbage []int64, now 
 			continue
 		}
 		r.flags &^= flagBusy
-		if cerr != nil || failed[i] {
+		if cerr != nil || fo.failed[i] {
 			t.mu.timers.Push(expiry.Entry{At: now + retryDelay, ID: r.seq, Kind: timerFanout})
 			continue
 		}
 		t.mu.scheduled--
 		t.size.Add(-int64(r.size))
-		if refs[i] == 0 {
+		if fo.refs[i] == 0 {
 			t.mu.idx.remove(r.seq)
 			continue
 		}
-		r.state, r.dc = StateActive, uint32(refs[i])
+		r.state, r.dc = StateActive, uint32(fo.refs[i])
 	}
 	if cerr == nil {
-		t.size.Add(copyBytes)
+		t.size.Add(fo.copyBytes)
 	} else {
 		t.returnGarbageLocked(garbage)
 	}
 	t.rearmLocked()
-	t.mu.Unlock()
-	if cerr == nil {
-		publishCopies(per)
-	}
+	return cerr == nil
 }
 
 // topicCancel is a cancellation of a topic's scheduled messages between
