@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/busbarmq/busbar/internal/amqp/encoding"
 	"github.com/busbarmq/busbar/internal/amqp/frames"
 	"github.com/busbarmq/busbar/internal/broker"
 	"github.com/busbarmq/busbar/internal/clock"
+	"github.com/busbarmq/busbar/internal/message"
 	"github.com/busbarmq/busbar/internal/servicebus/servicebustest"
 	"github.com/busbarmq/busbar/internal/store/filestore"
 	"github.com/busbarmq/busbar/internal/vfs"
@@ -155,4 +157,196 @@ func peekBodies(t *testing.T, b *broker.Broker, path string) []string {
 		out = append(out, string(data[0]))
 	}
 	return out
+}
+
+// TestTxnCrashImagesSessionTopic is TestTxnCrashImages for the operations
+// a transaction applies on a topic and a session: each transaction
+// completes a message of session "s" of a session-enabled subscription,
+// sends to its topic, sets the session's state (set-session-state) and
+// cancels one of the topic's scheduled messages
+// (cancel-scheduled-message), all over the wire. Every image shows each
+// transaction wholly applied or not at all, every accepted one applied.
+func TestTxnCrashImagesSessionTopic(t *testing.T) {
+	const n = 8
+	mem := vfs.NewMem()
+	var (
+		mu     sync.Mutex
+		images []txnImage
+		armed  atomic.Bool
+		acked  atomic.Int64
+	)
+	rng := rand.New(rand.NewSource(2))
+	inject := func(op vfs.Op) error {
+		if !armed.Load() {
+			return nil
+		}
+		a := int(acked.Load())
+		mu.Lock()
+		defer mu.Unlock()
+		images = append(images, txnImage{
+			fs:   mem.CrashClone(vfs.CrashOptions{Rand: rand.New(rand.NewSource(rng.Int63())), AnySubset: rng.Intn(2) == 0}),
+			what: fmt.Sprintf("before %v %s", op.Kind, op.Path), acked: a, open: -1})
+		return nil
+	}
+	opts := filestore.Options{Dir: "/db", FS: vfs.WithErrors(mem, inject), SegmentSize: 16 << 10, BackgroundInterval: -1, NoPreallocate: true}
+	st, err := filestore.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	clk := clock.NewFake(t0)
+	sp := broker.DefaultSubscriptionProperties()
+	sp.RequiresSession = true
+	const sub = "t/Subscriptions/s"
+	s := servicebustest.Start(t, &servicebustest.Options{AllowAnyKey: true, Clock: clk, TokenClock: clk, Store: st,
+		Topics: []string{"t"}, Subscriptions: []servicebustest.Subscription{{Topic: "t", Name: "s", Properties: &sp}}})
+	ctx := context.Background()
+	var in, sched []*message.Message
+	for i := range n {
+		in = append(in, &message.Message{Body: frames.AppendDataSection(nil, []byte(fmt.Sprintf("in-%02d", i))), SessionID: "s"})
+		sched = append(sched, &message.Message{Body: frames.AppendDataSection(nil, []byte(fmt.Sprintf("sched-%02d", i))), SessionID: "x"})
+	}
+	if err := s.Broker.Send(ctx, "t", in); err != nil {
+		t.Fatal(err)
+	}
+	seqs, err := s.Broker.Schedule(ctx, "t", sched, t0.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	c := dialTxn(t, s.Addr)
+	c.attachCoordinator()
+	c.attachSessionReceiver(1, sub, "s", n)
+	c.attachSender(2, "t", "")
+	c.attachSender(3, sub+"/$management", "")
+	c.attachReceiver(4, sub+"/$management", 2*n)
+	c.attachSender(5, "t/$management", "")
+	c.attachReceiver(6, "t/$management", 2*n)
+	ms := c.receive(1, n)
+	armed.Store(true)
+	for i, m := range ms {
+		id := c.declare()
+		wantAccepted(t, c.dispose(m, &frames.Accepted{}, id))
+		out, err := (&frames.Message{Properties: &frames.Properties{MessageID: fmt.Sprintf("out-%02d", i), GroupID: "o"},
+			RawBody: frames.AppendDataSection(nil, []byte(fmt.Sprintf("out-%02d", i)))}).MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantAccepted(t, c.transfer(chEntities, 2, out, &frames.TransactionalState{TxnID: id}))
+		st, code := c.mgmtTxn(3, 4, "com.microsoft:set-session-state", encoding.Map{
+			{Key: "session-id", Value: "s"}, {Key: "session-state", Value: []byte(fmt.Sprintf("state-%02d", i))}}, id)
+		if wantAccepted(t, st); code != int32(200) {
+			t.Fatalf("set-session-state answered %v", code)
+		}
+		st, code = c.mgmtTxn(5, 6, "com.microsoft:cancel-scheduled-message", encoding.Map{{Key: "sequence-numbers", Value: seqs[i : i+1]}}, id)
+		if wantAccepted(t, st); code != int32(200) {
+			t.Fatalf("cancel-scheduled-message answered %v", code)
+		}
+		mu.Lock()
+		images = append(images, txnImage{fs: mem.CrashClone(vfs.CrashOptions{}), what: "between declare and discharge", acked: i, open: i})
+		mu.Unlock()
+		wantAccepted(t, c.discharge(id, false))
+		acked.Store(int64(i + 1))
+	}
+	armed.Store(false)
+	images = append(images, txnImage{fs: mem.CrashClone(vfs.CrashOptions{}), what: "after the last accepted discharge", acked: n, open: -1})
+	s.Close()
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	during := 0
+	for _, img := range images {
+		done := checkSessionTopicImage(t, opts, img, n, sub)
+		if img.open < 0 && done > 0 && done < n {
+			during++
+		}
+	}
+	t.Logf("%d crash images, %d of them during the discharges", len(images), during)
+	if during == 0 {
+		t.Fatal("no image was taken during a discharge")
+	}
+}
+
+// checkSessionTopicImage reopens a crash image of
+// TestTxnCrashImagesSessionTopic, checks that its transactions are
+// applied all or nothing (a prefix of them: the session's state and the
+// topic's scheduled messages agree with the settlements and sends) and
+// returns how many are.
+func checkSessionTopicImage(t *testing.T, opts filestore.Options, img txnImage, n int, sub string) int {
+	t.Helper()
+	opts.FS = img.fs
+	st, err := filestore.Open(opts)
+	if err != nil {
+		t.Fatalf("%s: reopen: %v", img.what, err)
+	}
+	b, err := broker.Open(broker.Options{Store: st, Clock: clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))})
+	if err != nil {
+		t.Fatalf("%s: broker: %v", img.what, err)
+	}
+	defer func() {
+		if err := b.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	bodiesOf := func(session string) []string {
+		ds, err := b.PeekSession(context.Background(), sub, session, 0, 100)
+		if err != nil {
+			t.Fatalf("%s: peek: %v", img.what, err)
+		}
+		var out []string
+		for _, d := range ds {
+			data, err := frames.DataSections(d.Message.Body)
+			if err != nil || len(data) != 1 {
+				t.Fatalf("body %x: %v", d.Message.Body, err)
+			}
+			out = append(out, string(data[0]))
+		}
+		return out
+	}
+	in, out := bodiesOf("s"), bodiesOf("o")
+	done := 0
+	for i := range n {
+		gone := !slices.Contains(in, fmt.Sprintf("in-%02d", i))
+		sent := slices.Contains(out, fmt.Sprintf("out-%02d", i))
+		switch {
+		case gone != sent:
+			t.Fatalf("%s: transaction %d half applied (in: %v, out: %v)", img.what, i, in, out)
+		case gone && i != done:
+			t.Fatalf("%s: transaction %d applied after one that is not", img.what, i)
+		case gone && i == img.open:
+			t.Fatalf("%s: transaction %d applied before its discharge", img.what, i)
+		case !gone && i < img.acked:
+			t.Fatalf("%s: transaction %d was accepted but is not applied", img.what, i)
+		case gone:
+			done++
+		}
+	}
+	ti, err := b.GetTopic("t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ti.Counts.Scheduled != int64(n-done) {
+		t.Fatalf("%s: %d transactions applied, %d messages still scheduled; want %d", img.what, done, ti.Counts.Scheduled, n-done)
+	}
+	r, err := b.AcceptSession(sub, "s", broker.PeekLock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	state, err := r.SessionState(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ""
+	if done > 0 {
+		want = fmt.Sprintf("state-%02d", done-1)
+	}
+	if string(state) != want {
+		t.Fatalf("%s: %d transactions applied, session state %q; want %q", img.what, done, state, want)
+	}
+	return done
 }
