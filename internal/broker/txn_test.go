@@ -853,3 +853,49 @@ func sessionStateOf(t *testing.T, b *Broker, path, id string) string {
 	}
 	return ""
 }
+
+// Transactions setting the states of two sessions (taking their stateMu
+// in session-id order) race plain SetSessionState calls and each other
+// without deadlock; every state ends as one of the writes.
+func TestTxnSessionStateConcurrent(t *testing.T) {
+	e := newEnv(t)
+	e.queue("s", sessionQueue)
+	ra, rb := e.accept("s", "a"), e.accept("s", "b")
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 25 {
+				v := []byte(fmt.Sprintf("w%d-%d", w, i))
+				var err error
+				switch w {
+				case 0:
+					err = ra.SetSessionState(ctx, v)
+				case 1:
+					err = rb.SetSessionState(ctx, v)
+				case 2: // b before a
+					err = e.b.CommitTxn(ctx, &Txn{States: []TxnSessionState{{Path: "s", Holder: rb, State: v}, {Path: "s", Holder: ra, State: v}}})
+				default:
+					err = e.b.CommitTxn(ctx, &Txn{States: []TxnSessionState{{Path: "s", SessionID: "a", State: v}, {Path: "s", SessionID: "b", State: v}}})
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for _, r := range []*Receiver{ra, rb} {
+		st, err := r.SessionState(ctx)
+		if err != nil || len(st) == 0 || st[0] != 'w' {
+			t.Fatalf("state of %s: %q %v", r.SessionID(), st, err)
+		}
+	}
+}
