@@ -67,8 +67,9 @@ type TxnSettlement struct {
 }
 
 // Txn is what a committing transaction applies: settlements of messages
-// of one receiving entity and sends to any number of queues and topics
-// (either may be empty). Service Bus limits a transaction to one entity,
+// and session states of one receiving entity, cancellations of scheduled
+// messages of one queue or topic, and sends to any number of queues and
+// topics (any of them may be empty). Service Bus limits a transaction to one entity,
 // or to sends through a via entity (docs/wire/transactions.md); the
 // protocol layer enforces those rules, this one only that it can apply
 // the whole as one store batch.
