@@ -105,6 +105,11 @@ func (c *conn) runManagement(req *frames.Message, node address, opName, path str
 	}
 	ctx := withAssociatedLink(c.ctx, appProp(req, "associated-link-name"))
 	if txnID != nil {
+		if txnAtOnce[opName] {
+			if err := c.txnOpen(txnID); err != nil {
+				return failed(c.fail(opName, path, err))
+			}
+		}
 		ctx = withTxn(ctx, txnID) // the operations txnManagementOp names only (txn.go)
 	}
 	if d := serverTimeout(req); d > 0 {
@@ -174,11 +179,6 @@ func noContent() *response {
 // timestamp, same order). Inside a transaction it renews at once, as
 // Service Bus does (txn.go).
 func (c *conn) renewLock(ctx context.Context, path string, b body) (*response, error) {
-	if id := txnFrom(ctx); id != nil {
-		if err := c.txnOpen(id); err != nil {
-			return nil, err
-		}
-	}
 	toks, err := b.uuids("lock-tokens")
 	if err != nil {
 		return nil, err

@@ -277,11 +277,6 @@ func needSession(op string) error {
 // renewSessionLock: session-id → expiration (timestamp). Inside a
 // transaction it renews at once, as Service Bus does (txn.go).
 func (c *conn) renewSessionLock(ctx context.Context, path string, b body) (*response, error) {
-	if id := txnFrom(ctx); id != nil {
-		if err := c.txnOpen(id); err != nil {
-			return nil, err
-		}
-	}
 	holder, id, err := c.sessionOf(ctx, path, b)
 	if err != nil {
 		return nil, err
@@ -305,11 +300,6 @@ func (c *conn) renewSessionLock(ctx context.Context, path string, b body) (*resp
 // Inside a transaction it answers at once with the committed state (a
 // state the same transaction sets shows only after its commit).
 func (c *conn) getSessionState(ctx context.Context, path string, b body) (*response, error) {
-	if id := txnFrom(ctx); id != nil {
-		if err := c.txnOpen(id); err != nil {
-			return nil, err
-		}
-	}
 	holder, id, err := c.sessionOf(ctx, path, b)
 	if err != nil {
 		return nil, err

@@ -518,19 +518,35 @@ func txnFrom(ctx context.Context) []byte {
 // settlement by lock token, which is recorded like a transactional
 // disposition and applied on commit, schedule-message (txnSchedule),
 // cancel-scheduled-message (txnCancel) and set-session-state
-// (txnSetSessionState), all applied on commit; renew-lock,
-// renew-session-lock and get-session-state, which run at once (txnOpen).
+// (txnSetSessionState), all applied on commit; and the operations
+// txnAtOnce names, which run at once.
 func txnManagementOp(payload []byte) bool {
 	var req frames.Message
 	if err := req.UnmarshalBinary(payload); err != nil {
 		return false
 	}
-	switch appProp(&req, "operation") {
-	case opUpdateDisposition, opSchedule, opCancelScheduled, opSetSessionState,
-		opRenewLock, opRenewSessionLock, opGetSessionState:
+	op := appProp(&req, "operation")
+	switch op {
+	case opUpdateDisposition, opSchedule, opCancelScheduled, opSetSessionState:
 		return true
 	}
-	return false
+	return txnAtOnce[op]
+}
+
+// txnAtOnce names the management operations that, sent inside a
+// transaction, run at once and are not undone by a rollback: lock
+// renewals (Service Bus lists renew-lock among a transaction's
+// operations, and the .NET SDK keeps the expiry it is answered) and the
+// reads — peek, receive-by-sequence-number, get-message-sessions,
+// get-session-state, enumerate-rules — which change no state a commit
+// could apply (a receive is not part of a transaction in Service Bus;
+// its settlement is). The .NET SDK attaches the ambient transaction to
+// every management request, so an application that peeks inside a
+// TransactionScope sends these. The transaction must be open
+// (runManagement checks it with txnOpen).
+var txnAtOnce = map[string]bool{
+	opRenewLock: true, opRenewSessionLock: true, opGetSessionState: true,
+	opPeek: true, opReceiveBySequence: true, opGetSessions: true, opEnumerateRules: true,
 }
 
 // txnCancel records a cancel-scheduled-message request in transaction
@@ -718,7 +734,7 @@ func (c *conn) sendVia(l *amqp.IncomingLink, a address) (address, string, error)
 // it.
 func (c *conn) txnRequest(ts *frames.TransactionalState, node address) frames.DeliveryState {
 	err := &txnError{cond: frames.ErrCondNotImplemented, msg: fmt.Sprintf(
-		"Busbar runs no %s operation inside a transaction but update-disposition, schedule-message, cancel-scheduled-message, set-session-state, get-session-state, renew-lock and renew-session-lock; the transaction can only roll back.", node.String())}
+		"Busbar runs no %s operation inside a transaction but update-disposition, schedule-message, cancel-scheduled-message, set-session-state, the lock renewals and the reads (peek, receive-by-sequence-number, get-message-sessions, get-session-state, enumerate-rules); the transaction can only roll back.", node.String())}
 	c.txnFail(ts.TxnID, err)
 	return &frames.Rejected{Error: c.fail("transaction", node.path(), err).amqpError()}
 }

@@ -294,12 +294,13 @@ func TestTxnLimitsAndErrors(t *testing.T) {
 	wantRejected(t, c.discharge([]byte("nope"), false), "amqp:transaction:unknown-id", "not open")
 	wantRejected(t, c.sendTxn(2, "x", []byte("nope")), "amqp:transaction:unknown-id", "not open")
 
-	// A $management request inside a transaction is refused, and the
-	// transaction can only roll back.
+	// A $management request that changes state outside a transaction's
+	// operations is refused inside one, and the transaction can only
+	// roll back.
 	c.attachSender(4, "in/$management", "")
 	id := c.declare()
 	wantAccepted(t, c.sendTxn(2, "x", id))
-	st, _ := c.mgmtTxn(4, 5, "com.microsoft:peek-message", encoding.Map{{Key: "from-sequence-number", Value: int64(0)}}, id)
+	st, _ := c.mgmtTxn(4, 5, "com.microsoft:batch-delete-messages", encoding.Map{{Key: "message-count", Value: int32(10)}}, id)
 	wantRejected(t, st, "amqp:not-implemented", "inside a transaction")
 	wantRejected(t, c.discharge(id, false), "amqp:transaction:rollback", "inside a transaction")
 	want(t, s, "in")
@@ -842,5 +843,49 @@ func TestTxnRenewLock(t *testing.T) {
 	st, code := c.mgmtTxn(7, 8, "com.microsoft:renew-session-lock", encoding.Map{{Key: "session-id", Value: "x"}}, []byte("nope"))
 	if _, rejected := st.(*frames.Rejected); !rejected && code == int32(200) {
 		t.Fatalf("renew-session-lock in an unknown transaction answered %v %v", st, code)
+	}
+}
+
+// TestTxnReadsRunAtOnce: the .NET SDK sends every management request
+// inside a TransactionScope with the transaction's id, so a peek there
+// arrives transactional. It runs at once and leaves the transaction
+// open; an unknown transaction is refused.
+func TestTxnReadsRunAtOnce(t *testing.T) {
+	s, _ := startTxnServer(t, "in")
+	seed(t, s, "in", "a")
+	c := dialTxn(t, s.Addr)
+	c.attachCoordinator()
+	c.attachSender(2, "in", "")
+	c.attachSender(4, "in/$management", "")
+	c.attachReceiver(5, "in/$management", 20)
+	id := c.declare()
+	wantAccepted(t, c.sendTxn(2, "b", id))
+	st, reply := c.mgmtTxnReply(4, 5, "com.microsoft:peek-message", encoding.Map{
+		{Key: "from-sequence-number", Value: int64(0)}, {Key: "message-count", Value: int32(10)}}, id)
+	wantAccepted(t, st)
+	if reply == nil || reply.ApplicationProperties["statusCode"] != int32(200) {
+		t.Fatalf("peek in a transaction answered %v", reply)
+	}
+	v, err := frames.BodyValue(reply.RawBody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, _ := v.(encoding.Map).Get("messages")
+	if msgs, _ := x.([]any); len(msgs) != 1 {
+		t.Fatalf("peek in a transaction saw %d messages; want the 1 committed before it (%v)", len(msgs), v)
+	}
+	st, code := c.mgmtTxn(4, 5, "com.microsoft:get-message-sessions", encoding.Map{
+		{Key: "skip", Value: int32(0)}, {Key: "top", Value: int32(10)}}, id)
+	wantAccepted(t, st)
+	if code != int32(200) && code != int32(204) {
+		t.Fatalf("get-message-sessions in a transaction answered %v", code)
+	}
+	wantAccepted(t, c.discharge(id, false))
+	want(t, s, "in", "a", "b")
+
+	st, code = c.mgmtTxn(4, 5, "com.microsoft:peek-message", encoding.Map{
+		{Key: "from-sequence-number", Value: int64(0)}, {Key: "message-count", Value: int32(10)}}, []byte("nope"))
+	if _, rejected := st.(*frames.Rejected); !rejected && code == int32(200) {
+		t.Fatalf("peek in an unknown transaction answered %v %v", st, code)
 	}
 }
