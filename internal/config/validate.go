@@ -239,20 +239,29 @@ func (v *validator) namespaceName(path, name string) bool {
 		v.errorf(path, "is required")
 		return false
 	}
-	ok := alnum(name[0]) && alnum(name[len(name)-1])
+	if err := CheckNamespaceName(name); err != nil {
+		v.errorf(path, "%s", err)
+		return false
+	}
+	return true
+}
+
+// CheckNamespaceName checks a namespace name against the emulator's
+// pattern (letters, digits, '.', '-' and '_', starting and ending with a
+// letter or digit) and MaxChildNameLength.
+func CheckNamespaceName(name string) error {
+	ok := name != "" && alnum(name[0]) && alnum(name[len(name)-1])
 	for i := 0; ok && i < len(name); i++ {
 		c := name[i]
 		ok = alnum(c) || c == '_' || c == '-' || c == '.'
 	}
 	if !ok {
-		v.errorf(path, "%q is not a valid name: use only letters, digits, '.', '-' and '_', and start and end with a letter or digit", name)
-		return false
+		return fmt.Errorf("%q is not a valid name: use only letters, digits, '.', '-' and '_', and start and end with a letter or digit", name)
 	}
 	if len(name) > MaxChildNameLength {
-		v.errorf(path, "%q is too long (%d characters, at most %d)", name, len(name), MaxChildNameLength)
-		return false
+		return fmt.Errorf("%q is too long (%d characters, at most %d)", name, len(name), MaxChildNameLength)
 	}
-	return true
+	return nil
 }
 
 func alnum(c byte) bool { return c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' }

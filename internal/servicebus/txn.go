@@ -252,7 +252,7 @@ func (c *conn) discharge(id []byte, fail bool) frames.DeliveryState {
 	case x.failed != nil:
 		err = &txnError{cond: condTxnRollback, msg: "The transaction was rolled back: one of its operations failed: " + clientText(x.failed)}
 	default:
-		if cerr := c.h.broker.CommitTxn(context.WithoutCancel(c.ctx), &broker.Txn{Settlements: x.settles, Sends: x.sends, CancelOn: x.cancelOn, Cancels: x.cancels}); cerr != nil {
+		if cerr := c.ns().Broker.CommitTxn(context.WithoutCancel(c.ctx), &broker.Txn{Settlements: x.settles, Sends: x.sends, CancelOn: x.cancelOn, Cancels: x.cancels}); cerr != nil {
 			err = &txnError{cond: condTxnRollback, msg: "The transaction was rolled back: " + clientText(cerr)}
 		}
 	}
@@ -422,7 +422,7 @@ func (rl *receiverLink) txnSettle(d *amqp.OutgoingDelivery, tok uuid.UUID, ts *f
 // txnRecordSettle records settlement s of a message received from path
 // in transaction id, once its lock is checked.
 func (c *conn) txnRecordSettle(id []byte, path string, s broker.TxnSettlement) error {
-	if errs, err := c.h.broker.CheckLocks(path, []uuid.UUID{s.Token}); err != nil {
+	if errs, err := c.ns().Broker.CheckLocks(path, []uuid.UUID{s.Token}); err != nil {
 		return err
 	} else if errs[0] != nil {
 		return errs[0]
@@ -476,7 +476,7 @@ func txnManagementOp(payload []byte) bool {
 // is dropped from it at once). Busbar cancels in a transaction only on
 // a queue, the one its settlements are on if it has any.
 func (c *conn) txnCancel(id []byte, path string, seqs []int64) (*response, error) {
-	if _, err := c.h.broker.GetTopic(path); err == nil {
+	if _, err := c.ns().Broker.GetTopic(path); err == nil {
 		return nil, &broker.Error{Kind: broker.KindNotAllowed, Msg: fmt.Sprintf(
 			"Busbar cancels a topic's scheduled messages only outside a transaction; '%s' is a topic.", path)}
 	}
@@ -525,7 +525,7 @@ func (c *conn) txnSchedule(id []byte, path string, msgs []*message.Message, size
 	}
 	seqs := make([]int64, len(msgs))
 	if len(msgs) > 0 {
-		res, err := c.h.broker.ReserveSeqs(path, len(msgs))
+		res, err := c.ns().Broker.ReserveSeqs(path, len(msgs))
 		if err != nil {
 			return nil, err
 		}
