@@ -6,6 +6,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -363,5 +365,23 @@ func TestNamespacesAdminAPIAndRestart(t *testing.T) {
 	}
 	if got := activeIn(t, s, "other", "orders"); got != 0 {
 		t.Errorf("other's orders holds %d messages after a restart, want 0", got)
+	}
+}
+
+// A data directory written before namespaces existed (by Busbar at
+// c7397f3: queue "orders" holding one message) is the default
+// namespace's as it is; the other namespaces start empty beside it.
+func TestNamespacesOpenDataDirectoryFromBefore(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join("testdata", "datadir-before-namespaces"))); err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, Options{Server: config.Server{DataDir: dir}, Entities: loadConfig(t, twoNamespaces)})
+	defer stop(t, s)
+	wantBodies(t, "default orders", peekAll(t, connectionString(s), nil, "orders"), "from-before-namespaces")
+	other, opts := nsConnectionString(s, "other.localhost", auth.DefaultKeyName)
+	wantBodies(t, "other orders", peekAll(t, other, opts, "orders"))
+	if _, err := os.Stat(filepath.Join(dir, "namespaces", "other")); err != nil {
+		t.Errorf("other's data directory: %v", err)
 	}
 }
