@@ -193,6 +193,25 @@ func (r *nsRegistry) open(ctx context.Context, name, dir string, entities *confi
 	return n, nil
 }
 
+// openDeclared opens a namespace Config.json declares (nil: the default
+// namespace without a Config.json) with its policies and hosts.
+func (r *nsRegistry) openDeclared(ctx context.Context, d *config.Namespace, dir string) (*namespace, error) {
+	if d == nil {
+		return r.open(ctx, "", dir, nil, nil, nil)
+	}
+	var policies []auth.Policy
+	if d.Policies != nil {
+		s := r.o.Server
+		s.Policies = *d.Policies
+		cfg, err := authConfig(s)
+		if err != nil {
+			return nil, err
+		}
+		policies = cfg.Policies
+	}
+	return r.open(ctx, d.Name, dir, d, policies, d.Hosts)
+}
+
 // nsLabel is the value of a namespace's metrics label.
 func nsLabel(name string) string {
 	if name == "" {

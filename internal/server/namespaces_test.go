@@ -385,3 +385,36 @@ func TestNamespacesOpenDataDirectoryFromBefore(t *testing.T) {
 		t.Errorf("other's data directory: %v", err)
 	}
 }
+
+// A namespace's own policies and host names (Config.json Hosts and
+// Policies): its keys work in it and nowhere else.
+func TestNamespaceHostsAndPolicies(t *testing.T) {
+	cfg := `{"UserConfig": {"Namespaces": [
+	  {"Name": "sbemulatorns", "Queues": [{"Name": "orders"}]},
+	  {"Name": "secure", "Hosts": ["bus.secure.test"], "Policies": "Owner=secret-key", "Queues": [{"Name": "orders"}]}]}}`
+	s := start(t, Options{Server: config.Server{Memory: true}, Entities: loadConfig(t, cfg)})
+	defer stop(t, s)
+	withKey := func(host, keyName, key string) (string, *azservicebus.ClientOptions) {
+		cs, opts := nsConnectionString(s, host, keyName)
+		return strings.Replace(cs, "SharedAccessKey="+emulatorKey, "SharedAccessKey="+key, 1), opts
+	}
+	secure, opts := withKey("bus.secure.test", "Owner", "secret-key")
+	if err := sendTo(t, secure, opts, "orders", "secret"); err != nil {
+		t.Fatalf("send with secure's own key: %v", err)
+	}
+	wantBodies(t, "secure orders", peekAll(t, secure, opts, "orders"), "secret")
+	if got := activeIn(t, s, "sbemulatorns", "orders"); got != 0 {
+		t.Errorf("the default namespace's orders holds %d messages, want 0", got)
+	}
+	for _, c := range []struct{ what, host, keyName, key string }{
+		{"the default key in secure", "bus.secure.test", auth.DefaultKeyName, emulatorKey},
+		{"secure's key in the default namespace", "localhost", "Owner", "secret-key"},
+	} {
+		cs, opts := withKey(c.host, c.keyName, c.key)
+		err := sendTo(t, cs, opts, "orders", "x")
+		var sbErr *azservicebus.Error
+		if !errors.As(err, &sbErr) || sbErr.Code != azservicebus.CodeUnauthorizedAccess {
+			t.Errorf("%s: %v, want unauthorized", c.what, err)
+		}
+	}
+}

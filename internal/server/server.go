@@ -274,7 +274,7 @@ func (s *Server) openCore(ctx context.Context, o Options, entities *config.Emula
 		defName, defEntities = declared[0].Name, &declared[0]
 	}
 	reg.template = defEntities
-	def, err := reg.open(ctx, defName, o.DataDir, defEntities, nil, nil)
+	def, err := reg.openDeclared(ctx, defEntities, o.DataDir)
 	if err != nil {
 		return err
 	}
@@ -285,7 +285,7 @@ func (s *Server) openCore(ctx context.Context, o Options, entities *config.Emula
 		if !o.Memory {
 			dir = filepath.Join(o.DataDir, "namespaces", strings.ToLower(d.Name))
 		}
-		n, err := reg.open(ctx, d.Name, dir, d, nil, nil)
+		n, err := reg.openDeclared(ctx, d, dir)
 		if err != nil {
 			return fmt.Errorf("namespace %s: %w", d.Name, err)
 		}
