@@ -393,7 +393,7 @@ func (r *nsRegistry) forRequest(req *http.Request) (*namespace, error) {
 	}
 	if r.perKey {
 		h := strings.TrimSpace(req.Header.Get("Authorization"))
-		if t, err := auth.ParseToken(h); err == nil && t.KeyName != "" {
+		if t, err := auth.ParseToken(h); err == nil && t.KeyName != "" && r.unknownKey(req, h) {
 			n, err := r.byKeyName(t.KeyName)
 			if n != nil || err != nil {
 				return n, err
@@ -401,6 +401,18 @@ func (r *nsRegistry) forRequest(req *http.Request) (*namespace, error) {
 		}
 	}
 	return r.def, nil
+}
+
+// unknownKey reports whether the default namespace knows the key name of
+// the request's SAS token neither as a policy nor as a rule of the entity
+// the request is for (see servicebus's unknownKey).
+func (r *nsRegistry) unknownKey(req *http.Request, header string) bool {
+	a := r.def.auth
+	if a.AllowAnyKey() {
+		return true
+	}
+	_, err := a.AuthenticateHeader(req.Context(), header, strings.Trim(req.URL.Path, "/"), req.Host)
+	return errors.Is(err, auth.ErrUnknownKey)
 }
 
 // nsHandler serves an HTTP request with the handler of the namespace it

@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/busbarmq/busbar/internal/auth"
+	"github.com/busbarmq/busbar/internal/broker"
 	"github.com/busbarmq/busbar/internal/config"
 )
 
@@ -277,6 +278,25 @@ func TestNamespacePerKeyName(t *testing.T) {
 	wantBodies(t, "run-2", peekAll(t, run2, opts, "orders"), "two")
 	wantBodies(t, "default", peekAll(t, def, opts, "orders"), "default")
 
+	// A key name the default namespace knows as an entity's rule stays
+	// in the default namespace.
+	q, err := s.Broker().GetQueue("orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.Properties.AuthorizationRules = append(q.Properties.AuthorizationRules, broker.AuthorizationRule{KeyName: "orders-sender", PrimaryKey: "rule-key", Rights: []string{"Send"}})
+	if _, err := s.Broker().UpdateQueue("orders", q.Properties); err != nil {
+		t.Fatal(err)
+	}
+	ruleCS := strings.Replace(strings.Replace(def, auth.DefaultKeyName, "orders-sender", 1), emulatorKey, "rule-key", 1)
+	if err := sendTo(t, ruleCS, opts, "orders", "by-rule"); err != nil {
+		t.Fatalf("send with the queue's own rule: %v", err)
+	}
+	wantBodies(t, "default with a rule's message", peekAll(t, def, opts, "orders"), "default", "by-rule")
+	if n := len(s.ns.list()); n != 3 {
+		t.Errorf("%d namespaces, want 3 (no namespace for an entity rule's name)", n)
+	}
+
 	// The bound: 1 declared + 2 made.
 	c := dialCBS(t, s, "localhost")
 	code, desc := c.put("amqp://localhost/orders", "run-3")
@@ -300,7 +320,7 @@ func TestNamespacePerKeyName(t *testing.T) {
 	def, _ = nsConnectionString(s, "localhost", auth.DefaultKeyName)
 	wantBodies(t, "run-1 after restart", peekAll(t, run1, opts, "orders"), "one")
 	wantBodies(t, "run-2 after restart", peekAll(t, run2, opts, "orders"), "two")
-	wantBodies(t, "default after restart", peekAll(t, def, opts, "orders"), "default")
+	wantBodies(t, "default after restart", peekAll(t, def, opts, "orders"), "default", "by-rule")
 }
 
 // nsRequest is an admin API request to the server's HTTP port with the

@@ -38,7 +38,7 @@ func (c *conn) cbsRequest(req *frames.Message) *response {
 	default:
 		return failed(c.fail("put-token", audience, unauthorized("The put-token request's token is a %T, not a string.", token)))
 	}
-	ns, host, err := c.tokenNamespace(audience, tok) // namespace.go
+	ns, host, err := c.tokenNamespace(audience, tok, appProp(req, "type")) // namespace.go
 	if err != nil {
 		return failed(c.fail("put-token", audience, err))
 	}

@@ -1,6 +1,7 @@
 package servicebus
 
 import (
+	"errors"
 	"strings"
 
 	"github.com/busbarmq/busbar/internal/auth"
@@ -100,7 +101,7 @@ func (c *conn) endNamespace() {
 // tokenNamespace returns the namespace a put-token for audience, with
 // token, is checked in, and the host to check the token's resource
 // against. It does not fix it: setNamespace does once the token is valid.
-func (c *conn) tokenNamespace(audience, token string) (*Namespace, string, error) {
+func (c *conn) tokenNamespace(audience, token, typ string) (*Namespace, string, error) {
 	cur, host := c.ns(), c.c.Hostname()
 	if c.h.nss == nil {
 		return cur, host, nil
@@ -125,7 +126,7 @@ func (c *conn) tokenNamespace(audience, token string) (*Namespace, string, error
 	if fixed {
 		return cur, host, nil
 	}
-	if t, err := auth.ParseToken(token); err == nil && t.KeyName != "" {
+	if t, err := auth.ParseToken(token); err == nil && t.KeyName != "" && c.unknownKey(cur, token, typ, audience, host) {
 		n, err := c.h.nss.ForKeyName(t.KeyName)
 		if err != nil {
 			return nil, "", err
@@ -135,6 +136,18 @@ func (c *conn) tokenNamespace(audience, token string) (*Namespace, string, error
 		}
 	}
 	return cur, host, nil
+}
+
+// unknownKey reports whether the token's key name is unknown to n: not
+// one of its policies nor a rule of the entity the token is for. Only
+// such key names may select a namespace of their own, so entity rules
+// keep working. With AllowAnyKey every key name is known to no one.
+func (c *conn) unknownKey(n *Namespace, token, typ, audience, host string) bool {
+	if n.Auth.AllowAnyKey() {
+		return true
+	}
+	_, err := n.Auth.Authenticate(c.ctx, auth.Presented{Token: token, Type: typ, Audience: audience, Host: host})
+	return errors.Is(err, auth.ErrUnknownKey)
 }
 
 // setNamespace fixes the connection's namespace to n, as a valid token
