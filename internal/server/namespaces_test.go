@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	amqp "github.com/Azure/go-amqp"
+	"github.com/coder/websocket"
 	"github.com/google/uuid"
 
 	"github.com/busbarmq/busbar/internal/auth"
@@ -436,5 +438,70 @@ func TestNamespaceHostsAndPolicies(t *testing.T) {
 		if !errors.As(err, &sbErr) || sbErr.Code != azservicebus.CodeUnauthorizedAccess {
 			t.Errorf("%s: %v, want unauthorized", c.what, err)
 		}
+	}
+}
+
+// Below AMQP, the TLS server name and the WebSocket upgrade's Host header
+// select the namespace when the open frame's hostname names none.
+func TestNamespacesByServerNameAndWebSocketHost(t *testing.T) {
+	s := start(t, Options{Server: config.Server{DataDir: t.TempDir(), DevTLS: true, AMQPSAddr: "127.0.0.1:0"}, Entities: loadConfig(t, twoNamespaces)})
+	defer stop(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	// TLS: SNI other.localhost, open hostname 127.0.0.1. The test checks
+	// the choice of namespace, not the certificate (made for localhost).
+	tc, err := amqp.Dial(ctx, "amqps://"+s.AMQPSAddr().String(), &amqp.ConnOptions{
+		SASLType: amqp.SASLTypeAnonymous(), HostName: "127.0.0.1",
+		TLSConfig: &tls.Config{ServerName: "other.localhost", InsecureSkipVerify: true}, //nolint:gosec // a test of SNI routing
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+
+	// WebSocket: Host other.localhost, open hostname 127.0.0.1.
+	ws, _, err := websocket.Dial(ctx, "ws://"+s.HTTPAddr().String()+wsPath, &websocket.DialOptions{Subprotocols: []string{"amqp"}, Host: "other.localhost"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wc, err := amqp.NewConn(ctx, websocket.NetConn(context.Background(), ws, websocket.MessageBinary), &amqp.ConnOptions{SASLType: amqp.SASLTypeAnonymous(), HostName: "127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wc.Close()
+
+	_, port, _ := net.SplitHostPort(s.AMQPAddr().String())
+	for _, c := range []struct {
+		what string
+		conn *amqp.Conn
+	}{{"tls", tc}, {"websocket", wc}} {
+		cc := &cbsConn{t: t, ctx: ctx, conn: c.conn}
+		if cc.sess, err = c.conn.NewSession(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		if cc.snd, err = cc.sess.NewSender(ctx, "$cbs", nil); err != nil {
+			t.Fatal(err)
+		}
+		if cc.rcv, err = cc.sess.NewReceiver(ctx, "$cbs", &amqp.ReceiverOptions{TargetAddress: "cbs-reply", Credit: 10}); err != nil {
+			t.Fatal(err)
+		}
+		// A token for the default namespace is refused: the connection
+		// is in "other" already.
+		if code, desc := cc.put("amqp://sbemulatorns.localhost:"+port+"/orders", auth.DefaultKeyName); code != 401 {
+			t.Errorf("%s: a token for the default namespace: %d %s, want 401", c.what, code, desc)
+		}
+		if code, desc := cc.put("amqp://127.0.0.1:"+port+"/orders", auth.DefaultKeyName); code != 202 {
+			t.Fatalf("%s: put-token: %d %s", c.what, code, desc)
+		}
+		if err := cc.send("orders", c.what); err != nil {
+			t.Fatalf("%s: send: %v", c.what, err)
+		}
+	}
+	if got := activeIn(t, s, "other", "orders"); got != 2 {
+		t.Errorf("other's orders holds %d messages, want 2", got)
+	}
+	if got := activeIn(t, s, "sbemulatorns", "orders"); got != 0 {
+		t.Errorf("the default namespace's orders holds %d messages, want 0", got)
 	}
 }

@@ -13,8 +13,10 @@ import (
 // Faults) and, with Config.Namespaces, others. Each connection works in
 // exactly one, chosen in this order and fixed once chosen:
 //
-//  1. at open, by the host name the client connected to (the open
-//     frame's hostname; Namespaces.ForHost);
+//  1. at open, by the host name the client connected to
+//     (Namespaces.ForHost): the open frame's hostname, else the TLS
+//     server name (SNI) or the WebSocket upgrade's Host header
+//     (amqp.Conn.ServerName);
 //  2. otherwise at the first put-token on $cbs: by the host of the
 //     token's audience (sb://NAME.localhost/queue), else by its key name
 //     (Namespaces.ForKeyName, the namespace-per-key-name mode);
@@ -68,9 +70,12 @@ func (c *conn) startNamespace() {
 		c.fixNamespace()
 		return
 	}
-	if n := c.h.nss.ForHost(c.host); n != nil {
-		c.nsp.Store(n)
-		c.fixNamespace()
+	for _, host := range []string{c.host, hostOnly(c.c.ServerName())} {
+		if n := c.h.nss.ForHost(host); n != nil {
+			c.nsp.Store(n)
+			c.fixNamespace()
+			return
+		}
 	}
 }
 
