@@ -505,3 +505,30 @@ func TestNamespacesByServerNameAndWebSocketHost(t *testing.T) {
 		t.Errorf("the default namespace's orders holds %d messages, want 0", got)
 	}
 }
+
+// Each namespace has its own test clock: moving one moves no other.
+func TestNamespacesOwnTestClock(t *testing.T) {
+	s := start(t, Options{Server: config.Server{Memory: true, TestClock: true}, Entities: loadConfig(t, twoNamespaces)})
+	defer stop(t, s)
+	_, port, _ := net.SplitHostPort(s.HTTPAddr().String())
+	req, err := http.NewRequest(http.MethodPost, "http://"+s.HTTPAddr().String()+"/$time/advance", strings.NewReader(`{"by": "1h"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = "other.localhost:" + port
+	req.Header.Set("Authorization", auth.NewToken(auth.DefaultKeyName, emulatorKey, "http://"+req.Host+"/", time.Now().Add(time.Hour)))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("advance other's clock: %d %s", resp.StatusCode, b)
+	}
+	other, def := s.ns.byName["other"].broker.Now(), s.Broker().Now()
+	if d := other.Sub(def); d < 59*time.Minute || d > 61*time.Minute {
+		t.Errorf("other's clock is %v ahead of the default namespace's, want 1h", d)
+	}
+}
