@@ -4,14 +4,16 @@
 //
 // Start-up and shutdown order:
 //
-//	Start:    HTTP listener (health 503) -> store (recovery) -> broker
-//	          -> Config.json entities -> admin API, /metrics, web console -> tracer
-//	          provider (if OTEL_* turns it on) -> broker timers
+//	Start:    HTTP listener (health 503) -> per namespace: store (recovery)
+//	          -> broker -> its Config.json entities -> its admin API -> its
+//	          timers (namespaces.go) -> /metrics, web console -> tracer
+//	          provider (if OTEL_* turns it on)
 //	          -> AMQP listener -> AMQP over WebSockets -> health 200
 //	Shutdown: health 503 -> WebSocket upgrades refused -> AMQP (stop
 //	          accepting, close connections, WebSocket ones included)
-//	          -> HTTP -> console bulk jobs -> broker timers -> broker
-//	          -> store (sync, close)
+//	          -> HTTP -> console bulk jobs -> no more namespaces opened
+//	          -> broker timers -> each namespace's broker and store
+//	          (sync, close)
 //	          -> tracer provider (flush spans, stop exporter)
 //
 // The HTTP and HTTPS listeners also carry AMQP over WebSockets at
@@ -19,9 +21,9 @@
 // a connection of the AMQP server, under its limits and Shutdown. The
 // upgrade needs no admin authorisation; AMQP authorises through $cbs.
 //
-// Goroutines: one per listener (owned by Server, stopped by Shutdown), the
-// broker's timer loop (owned by Server, stopped by cancelling its
-// context) and, with tracing on, the span batcher (owned by the tracer
+// Goroutines: one per listener (owned by Server, stopped by Shutdown), each
+// namespace's broker timer loop (owned by Server, stopped by cancelling
+// their context) and, with tracing on, the span batcher (owned by the tracer
 // provider, stopped by its Shutdown). Shutdown waits for all of them.
 //
 // The web console (package console) is served at /$console/ on the HTTP

@@ -38,6 +38,11 @@
 //     transactional-state, send-via links (txn.go,
 //     docs/wire/transactions.md).
 //
+// namespace.go chooses the namespace a connection works in when the
+// Handler serves several (Config.Namespaces): by the host name it
+// connected to, else its first token's audience or key name; each
+// namespace has its own broker, authenticator, observer and faults.
+//
 // faults.go applies injected faults (Config.Faults, package faults) at
 // attach, send, delivery, settlement and management requests.
 //
