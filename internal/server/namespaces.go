@@ -316,8 +316,8 @@ func (r *nsRegistry) ForHost(host string) *servicebus.Namespace {
 }
 
 // ForKeyName implements servicebus.Namespaces.
-func (r *nsRegistry) ForKeyName(keyName string) (*servicebus.Namespace, error) {
-	n, err := r.byKeyName(keyName)
+func (r *nsRegistry) ForKeyName(keyName string, verify func(*auth.Authenticator) error) (*servicebus.Namespace, error) {
+	n, err := r.byKeyName(keyName, verify)
 	if n == nil || err != nil {
 		return nil, err
 	}
@@ -326,8 +326,10 @@ func (r *nsRegistry) ForKeyName(keyName string) (*servicebus.Namespace, error) {
 
 // byKeyName is the namespace a SAS key name selects with
 // --namespace-per-key-name, opened on first use: nil for a policy of the
-// default namespace (or with the mode off).
-func (r *nsRegistry) byKeyName(keyName string) (*namespace, error) {
+// default namespace (or with the mode off). A new one is opened only once
+// verify accepted the request's token with its authenticator: a client
+// without the key makes nothing.
+func (r *nsRegistry) byKeyName(keyName string, verify func(*auth.Authenticator) error) (*namespace, error) {
 	if !r.perKey {
 		return nil, nil
 	}
@@ -346,18 +348,26 @@ func (r *nsRegistry) byKeyName(keyName string) (*namespace, error) {
 		return nil, &broker.Error{Kind: broker.KindInvalidArgument, Msg: fmt.Sprintf(
 			"The key name selects a namespace of its name (--namespace-per-key-name), and it cannot name one: %v.", err)}
 	}
+	if r.closed {
+		return nil, &broker.Error{Kind: broker.KindClosed, Msg: "The broker is shutting down."}
+	}
+	pols := r.keyPolicies(keyName)
+	a, err := newAuthenticator(r.o, pols, func() *broker.Broker { return nil })
+	if err != nil {
+		return nil, err
+	}
+	if err := verify(a); err != nil {
+		return nil, err
+	}
 	if len(r.all) >= r.max {
 		return nil, &broker.Error{Kind: broker.KindQuotaExceeded, Msg: fmt.Sprintf(
 			"The key name %q would make a new namespace, but this broker has %d namespaces already, the most it allows (--max-namespaces).", keyName, len(r.all))}
-	}
-	if r.closed {
-		return nil, &broker.Error{Kind: broker.KindClosed, Msg: "The broker is shutting down."}
 	}
 	dir := ""
 	if !r.o.Memory {
 		dir = filepath.Join(r.o.DataDir, "namespaces", key)
 	}
-	n, err := r.open(context.Background(), keyName, dir, r.template, r.keyPolicies(keyName), nil)
+	n, err := r.open(context.Background(), keyName, dir, r.template, pols, nil)
 	if err != nil {
 		r.log.Error("opening a namespace for a key name", "namespace", keyName, "err", err)
 		return nil, &broker.Error{Kind: broker.KindInternal, Msg: fmt.Sprintf("The namespace %q could not be opened.", keyName)}
@@ -394,7 +404,10 @@ func (r *nsRegistry) forRequest(req *http.Request) (*namespace, error) {
 	if r.perKey {
 		h := strings.TrimSpace(req.Header.Get("Authorization"))
 		if t, err := auth.ParseToken(h); err == nil && t.KeyName != "" && r.unknownKey(req, h) {
-			n, err := r.byKeyName(t.KeyName)
+			n, err := r.byKeyName(t.KeyName, func(a *auth.Authenticator) error {
+				_, err := a.AuthenticateHeader(req.Context(), h, strings.Trim(req.URL.Path, "/"), req.Host)
+				return err
+			})
 			if n != nil || err != nil {
 				return n, err
 			}

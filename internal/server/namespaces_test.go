@@ -193,8 +193,14 @@ func dialCBS(t *testing.T, s *Server, hostName string) *cbsConn {
 // emulator's key, and returns the status code and description.
 func (c *cbsConn) put(audience, keyName string) (int32, string) {
 	c.t.Helper()
+	return c.putKey(audience, keyName, emulatorKey)
+}
+
+// putKey is put with a token signed with key.
+func (c *cbsConn) putKey(audience, keyName, key string) (int32, string) {
+	c.t.Helper()
 	reply := "cbs-reply"
-	tok := auth.NewToken(keyName, emulatorKey, audience, time.Now().Add(time.Hour))
+	tok := auth.NewToken(keyName, key, audience, time.Now().Add(time.Hour))
 	req := &amqp.Message{
 		Properties:            &amqp.MessageProperties{MessageID: uuid.NewString(), ReplyTo: &reply},
 		ApplicationProperties: map[string]any{"operation": "put-token", "type": auth.TypeSAS, "name": audience},
@@ -299,8 +305,19 @@ func TestNamespacePerKeyName(t *testing.T) {
 		t.Errorf("%d namespaces, want 3 (no namespace for an entity rule's name)", n)
 	}
 
-	// The bound: 1 declared + 2 made.
+	// A client without the key makes no namespace.
 	c := dialCBS(t, s, "localhost")
+	if code, desc := c.putKey("amqp://localhost/orders", "run-x", "not-the-key"); code != 401 {
+		t.Errorf("a key name's token signed with another key: %d %q, want 401", code, desc)
+	}
+	if n := len(s.ns.list()); n != 3 {
+		t.Errorf("%d namespaces after a token with a wrong key, want 3", n)
+	}
+	if code, _ := nsRequest(t, s, http.MethodGet, "localhost", "/orders?api-version=2021-05"); code != 200 {
+		t.Errorf("admin GET with the default key: %d", code)
+	}
+
+	// The bound: 1 declared + 2 made.
 	code, desc := c.put("amqp://localhost/orders", "run-3")
 	if code == 202 || !strings.Contains(desc, "--max-namespaces") {
 		t.Errorf("a fourth namespace: %d %q, want refused naming --max-namespaces", code, desc)

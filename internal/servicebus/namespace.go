@@ -47,9 +47,11 @@ type Namespaces interface {
 	ForHost(host string) *Namespace
 	// ForKeyName returns the namespace a SAS key name selects, creating
 	// it on first use if the registry does so; nil and no error when it
-	// selects none. Its errors are the client's (a bound reached, a key
-	// name that cannot name a namespace).
-	ForKeyName(keyName string) (*Namespace, error)
+	// selects none. It creates one only once verify accepted the token
+	// with the new namespace's authenticator, so that only a client
+	// holding its key can make it. Its errors are the client's (verify's,
+	// a bound reached, a key name that cannot name a namespace).
+	ForKeyName(keyName string, verify func(*auth.Authenticator) error) (*Namespace, error)
 }
 
 func (n *Namespace) observer() Observer {
@@ -132,7 +134,10 @@ func (c *conn) tokenNamespace(audience, token, typ string) (*Namespace, string, 
 		return cur, host, nil
 	}
 	if t, err := auth.ParseToken(token); err == nil && t.KeyName != "" && c.unknownKey(cur, token, typ, audience, host) {
-		n, err := c.h.nss.ForKeyName(t.KeyName)
+		n, err := c.h.nss.ForKeyName(t.KeyName, func(a *auth.Authenticator) error {
+			_, err := a.Authenticate(c.ctx, auth.Presented{Token: token, Type: typ, Audience: audience, Host: host})
+			return err
+		})
 		if err != nil {
 			return nil, "", err
 		}
