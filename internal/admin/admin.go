@@ -209,6 +209,14 @@ func (h *Handler) Protect(next http.Handler) http.Handler {
 	})
 }
 
+// WriteError answers r with err as the API answers its own failures (the
+// status httpStatus maps it to, with an <Error> body): for a server that
+// fails a request before it reaches the handler, such as choosing its
+// namespace.
+func (h *Handler) WriteError(w http.ResponseWriter, r *http.Request, err error) {
+	h.writeError(w, h.newRequest(r), err)
+}
+
 func (h *Handler) newRequest(r *http.Request) *request {
 	rq := &request{
 		r:    r,

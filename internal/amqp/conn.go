@@ -2,6 +2,7 @@ package amqp
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -141,6 +142,20 @@ func (c *Conn) Properties() map[frames.Symbol]any { return c.peerOpen.Properties
 
 // RemoteAddr returns the client's network address.
 func (c *Conn) RemoteAddr() net.Addr { return c.nc.RemoteAddr() }
+
+// ServerName is the host name the client reached the server by below
+// AMQP, "" when nothing says: the TLS server name (SNI) of a TLS
+// connection, or what a transport that knows one reports by a
+// ServerName method (the Host header of a WebSocket upgrade).
+func (c *Conn) ServerName() string {
+	switch nc := c.nc.(type) {
+	case *tls.Conn:
+		return nc.ConnectionState().ServerName
+	case interface{ ServerName() string }:
+		return nc.ServerName()
+	}
+	return ""
+}
 
 // SASLMechanism returns the SASL mechanism the client chose, or "" if it
 // skipped SASL.

@@ -33,8 +33,9 @@ var errTextMessage = errors.New("amqpws: text message received; AMQP travels in 
 // message cannot be left half-written. All methods are safe for
 // concurrent use.
 type Conn struct {
-	ws  *websocket.Conn
-	raw net.Conn // the hijacked HTTP connection: addresses, and the bound on Close
+	ws   *websocket.Conn
+	raw  net.Conn // the hijacked HTTP connection: addresses, and the bound on Close
+	host string   // the upgrade request's Host header, for ServerName
 
 	readCtx   context.Context // the pump's reads
 	readStop  context.CancelFunc
@@ -57,6 +58,16 @@ type Conn struct {
 	pending []byte     // the unread rest of the current chunk
 
 	wmu sync.Mutex // serialises Write (one message per call, in order)
+}
+
+// ServerName is the host name of the upgrade request's Host header,
+// without a port ("" when it had none): the name the client reached the
+// server by (amqp.Conn.ServerName).
+func (c *Conn) ServerName() string {
+	if h, _, err := net.SplitHostPort(c.host); err == nil {
+		return h
+	}
+	return c.host
 }
 
 // NewConn wraps an accepted WebSocket whose underlying connection is raw

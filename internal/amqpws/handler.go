@@ -90,7 +90,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = ws.CloseNow()
 		return
 	}
-	h.serve(NewConn(ws, rec.conn))
+	c := NewConn(ws, rec.conn)
+	c.host = r.Host
+	h.serve(c)
 }
 
 func (h *Handler) enter() bool {

@@ -54,9 +54,13 @@ func (a *app) newMgmtClient(ctx context.Context) (*mgmtClient, error) {
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		sni = strings.Trim(h, "[]")
 	}
+	dial, err := a.dialHost(cs)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, mgmtTimeout)
 	defer cancel()
-	conn, err := amqp.Dial(ctx, scheme+"://"+host+"/", &amqp.ConnOptions{
+	conn, err := amqp.Dial(ctx, scheme+"://"+dial+"/", &amqp.ConnOptions{
 		SASLType:   amqp.SASLTypeAnonymous(),
 		HostName:   sni,
 		Properties: map[string]any{"product": "busbar-cli"},

@@ -48,6 +48,9 @@ func (a *app) busbarAPI(ctx context.Context, method, path string, in, out any) e
 		return usageErrorf("admin address %q: %v", addr, err)
 	}
 	req.Header.Set("Authorization", token)
+	if h := a.nsHostHeader(addr); h != "" {
+		req.Host = h
+	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/busbarmq/busbar/internal/auth"
+	"github.com/busbarmq/busbar/internal/config"
 )
 
 // DefaultConnectionString is the Service Bus emulator's well-known
@@ -62,6 +63,7 @@ func Commands(env func(string) (string, bool)) []*cobra.Command {
 		addExitCodes(c)
 		c.SetFlagErrorFunc(flagError)
 		c.PersistentFlags().StringVar(&a.connStr, "connection-string", "", "Service Bus connection string (env "+EnvConnectionString+"; default: the emulator's)")
+		c.PersistentFlags().StringVar(&a.namespace, "namespace", "", "work in this namespace of a Busbar serving several: connect to NAME.localhost, dialling the connection string's address (default: the namespace the connection string names)")
 		c.PersistentFlags().StringVar(&a.adminAddr, "admin", "", "management API address host:port, plain HTTP unless given as an https:// URL (env "+EnvAdmin+"; default for emulator connection strings with AMQP port "+DefaultAMQPPort+": the endpoint's host, port "+DefaultAdminPort+")")
 	}
 	return cmds
@@ -87,6 +89,7 @@ type app struct {
 	env       func(string) (string, bool)
 	connStr   string
 	adminAddr string
+	namespace string // --namespace: "" for the connection string's
 }
 
 // getenv is env with an empty value counting as unset.
@@ -115,7 +118,68 @@ func (a *app) connection() (string, auth.ConnectionString, error) {
 	if err != nil {
 		return "", cs, usageErrorf("%s: %v", from, err)
 	}
-	return s, cs, nil
+	if a.namespace == "" {
+		return s, cs, nil
+	}
+	return a.inNamespace(s, cs)
+}
+
+// inNamespace rewrites the connection string's endpoint to the host name
+// that selects --namespace on a Busbar serving several namespaces
+// (NAME.localhost, keeping the port). dialHost still gives the address
+// to dial.
+func (a *app) inNamespace(s string, cs auth.ConnectionString) (string, auth.ConnectionString, error) {
+	if !cs.UseDevelopmentEmulator {
+		return "", cs, usageErrorf("--namespace applies to Busbar's connection strings (UseDevelopmentEmulator=true); for Azure, use the namespace's own connection string")
+	}
+	if err := config.CheckNamespaceName(a.namespace); err != nil {
+		return "", cs, usageErrorf("--namespace: %v", err)
+	}
+	host := a.namespace + ".localhost"
+	if _, port, err := net.SplitHostPort(cs.Host); err == nil {
+		host = net.JoinHostPort(host, port)
+	}
+	parts := strings.Split(s, ";")
+	for i, p := range parts {
+		if k, _, ok := strings.Cut(p, "="); ok && strings.EqualFold(strings.TrimSpace(k), "Endpoint") {
+			parts[i] = "Endpoint=sb://" + host
+		}
+	}
+	ns := cs
+	ns.Endpoint, ns.Host = "sb://"+host, host
+	return strings.Join(parts, ";"), ns, nil
+}
+
+// dialHost is the host[:port] to connect to for cs: with --namespace,
+// the connection string's own address rather than NAME.localhost, which
+// need not resolve.
+func (a *app) dialHost(cs auth.ConnectionString) (string, error) {
+	if a.namespace == "" {
+		return cs.Host, nil
+	}
+	_, orig, err := a.withoutNamespace()
+	return orig.Host, err
+}
+
+// withoutNamespace is connection as if --namespace were not given.
+func (a *app) withoutNamespace() (string, auth.ConnectionString, error) {
+	ns := a.namespace
+	a.namespace = ""
+	defer func() { a.namespace = ns }()
+	return a.connection()
+}
+
+// nsHostHeader is the Host header of admin API requests to addr (the
+// admin address): with --namespace, NAME.localhost on addr's port, which
+// selects the namespace; else "" (addr itself).
+func (a *app) nsHostHeader(addr string) string {
+	if a.namespace == "" {
+		return ""
+	}
+	if _, port, err := net.SplitHostPort(addr); err == nil {
+		return net.JoinHostPort(a.namespace+".localhost", port)
+	}
+	return a.namespace + ".localhost"
 }
 
 // retryOptions make a command fail within seconds when the broker is down,
@@ -132,10 +196,16 @@ func (a *app) messaging() (*azservicebus.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := azservicebus.NewClientFromConnectionString(s, &azservicebus.ClientOptions{
+	opts := &azservicebus.ClientOptions{
 		ApplicationID: "busbar-cli",
 		RetryOptions:  retryOptions,
-	})
+	}
+	if a.namespace != "" {
+		if opts.CustomEndpoint, err = a.dialHost(auth.ConnectionString{}); err != nil {
+			return nil, err
+		}
+	}
+	c, err := azservicebus.NewClientFromConnectionString(s, opts)
 	if err != nil {
 		return nil, usageErrorf("connection string: %v", err)
 	}
@@ -176,7 +246,7 @@ func (a *app) admin() (*adminClient, error) {
 	opts := &sbadmin.ClientOptions{ClientOptions: azcore.ClientOptions{
 		Retry: policy.RetryOptions{MaxRetries: 2, RetryDelay: 200 * time.Millisecond, MaxRetryDelay: time.Second},
 	}}
-	opts.Transport = &adminTransport{scheme: scheme, host: addr, client: &http.Client{Transport: tr}}
+	opts.Transport = &adminTransport{scheme: scheme, host: addr, hostHeader: a.nsHostHeader(addr), client: &http.Client{Transport: tr}}
 	c, err := sbadmin.NewClientFromConnectionString(s, opts)
 	if err != nil {
 		return nil, usageErrorf("connection string: %v", err)
@@ -202,7 +272,14 @@ func (a *app) adminEndpoint(cs auth.ConnectionString) (scheme, addr string, err 
 	}
 	addr = strings.TrimSuffix(addr, "/")
 	if addr == "" && cs.UseDevelopmentEmulator {
-		addr, err = emulatorAdminAddr(cs.Host)
+		host, err := a.dialHost(cs)
+		if err != nil {
+			return "", "", err
+		}
+		addr, err = emulatorAdminAddr(host)
+		if err != nil {
+			return "", "", err
+		}
 	}
 	return scheme, addr, err
 }
@@ -245,9 +322,10 @@ func (a *app) withAdmin(f func(*adminClient) error) error {
 // Status the Go admin client leaves out of subscription descriptions (see
 // withSubscriptionStatus).
 type adminTransport struct {
-	scheme string // "http" or "https"
-	host   string // host:port; "" leaves the URLs alone (Azure)
-	client *http.Client
+	scheme     string // "http" or "https"
+	host       string // host:port; "" leaves the URLs alone (Azure)
+	hostHeader string // the Host header when not host (--namespace)
+	client     *http.Client
 }
 
 func (t *adminTransport) Do(req *http.Request) (*http.Response, error) {
@@ -256,6 +334,9 @@ func (t *adminTransport) Do(req *http.Request) (*http.Response, error) {
 		r.URL.Scheme = t.scheme
 		r.URL.Host = t.host
 		r.Host = t.host
+		if t.hostHeader != "" {
+			r.Host = t.hostHeader
+		}
 	}
 	if st, ok := r.Context().Value(subscriptionStatusKey{}).(sbadmin.EntityStatus); ok && r.Method == http.MethodPut && r.Body != nil {
 		if err := addSubscriptionStatus(r, st); err != nil {

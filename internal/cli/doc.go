@@ -110,6 +110,12 @@
 // admin client is left alone and speaks https to the endpoint, as it does
 // with Azure.
 //
+// --namespace NAME works in one namespace of a broker serving several: the
+// connection string's endpoint becomes NAME.localhost (its port kept), so
+// tokens are signed for it, AMQP open names it and admin requests carry it
+// as their Host header, while connections still go to the connection
+// string's own address (and the admin address derived from it).
+//
 // # Output
 //
 // Every command prints a human-readable table by default and JSON with

@@ -7,7 +7,7 @@
 // /ServiceBus_Emulator/ConfigFiles/Config.json, with the same shape:
 //
 //	UserConfig
-//	  Namespaces[]  Name, Queues[], Topics[]
+//	  Namespaces[]  Name, Queues[], Topics[], Hosts[], Policies
 //	    Queues[]    Name, Properties{…}
 //	    Topics[]    Name, Properties{…}, Subscriptions[]
 //	      Subscriptions[]  Name, Properties{…}, Rules[]
@@ -68,6 +68,9 @@
 //     namespace loads back. Options.ExistingNames relaxes it to the names
 //     entities from before the rule may have, for checking an export.
 //   - "Subject" is accepted as a synonym of "Label" in a CorrelationFilter.
+//   - A namespace may have Hosts (host names selecting it, each in one
+//     namespace only) and Policies (its shared access policies in the
+//     --policies form); the emulator has neither.
 //   - An unknown Logging.Type is a warning (Busbar logs by its own settings).
 //
 // All problems are collected: the error returned is an ErrorList of

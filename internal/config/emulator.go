@@ -24,6 +24,13 @@ type Namespace struct {
 	Name   string
 	Queues []Queue
 	Topics []Topic
+	// Hosts are host names, besides NAME.localhost and the Service Bus
+	// domains, that select the namespace (Busbar's; not the emulator's).
+	Hosts []string
+	// Policies are the namespace's shared access policies, in the
+	// --policies form "NAME=KEY[:RIGHTS];…"; nil means the server's
+	// (Busbar's; not the emulator's).
+	Policies *string
 }
 
 // Logging is UserConfig.Logging. Busbar logs according to its own settings;

@@ -419,3 +419,42 @@ func TestForwardEntityName(t *testing.T) {
 		}
 	}
 }
+
+func TestNamespaceHostsAndPolicies(t *testing.T) {
+	cfg, err := ParseEmulatorConfig([]byte(`{"UserConfig": {"Namespaces": [
+		{"Name": "a"},
+		{"Name": "b", "Hosts": ["b.example", "bus-b"], "Policies": "Root=k1;Sender=k2:Send"}]}}`), Options{Strict: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := cfg.Namespaces[1]
+	if strings.Join(b.Hosts, ",") != "b.example,bus-b" || b.Policies == nil || *b.Policies != "Root=k1;Sender=k2:Send" {
+		t.Fatalf("namespace b: hosts %q, policies %v", b.Hosts, b.Policies)
+	}
+	if cfg.Namespaces[0].Hosts != nil || cfg.Namespaces[0].Policies != nil {
+		t.Fatalf("namespace a: %+v", cfg.Namespaces[0])
+	}
+	out, err := cfg.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), `"Hosts": [`) || !strings.Contains(string(out), `"Policies": "Root=k1;Sender=k2:Send"`) {
+		t.Errorf("Marshal lost Hosts or Policies:\n%s", out)
+	}
+
+	_, err = ParseEmulatorConfig([]byte(`{"UserConfig": {"Namespaces": [
+		{"Name": "a", "Hosts": ["x.example", 3, "a b"]},
+		{"Name": "b", "Hosts": ["X.example"], "Policies": "=k"},
+		{"Name": "c", "Policies": " ; "}]}}`), Options{})
+	for _, want := range []string{
+		`UserConfig.Namespaces[0].Hosts[1]: must be a string`,
+		`UserConfig.Namespaces[0].Hosts[2]: "a b" is not a host name`,
+		`UserConfig.Namespaces[1].Hosts[0]: "X.example" is already used by UserConfig.Namespaces[0].Hosts[0]`,
+		`UserConfig.Namespaces[1].Policies: entry 1`,
+		`UserConfig.Namespaces[2].Policies: names no policy`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not say %q", err, want)
+		}
+	}
+}

@@ -24,9 +24,11 @@ type (
 		Type string `json:"Type,omitempty"`
 	}
 	marshalNamespace struct {
-		Name   string         `json:"Name"`
-		Queues []marshalQueue `json:"Queues"`
-		Topics []marshalTopic `json:"Topics"`
+		Name     string         `json:"Name"`
+		Hosts    []string       `json:"Hosts,omitempty"`
+		Policies *string        `json:"Policies,omitempty"`
+		Queues   []marshalQueue `json:"Queues"`
+		Topics   []marshalTopic `json:"Topics"`
 	}
 	marshalQueue struct {
 		Name       string            `json:"Name"`
@@ -178,7 +180,7 @@ func (c *EmulatorConfig) Marshal() ([]byte, error) {
 		root.UserConfig.Logging = &marshalLogging{Type: c.Logging.Type}
 	}
 	for _, ns := range c.Namespaces {
-		mns := marshalNamespace{Name: ns.Name, Queues: []marshalQueue{}, Topics: []marshalTopic{}}
+		mns := marshalNamespace{Name: ns.Name, Hosts: ns.Hosts, Policies: ns.Policies, Queues: []marshalQueue{}, Topics: []marshalTopic{}}
 		for _, q := range ns.Queues {
 			p := q.Props
 			mns.Queues = append(mns.Queues, marshalQueue{Name: q.Name, Properties: marshalQueueProps{

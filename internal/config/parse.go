@@ -14,7 +14,7 @@ var (
 	rootKeys       = []string{"UserConfig"}
 	userConfigKeys = []string{"Namespaces", "Logging"}
 	loggingKeys    = []string{"Type"}
-	namespaceKeys  = []string{"Name", "Queues", "Topics"}
+	namespaceKeys  = []string{"Name", "Queues", "Topics", "Hosts", "Policies"}
 	queueKeys      = []string{"Name", "Properties"}
 	topicKeys      = []string{"Name", "Properties", "Subscriptions"}
 	subKeys        = []string{"Name", "Properties", "Rules"}
@@ -396,6 +396,15 @@ func (p *parser) namespace(n *node, path string) (ns Namespace) {
 	for i, t := range p.array(f, path, "Topics") {
 		ns.Topics = append(ns.Topics, p.topic(t, index(join(path, "Topics"), i)))
 	}
+	for i, h := range p.array(f, path, "Hosts") {
+		if h.kind != kString {
+			p.errorf(index(join(path, "Hosts"), i), "must be a string, not %s", h.kind)
+			ns.Hosts = append(ns.Hosts, "") // keeps the indexes of the paths
+			continue
+		}
+		ns.Hosts = append(ns.Hosts, h.str)
+	}
+	ns.Policies = p.str(f, path, "Policies")
 	return ns
 }
 

@@ -90,7 +90,19 @@ type Server struct {
 	// (/$time, busbar time) moves forward: for tests only, never in
 	// production.
 	TestClock bool
+
+	// NamespacePerKeyName makes a SAS key name that is not a policy of
+	// the default namespace select a namespace of that name, created on
+	// first use with the default namespace's Config.json entities.
+	NamespacePerKeyName bool
+	// MaxNamespaces bounds the namespaces, Config.json's and those made
+	// per key name together; 0 in server.Options means
+	// DefaultMaxNamespaces.
+	MaxNamespaces int
 }
+
+// DefaultMaxNamespaces is the default of MaxNamespaces.
+const DefaultMaxNamespaces = 64
 
 // DefaultHTTPAddr is the HTTP listen address when none is set; busbar
 // health probes it too.
@@ -217,6 +229,10 @@ var serverSettings = []Setting{
 		ParseMinFreeDisk, func(s *Server) (*int64, *float64) { return &s.MinFreeBytes, &s.MinFreePercent }),
 	setting("tier", "BUSBAR_TIER", "", "enforce a Service Bus tier's limits and report its MessagingSKU: basic, standard or premium; empty: Standard's features without its quotas (messages up to 100 MB per entity, any number of entities)",
 		lower, func(s *Server) *string { return &s.Tier }),
+	setting("namespace-per-key-name", "BUSBAR_NAMESPACE_PER_KEY_NAME", "false", "a SharedAccessKeyName that is not a policy selects its own namespace, created on first use with the default namespace's Config.json entities (tokens signed with the default namespace's first Manage key): parallel test runs isolate themselves by the key name",
+		parseBool, func(s *Server) *bool { return &s.NamespacePerKeyName }),
+	setting("max-namespaces", "BUSBAR_MAX_NAMESPACES", strconv.Itoa(DefaultMaxNamespaces), "most namespaces, Config.json's and those made per key name together (at least 1)",
+		positive, func(s *Server) *int { return &s.MaxNamespaces }),
 	setting("pprof", "BUSBAR_PPROF", "", "serve Go runtime profiles (/debug/pprof/) on this address (host:port, unauthenticated: keep it on loopback); off when empty",
 		text, func(s *Server) *string { return &s.PprofAddr }),
 }
@@ -271,6 +287,15 @@ func count(v string) (int, error) {
 	n, err := strconv.Atoi(strings.TrimSpace(v))
 	if err != nil || n < 0 {
 		return 0, fmt.Errorf("%q is not a whole number ≥ 0", v)
+	}
+	return n, nil
+}
+
+// positive is a whole number ≥ 1.
+func positive(v string) (int, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("%q is not a whole number ≥ 1", v)
 	}
 	return n, nil
 }

@@ -22,6 +22,7 @@ func TestDefaultServer(t *testing.T) {
 		LogFormat: "text", LogLevel: "info", MaxConnections: 10000, MaxLinks: 4096,
 		Entra: "auto", EntraDevRole: "owner", OIDCClockSkew: 5 * time.Minute,
 		MaxSessions: 256, MaxUnauthenticatedConnections: 64, AuthTimeout: time.Minute, HandshakeTimeout: 10 * time.Second, MaxUnsettledPerLink: 5000,
+		MaxNamespaces: DefaultMaxNamespaces,
 	}
 	if s != want {
 		t.Errorf("got %+v, want %+v", s, want)
@@ -64,6 +65,7 @@ func TestServerFromEnv(t *testing.T) {
 		MaxConnections: 10000, MaxLinks: 4096,
 		Entra: "auto", EntraDevRole: "owner", OIDCClockSkew: 5 * time.Minute,
 		MaxSessions: 256, MaxUnauthenticatedConnections: 64, AuthTimeout: time.Minute, HandshakeTimeout: 10 * time.Second, MaxUnsettledPerLink: 5000,
+		MaxNamespaces: DefaultMaxNamespaces,
 	}
 	if s != want {
 		t.Errorf("got %+v\nwant %+v", s, want)

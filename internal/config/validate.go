@@ -56,7 +56,7 @@ func (v *validator) config(c *EmulatorConfig) {
 	if len(c.Namespaces) == 0 {
 		v.errorf("UserConfig.Namespaces", "at least one namespace is required")
 	}
-	seen := map[string]string{}
+	seen, hosts := map[string]string{}, map[string]string{}
 	for i := range c.Namespaces {
 		path := index("UserConfig.Namespaces", i)
 		ns := &c.Namespaces[i]
@@ -64,6 +64,7 @@ func (v *validator) config(c *EmulatorConfig) {
 			v.unique(seen, join(path, "Name"), ns.Name)
 		}
 		v.namespace(ns, path)
+		v.access(ns, path, hosts)
 	}
 	if c.Logging != nil {
 		t := strings.ReplaceAll(c.Logging.Type, " ", "")
@@ -90,6 +91,41 @@ func (v *validator) unique(seen map[string]string, path, name string) {
 		return
 	}
 	seen[key] = path
+}
+
+// access checks a namespace's Hosts (host names, each selecting one
+// namespace only) and Policies (the --policies form, at least one).
+func (v *validator) access(ns *Namespace, path string, hosts map[string]string) {
+	for i, h := range ns.Hosts {
+		hp := index(join(path, "Hosts"), i)
+		if err := checkHostName(h); err != nil {
+			v.errorf(hp, "%s", err)
+			continue
+		}
+		v.unique(hosts, hp, h)
+	}
+	if ns.Policies != nil {
+		pols, err := Server{Policies: *ns.Policies}.PolicyList()
+		switch {
+		case err != nil:
+			v.errorf(join(path, "Policies"), "%s", err)
+		case len(pols) == 0:
+			v.errorf(join(path, "Policies"), "names no policy (want NAME=KEY[:RIGHTS];…)")
+		}
+	}
+}
+
+// checkHostName checks a host name without a port: letters, digits, '-'
+// and '.', at most 253 characters.
+func checkHostName(h string) error {
+	ok := h != "" && len(h) <= 253 && h[0] != '.' && h[len(h)-1] != '.'
+	for i := 0; ok && i < len(h); i++ {
+		ok = alnum(h[i]) || h[i] == '-' || h[i] == '.'
+	}
+	if !ok {
+		return fmt.Errorf("%q is not a host name (letters, digits, '-' and '.', no port)", h)
+	}
+	return nil
 }
 
 func (v *validator) namespace(ns *Namespace, path string) {
@@ -239,20 +275,29 @@ func (v *validator) namespaceName(path, name string) bool {
 		v.errorf(path, "is required")
 		return false
 	}
-	ok := alnum(name[0]) && alnum(name[len(name)-1])
+	if err := CheckNamespaceName(name); err != nil {
+		v.errorf(path, "%s", err)
+		return false
+	}
+	return true
+}
+
+// CheckNamespaceName checks a namespace name against the emulator's
+// pattern (letters, digits, '.', '-' and '_', starting and ending with a
+// letter or digit) and MaxChildNameLength.
+func CheckNamespaceName(name string) error {
+	ok := name != "" && alnum(name[0]) && alnum(name[len(name)-1])
 	for i := 0; ok && i < len(name); i++ {
 		c := name[i]
 		ok = alnum(c) || c == '_' || c == '-' || c == '.'
 	}
 	if !ok {
-		v.errorf(path, "%q is not a valid name: use only letters, digits, '.', '-' and '_', and start and end with a letter or digit", name)
-		return false
+		return fmt.Errorf("%q is not a valid name: use only letters, digits, '.', '-' and '_', and start and end with a letter or digit", name)
 	}
 	if len(name) > MaxChildNameLength {
-		v.errorf(path, "%q is too long (%d characters, at most %d)", name, len(name), MaxChildNameLength)
-		return false
+		return fmt.Errorf("%q is too long (%d characters, at most %d)", name, len(name), MaxChildNameLength)
 	}
-	return true
+	return nil
 }
 
 func alnum(c byte) bool { return c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' }

@@ -27,6 +27,10 @@
 // over entity gives its namespace figure. Failed requests are counted per
 // namespace only, since a client can name any number of entities that do
 // not exist.
+//
+// A server of several namespaces makes its Metrics with NewShared and
+// one per namespace with ForNamespace: every series but the process's
+// then carries the label namespace as well, the metric names unchanged.
 package metrics
 
 import (
@@ -67,6 +71,7 @@ type Metrics struct {
 	faults       *prometheus.CounterVec
 
 	buildInfo *prometheus.GaugeVec
+	active    prometheus.Collector // busbar_active_connections
 
 	src atomic.Pointer[source]
 }
@@ -81,10 +86,8 @@ type entityCounters struct {
 	incoming, outgoing, complete, abandon, deadLetter atomic.Uint64
 }
 
-// New returns Metrics with the Go runtime and process collectors
-// registered. Its entity and store series appear once Watch has been
-// called.
-func New() *Metrics {
+// newMetrics makes the series; shared registers only the process's.
+func newMetrics(shared bool) *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry()}
 	latency := prometheus.ExponentialBuckets(0.0001, 2, 16) // 100 µs … 3.3 s
 	m.sendSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -130,13 +133,44 @@ func New() *Metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.buildInfo,
+	)
+	if !shared {
+		m.reg.MustRegister(m.namespaceCollectors(active)...)
+	}
+	m.active = active
+	return m
+}
+
+// New returns Metrics with the Go runtime and process collectors
+// registered. Its entity and store series appear once Watch has been
+// called.
+func New() *Metrics { return newMetrics(false) }
+
+// NewShared returns Metrics for a server of several namespaces: its
+// registry serves the process's series (Go runtime, process, build info)
+// and those of every Metrics ForNamespace made, each with the label
+// namespace. Nothing reports to it directly.
+func NewShared() *Metrics { return newMetrics(true) }
+
+// ForNamespace returns the Metrics of one namespace, registered in m's
+// registry with the label namespace=name on every series; its Handler and
+// Registry are m's. Call it once per name.
+func (m *Metrics) ForNamespace(name string) *Metrics {
+	child := newMetrics(true)
+	child.reg = m.reg
+	prometheus.WrapRegistererWith(prometheus.Labels{"namespace": name}, m.reg).MustRegister(child.namespaceCollectors(child.active)...)
+	return child
+}
+
+// namespaceCollectors are the series of one namespace.
+func (m *Metrics) namespaceCollectors(active prometheus.Collector) []prometheus.Collector {
+	return []prometheus.Collector{
 		m.sendSeconds, m.settleSeconds, m.fsyncSeconds, m.groupCommit,
 		m.connOpened, m.connClosed, active,
 		m.serverErrors, m.userErrors, m.throttled, m.faults,
-		m.buildInfo,
 		entityCollector{m},
-	)
-	return m
+	}
 }
 
 // Watch makes the broker's entities and the store's size part of every

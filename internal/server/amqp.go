@@ -12,29 +12,35 @@ import (
 	"github.com/busbarmq/busbar/internal/broker"
 	"github.com/busbarmq/busbar/internal/clock"
 	"github.com/busbarmq/busbar/internal/config"
-	"github.com/busbarmq/busbar/internal/faults"
 	"github.com/busbarmq/busbar/internal/servicebus"
 )
 
 // newAMQPServer builds the AMQP endpoint speaking Service Bus's dialect.
-func newAMQPServer(b *broker.Broker, a *auth.Authenticator, obs servicebus.Observer, tracer trace.Tracer, fs *faults.Set, o Options, log *slog.Logger) (*amqp.Server, error) {
-	h, err := servicebus.New(servicebus.Config{
-		Broker:   b,
-		Auth:     a,
-		Observer: obs,
+// With several namespaces, the registry chooses each connection's
+// (servicebus.Namespaces); the first one is the default.
+func newAMQPServer(reg *nsRegistry, tracer trace.Tracer, o Options, log *slog.Logger) (*amqp.Server, error) {
+	def := reg.list()[0]
+	cfg := servicebus.Config{
+		Broker:   def.broker,
+		Auth:     def.auth,
+		Observer: def.metrics,
 		Tracer:   tracer,
 		Clock:    o.Clock,
 		Logger:   log.With("component", "servicebus"),
 
 		MaxUnsettledPerLink: o.MaxUnsettledPerLink,
-		Faults:              fs,
-	})
+		Faults:              def.faults,
+	}
+	if reg.multi() {
+		cfg.Namespaces = reg
+	}
+	h, err := servicebus.New(cfg)
 	if err != nil {
 		return nil, err
 	}
-	cfg := amqpConfig(o.Server)
-	cfg.Logger = log.With("component", "amqp")
-	return amqp.NewServer(h, cfg)
+	acfg := amqpConfig(o.Server)
+	acfg.Logger = log.With("component", "amqp")
+	return amqp.NewServer(h, acfg)
 }
 
 // amqpConfig maps the AMQP limits of the settings, where 0 turns a limit
@@ -98,20 +104,26 @@ func authConfig(s config.Server) (auth.Config, error) {
 	return cfg, nil
 }
 
-// newAuthenticator builds the authenticator both listeners share. Entity
-// rules are read from the broker get returns (nil until it is open).
-func newAuthenticator(o Options, log *slog.Logger, get func() *broker.Broker) (*auth.Authenticator, error) {
+// newAuthenticator builds a namespace's authenticator, shared by its
+// AMQP connections and its admin API: the settings' policies, or
+// policies when not nil. Entity rules are read from the broker get
+// returns (nil until it is open).
+func newAuthenticator(o Options, policies []auth.Policy, get func() *broker.Broker) (*auth.Authenticator, error) {
 	cfg, err := authConfig(o.Server)
 	if err != nil {
 		return nil, err
 	}
+	if policies != nil {
+		cfg.Policies = policies
+	}
 	var clk clock.Clock = o.Clock
 	cfg.Clock = clk
 	cfg.EntityRules = servicebus.EntityRules(get)
-	a, err := auth.New(cfg)
-	if err != nil {
-		return nil, err
-	}
+	return auth.New(cfg)
+}
+
+// logAuth warns about the settings that leave the broker open.
+func logAuth(o Options, a *auth.Authenticator, log *slog.Logger) {
 	if o.AllowAnyKey {
 		log.Warn("accepting any shared access key (--allow-any-key): clients are not authenticated")
 	}
@@ -122,9 +134,8 @@ func newAuthenticator(o Options, log *slog.Logger, get func() *broker.Broker) (*
 	}
 	switch a.EntraMode() {
 	case auth.EntraDev:
-		log.Warn("Entra ID tokens in development mode: their signatures are not checked (--entra)", "defaultRole", cfg.Entra.DevDefaultRole)
+		log.Warn("Entra ID tokens in development mode: their signatures are not checked (--entra)", "defaultRole", o.EntraDevRole)
 	case auth.EntraOIDC:
-		log.Info("Entra ID tokens verified against OpenID Connect issuers", "issuers", cfg.Entra.Issuers)
+		log.Info("Entra ID tokens verified against OpenID Connect issuers", "issuers", config.SplitList(o.OIDCIssuers))
 	}
-	return a, nil
 }

@@ -6,8 +6,9 @@ import (
 )
 
 // consoleTotals reads each entity's incoming and outgoing message counters
-// from the metrics registry, for the console's rates.
-func consoleTotals(m *metrics.Metrics) func() map[string]console.Totals {
+// from the metrics registry, for the console's rates: those of the
+// namespace labelled namespace, or with no such label when it is "".
+func consoleTotals(m *metrics.Metrics, namespace string) func() map[string]console.Totals {
 	return func() map[string]console.Totals {
 		fams, err := m.Registry().Gather()
 		if err != nil {
@@ -20,11 +21,17 @@ func consoleTotals(m *metrics.Metrics) func() map[string]console.Totals {
 				continue
 			}
 			for _, mt := range f.GetMetric() {
-				var entity string
+				var entity, ns string
 				for _, l := range mt.GetLabel() {
-					if l.GetName() == "entity" {
+					switch l.GetName() {
+					case "entity":
 						entity = l.GetValue()
+					case "namespace":
+						ns = l.GetValue()
 					}
+				}
+				if ns != namespace {
+					continue
 				}
 				t := out[entity]
 				if in {

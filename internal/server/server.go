@@ -4,14 +4,16 @@
 //
 // Start-up and shutdown order:
 //
-//	Start:    HTTP listener (health 503) -> store (recovery) -> broker
-//	          -> Config.json entities -> admin API, /metrics, web console -> tracer
-//	          provider (if OTEL_* turns it on) -> broker timers
+//	Start:    HTTP listener (health 503) -> per namespace: store (recovery)
+//	          -> broker -> its Config.json entities -> its admin API -> its
+//	          timers (namespaces.go) -> /metrics, web console -> tracer
+//	          provider (if OTEL_* turns it on)
 //	          -> AMQP listener -> AMQP over WebSockets -> health 200
 //	Shutdown: health 503 -> WebSocket upgrades refused -> AMQP (stop
 //	          accepting, close connections, WebSocket ones included)
-//	          -> HTTP -> console bulk jobs -> broker timers -> broker
-//	          -> store (sync, close)
+//	          -> HTTP -> console bulk jobs -> no more namespaces opened
+//	          -> broker timers -> each namespace's broker and store
+//	          (sync, close)
 //	          -> tracer provider (flush spans, stop exporter)
 //
 // The HTTP and HTTPS listeners also carry AMQP over WebSockets at
@@ -19,9 +21,9 @@
 // a connection of the AMQP server, under its limits and Shutdown. The
 // upgrade needs no admin authorisation; AMQP authorises through $cbs.
 //
-// Goroutines: one per listener (owned by Server, stopped by Shutdown), the
-// broker's timer loop (owned by Server, stopped by cancelling its
-// context) and, with tracing on, the span batcher (owned by the tracer
+// Goroutines: one per listener (owned by Server, stopped by Shutdown), each
+// namespace's broker timer loop (owned by Server, stopped by cancelling
+// their context) and, with tracing on, the span batcher (owned by the tracer
 // provider, stopped by its Shutdown). Shutdown waits for all of them.
 //
 // The web console (package console) is served at /$console/ on the HTTP
@@ -45,6 +47,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -60,8 +63,6 @@ import (
 	"github.com/busbarmq/busbar/internal/faults"
 	"github.com/busbarmq/busbar/internal/metrics"
 	"github.com/busbarmq/busbar/internal/store"
-	"github.com/busbarmq/busbar/internal/store/filestore"
-	"github.com/busbarmq/busbar/internal/store/memstore"
 	"github.com/busbarmq/busbar/internal/tracing"
 	"github.com/busbarmq/busbar/internal/version"
 )
@@ -107,6 +108,7 @@ type Server struct {
 	tracing  *tracing.Provider
 	faults   *faults.Set // nil unless --faults
 	testClk  *clock.Test // the broker's clock with --test-clock, else nil
+	ns       *nsRegistry // the namespaces; the fields above are the default one's
 
 	httpLn  net.Listener
 	httpSrv *http.Server
@@ -147,9 +149,15 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	authn, err := newAuthenticator(o, log, func() *broker.Broker { return s.broker })
-	if err != nil {
+	// Check the policies before listening; each namespace builds its own.
+	if _, err := newAuthenticator(o, nil, func() *broker.Broker { return nil }); err != nil {
 		return nil, err
+	}
+	// Several namespaces label their metrics with their names.
+	if o.NamespacePerKeyName || (entities != nil && len(entities.Namespaces) > 1) {
+		s.metrics = metrics.NewShared()
+	} else {
+		s.metrics = metrics.New()
 	}
 	tlsCfg, devCert, err := tlsConfig(o)
 	if err != nil {
@@ -166,13 +174,13 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 			return nil, err
 		}
 	}
-	if err := s.openCore(ctx, o, entities, authn); err != nil {
+	if err := s.openCore(ctx, o, entities); err != nil {
 		return nil, err
 	}
-	if err := s.startAMQP(o, authn, tlsCfg); err != nil {
+	if err := s.startAMQP(o, tlsCfg); err != nil {
 		return nil, err
 	}
-	s.health.setCheck(s.broker.Health)
+	s.health.setCheck(s.ns.health)
 	s.health.ready.Store(true)
 	s.logReady(o, begin)
 	return s, nil
@@ -206,7 +214,6 @@ func (s *Server) startHTTP(o Options, tlsCfg *tls.Config) error {
 	}))
 	// GET /metrics likewise, with an entity named "metrics" reached the
 	// same way.
-	s.metrics = metrics.New()
 	mux.Handle("GET /metrics", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Has("api-version") {
 			s.admin.ServeHTTP(w, r)
@@ -236,84 +243,81 @@ func (s *Server) startHTTP(o Options, tlsCfg *tls.Config) error {
 	return nil
 }
 
-// openCore opens the store (recovering it) and the broker, declares the
-// entities, puts the admin API and /metrics behind the HTTP listeners,
-// starts the tracer provider if OTEL_* asks for it, and runs the broker's
-// timers.
-func (s *Server) openCore(ctx context.Context, o Options, entities *config.EmulatorConfig, authn *auth.Authenticator) error {
+// openCore opens each namespace (store with recovery, broker, entities,
+// admin API, timers; namespaces.go), puts the admin API and /metrics
+// behind the HTTP listeners and starts the tracer provider if OTEL_* asks
+// for it.
+func (s *Server) openCore(ctx context.Context, o Options, entities *config.EmulatorConfig) error {
 	log := s.log
-	if o.Memory {
-		s.store = memstore.New()
-	} else {
-		fs, err := filestore.Open(filestore.Options{Dir: o.DataDir, Salvage: o.Salvage, Logger: log.With("component", "store"),
-			MinFreeBytes: o.MinFreeBytes, MinFreePercent: o.MinFreePercent, SegmentSize: o.SegmentSize, SyncObserver: s.metrics})
-		if err != nil {
-			return fmt.Errorf("open data directory %s: %w", o.DataDir, err)
-		}
-		s.store = fs
+	max := o.MaxNamespaces
+	if max <= 0 {
+		max = config.DefaultMaxNamespaces
 	}
-	if err := ctx.Err(); err != nil {
+	var declared []config.Namespace
+	if entities != nil {
+		declared = entities.Namespaces
+	}
+	if len(declared) > max {
+		return fmt.Errorf("config: %d namespaces are declared, more than --max-namespaces (%d)", len(declared), max)
+	}
+	timerCtx, cancel := context.WithCancel(context.Background())
+	s.cancelTimers = cancel
+	reg := &nsRegistry{o: o, log: log, root: s.metrics, perKey: o.NamespacePerKeyName, max: max,
+		timerCtx: timerCtx, wg: &s.wg, byName: map[string]*namespace{},
+		// Data-plane receives waiting for a message end when the HTTP
+		// server shuts down, rather than holding its Shutdown for their
+		// timeout.
+		onAdmin: func(adm *admin.Handler) { s.httpSrv.RegisterOnShutdown(adm.StopWaiting) }}
+	reg.labelled = o.NamespacePerKeyName || len(declared) > 1
+	s.ns = reg
+	defName := ""
+	var defEntities *config.Namespace
+	if len(declared) > 0 {
+		defName, defEntities = declared[0].Name, &declared[0]
+	}
+	reg.template = defEntities
+	def, err := reg.openDeclared(ctx, defEntities, o.DataDir)
+	if err != nil {
 		return err
 	}
-	var err error
-	var tier *broker.Tier
-	if o.Tier != "" {
-		if tier, err = broker.TierProfile(o.Tier); err != nil {
-			return err
+	reg.add(def)
+	for i := 1; i < len(declared); i++ {
+		d := &declared[i]
+		dir := ""
+		if !o.Memory {
+			dir = filepath.Join(o.DataDir, "namespaces", strings.ToLower(d.Name))
 		}
+		n, err := reg.openDeclared(ctx, d, dir)
+		if err != nil {
+			return fmt.Errorf("namespace %s: %w", d.Name, err)
+		}
+		reg.add(n)
 	}
-	brokerStore := s.store
-	if o.Faults {
-		s.faults = faults.New(o.Clock, log.With("component", "faults"), s.metrics)
-		brokerStore = faults.WrapStore(s.store, s.faults)
+	if len(declared) > 1 || o.NamespacePerKeyName {
+		log.Info("serving several namespaces", "namespaces", len(declared), "perKeyName", o.NamespacePerKeyName, "max", max)
+	}
+	logAuth(o, def.auth, log)
+	s.store, s.broker, s.faults, s.testClk = def.store, def.broker, def.faults, def.testClk
+	if s.faults != nil {
 		log.Warn("fault injection is on (--faults): clients with Manage rights can make this broker fail on purpose; never use it in production")
 		s.health.faults.Store(true)
 	}
-	// With --test-clock only the broker core runs on the test clock:
-	// token expiry, fault rules and the console keep the wall clock, as
-	// the clients' own timers do.
-	brokerClock := o.Clock
-	if o.TestClock {
-		s.testClk = clock.NewTest(o.Clock)
-		brokerClock = s.testClk
+	if s.testClk != nil {
 		log.Warn("the test clock is on (--test-clock): clients with Manage rights can move this broker's time forward, expiring messages and locks; never use it in production")
 		s.health.testClock.Store(s.testClk)
 	}
-	s.broker, err = broker.Open(broker.Options{Store: brokerStore, Clock: brokerClock, Logger: log.With("component", "broker"), Observer: s.metrics, Tier: tier})
-	if err != nil {
-		return fmt.Errorf("recover broker state: %w", err)
-	}
-	s.metrics.Watch(s.broker, s.store)
-	if s.testClk != nil {
-		// The timer loop sleeps until the next deadline by the test
-		// clock: every move wakes it to re-read the time.
-		s.testClk.OnMove(s.broker.Wake)
-	}
-	if s.faults != nil {
-		s.faults.SetResolver(s.broker.EntityStoreID)
-	}
-	if entities != nil {
-		created, updated, err := applyEntities(s.broker, entities)
-		if err != nil {
-			return err
-		}
-		log.Info("declared entities from config", "created", created, "updated", updated)
-	}
-	adm, err := admin.New(admin.Options{Broker: s.broker, Auth: authn, Clock: o.Clock, Logger: log.With("component", "admin"), Observer: s.metrics, Faults: s.faults, TestClock: s.testClk})
-	if err != nil {
-		return err
-	}
-	s.admin.set(adm)
-	// Data-plane receives waiting for a message end when the HTTP server
-	// shuts down, rather than holding its Shutdown for their timeout.
-	s.httpSrv.RegisterOnShutdown(adm.StopWaiting)
+	s.admin.set(reg.nsHandler(func(n *namespace) http.Handler { return n.admin }))
 	if o.MetricsOpen {
 		s.metricH.set(s.metrics.Handler())
 	} else {
-		s.metricH.set(adm.Protect(s.metrics.Handler()))
+		s.metricH.set(reg.nsHandler(func(n *namespace) http.Handler { return n.admin.Protect(s.metrics.Handler()) }))
 	}
-	if s.consoleC, err = console.New(console.Options{Broker: s.broker, Auth: authn, Clock: o.Clock,
-		AutoSignIn: consoleAutoSignIn(authn, s.httpLn.Addr()), Totals: consoleTotals(s.metrics),
+	label := ""
+	if reg.labelled {
+		label = nsLabel(defName)
+	}
+	if s.consoleC, err = console.New(console.Options{Broker: s.broker, Auth: def.auth, Clock: o.Clock,
+		AutoSignIn: consoleAutoSignIn(def.auth, s.httpLn.Addr()), Totals: consoleTotals(s.metrics, label),
 		Logger: log.With("component", "console")}); err != nil {
 		return err
 	}
@@ -324,25 +328,17 @@ func (s *Server) openCore(ctx context.Context, o Options, entities *config.Emula
 	if s.tracing != nil {
 		log.Info("exporting traces over OTLP/HTTP")
 	}
-
-	timerCtx, cancel := context.WithCancel(context.Background())
-	s.cancelTimers = cancel
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		_ = s.broker.Run(timerCtx)
-	}()
 	return nil
 }
 
 // startAMQP opens the AMQP listener, and the AMQPS one if set, and lets
 // the HTTP listeners upgrade to AMQP over WebSockets.
-func (s *Server) startAMQP(o Options, authn *auth.Authenticator, tlsCfg *tls.Config) error {
+func (s *Server) startAMQP(o Options, tlsCfg *tls.Config) error {
 	var err error
 	if s.amqpLn, err = net.Listen("tcp", o.AMQPAddr); err != nil {
 		return fmt.Errorf("amqp listener: %w", err)
 	}
-	if s.amqp, err = newAMQPServer(s.broker, authn, s.metrics, s.tracing.Tracer(), s.faults, o, s.log); err != nil {
+	if s.amqp, err = newAMQPServer(s.ns, s.tracing.Tracer(), o, s.log); err != nil {
 		return err
 	}
 	s.goServe("amqp", func() error { return s.amqp.Serve(s.amqpLn) })
@@ -488,6 +484,9 @@ func (s *Server) close(ctx context.Context) error {
 	if s.consoleC != nil {
 		s.consoleC.Close() // its bulk jobs stop between two atomic steps
 	}
+	if s.ns != nil {
+		s.ns.shut() // no namespace opens from now on
+	}
 	if s.cancelTimers != nil {
 		s.cancelTimers()
 	}
@@ -498,11 +497,8 @@ func (s *Server) close(ctx context.Context) error {
 	case <-ctx.Done():
 		errs = append(errs, fmt.Errorf("waiting for server goroutines: %w", ctx.Err()))
 	}
-	if s.broker != nil {
-		errs = append(errs, s.broker.Close())
-	}
-	if s.store != nil {
-		errs = append(errs, s.store.Close())
+	if s.ns != nil {
+		errs = append(errs, s.ns.close())
 	}
 	// Last, so that the spans of the work above are exported.
 	errs = append(errs, s.tracing.Shutdown(ctx))

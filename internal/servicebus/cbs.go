@@ -38,8 +38,15 @@ func (c *conn) cbsRequest(req *frames.Message) *response {
 	default:
 		return failed(c.fail("put-token", audience, unauthorized("The put-token request's token is a %T, not a string.", token)))
 	}
-	g, err := c.h.auth.Authenticate(c.ctx, auth.Presented{Token: tok, Type: appProp(req, "type"), Audience: audience, Host: c.c.Hostname()})
+	ns, host, err := c.tokenNamespace(audience, tok, appProp(req, "type")) // namespace.go
 	if err != nil {
+		return failed(c.fail("put-token", audience, err))
+	}
+	g, err := ns.Auth.Authenticate(c.ctx, auth.Presented{Token: tok, Type: appProp(req, "type"), Audience: audience, Host: host})
+	if err != nil {
+		return failed(c.fail("put-token", audience, err))
+	}
+	if err := c.setNamespace(ns); err != nil {
 		return failed(c.fail("put-token", audience, err))
 	}
 	if g.Audience != "" {
@@ -110,7 +117,7 @@ type guardedLink struct {
 // with the first one. Without authentication (AllowAnyKey) nothing is
 // recorded.
 func (c *conn) guard(l *amqp.Link, gone <-chan struct{}, path string, want auth.Rights) {
-	if c.h.auth.AllowAnyKey() {
+	if c.ns().Auth.AllowAnyKey() {
 		return
 	}
 	c.mu.Lock()

@@ -31,7 +31,7 @@ type entityRef struct {
 // An address whose names no entity can have (names.CheckExisting: "a b",
 // "q//x") is not found either, with the reason appended.
 func (c *conn) checkEntity(a address) (entityRef, error) {
-	typ, p, err := c.h.broker.Resolve(a.path())
+	typ, p, err := c.ns().Broker.Resolve(a.path())
 	switch broker.KindOf(err) {
 	case broker.KindNotFound:
 		return entityRef{}, notFound(c.entityURI(a.String()))
@@ -52,11 +52,11 @@ func (c *conn) sendTarget(a address, ref entityRef) (name string, maxSize uint64
 	switch ref.typ {
 	case broker.EntityQueue:
 		var qi broker.QueueInfo
-		qi, err = c.h.broker.GetQueue(ref.path.Entity)
+		qi, err = c.ns().Broker.GetQueue(ref.path.Entity)
 		name, kb = qi.Name, qi.Properties.MaxMessageSizeInKilobytes
 	case broker.EntityTopic:
 		var ti broker.TopicInfo
-		ti, err = c.h.broker.GetTopic(ref.path.Entity)
+		ti, err = c.ns().Broker.GetTopic(ref.path.Entity)
 		name, kb = ti.Name, ti.Properties.MaxMessageSizeInKilobytes
 	case broker.EntitySubscription:
 		err = &broker.Error{Kind: broker.KindNotAllowed,

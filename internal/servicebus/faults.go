@@ -32,10 +32,10 @@ import (
 
 // inject returns the fault to inject into p, nil for none.
 func (c *conn) inject(p faults.Point) *faults.Fault {
-	if !c.h.faults.Armed(p.Op) {
+	if !c.ns().Faults.Armed(p.Op) {
 		return nil
 	}
-	return c.h.faults.Take(p)
+	return c.ns().Faults.Take(p)
 }
 
 // faultError is f as the AMQP error a detach or close carries (logged

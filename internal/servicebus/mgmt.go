@@ -127,7 +127,7 @@ func (c *conn) runManagement(req *frames.Message, node address, opName, path str
 			// The locks are gone for real, as if they had expired.
 			toks, _ := b.uuids("lock-tokens")
 			for _, t := range toks {
-				_ = c.h.broker.Abandon(context.WithoutCancel(ctx), path, t, nil)
+				_ = c.ns().Broker.Abandon(context.WithoutCancel(ctx), path, t, nil)
 			}
 			return failed(c.fail(opName, path, f.Err()))
 		case faults.DropFrame:
@@ -183,7 +183,7 @@ func (c *conn) renewLock(ctx context.Context, path string, b body) (*response, e
 	if err != nil {
 		return nil, err
 	}
-	exps, err := c.h.broker.RenewLock(ctx, path, toks)
+	exps, err := c.ns().Broker.RenewLock(ctx, path, toks)
 	if err != nil {
 		return nil, err
 	}
@@ -221,9 +221,9 @@ func (c *conn) peek(ctx context.Context, path string, b body) (*response, error)
 	}
 	var ds []*broker.Delivery
 	if holder != nil || sid != "" {
-		ds, err = c.h.broker.PeekSession(ctx, path, sid, from, int(min(count, 1<<20)))
+		ds, err = c.ns().Broker.PeekSession(ctx, path, sid, from, int(min(count, 1<<20)))
 	} else {
-		ds, err = c.h.broker.Peek(ctx, path, from, int(min(count, 1<<20)))
+		ds, err = c.ns().Broker.Peek(ctx, path, from, int(min(count, 1<<20)))
 	}
 	if err != nil {
 		return nil, err
@@ -280,9 +280,9 @@ func (c *conn) receiveBySequence(ctx context.Context, path string, b body) (*res
 	case holder != nil:
 		ds, err = holder.ReceiveDeferred(ctx, seqs, mode)
 	case sid != "":
-		ds, err = c.h.broker.ReceiveDeferredInSession(ctx, path, sid, seqs, mode)
+		ds, err = c.ns().Broker.ReceiveDeferredInSession(ctx, path, sid, seqs, mode)
 	default:
-		ds, err = c.h.broker.ReceiveDeferred(ctx, path, seqs, mode)
+		ds, err = c.ns().Broker.ReceiveDeferred(ctx, path, seqs, mode)
 	}
 	if err != nil {
 		return nil, err
@@ -334,7 +334,7 @@ func (c *conn) updateDisposition(ctx context.Context, path string, b body) (*res
 		return c.txnUpdateDisposition(id, path, status, toks, reason, desc, props)
 	}
 	var settle func(uuid.UUID) error
-	br := c.h.broker
+	br := c.ns().Broker
 	switch status {
 	case "completed":
 		settle = func(t uuid.UUID) error { return br.Complete(ctx, path, t) }
@@ -385,7 +385,7 @@ func (c *conn) schedule(ctx context.Context, path string, b body) (*response, er
 	if id := txnFrom(ctx); id != nil {
 		return c.txnSchedule(id, path, msgs, sizes)
 	}
-	seqs, err := c.h.broker.Schedule(ctx, path, msgs, time.Time{})
+	seqs, err := c.ns().Broker.Schedule(ctx, path, msgs, time.Time{})
 	if err != nil {
 		return nil, err
 	}
@@ -401,7 +401,7 @@ func (c *conn) cancelScheduled(ctx context.Context, path string, b body) (*respo
 	if id := txnFrom(ctx); id != nil {
 		return c.txnCancel(id, path, seqs)
 	}
-	if err := c.h.broker.CancelScheduled(ctx, path, seqs); err != nil {
+	if err := c.ns().Broker.CancelScheduled(ctx, path, seqs); err != nil {
 		return nil, err
 	}
 	return ok(nil), nil
@@ -429,7 +429,7 @@ func (c *conn) batchDelete(ctx context.Context, path string, b body) (*response,
 		return nil, err
 	}
 	if !given {
-		before = c.h.broker.Now() // the broker's clock, which may be a test clock
+		before = c.ns().Broker.Now() // the broker's clock, which may be a test clock
 	}
 	holder, sid, err := c.sessionOf(ctx, path, b)
 	if err != nil {
@@ -437,9 +437,9 @@ func (c *conn) batchDelete(ctx context.Context, path string, b body) (*response,
 	}
 	var n int
 	if holder != nil || sid != "" {
-		n, err = c.h.broker.DeleteSessionMessages(ctx, path, sid, int(count), before)
+		n, err = c.ns().Broker.DeleteSessionMessages(ctx, path, sid, int(count), before)
 	} else {
-		n, err = c.h.broker.DeleteMessages(ctx, path, int(count), before)
+		n, err = c.ns().Broker.DeleteMessages(ctx, path, int(count), before)
 	}
 	if err != nil {
 		return nil, err

@@ -108,7 +108,7 @@ func (c *conn) attachReceiver(l *amqp.OutgoingLink, a address) error {
 	} else if isSession {
 		return c.attachSessionReceiver(l, a, f, mode) // session.go
 	}
-	r, err := c.h.broker.OpenReceiver(a.path(), mode)
+	r, err := c.ns().Broker.OpenReceiver(a.path(), mode)
 	if err != nil {
 		if broker.KindOf(err) == broker.KindNotFound {
 			err = notFound(c.entityURI(a.path()))
@@ -155,7 +155,7 @@ func (c *conn) newReceiverLink(l *amqp.OutgoingLink, path string, mode broker.Re
 		rl.out = make(map[uuid.UUID]sentRef)
 		rl.outSeq = make(map[int64]uuid.UUID)
 	}
-	rl.settler = c.h.broker.NewSettler(path)
+	rl.settler = c.ns().Broker.NewSettler(path)
 	return rl
 }
 
@@ -245,7 +245,7 @@ func (rl *receiverLink) pump() {
 // gone; messages that could not be sent are released (peek-lock).
 func (rl *receiverLink) send(ds []*broker.Delivery) bool {
 	for i, d := range ds {
-		if rl.c.h.faults.Armed(faults.OpReceive) && rl.peekLock {
+		if rl.c.ns().Faults.Armed(faults.OpReceive) && rl.peekLock {
 			if f := rl.c.inject(faults.Point{Op: faults.OpReceive, Entity: rl.path, Link: rl.l.Name(), Props: propsOf([]*message.Message{d.Message})}); f != nil {
 				switch f.Kind {
 				case faults.DropFrame:
@@ -305,7 +305,7 @@ func (rl *receiverLink) unsent(ds []*broker.Delivery) {
 				"entity", rl.path, "seq", d.SequenceNumber)
 			continue
 		}
-		if err := rl.c.h.broker.Release(rl.c.ctx, rl.path, d.LockToken); err != nil && broker.KindOf(err) != broker.KindLockLost && broker.KindOf(err) != broker.KindSessionLockLost {
+		if err := rl.c.ns().Broker.Release(rl.c.ctx, rl.path, d.LockToken); err != nil && broker.KindOf(err) != broker.KindLockLost && broker.KindOf(err) != broker.KindSessionLockLost {
 			rl.c.log.Warn("releasing unsent message failed; it is redelivered when its lock expires", "entity", rl.path, "seq", d.SequenceNumber, "err", err)
 		}
 	}
@@ -372,7 +372,7 @@ func (rl *receiverLink) onDetach(err error, unsent []*amqp.OutgoingDelivery) {
 		for _, t := range toks {
 			// The connection may be going: release with a context that
 			// outlives it, so the messages come back at once.
-			_ = c.h.broker.Release(context.WithoutCancel(c.ctx), rl.path, t)
+			_ = c.ns().Broker.Release(context.WithoutCancel(c.ctx), rl.path, t)
 		}
 	})
 }
@@ -417,7 +417,7 @@ func (rl *receiverLink) onDisposition(d *amqp.OutgoingDelivery, state frames.Del
 			ticket := rl.c.settles.begin()
 			if !rl.c.spawn(func() {
 				defer rl.c.settles.end(ticket)
-				_ = rl.c.h.broker.Abandon(context.WithoutCancel(rl.c.ctx), rl.path, uuid.UUID(tok), nil)
+				_ = rl.c.ns().Broker.Abandon(context.WithoutCancel(rl.c.ctx), rl.path, uuid.UUID(tok), nil)
 				d.Settle(&frames.Rejected{Error: rl.c.fail("settle", rl.path, f.Err()).amqpError()})
 			}) {
 				rl.c.settles.end(ticket)
@@ -509,7 +509,7 @@ func (rl *receiverLink) room() int {
 // there is then. It runs at most
 // once per sweepInterval of the broker's clock.
 func (rl *receiverLink) sweep() int {
-	b := rl.c.h.broker
+	b := rl.c.ns().Broker
 	rl.outMu.Lock()
 	now := b.Now()
 	if !rl.lastSweep.IsZero() && now.Sub(rl.lastSweep) < sweepInterval {
@@ -655,7 +655,7 @@ func (rl *receiverLink) settleCompletes() {
 func (c *conn) settle(path string, tok uuid.UUID, state frames.DeliveryState) (_ frames.DeliveryState, err error) {
 	span := c.h.traceSettle(path, outcomeName(state), 1)
 	defer func() { endSpan(span, err) }()
-	b := c.h.broker
+	b := c.ns().Broker
 	switch s := state.(type) {
 	case *frames.Accepted:
 		return &frames.Accepted{}, b.Complete(c.ctx, path, tok)

@@ -88,7 +88,7 @@ func (c *conn) addRule(_ context.Context, path string, b body) (*response, error
 	if err != nil {
 		return nil, err
 	}
-	if _, err := c.h.broker.CreateRule(topic, sub, r); err != nil {
+	if _, err := c.ns().Broker.CreateRule(topic, sub, r); err != nil {
 		return nil, c.ruleError(path, name, err)
 	}
 	return ok(nil), nil
@@ -174,7 +174,7 @@ func (c *conn) removeRule(_ context.Context, path string, b body) (*response, er
 	if name == "" {
 		return nil, badRequest("The request field 'rule-name' is missing.")
 	}
-	if err := c.h.broker.DeleteRule(topic, sub, name); err != nil {
+	if err := c.ns().Broker.DeleteRule(topic, sub, name); err != nil {
 		return nil, c.ruleError(path, name, err)
 	}
 	return ok(nil), nil
@@ -204,7 +204,7 @@ func (c *conn) enumerateRules(_ context.Context, path string, b body) (*response
 		return nil, badRequest("The request field 'skip' must not be negative, not %d.", skip)
 	}
 	const maxInt32 = 1<<31 - 1
-	rules, err := c.h.broker.ListRules(topic, sub, int(min(skip, maxInt32)), int(min(top, maxInt32)))
+	rules, err := c.ns().Broker.ListRules(topic, sub, int(min(skip, maxInt32)), int(min(top, maxInt32)))
 	if err != nil {
 		return nil, c.ruleError(path, "", err)
 	}
@@ -269,7 +269,7 @@ func (c *conn) ruleError(path, rule string, err error) error {
 	if broker.KindOf(err) != broker.KindNotFound {
 		return err
 	}
-	if typ, _, rerr := c.h.broker.Resolve(path); rule == "" || rerr != nil || typ != broker.EntitySubscription {
+	if typ, _, rerr := c.ns().Broker.Resolve(path); rule == "" || rerr != nil || typ != broker.EntitySubscription {
 		return notFound(c.entityURI(path))
 	}
 	return notFound(c.entityURI(path + "/Rules/" + rule))

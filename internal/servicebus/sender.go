@@ -84,7 +84,7 @@ func (c *conn) attachSender(l *amqp.IncomingLink, a address) error {
 		return c.refuse("attach", a.path(), err)
 	}
 	s := &senderLink{c: c, l: l, path: name, via: via, wake: make(chan struct{}, 1), done: make(chan struct{})}
-	s.snd = c.h.broker.NewSender(name)
+	s.snd = c.ns().Broker.NewSender(name)
 	// §0.2, §3.4: a non-zero max-message-size, the entity's limit; the
 	// endpoint rejects larger transfers with message-size-exceeded.
 	l.Reply.MaxMessageSize = maxSize

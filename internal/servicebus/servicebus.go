@@ -38,6 +38,11 @@
 //     transactional-state, send-via links (txn.go,
 //     docs/wire/transactions.md).
 //
+// namespace.go chooses the namespace a connection works in when the
+// Handler serves several (Config.Namespaces): by the host name it
+// connected to, else its first token's audience or key name; each
+// namespace has its own broker, authenticator, observer and faults.
+//
 // faults.go applies injected faults (Config.Faults, package faults) at
 // attach, send, delivery, settlement and management requests.
 //
@@ -77,6 +82,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -123,21 +129,23 @@ type Config struct {
 	MaxUnsettledPerLink int
 	// Faults are the fault rules to apply (faults.go); nil injects none.
 	Faults *faults.Set
+	// Namespaces, when set, lets connections work in other namespaces
+	// than the default one Broker, Auth, Observer and Faults make
+	// (namespace.go); nil serves the default namespace only.
+	Namespaces Namespaces
 }
 
 // Handler is the Service Bus handler for an amqp.Server.
 type Handler struct {
-	broker     *broker.Broker
-	auth       *auth.Authenticator
+	def        *Namespace // the default namespace
+	nss        Namespaces // nil: the default namespace only
 	clock      clock.Clock
 	log        *slog.Logger
 	namespace  string
 	tokenCheck time.Duration
-	obs        Observer
 	tracer     trace.Tracer // nil: tracing off
 
 	maxUnsettled int
-	faults       *faults.Set // nil: no fault injection
 }
 
 var _ amqp.Handler = (*Handler)(nil)
@@ -150,10 +158,8 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Auth == nil {
 		return nil, errors.New("servicebus: Config.Auth is required")
 	}
-	h := &Handler{broker: cfg.Broker, auth: cfg.Auth, clock: cfg.Clock, log: cfg.Logger, namespace: cfg.Namespace, tokenCheck: cfg.TokenCheckInterval, obs: cfg.Observer, tracer: cfg.Tracer}
-	if h.obs == nil {
-		h.obs = noObserver{}
-	}
+	h := &Handler{clock: cfg.Clock, log: cfg.Logger, namespace: cfg.Namespace, tokenCheck: cfg.TokenCheckInterval, tracer: cfg.Tracer, nss: cfg.Namespaces}
+	h.def = &Namespace{Broker: cfg.Broker, Auth: cfg.Auth, Observer: cfg.Observer, Faults: cfg.Faults}
 	if h.tokenCheck <= 0 {
 		h.tokenCheck = time.Second
 	}
@@ -166,7 +172,6 @@ func New(cfg Config) (*Handler, error) {
 	if h.namespace == "" {
 		h.namespace = "busbar"
 	}
-	h.faults = cfg.Faults
 	h.maxUnsettled = cfg.MaxUnsettledPerLink
 	if h.maxUnsettled <= 0 {
 		h.maxUnsettled = DefaultMaxUnsettledPerLink
@@ -186,11 +191,11 @@ func (h *Handler) Connect(c *amqp.Conn) (amqp.ConnHandler, error) {
 		host:   hostOnly(c.Hostname()),
 	}
 	cn.replies = make(map[*amqp.OutgoingLink]*replyLink)
-	h.obs.ConnectionOpened()
+	cn.startNamespace() // namespace.go
 	// A delivery forgotten because its lock is gone (receiver.go) may
 	// still be disposed of by the client: its lock is lost.
 	c.AnswerUnknownDispositions(func() frames.DeliveryState { return cn.lost("", errLockGone) })
-	if h.auth.AllowAnyKey() {
+	if h.def.Auth.AllowAnyKey() {
 		// Nothing to authenticate: links work without a token, so the
 		// connection must not wait for one (amqp.Config.AuthTimeout).
 		c.Authenticated()
@@ -246,6 +251,13 @@ type conn struct {
 
 	// txns are the connection's open transactions (txn.go).
 	txns txnTable
+
+	// nsp is the namespace the connection works in (namespace.go):
+	// chosen at open by the host name, else at the first token, else
+	// the default one. nsFixed and counted are guarded by mu.
+	nsp     atomic.Pointer[Namespace]
+	nsFixed bool
+	counted bool // the namespace's observer was told of the connection
 }
 
 // spawn runs f on a new goroutine of the connection, unless it is gone.
@@ -271,7 +283,7 @@ func (c *conn) Disconnected(err error) {
 	c.mu.Unlock()
 	c.cancel()
 	c.wg.Wait()
-	c.h.obs.ConnectionClosed()
+	c.endNamespace() // namespace.go
 	c.log.Debug("connection closed", "reason", err)
 }
 
@@ -307,7 +319,7 @@ func (c *conn) addGrant(g auth.Grant) error {
 // right want. With AllowAnyKey nothing is checked, so clients that never
 // put a token (plain AMQP clients) work too.
 func (c *conn) authorize(path string, want auth.Rights) error {
-	if c.h.auth.AllowAnyKey() {
+	if c.ns().Auth.AllowAnyKey() {
 		return nil
 	}
 	c.mu.Lock()
@@ -317,7 +329,7 @@ func (c *conn) authorize(path string, want auth.Rights) error {
 
 // authorizeLocked is authorize with c.mu held.
 func (c *conn) authorizeLocked(path string, want auth.Rights) error {
-	if c.h.auth.AllowAnyKey() {
+	if c.ns().Auth.AllowAnyKey() {
 		return nil
 	}
 	now := c.h.clock.Now()
@@ -353,11 +365,11 @@ func (c *conn) entityURI(path string) string {
 func (c *conn) fail(op, entity string, err error) failure {
 	topic := false
 	if entity != "" {
-		typ, _, rerr := c.h.broker.Resolve(entity)
+		typ, _, rerr := c.ns().Broker.Resolve(entity)
 		topic = rerr == nil && typ == broker.EntityTopic
 	}
 	f := describe(c.log, c.h.clock.Now(), c.h.namespace, op, entity, topic, err)
-	c.h.obs.RequestFailed(entity, string(f.cond), f.status)
+	c.ns().observer().RequestFailed(entity, string(f.cond), f.status)
 	return f
 }
 
@@ -383,6 +395,9 @@ func (c *conn) refuse(op, entity string, err error) error {
 // AttachIncoming handles a client sender link: to $cbs, to a management
 // node or to an entity.
 func (c *conn) AttachIncoming(l *amqp.IncomingLink) error {
+	if !isCBSAddress(l.TargetAddress()) {
+		c.fixNamespace()
+	}
 	if l.PeerAttach().Coordinator != nil {
 		return c.attachCoordinator(l) // txn.go
 	}
@@ -415,6 +430,9 @@ func (c *conn) AttachIncoming(l *amqp.IncomingLink) error {
 // AttachOutgoing handles a client receiver link: a reply link of $cbs or a
 // management node, or a receiver on an entity.
 func (c *conn) AttachOutgoing(l *amqp.OutgoingLink) error {
+	if !isCBSAddress(l.SourceAddress()) {
+		c.fixNamespace()
+	}
 	a, err := parseAddress(l.SourceAddress())
 	if err != nil {
 		return c.refuse("attach", "", badRequest("The source address %q of link '%s' names no entity.", l.SourceAddress(), l.Name()))

@@ -142,7 +142,7 @@ func (c *conn) attachSessionReceiver(l *amqp.OutgoingLink, a address, f sessionF
 	path := a.path()
 	rl := c.newReceiverLink(l, path, mode)
 	if !f.next {
-		r, err := c.h.broker.AcceptSession(path, f.id, mode)
+		r, err := c.ns().Broker.AcceptSession(path, f.id, mode)
 		if err != nil {
 			if broker.KindOf(err) == broker.KindNotFound {
 				err = notFound(c.entityURI(path))
@@ -166,7 +166,7 @@ func (c *conn) attachSessionReceiver(l *amqp.OutgoingLink, a address, f sessionF
 	}
 	ok := c.spawn(func() {
 		defer cancel()
-		r, err := c.h.broker.AcceptNextSession(ctx, path, mode)
+		r, err := c.ns().Broker.AcceptNextSession(ctx, path, mode)
 		if err != nil {
 			switch {
 			case errors.Is(err, context.DeadlineExceeded):
@@ -286,7 +286,7 @@ func (c *conn) renewSessionLock(ctx context.Context, path string, b body) (*resp
 	case holder != nil:
 		until, err = holder.RenewSessionLock(ctx)
 	case id != "":
-		until, err = c.h.broker.RenewSessionLock(ctx, path, id)
+		until, err = c.ns().Broker.RenewSessionLock(ctx, path, id)
 	default:
 		return nil, needSession(opRenewSessionLock)
 	}
@@ -309,7 +309,7 @@ func (c *conn) getSessionState(ctx context.Context, path string, b body) (*respo
 	case holder != nil:
 		state, err = holder.SessionState(ctx)
 	case id != "":
-		state, err = c.h.broker.GetSessionState(ctx, path, id)
+		state, err = c.ns().Broker.GetSessionState(ctx, path, id)
 	default:
 		return nil, needSession(opGetSessionState)
 	}
@@ -349,7 +349,7 @@ func (c *conn) setSessionState(ctx context.Context, path string, b body) (*respo
 	case holder != nil:
 		err = holder.SetSessionState(ctx, state)
 	case id != "":
-		err = c.h.broker.SetSessionState(ctx, path, id, state)
+		err = c.ns().Broker.SetSessionState(ctx, path, id, state)
 	default:
 		return nil, needSession(opSetSessionState)
 	}
@@ -378,7 +378,7 @@ func (c *conn) getMessageSessions(ctx context.Context, path string, b body) (*re
 	if err != nil {
 		return nil, err
 	}
-	ids, err := c.h.broker.ListSessions(ctx, path, after, int(max(0, min(skip, 1<<30))), int(max(0, min(top, 1<<30))))
+	ids, err := c.ns().Broker.ListSessions(ctx, path, after, int(max(0, min(skip, 1<<30))), int(max(0, min(top, 1<<30))))
 	if err != nil {
 		return nil, err
 	}

@@ -258,7 +258,7 @@ func (c *conn) discharge(id []byte, fail bool) frames.DeliveryState {
 	case x.failed != nil:
 		err = &txnError{cond: condTxnRollback, msg: "The transaction was rolled back: one of its operations failed: " + clientText(x.failed)}
 	default:
-		if cerr := c.h.broker.CommitTxn(context.WithoutCancel(c.ctx), &broker.Txn{Settlements: x.settles, Sends: x.sends, CancelOn: x.cancelOn, Cancels: x.cancels, States: x.states}); cerr != nil {
+		if cerr := c.ns().Broker.CommitTxn(context.WithoutCancel(c.ctx), &broker.Txn{Settlements: x.settles, Sends: x.sends, CancelOn: x.cancelOn, Cancels: x.cancels, States: x.states}); cerr != nil {
 			err = &txnError{cond: condTxnRollback, msg: "The transaction was rolled back: " + clientText(cerr)}
 		}
 	}
@@ -428,7 +428,7 @@ func (rl *receiverLink) txnSettle(d *amqp.OutgoingDelivery, tok uuid.UUID, ts *f
 // txnRecordSettle records settlement s of a message received from path
 // in transaction id, once its lock is checked.
 func (c *conn) txnRecordSettle(id []byte, path string, s broker.TxnSettlement) error {
-	if errs, err := c.h.broker.CheckLocks(path, []uuid.UUID{s.Token}); err != nil {
+	if errs, err := c.ns().Broker.CheckLocks(path, []uuid.UUID{s.Token}); err != nil {
 		return err
 	} else if errs[0] != nil {
 		return errs[0]
@@ -465,7 +465,7 @@ func (x *txn) receiveOn(recvOn string) error {
 // was. The session's lock and the state's size are checked now, and the
 // lock again at commit.
 func (c *conn) txnSetSessionState(id []byte, path string, holder *broker.Receiver, sid string, state []byte) (*response, error) {
-	if err := c.h.broker.CheckSessionState(path, sid, holder, state); err != nil {
+	if err := c.ns().Broker.CheckSessionState(path, sid, holder, state); err != nil {
 		return nil, err
 	}
 	st := broker.TxnSessionState{Path: path, SessionID: sid, Holder: holder, State: bytes.Clone(state)}
@@ -556,7 +556,7 @@ var txnAtOnce = map[string]bool{
 // queue or topic; on a queue, the one its settlements are on if it has
 // any (a topic's subscription is the same top-level entity as the topic).
 func (c *conn) txnCancel(id []byte, path string, seqs []int64) (*response, error) {
-	_, terr := c.h.broker.GetTopic(path)
+	_, terr := c.ns().Broker.GetTopic(path)
 	topic := terr == nil
 	err := c.txnOp(id, path, 0, func(x *txn) error {
 		if !topic && x.recvOn != "" && !strings.EqualFold(x.recvOn, path) {
@@ -607,7 +607,7 @@ func (c *conn) txnSchedule(id []byte, path string, msgs []*message.Message, size
 	}
 	seqs := make([]int64, len(msgs))
 	if len(msgs) > 0 {
-		res, err := c.h.broker.ReserveSeqs(path, len(msgs))
+		res, err := c.ns().Broker.ReserveSeqs(path, len(msgs))
 		if err != nil {
 			return nil, err
 		}
