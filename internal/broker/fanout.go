@@ -8,6 +8,7 @@ import (
 
 	"github.com/busbarmq/busbar/internal/broker/expiry"
 	"github.com/busbarmq/busbar/internal/filter"
+	"github.com/busbarmq/busbar/internal/history"
 	"github.com/busbarmq/busbar/internal/message"
 	"github.com/busbarmq/busbar/internal/store"
 )
@@ -35,6 +36,12 @@ type plannedCopy struct {
 	r    rec
 	data []byte // own data; nil: the topic's shared data (r has flagShared)
 	sid  string // session id (session-enabled subscriptions only)
+	// For the message history: the topic's sequence number of the
+	// message, its id (histories on only) and a dead-lettered copy's
+	// reason and description.
+	src          int64
+	mid          any
+	reason, desc string
 }
 
 // route evaluates every subscription's rules against one message (m,
@@ -50,6 +57,7 @@ func (f *fanOut) route(m *message.Message, data []byte, seq, enq int64, schedule
 		base.flags |= flagWasScheduled
 	}
 	f.env.Msg = m
+	first := len(f.copies)
 	for i, q := range f.subs.list {
 		rt := q.route.Load()
 		if !rt.accept || len(rt.rules) == 0 {
@@ -114,6 +122,12 @@ func (f *fanOut) route(m *message.Message, data []byte, seq, enq int64, schedule
 		}
 	}
 	f.env.Msg = nil
+	for j := first; j < len(f.copies); j++ {
+		f.copies[j].src = seq
+		if f.t.b.hist != nil {
+			f.copies[j].mid = m.MessageID
+		}
+	}
 	return refs
 }
 
@@ -145,7 +159,7 @@ func (f *fanOut) planDeadLetter(i int, base rec, seq, ttl int64, m *message.Mess
 	}
 	r := base
 	r.seq, r.ttl, r.size = seq, ttl, int32(len(own))
-	f.copies = append(f.copies, plannedCopy{sub: i, dlq: true, r: r, data: own})
+	f.copies = append(f.copies, plannedCopy{sub: i, dlq: true, r: r, data: own, reason: reason, desc: desc})
 }
 
 // finish gives the extra copies their sequence numbers (allocated from
@@ -309,6 +323,10 @@ func (t *topic) enqueue(ctx context.Context, pend []pendingMsg, total, now int64
 
 	// Phase 3.
 	gone := t.publishSend(&s, pend, total, cerr)
+	if cerr == nil && t.b.hist != nil {
+		t.b.recordSends(ctx, t.name, pend, now, fw, false)
+		f.recordRoutes(now, false)
+	}
 	t.fanout.RUnlock()
 	t.inflight.Done()
 	return s.answer(ctx, t.name, s.seqs, cerr, gone)
@@ -552,6 +570,9 @@ func (t *topic) fanOutScheduled(due []rec, ops []store.Op, garbage []int64, now 
 	t.mu.Unlock()
 	if cerr == nil {
 		publishCopies(per)
+		if t.b.hist != nil {
+			f.recordRoutes(now, false)
+		}
 	}
 }
 
@@ -606,6 +627,9 @@ func (t *topic) cancelScheduled(seqs []int64, now int64) error {
 		t.mu.scheduled--
 		t.size.Add(-int64(r.size))
 		t.mu.idx.remove(seq)
+		if t.b.hist != nil {
+			t.b.hist.Record(t.name, seq, "", history.Event{At: now, Kind: history.Cancelled, Gone: true})
+		}
 	}
 	t.rearmLocked()
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/busbarmq/busbar/internal/history"
 	"github.com/busbarmq/busbar/internal/message"
 	"github.com/busbarmq/busbar/internal/store"
 )
@@ -71,7 +72,9 @@ func (b *Broker) CancelScheduled(ctx context.Context, path string, seqs []int64)
 		if r == nil || r.busy() || r.state != StateScheduled {
 			continue
 		}
-		ts = append(ts, removeTransitionLocked(SubQueueMain, r))
+		t := removeTransitionLocked(SubQueueMain, r)
+		t.why = history.Cancelled
+		ts = append(ts, t)
 	}
 	if len(ts) == 0 {
 		q.mu.Unlock()
@@ -263,6 +266,9 @@ func (q *entity) enqueue(ctx context.Context, pend []pendingMsg, total, now int6
 
 	// Phase 3: publish.
 	gone := q.publishSend(&s, pend, cerr)
+	if cerr == nil && q.b.hist != nil {
+		q.b.recordSends(ctx, q.name, pend, now, fw, false)
+	}
 	q.inflight.Done()
 	return s.answer(ctx, q.name, s.seqs, cerr, gone)
 }

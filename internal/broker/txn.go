@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/busbarmq/busbar/internal/history"
 	"github.com/busbarmq/busbar/internal/message"
 	"github.com/busbarmq/busbar/internal/store"
 )
@@ -447,6 +448,10 @@ func (d *txnDest) finish(ctx context.Context, cerr error) error {
 	d.plan = false
 	if t := d.t; t != nil {
 		gone := t.publishSend(&d.ts, d.pend, d.total, cerr)
+		if cerr == nil && t.b.hist != nil {
+			t.b.recordSends(ctx, t.name, d.pend, t.b.now(), nil, true)
+			d.f.recordRoutes(t.b.now(), true)
+		}
 		t.fanout.RUnlock()
 		t.inflight.Done()
 		_, err := d.ts.answer(ctx, t.name, d.ts.seqs, cerr, gone)
@@ -454,6 +459,9 @@ func (d *txnDest) finish(ctx context.Context, cerr error) error {
 	}
 	q := d.q
 	gone := q.publishSend(&d.qs, d.pend, cerr)
+	if cerr == nil && q.b.hist != nil {
+		q.b.recordSends(ctx, q.name, d.pend, q.b.now(), nil, true)
+	}
 	q.inflight.Done()
 	_, err := d.qs.answer(ctx, q.name, d.qs.seqs, cerr, gone)
 	return err
@@ -509,6 +517,7 @@ func (q *entity) planTxnLocked(ss []TxnSettlement, subs []SubQueue, cancels []in
 		case TxnComplete:
 			q.unlockRecLocked(sub, r)
 			t = removeTransitionLocked(sub, r)
+			t.why = history.Completed
 		case TxnAbandon:
 			if sub != SubQueueMain && s.Props == nil {
 				// Nothing durable changes (a dead-letter queue's count is
@@ -516,12 +525,14 @@ func (q *entity) planTxnLocked(ss []TxnSettlement, subs []SubQueue, cancels []in
 				// unchanged record, made available when applied.
 				q.unlockRecLocked(sub, r)
 				t = updateTransitionLocked(sub, sub, r, *r, nil)
+				t.why = history.Abandoned
 				break
 			}
 			var ok bool
 			if t, ok = q.lockEndLocked(sub, r, now, s.Props, true); !ok {
 				continue // (not reached: the main queue's count rises)
 			}
+			t.why = history.Abandoned
 		case TxnDeadLetter:
 			q.unlockRecLocked(sub, r)
 			t = deadLetterTransitionLocked(r, s.Reason, s.Desc, s.Props)
@@ -530,8 +541,10 @@ func (q *entity) planTxnLocked(ss []TxnSettlement, subs []SubQueue, cancels []in
 			next := *r
 			next.state = StateDeferred
 			t = updateTransitionLocked(sub, sub, r, next, s.Props)
+			t.why = history.Deferred
 		}
 		t.relock, t.relockUntil, t.relockHolder = s.Token, until, holder // a failed commit keeps the lock
+		t.txn = true
 		ts = append(ts, t)
 	}
 	for _, seq := range cancels { // as CancelScheduled
@@ -539,7 +552,9 @@ func (q *entity) planTxnLocked(ss []TxnSettlement, subs []SubQueue, cancels []in
 		if r == nil || r.busy() || r.state != StateScheduled {
 			continue
 		}
-		ts = append(ts, removeTransitionLocked(SubQueueMain, r))
+		t := removeTransitionLocked(SubQueueMain, r)
+		t.why, t.txn = history.Cancelled, true
+		ts = append(ts, t)
 	}
 	return ts, nil
 }
