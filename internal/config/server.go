@@ -90,6 +90,17 @@ type Server struct {
 	// (/$time, busbar time) moves forward: for tests only, never in
 	// production.
 	TestClock bool
+
+	// Message histories (/$history): History is "off", "sampled" (the
+	// messages whose sequence number is a multiple of HistorySampleEvery)
+	// or "on"; each entity keeps at most HistoryMessages messages, each
+	// for HistoryWindow after its last event, all within
+	// HistoryMaxBytes.
+	History            string
+	HistorySampleEvery int
+	HistoryMessages    int
+	HistoryWindow      time.Duration
+	HistoryMaxBytes    int64
 }
 
 // DefaultHTTPAddr is the HTTP listen address when none is set; busbar
@@ -217,6 +228,16 @@ var serverSettings = []Setting{
 		ParseMinFreeDisk, func(s *Server) (*int64, *float64) { return &s.MinFreeBytes, &s.MinFreePercent }),
 	setting("tier", "BUSBAR_TIER", "", "enforce a Service Bus tier's limits and report its MessagingSKU: basic, standard or premium; empty: Standard's features without its quotas (messages up to 100 MB per entity, any number of entities)",
 		lower, func(s *Server) *string { return &s.Tier }),
+	setting("history", "BUSBAR_HISTORY", "off", "keep message histories (/$history, busbar history): off, sampled (1 message in --history-sample-every, by sequence number) or on",
+		historyMode, func(s *Server) *string { return &s.History }),
+	setting("history-sample-every", "BUSBAR_HISTORY_SAMPLE_EVERY", "100", "with --history sampled, keep the history of the messages whose sequence number is a multiple of this",
+		positive, func(s *Server) *int { return &s.HistorySampleEvery }),
+	setting("history-messages", "BUSBAR_HISTORY_MESSAGES", "1000", "most messages whose history each queue, topic and subscription keeps (the least recently active go first)",
+		positive, func(s *Server) *int { return &s.HistoryMessages }),
+	setting("history-window", "BUSBAR_HISTORY_WINDOW", "1h0m0s", "how long a message's history is kept after its last event (broker clock)",
+		positiveDuration, func(s *Server) *time.Duration { return &s.HistoryWindow }),
+	setting("history-max-bytes", "BUSBAR_HISTORY_MAX_BYTES", "64MiB", "memory all message histories together may take, at least 1MiB (the least recently active messages go first)",
+		historySize, func(s *Server) *int64 { return &s.HistoryMaxBytes }),
 	setting("pprof", "BUSBAR_PPROF", "", "serve Go runtime profiles (/debug/pprof/) on this address (host:port, unauthenticated: keep it on loopback); off when empty",
 		text, func(s *Server) *string { return &s.PprofAddr }),
 }
@@ -282,6 +303,44 @@ func timeout(v string) (time.Duration, error) {
 		return 0, fmt.Errorf("%q is not a duration ≥ 0 (such as 60s or 1m)", v)
 	}
 	return d, nil
+}
+
+// historyMode is off, sampled or on.
+func historyMode(v string) (string, error) {
+	m, _ := lower(v)
+	switch m {
+	case "off", "sampled", "on":
+		return m, nil
+	}
+	return "", fmt.Errorf("%q is not off, sampled or on", v)
+}
+
+// positive is a whole number ≥ 1.
+func positive(v string) (int, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("%q is not a whole number ≥ 1", v)
+	}
+	return n, nil
+}
+
+// positiveDuration is a Go duration > 0.
+func positiveDuration(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%q is not a duration > 0 (such as 10m or 1h)", v)
+	}
+	return d, nil
+}
+
+// historySize is a size in bytes (units as ParseMinFreeDisk's) of at
+// least 1 MiB.
+func historySize(v string) (int64, error) {
+	n, p, err := ParseMinFreeDisk(v)
+	if err != nil || p != 0 || n < 1<<20 {
+		return 0, fmt.Errorf(`%q is not a size of at least 1MiB (such as "64MiB" or "1GB")`, v)
+	}
+	return n, nil
 }
 
 // clockSkew is a Go duration from 0 to an hour.

@@ -58,6 +58,7 @@ import (
 	"github.com/busbarmq/busbar/internal/config"
 	"github.com/busbarmq/busbar/internal/console"
 	"github.com/busbarmq/busbar/internal/faults"
+	"github.com/busbarmq/busbar/internal/history"
 	"github.com/busbarmq/busbar/internal/metrics"
 	"github.com/busbarmq/busbar/internal/store"
 	"github.com/busbarmq/busbar/internal/store/filestore"
@@ -279,7 +280,15 @@ func (s *Server) openCore(ctx context.Context, o Options, entities *config.Emula
 		log.Warn("the test clock is on (--test-clock): clients with Manage rights can move this broker's time forward, expiring messages and locks; never use it in production")
 		s.health.testClock.Store(s.testClk)
 	}
-	s.broker, err = broker.Open(broker.Options{Store: brokerStore, Clock: brokerClock, Logger: log.With("component", "broker"), Observer: s.metrics, Tier: tier})
+	var hist *history.Log
+	if mode, _ := history.ParseMode(o.History); mode != history.Off {
+		hist = history.New(history.Config{Mode: mode, SampleEvery: int64(o.HistorySampleEvery),
+			MaxMessagesPerEntity: o.HistoryMessages, Window: o.HistoryWindow, MaxBytes: o.HistoryMaxBytes})
+		c := hist.Config()
+		log.Info("message histories are on (--history)", "mode", mode.String(), "sampleEvery", c.SampleEvery,
+			"messagesPerEntity", c.MaxMessagesPerEntity, "window", c.Window, "maxBytes", c.MaxBytes)
+	}
+	s.broker, err = broker.Open(broker.Options{Store: brokerStore, Clock: brokerClock, Logger: log.With("component", "broker"), Observer: s.metrics, Tier: tier, History: hist})
 	if err != nil {
 		return fmt.Errorf("recover broker state: %w", err)
 	}
