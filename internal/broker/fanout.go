@@ -324,7 +324,7 @@ func (t *topic) enqueue(ctx context.Context, pend []pendingMsg, total, now int64
 	// Phase 3.
 	gone := t.publishSend(&s, pend, total, cerr)
 	if cerr == nil && t.b.hist != nil {
-		t.b.recordSends(ctx, t.name, pend, now, fw, false)
+		t.b.recordSends(t.name, pend, now, fw, false)
 		f.recordRoutes(now, false)
 	}
 	t.fanout.RUnlock()

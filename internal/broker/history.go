@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"context"
 	"encoding/hex"
 	"fmt"
 
@@ -32,29 +31,16 @@ import (
 // History is the broker's message history log, nil when off.
 func (b *Broker) History() *history.Log { return b.hist }
 
-type senderKey struct{}
-
-// withSender names, for the history, the sender link a send comes from.
-func withSender(ctx context.Context, by string) context.Context {
-	return context.WithValue(ctx, senderKey{}, by)
-}
-
-func senderOf(ctx context.Context) string {
-	s, _ := ctx.Value(senderKey{}).(string)
-	return s
-}
-
 // recordSends records the committed messages of a send (or forward: fw)
 // to entity name.
-func (b *Broker) recordSends(ctx context.Context, name string, pend []pendingMsg, now int64, fw *forwardBatch, txn bool) {
+func (b *Broker) recordSends(name string, pend []pendingMsg, now int64, fw *forwardBatch, txn bool) {
 	h := b.hist
-	by := senderOf(ctx)
 	for i := range pend {
 		pm := &pend[i]
 		if pm.drop || !h.Keeps(pm.seq) {
 			continue
 		}
-		ev := history.Event{At: now, Kind: history.Enqueued, By: by, Until: pm.sched, Txn: txn}
+		ev := history.Event{At: now, Kind: history.Enqueued, By: pm.by, Until: pm.sched, Txn: txn}
 		if fw != nil && i < len(fw.from) {
 			ev.Peer, ev.PeerSeq = fw.fromName, fw.from[i]
 		}
@@ -96,16 +82,16 @@ func (q *entity) recordLockEndLocked(k history.Kind, sub SubQueue, r *rec, tok [
 // recordDeliveries records a receive's deliveries.
 func (q *entity) recordDeliveries(sub SubQueue, mode ReceiveMode, out []taken, ds []*Delivery, now int64) {
 	h := q.b.hist
-	holders := make(map[int64]string, len(out))
-	for i := range out {
-		holders[out[i].r.seq] = out[i].holder
-	}
+	j := 0 // ds is out in order, less what could not be read
 	for _, d := range ds {
-		if !h.Keeps(d.SequenceNumber) {
+		for j < len(out) && out[j].r.seq != d.SequenceNumber {
+			j++
+		}
+		if j == len(out) || !h.Keeps(d.SequenceNumber) {
 			continue
 		}
 		ev := history.Event{At: now, Kind: history.Delivered, Sub: uint8(sub), ToSub: uint8(sub),
-			DeliveryCount: d.DeliveryCount, By: holders[d.SequenceNumber]}
+			DeliveryCount: d.DeliveryCount, By: out[j].holder}
 		if mode == ReceiveAndDelete {
 			ev.Kind, ev.Gone = history.ReceivedAndDeleted, true
 		} else {

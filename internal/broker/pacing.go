@@ -56,14 +56,6 @@ type Sender struct {
 // concurrently with Send.
 func (s *Sender) SetHolder(by string) { s.by = cutHolder(by) }
 
-// ctx adds the sender's name to ctx when histories are on.
-func (s *Sender) ctx(ctx context.Context) context.Context {
-	if s.b.hist != nil && s.by != "" {
-		return withSender(ctx, s.by)
-	}
-	return ctx
-}
-
 // NewSender returns a sender handle for path. The path is resolved by
 // each call, as Broker.Send does.
 func (b *Broker) NewSender(path string) *Sender { return &Sender{b: b, path: path} }
@@ -77,13 +69,13 @@ func (s *Sender) Promised() bool { return s.pace.f.Promised() }
 
 // Send is Broker.Send, paced.
 func (s *Sender) Send(ctx context.Context, msgs []*message.Message) error {
-	_, err := s.b.enqueue(s.ctx(ctx), s.path, msgs, time.Time{}, false, &s.pace.f)
+	_, err := s.b.enqueue(ctx, s.path, msgs, time.Time{}, false, &s.pace.f, s.by)
 	return err
 }
 
 // Schedule is Broker.Schedule, paced.
 func (s *Sender) Schedule(ctx context.Context, msgs []*message.Message, at time.Time) ([]int64, error) {
-	return s.b.enqueue(s.ctx(ctx), s.path, msgs, at, true, &s.pace.f)
+	return s.b.enqueue(ctx, s.path, msgs, at, true, &s.pace.f, s.by)
 }
 
 // Close tells a store waiting for the handle's next commit that none

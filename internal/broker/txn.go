@@ -449,7 +449,7 @@ func (d *txnDest) finish(ctx context.Context, cerr error) error {
 	if t := d.t; t != nil {
 		gone := t.publishSend(&d.ts, d.pend, d.total, cerr)
 		if cerr == nil && t.b.hist != nil {
-			t.b.recordSends(ctx, t.name, d.pend, t.b.now(), nil, true)
+			t.b.recordSends(t.name, d.pend, t.b.now(), nil, true)
 			d.f.recordRoutes(t.b.now(), true)
 		}
 		t.fanout.RUnlock()
@@ -460,7 +460,7 @@ func (d *txnDest) finish(ctx context.Context, cerr error) error {
 	q := d.q
 	gone := q.publishSend(&d.qs, d.pend, cerr)
 	if cerr == nil && q.b.hist != nil {
-		q.b.recordSends(ctx, q.name, d.pend, q.b.now(), nil, true)
+		q.b.recordSends(q.name, d.pend, q.b.now(), nil, true)
 	}
 	q.inflight.Done()
 	_, err := d.qs.answer(ctx, q.name, d.qs.seqs, cerr, gone)

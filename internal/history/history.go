@@ -14,9 +14,9 @@
 // # Bounds
 //
 // Everything the log holds is counted in bytes: per message a fixed
-// record overhead (with its map entries) plus its message id, its events'
-// array at its capacity, the length of every event's strings, per entity
-// a fixed overhead plus its name.
+// record overhead (with its map entries and room for three events) plus
+// its message id, each larger events' array at its capacity, the length
+// of every event's strings, per entity a fixed overhead plus its name.
 // Three limits evict whole messages, least recently touched first:
 //
 //	MaxMessagesPerEntity  an entity's own oldest message goes
@@ -179,7 +179,7 @@ type Log struct {
 type entity struct {
 	key, name      string
 	bySeq          map[int64]*msg
-	byID           map[string][]*msg
+	byID           map[string]*msg // the newest with the id; more through idNext
 	oldest, newest *msg
 }
 
@@ -193,9 +193,13 @@ type msg struct {
 	bytes        int64
 	prev, next   *msg // global, oldest first
 	eprev, enext *msg // the entity's, oldest first
+	idNext       *msg // the next older message of the entity with the same id
 }
 
-// Fixed costs (Cost) beyond the strings: a message record with its map
+// inlineEvents is the room for events a message record comes with.
+const inlineEvents = 3
+
+// Fixed costs beyond the strings: a message record with its map
 // entries and its events' slice header, an event, an entity.
 const (
 	msgCost    = int64(unsafe.Sizeof(msg{})) + 96
@@ -256,9 +260,16 @@ func (l *Log) Record(name string, seq int64, id string, ev Event) {
 	}
 	m := e.bySeq[seq]
 	if m == nil {
-		m = &msg{ent: e, seq: seq, bytes: msgCost}
+		// The record and room for the common life (enqueued, delivered,
+		// completed) in one allocation.
+		v := new(struct {
+			m  msg
+			ev [inlineEvents]Event
+		})
+		m = &v.m
+		*m = msg{ent: e, seq: seq, events: v.ev[:0], bytes: msgCost + inlineEvents*eventCost}
 		e.bySeq[seq] = m
-		l.bytes += msgCost
+		l.bytes += m.bytes
 	} else {
 		l.unlinkLocked(m)
 	}
@@ -267,9 +278,10 @@ func (l *Log) Record(name string, seq int64, id string, ev Event) {
 		m.bytes += int64(len(m.id))
 		l.bytes += int64(len(m.id))
 		if e.byID == nil {
-			e.byID = make(map[string][]*msg)
+			e.byID = make(map[string]*msg)
 		}
-		e.byID[m.id] = append(e.byID[m.id], m)
+		m.idNext = e.byID[m.id]
+		e.byID[m.id] = m
 	}
 	if len(m.events) >= l.cfg.MaxEventsPerMessage {
 		d := stringBytes(&m.events[1])
@@ -280,8 +292,12 @@ func (l *Log) Record(name string, seq int64, id string, ev Event) {
 	}
 	c := cap(m.events)
 	m.events = append(m.events, ev)
-	// The events' array is counted at its capacity.
-	d := stringBytes(&ev) + int64(cap(m.events)-c)*eventCost
+	// A grown events' array is counted whole at its capacity (the old
+	// one is not subtracted: an upper bound).
+	d := stringBytes(&ev)
+	if cap(m.events) != c {
+		d += int64(cap(m.events)) * eventCost
+	}
 	m.bytes += d
 	l.bytes += d
 	m.touched = ev.At
@@ -371,18 +387,21 @@ func (l *Log) dropLocked(m *msg) {
 	e := m.ent
 	delete(e.bySeq, m.seq)
 	if m.id != "" {
-		list := e.byID[m.id]
-		for i, x := range list {
-			if x == m {
-				list = append(list[:i], list[i+1:]...)
-				break
+		if e.byID[m.id] == m {
+			if m.idNext == nil {
+				delete(e.byID, m.id)
+			} else {
+				e.byID[m.id] = m.idNext
+			}
+		} else {
+			for x := e.byID[m.id]; x != nil; x = x.idNext {
+				if x.idNext == m {
+					x.idNext = m.idNext
+					break
+				}
 			}
 		}
-		if len(list) == 0 {
-			delete(e.byID, m.id)
-		} else {
-			e.byID[m.id] = list
-		}
+		m.idNext = nil
 	}
 	l.bytes -= m.bytes
 	l.evicted++

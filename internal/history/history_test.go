@@ -197,3 +197,19 @@ func TestHeapWithinBound(t *testing.T) {
 	}
 	runtime.KeepAlive(l)
 }
+
+func TestSameMessageIDTwice(t *testing.T) {
+	l := New(Config{Mode: On, MaxMessagesPerEntity: 3})
+	for seq := int64(1); seq <= 3; seq++ {
+		l.Record("q", seq, "dup", Event{At: at(0), Kind: Enqueued})
+	}
+	if got := l.ByMessageID(t0, "q", "dup"); len(got) != 3 || got[0].SequenceNumber != 1 || got[2].SequenceNumber != 3 {
+		t.Fatalf("3 with one id: %+v", got)
+	}
+	l.Record("q", 2, "", Event{At: at(0), Kind: Delivered}) // 1 is now the least recently touched
+	l.Record("q", 4, "other", Event{At: at(0), Kind: Enqueued})
+	got := l.ByMessageID(t0, "q", "dup")
+	if len(got) != 2 || got[0].SequenceNumber != 2 || got[1].SequenceNumber != 3 {
+		t.Fatalf("after evicting 1: %+v", got)
+	}
+}

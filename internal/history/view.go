@@ -1,6 +1,7 @@
 package history
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -122,10 +123,15 @@ func (l *Log) ByMessageID(now time.Time, entity, id string) []Message {
 	defer l.mu.Unlock()
 	l.expireLocked(now.UnixNano())
 	e := l.ents[strings.ToLower(entity)]
-	if e == nil || len(e.byID[id]) == 0 {
+	if e == nil || e.byID[id] == nil {
 		return nil
 	}
-	return l.traceLocked(append([]*msg(nil), e.byID[id]...))
+	var start []*msg
+	for m := e.byID[id]; m != nil; m = m.idNext {
+		start = append(start, m)
+	}
+	slices.Reverse(start) // oldest first
+	return l.traceLocked(start)
 }
 
 // traceLocked returns the histories of start and of the messages their
