@@ -211,3 +211,37 @@ func TestHistoryOffAllocatesNothing(t *testing.T) {
 		t.Errorf("on (%.1f) should allocate more than off (%.1f): are the hooks wired?", on, off)
 	}
 }
+
+func TestHistoryDeferAndTransaction(t *testing.T) {
+	e := newHistEnv(t, history.On)
+	e.queue("in")
+	e.queue("out")
+	e.send("in", msgID("a", "a"), msgID("b", "b"))
+	d := e.recv1("in")
+	if err := e.b.Defer(ctx, "in", d.LockToken, nil); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := e.b.ReceiveDeferred(ctx, "in", []int64{d.SequenceNumber}, PeekLock)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("receive deferred: %v %v", ds, err)
+	}
+	d2 := e.recv1("in")
+	err = e.b.CommitTxn(ctx, &Txn{
+		Settlements: []TxnSettlement{{Kind: TxnComplete, Path: "in", Token: ds[0].LockToken}, {Kind: TxnComplete, Path: "in", Token: d2.LockToken}},
+		Sends:       []TxnSend{{To: "out", Msg: msgID("c", "c")}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := e.history("in", d.SequenceNumber)
+	if got := kinds(h); got != "enqueued delivered deferred delivered completed" {
+		t.Fatalf("kinds %s", got)
+	}
+	if !h.Events[4].Transaction || h.Events[2].Transaction || h.Events[3].LockToken != ds[0].LockToken.String() {
+		t.Errorf("events %+v", h.Events)
+	}
+	out := e.b.History().ByMessageID(e.b.Now(), "out", "c")
+	if len(out) != 1 || kinds(out[0]) != "enqueued" || !out[0].Events[0].Transaction {
+		t.Errorf("transactional send: %+v", out)
+	}
+}
