@@ -280,15 +280,7 @@ func (s *Server) openCore(ctx context.Context, o Options, entities *config.Emula
 		log.Warn("the test clock is on (--test-clock): clients with Manage rights can move this broker's time forward, expiring messages and locks; never use it in production")
 		s.health.testClock.Store(s.testClk)
 	}
-	var hist *history.Log
-	if mode, _ := history.ParseMode(o.History); mode != history.Off {
-		hist = history.New(history.Config{Mode: mode, SampleEvery: int64(o.HistorySampleEvery),
-			MaxMessagesPerEntity: o.HistoryMessages, Window: o.HistoryWindow, MaxBytes: o.HistoryMaxBytes})
-		c := hist.Config()
-		log.Info("message histories are on (--history)", "mode", mode.String(), "sampleEvery", c.SampleEvery,
-			"messagesPerEntity", c.MaxMessagesPerEntity, "window", c.Window, "maxBytes", c.MaxBytes)
-	}
-	s.broker, err = broker.Open(broker.Options{Store: brokerStore, Clock: brokerClock, Logger: log.With("component", "broker"), Observer: s.metrics, Tier: tier, History: hist})
+	s.broker, err = broker.Open(broker.Options{Store: brokerStore, Clock: brokerClock, Logger: log.With("component", "broker"), Observer: s.metrics, Tier: tier, History: historyLog(o.Server, log)})
 	if err != nil {
 		return fmt.Errorf("recover broker state: %w", err)
 	}
@@ -543,4 +535,19 @@ func consoleAutoSignIn(a *auth.Authenticator, httpAddr net.Addr) *auth.Grant {
 		}
 	}
 	return nil
+}
+
+// historyLog is the message history log --history asks for (logged), or
+// nil when it is off.
+func historyLog(o config.Server, log *slog.Logger) *history.Log {
+	mode, _ := history.ParseMode(o.History)
+	if mode == history.Off {
+		return nil
+	}
+	h := history.New(history.Config{Mode: mode, SampleEvery: int64(o.HistorySampleEvery),
+		MaxMessagesPerEntity: o.HistoryMessages, Window: o.HistoryWindow, MaxBytes: o.HistoryMaxBytes})
+	c := h.Config()
+	log.Info("message histories are on (--history)", "mode", mode.String(), "sampleEvery", c.SampleEvery,
+		"messagesPerEntity", c.MaxMessagesPerEntity, "window", c.Window, "maxBytes", c.MaxBytes)
+	return h
 }
