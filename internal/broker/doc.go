@@ -295,7 +295,9 @@
 // entity.mu or topic.mu is held across two destinations' planning.
 //
 // (A session's stateMu, held across the commit of a session-state write,
-// comes before all of them; a session-enabled entity's table of session
+// comes before all of them; the message history's mutex (history.Log)
+// after all of them: the broker records under entity.mu, the log calls
+// nobody; a session-enabled entity's table of session
 // numbers has a lock of its own, taken under entity.mu or alone by phase
 // 2.)
 //

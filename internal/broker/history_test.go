@@ -245,3 +245,27 @@ func TestHistoryDeferAndTransaction(t *testing.T) {
 		t.Errorf("transactional send: %+v", out)
 	}
 }
+
+func TestHistorySession(t *testing.T) {
+	e := newHistEnv(t, history.On)
+	e.queue("s", func(p *QueueProperties) { p.RequiresSession = true })
+	e.send("s", &message.Message{MessageID: "m", SessionID: "a", Body: []byte("x")}, &message.Message{MessageID: "n", SessionID: "a", Body: []byte("y")})
+	r, err := e.b.AcceptSession("s", "a", PeekLock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.SetHolder("link sess on connection c")
+	ds, err := r.TryReceive(2)
+	if err != nil || len(ds) != 2 {
+		t.Fatalf("receive: %v %v", ds, err)
+	}
+	e.complete("s", ds[0].LockToken)
+	r.Close() // releases the session and its other message
+	h := e.history("s", ds[0].SequenceNumber)
+	if kinds(h) != "enqueued delivered completed" || h.Events[1].Link != "link sess on connection c" || h.Events[2].LockToken != ds[0].LockToken.String() {
+		t.Errorf("completed: %+v", h)
+	}
+	if h := e.history("s", ds[1].SequenceNumber); kinds(h) != "enqueued delivered released" || h.Events[2].LockToken != ds[1].LockToken.String() {
+		t.Errorf("released: %+v", h)
+	}
+}

@@ -726,7 +726,7 @@ func (q *entity) takeSessionLocked(s *session, rc *rec, mode ReceiveMode, ts *[]
 	q.mu.locks[tok] = lockRef{seq: rc.seq, sub: SubQueueMain, holder: holder}
 	q.mu.subs[SubQueueMain].locked[rc.seq] = tok
 	s.locked[rc.seq] = struct{}{}
-	return taken{r: *rc, tok: tok}
+	return taken{r: *rc, tok: tok, holder: holder}
 }
 
 func (r *Receiver) readySession() <-chan struct{} {
