@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	goamqp "github.com/Azure/go-amqp"
 	"github.com/google/uuid"
 
 	"github.com/busbarmq/busbar/internal/broker"
@@ -188,5 +189,66 @@ func TestHistoryOff(t *testing.T) {
 	t.Cleanup(func() { stop(t, s) })
 	if code, body := adminJSON(t, s, http.MethodGet, "/$history/q/messages/1", ""); code != http.StatusNotFound || !strings.Contains(body, "--history") {
 		t.Errorf("GET /$history with histories off = %d %s", code, body)
+	}
+}
+
+// TestHistoryLinkNames: with go-amqp the test names its links and its
+// container, and the history shows exactly those names, and the lock
+// token of the delivery tag (.NET byte order on the wire).
+func TestHistoryLinkNames(t *testing.T) {
+	s := start(t, Options{Server: config.Server{Memory: true, AllowAnyKey: true, History: "on"}})
+	t.Cleanup(func() { stop(t, s) })
+	if _, err := s.Broker().CreateQueue("q", broker.DefaultQueueProperties()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := goamqp.Dial(ctx, "amqp://"+s.AMQPAddr().String(), &goamqp.ConnOptions{SASLType: goamqp.SASLTypeAnonymous(), ContainerID: "app-42"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	sess, err := conn.NewSession(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snd, err := sess.NewSender(ctx, "q", &goamqp.SenderOptions{Name: "orders-sender"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := goamqp.NewMessage([]byte("x"))
+	m.Properties = &goamqp.MessageProperties{MessageID: "named-1"}
+	if err := snd.Send(ctx, m, nil); err != nil {
+		t.Fatal(err)
+	}
+	second := goamqp.ReceiverSettleModeSecond
+	rcv, err := sess.NewReceiver(ctx, "q", &goamqp.ReceiverOptions{Name: "orders-receiver", SettlementMode: &second, Credit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := rcv.Receive(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rcv.AcceptMessage(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	tag := got.DeliveryTag
+	if len(tag) != 16 {
+		t.Fatalf("delivery tag %x", tag)
+	}
+	tok := uuid.UUID{tag[3], tag[2], tag[1], tag[0], tag[5], tag[4], tag[7], tag[6],
+		tag[8], tag[9], tag[10], tag[11], tag[12], tag[13], tag[14], tag[15]}.String()
+	var ms []history.Message
+	eventually(t, "the completion", func() bool {
+		_, ms = historyOf(t, s, "q", "named-1")
+		return len(ms) == 1 && len(ms[0].Events) == 3
+	})
+	ev := ms[0].Events
+	if eventKinds(ms[0]) != "enqueued delivered completed" ||
+		ev[0].Link != "link orders-sender on connection app-42" ||
+		ev[1].Link != "link orders-receiver on connection app-42" ||
+		ev[1].LockToken != tok || ev[2].LockToken != tok {
+		t.Fatalf("history %+v (lock token %s)", ev, tok)
 	}
 }
