@@ -48,6 +48,8 @@
 //	/$rules/dry-run                             POST    which subscriptions a message would reach
 //	/$time                                      GET     the test clock's time (404 unless --test-clock)
 //	/$time/advance, /$time/set                  POST    move the test clock forward
+//	/$history/{entity}/messages/{seq}           GET     a message's history (404 unless --history)
+//	/$history/{entity}/messages?message-id=ID   GET     the histories of the messages with that id
 //
 // Queues and topics share one name space: creating either over the other
 // is 409, and so is an update whose description is of the other kind.

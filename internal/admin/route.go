@@ -24,6 +24,7 @@ const (
 	resTime                              // $time (testclock.go)
 	resTimeAdvance                       // $time/advance
 	resTimeSet                           // $time/set
+	resHistory                           // $history/{entity}/messages[/{seq}] (history.go)
 )
 
 // resource is a parsed request path.
@@ -32,6 +33,7 @@ type resource struct {
 	entity       string // queue or topic path (may contain '/')
 	subscription string
 	rule         string
+	seq          string // $history: the sequence number asked for ("" for ?message-id=)
 }
 
 // parseResource classifies a decoded path (no leading or trailing '/').
@@ -73,6 +75,16 @@ func parseDollarResource(path string, segs []string) (r resource, ok bool, err e
 		return resource{kind: resTimeSet}, true, nil
 	case n == 2 && word(0, "$rules") && word(1, "dry-run"):
 		return resource{kind: resDryRun}, true, nil
+	case word(0, "$history"):
+		// The entity may hold '/' (a subscription's path): the forms are
+		// recognised from the end.
+		switch {
+		case n >= 4 && word(n-2, "messages"):
+			return resource{kind: resHistory, entity: strings.Join(segs[1:n-2], "/"), seq: segs[n-1]}, true, nil
+		case n >= 3 && word(n-1, "messages"):
+			return resource{kind: resHistory, entity: strings.Join(segs[1:n-1], "/")}, true, nil
+		}
+		return resource{}, true, badRequest("'%s' is not a history: use /$history/{entity}/messages/{sequence number} or /$history/{entity}/messages?message-id={id}.", path)
 	case n == 2 && word(0, "$Resources"):
 		switch {
 		case word(1, "Queues"):
@@ -123,6 +135,7 @@ var routes = map[resourceKind]map[string]endpoint{
 	resTime:          {http.MethodGet: getTime},
 	resTimeAdvance:   {http.MethodPost: advanceTime},
 	resTimeSet:       {http.MethodPost: setTime},
+	resHistory:       {http.MethodGet: getHistory},
 }
 
 // methodNotAllowed is the 405 for a method a resource does not serve.

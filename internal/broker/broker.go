@@ -10,6 +10,7 @@ import (
 
 	"github.com/busbarmq/busbar/internal/broker/expiry"
 	"github.com/busbarmq/busbar/internal/clock"
+	"github.com/busbarmq/busbar/internal/history"
 	"github.com/busbarmq/busbar/internal/store"
 )
 
@@ -28,6 +29,9 @@ type Options struct {
 	// Tier is the pricing tier whose limits apply (tier.go); nil is
 	// Busbar's own profile.
 	Tier *Tier
+	// History records the lives of messages (history.go); nil records
+	// nothing.
+	History *history.Log
 }
 
 // Broker is the queue and topic engine. All methods are safe for
@@ -45,7 +49,8 @@ type Broker struct {
 	clock clock.Clock
 	log   *slog.Logger
 	obs   Observer
-	tier  *Tier // nil: no tier limits
+	tier  *Tier        // nil: no tier limits
+	hist  *history.Log // nil: message histories off
 	// retries logs failing background work once per episode.
 	retries retryLog
 
@@ -91,6 +96,7 @@ func newBroker(opts Options) *Broker {
 		log:   opts.Logger,
 		obs:   opts.Observer,
 		tier:  opts.Tier,
+		hist:  opts.History,
 		wake:  make(chan struct{}, 1),
 		done:  make(chan struct{}),
 	}

@@ -294,7 +294,8 @@
 // transaction setting the state of several sessions) takes them in the
 // order of the session ids. A session-enabled entity's table of session
 // numbers has a lock of its own, taken under entity.mu or alone by phase
-// 2.
+// 2. The message history's mutex (history.Log) comes after all of them:
+// the broker records under entity.mu, and the log calls nobody.
 //
 // A transaction's commit (txn.go) takes, in this order and never the
 // other way round: the stateMu of the sessions whose state it sets (held

@@ -8,6 +8,7 @@ import (
 
 	"github.com/busbarmq/busbar/internal/broker/expiry"
 	"github.com/busbarmq/busbar/internal/filter"
+	"github.com/busbarmq/busbar/internal/history"
 	"github.com/busbarmq/busbar/internal/message"
 	"github.com/busbarmq/busbar/internal/store"
 )
@@ -35,6 +36,12 @@ type plannedCopy struct {
 	r    rec
 	data []byte // own data; nil: the topic's shared data (r has flagShared)
 	sid  string // session id (session-enabled subscriptions only)
+	// For the message history: the topic's sequence number of the
+	// message, its id (histories on only) and a dead-lettered copy's
+	// reason and description.
+	src          int64
+	mid          any
+	reason, desc string
 }
 
 // route evaluates every subscription's rules against one message (m,
@@ -50,6 +57,7 @@ func (f *fanOut) route(m *message.Message, data []byte, seq, enq int64, schedule
 		base.flags |= flagWasScheduled
 	}
 	f.env.Msg = m
+	first := len(f.copies)
 	for i, q := range f.subs.list {
 		rt := q.route.Load()
 		if !rt.accept || len(rt.rules) == 0 {
@@ -114,6 +122,12 @@ func (f *fanOut) route(m *message.Message, data []byte, seq, enq int64, schedule
 		}
 	}
 	f.env.Msg = nil
+	for j := first; j < len(f.copies); j++ {
+		f.copies[j].src = seq
+		if f.t.b.hist != nil {
+			f.copies[j].mid = m.MessageID
+		}
+	}
 	return refs
 }
 
@@ -145,7 +159,7 @@ func (f *fanOut) planDeadLetter(i int, base rec, seq, ttl int64, m *message.Mess
 	}
 	r := base
 	r.seq, r.ttl, r.size = seq, ttl, int32(len(own))
-	f.copies = append(f.copies, plannedCopy{sub: i, dlq: true, r: r, data: own})
+	f.copies = append(f.copies, plannedCopy{sub: i, dlq: true, r: r, data: own, reason: reason, desc: desc})
 }
 
 // finish gives the extra copies their sequence numbers (allocated from
@@ -309,6 +323,10 @@ func (t *topic) enqueue(ctx context.Context, pend []pendingMsg, total, now int64
 
 	// Phase 3.
 	gone := t.publishSend(&s, pend, total, cerr)
+	if cerr == nil && t.b.hist != nil {
+		t.b.recordSends(t.name, pend, now, fw, false)
+		f.recordRoutes(now, false)
+	}
 	t.fanout.RUnlock()
 	t.inflight.Done()
 	return s.answer(ctx, t.name, s.seqs, cerr, gone)
@@ -499,14 +517,18 @@ func (t *topic) fanOutScheduled(due []rec, ops []store.Op, garbage []int64, now 
 	t.mu.Unlock()
 	if applied {
 		publishCopies(fo.per)
+		if t.b.hist != nil {
+			fo.routed.recordRoutes(now, false)
+		}
 	}
 }
 
 // scheduledFanOut is a fan-out of due scheduled messages between its
 // phases: per message the references its shared data gets (0: no copy
 // shares it) or whether it could not be read; the store ops, the copies
-// per subscription and the bytes they add.
+// per subscription and the bytes they add; the routing itself.
 type scheduledFanOut struct {
+	routed    *fanOut // the routing, for message histories
 	refs      []int
 	failed    []bool
 	ops       []store.Op
@@ -521,7 +543,7 @@ func (t *topic) routeScheduled(due []rec, ops []store.Op) scheduledFanOut {
 	topicTTL := finiteTTL(t.mu.props.DefaultMessageTimeToLive)
 	t.mu.Unlock()
 	f := fanOut{t: t, subs: t.subs.Load()}
-	fo := scheduledFanOut{refs: make([]int, len(due)), failed: make([]bool, len(due))}
+	fo := scheduledFanOut{routed: &f, refs: make([]int, len(due)), failed: make([]bool, len(due))}
 	for i := range due {
 		r := &due[i]
 		data, err := t.b.store.ReadData(t.id, uint64(r.seq))
@@ -591,6 +613,8 @@ type topicCancel struct {
 	seqs    []int64
 	ops     []store.Op
 	planned bool
+	now     int64 // when it was planned, for message histories
+	txn     bool  // part of a transaction, for message histories
 }
 
 // planCancelLocked is phase 1 of a cancellation of scheduled messages
@@ -602,7 +626,7 @@ func (t *topic) planCancelLocked(seqs []int64, now int64) (topicCancel, error) {
 		return topicCancel{}, err
 	}
 	t.touch(now)
-	var c topicCancel
+	c := topicCancel{now: now}
 	for _, seq := range seqs {
 		r := t.mu.idx.get(seq)
 		if r == nil || r.busy() || r.state != StateScheduled {
@@ -635,6 +659,9 @@ func (t *topic) applyCancelLocked(c *topicCancel, err error) {
 		t.mu.scheduled--
 		t.size.Add(-int64(r.size))
 		t.mu.idx.remove(seq)
+		if t.b.hist != nil {
+			t.b.hist.Record(t.name, seq, "", history.Event{At: c.now, Kind: history.Cancelled, Gone: true, Txn: c.txn})
+		}
 	}
 	t.rearmLocked()
 }
@@ -680,7 +707,7 @@ func (t *topic) planTxnCancel(seqs []int64, now int64) (topicCancel, error) {
 	if err != nil {
 		return topicCancel{}, err
 	}
-	c.planned = true
+	c.planned, c.txn = true, true
 	t.inflight.Add(1)
 	return c, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/busbarmq/busbar/internal/history"
 	"github.com/busbarmq/busbar/internal/message"
 	"github.com/busbarmq/busbar/internal/store"
 )
@@ -160,6 +161,10 @@ const (
 type forwardBatch struct {
 	ops       []store.Op
 	committed bool
+	// For the message history: the source and its sequence numbers, in
+	// pend order (set only when histories are on).
+	fromName string
+	from     []int64
 }
 
 // forwardTargetLocked is where sub's messages are forwarded ("" = nowhere).
@@ -476,7 +481,7 @@ func transferDeadLetterTransition(sub SubQueue, r *rec, reason, desc string) tra
 	next.until = 0
 	next.flags &^= flagBusy | flagDead
 	return transition{seq: r.seq, from: sub, to: SubQueueTransferDeadLetter, next: next,
-		deadLetter: true, reason: reason, desc: desc}
+		deadLetter: true, reason: reason, desc: desc, why: history.DeadLettered}
 }
 
 type forwarded struct {
@@ -536,6 +541,13 @@ func (q *entity) sendForward(target string, pend []pendingMsg, moved []transitio
 		return false, err
 	}
 	fw := &forwardBatch{ops: q.transitionOps(nil, moved)}
+	if q.b.hist != nil {
+		fw.fromName = q.name
+		fw.from = make([]int64, len(moved))
+		for i := range moved {
+			fw.from[i] = moved[i].seq
+		}
+	}
 	var garbage []int64
 	if q.topic != nil {
 		garbage = q.topic.takeGarbage() // shared data freed earlier rides along
@@ -551,6 +563,12 @@ func (q *entity) sendForward(target string, pend []pendingMsg, moved []transitio
 		q.topic.returnGarbage(garbage)
 	}
 	if fw.committed {
+		if h := q.b.hist; h != nil {
+			for i := range moved {
+				h.Record(q.name, moved[i].seq, "", history.Event{At: now, Kind: history.Forwarded,
+					Sub: uint8(moved[i].from), ToSub: uint8(moved[i].from), Gone: true, Peer: target, PeerSeq: pend[i].seq})
+			}
+		}
 		return true, nil
 	}
 	if err == nil {

@@ -48,7 +48,13 @@ type Sender struct {
 	b    *Broker
 	path string
 	pace pacer
+	by   string // who sends (SetHolder), for the message history
 }
+
+// SetHolder names the sender for the message history, e.g. "link L on
+// connection C" (cut as Receiver.SetHolder's). Not safe to call
+// concurrently with Send.
+func (s *Sender) SetHolder(by string) { s.by = cutHolder(by) }
 
 // NewSender returns a sender handle for path. The path is resolved by
 // each call, as Broker.Send does.
@@ -63,13 +69,13 @@ func (s *Sender) Promised() bool { return s.pace.f.Promised() }
 
 // Send is Broker.Send, paced.
 func (s *Sender) Send(ctx context.Context, msgs []*message.Message) error {
-	_, err := s.b.enqueue(ctx, s.path, msgs, time.Time{}, false, &s.pace.f)
+	_, err := s.b.enqueue(ctx, s.path, msgs, time.Time{}, false, &s.pace.f, s.by)
 	return err
 }
 
 // Schedule is Broker.Schedule, paced.
 func (s *Sender) Schedule(ctx context.Context, msgs []*message.Message, at time.Time) ([]int64, error) {
-	return s.b.enqueue(ctx, s.path, msgs, at, true, &s.pace.f)
+	return s.b.enqueue(ctx, s.path, msgs, at, true, &s.pace.f, s.by)
 }
 
 // Close tells a store waiting for the handle's next commit that none

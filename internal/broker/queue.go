@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/busbarmq/busbar/internal/broker/expiry"
+	"github.com/busbarmq/busbar/internal/history"
 	"github.com/busbarmq/busbar/internal/message"
 	"github.com/busbarmq/busbar/internal/store"
 )
@@ -718,8 +719,17 @@ func (q *entity) tickTimers(now int64) (idle bool) {
 			if r.sess != 0 && sub == SubQueueMain {
 				return // a session's message: its session's lock ends it
 			}
+			var tok uuid.UUID
+			var holder string
+			if q.b.hist != nil {
+				tok = q.mu.subs[sub].locked[r.seq]
+				holder = q.mu.locks[tok].holder
+			}
 			if t, ok := q.lockEndLocked(sub, r, now, nil, true); ok {
+				t.why, t.evTok, t.relockHolder = history.LockExpired, tok, holder
 				ts = append(ts, t)
+			} else if q.b.hist != nil {
+				q.recordLockEndLocked(history.LockExpired, sub, r, tok, holder, now)
 			}
 		case e.Kind == timerScheduled:
 			r := q.mu.subs[SubQueueMain].idx.get(e.ID)
@@ -782,6 +792,13 @@ type transition struct {
 	relock       uuid.UUID
 	relockUntil  int64
 	relockHolder string
+
+	// For the message history (history.go): what this transition is (0:
+	// nothing to record), the lock it ended when not relock, and whether
+	// a transaction commits it.
+	why   history.Kind
+	evTok uuid.UUID
+	txn   bool
 }
 
 func (t *transition) needsData() bool { return !t.remove && (t.props != nil || t.deadLetter) }
@@ -791,7 +808,7 @@ func markBusyLocked(r *rec) { r.flags |= flagBusy }
 
 func removeTransitionLocked(sub SubQueue, r *rec) transition {
 	markBusyLocked(r)
-	return transition{seq: r.seq, from: sub, remove: true}
+	return transition{seq: r.seq, from: sub, remove: true, why: history.Removed}
 }
 
 func updateTransitionLocked(sub, to SubQueue, r *rec, next rec, props map[string]any) transition {
@@ -808,6 +825,7 @@ func deadLetterTransitionLocked(r *rec, reason, desc string, props map[string]an
 	next.state = StateActive
 	t := updateTransitionLocked(SubQueueMain, SubQueueDeadLetter, r, next, props)
 	t.deadLetter, t.reason, t.desc = true, reason, desc
+	t.why = history.DeadLettered
 	return t
 }
 
@@ -815,10 +833,14 @@ func deadLetterTransitionLocked(r *rec, reason, desc string, props map[string]an
 // dead-lettered with TTLExpiredException if the queue says so, else
 // dropped. props are a settlement's property changes, kept if it moves.
 func (q *entity) expireLocked(r *rec, props map[string]any) transition {
+	var t transition
 	if q.mu.props.DeadLetteringOnMessageExpiration {
-		return deadLetterTransitionLocked(r, ReasonTTLExpired, DescriptionTTLExpired, props)
+		t = deadLetterTransitionLocked(r, ReasonTTLExpired, DescriptionTTLExpired, props)
+	} else {
+		t = removeTransitionLocked(SubQueueMain, r)
 	}
-	return removeTransitionLocked(SubQueueMain, r)
+	t.why = history.Expired
+	return t
 }
 
 // lockEndLocked ends r's lock by abandon (count=true, props optional),
@@ -1024,6 +1046,9 @@ func (q *entity) applyLocked(ts []transition, err error, now int64) {
 			continue
 		}
 		r.flags &^= flagBusy
+		if err == nil && t.why != 0 && q.b.hist != nil {
+			q.recordTransitionLocked(t, now)
+		}
 		if err == nil && r.flags&flagShared != 0 && (t.remove || t.next.flags&flagShared == 0) {
 			unref = append(unref, t.seq)
 		}

@@ -227,8 +227,9 @@ const maxLockHolder = 256
 
 // taken is a message chosen for delivery in phase 1.
 type taken struct {
-	r   rec // snapshot
-	tok uuid.UUID
+	r      rec // snapshot
+	tok    uuid.UUID
+	holder string // who took it (Receiver.SetHolder)
 }
 
 // maxExpirePerReceive bounds the expired messages one TryReceive purges
@@ -289,10 +290,12 @@ func (r *Receiver) TryReceive(max int) ([]*Delivery, error) {
 func (q *entity) takeLocked(sub SubQueue, rc *rec, mode ReceiveMode, now int64, ts *[]transition, holder string) taken {
 	if mode == PeekLock {
 		tok := q.lockRecLocked(sub, rc, now, holder)
-		return taken{r: *rc, tok: tok}
+		return taken{r: *rc, tok: tok, holder: holder}
 	}
-	*ts = append(*ts, removeTransitionLocked(sub, rc))
-	return taken{r: *rc, tok: q.newTokenLocked()}
+	t := removeTransitionLocked(sub, rc)
+	t.why = 0 // recorded as the delivery (ReceivedAndDeleted)
+	*ts = append(*ts, t)
+	return taken{r: *rc, tok: q.newTokenLocked(), holder: holder}
 }
 
 // deliverAndUnlock runs phases 2 and 3 of a receive planned under q.mu
@@ -358,6 +361,9 @@ func (q *entity) deliverAndUnlock(sub SubQueue, mode ReceiveMode, out []taken, t
 	}
 	if len(ds) > 0 {
 		q.b.obs.Delivered(q.name, len(ds))
+		if q.b.hist != nil {
+			q.recordDeliveries(sub, mode, out, ds, now)
+		}
 	}
 	return ds, nil
 }

@@ -114,6 +114,7 @@ func TestForbiddenImports(t *testing.T) {
 		"github.com/busbarmq/busbar/internal/broker/expiry": true,
 		"github.com/busbarmq/busbar/internal/filter":        true,
 		"github.com/busbarmq/busbar/internal/names":         true,
+		"github.com/busbarmq/busbar/internal/history":       true,
 		"github.com/google/uuid":                            true,
 	}
 	for _, dir := range []string{".", "expiry"} {

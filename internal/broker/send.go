@@ -6,6 +6,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/busbarmq/busbar/internal/history"
 	"github.com/busbarmq/busbar/internal/message"
 	"github.com/busbarmq/busbar/internal/store"
 )
@@ -24,7 +25,7 @@ import (
 // is accepted and dropped. Sending to a subscription path is
 // KindNotAllowed.
 func (b *Broker) Send(ctx context.Context, path string, msgs []*message.Message) error {
-	_, err := b.enqueue(ctx, path, msgs, time.Time{}, false, nil)
+	_, err := b.enqueue(ctx, path, msgs, time.Time{}, false, nil, "")
 	return err
 }
 
@@ -37,7 +38,7 @@ func (b *Broker) Send(ctx context.Context, path string, msgs []*message.Message)
 // subscriptions (that exist and match) when its time comes; until then it
 // counts in the topic's Scheduled count.
 func (b *Broker) Schedule(ctx context.Context, path string, msgs []*message.Message, at time.Time) ([]int64, error) {
-	return b.enqueue(ctx, path, msgs, at, true, nil)
+	return b.enqueue(ctx, path, msgs, at, true, nil, "")
 }
 
 // CancelScheduled removes scheduled messages of a queue or topic that have
@@ -71,7 +72,9 @@ func (b *Broker) CancelScheduled(ctx context.Context, path string, seqs []int64)
 		if r == nil || r.busy() || r.state != StateScheduled {
 			continue
 		}
-		ts = append(ts, removeTransitionLocked(SubQueueMain, r))
+		t := removeTransitionLocked(SubQueueMain, r)
+		t.why = history.Cancelled
+		ts = append(ts, t)
 	}
 	if len(ts) == 0 {
 		q.mu.Unlock()
@@ -94,6 +97,7 @@ type pendingMsg struct {
 	reserved bool      // seq was reserved beforehand (ReserveSeqs), not assigned by the plan
 	hops     uint8     // times auto-forwarded (forward.go); 0 for a send
 	buf      *sendData // data's pooled buffer; nil for an auto-forwarded message
+	by       string    // the sender (Sender.SetHolder), kept only for the message history
 }
 
 // sendData is a pooled buffer for a message's encoding. A send takes one
@@ -123,7 +127,7 @@ func releaseSendData(pend []pendingMsg) {
 
 // enqueue is Send and Schedule; fol, when not nil, is the committer's
 // pacing (Sender).
-func (b *Broker) enqueue(ctx context.Context, path string, msgs []*message.Message, at time.Time, schedule bool, fol *store.Follower) ([]int64, error) {
+func (b *Broker) enqueue(ctx context.Context, path string, msgs []*message.Message, at time.Time, schedule bool, fol *store.Follower, by string) ([]int64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -145,6 +149,11 @@ func (b *Broker) enqueue(ctx context.Context, path string, msgs []*message.Messa
 	if err := b.tier.checkBatch(len(msgs), total); err != nil {
 		releaseSendData(pend)
 		return nil, err
+	}
+	if b.hist != nil && by != "" {
+		for i := range pend {
+			pend[i].by = by // for the message history
+		}
 	}
 	var seqs []int64
 	var name string
@@ -263,6 +272,9 @@ func (q *entity) enqueue(ctx context.Context, pend []pendingMsg, total, now int6
 
 	// Phase 3: publish.
 	gone := q.publishSend(&s, pend, cerr)
+	if cerr == nil && q.b.hist != nil {
+		q.b.recordSends(q.name, pend, now, fw, false)
+	}
 	q.inflight.Done()
 	return s.answer(ctx, q.name, s.seqs, cerr, gone)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/busbarmq/busbar/internal/broker/expiry"
+	"github.com/busbarmq/busbar/internal/history"
 	"github.com/busbarmq/busbar/internal/store"
 )
 
@@ -450,11 +451,23 @@ func (q *entity) endSessionLocked(s *session, now int64, expired bool, ts []tran
 			delete(s.locked, seq)
 			continue
 		}
-		if tok, ok := sq.locked[seq]; ok {
+		tok, locked := sq.locked[seq]
+		if locked {
 			q.ss.rememberLost(tok, now)
 		}
+		var holder string
+		why := history.Released
+		if expired {
+			why = history.LockExpired
+		}
+		if q.b.hist != nil && locked {
+			holder = q.mu.locks[tok].holder
+		}
 		if t, ok := q.lockEndLocked(SubQueueMain, r, now, nil, expired); ok {
+			t.why, t.evTok, t.relockHolder = why, tok, holder
 			ts = append(ts, t)
+		} else if q.b.hist != nil {
+			q.recordLockEndLocked(why, SubQueueMain, r, tok, holder, now)
 		}
 	}
 	clear(s.locked)
@@ -703,15 +716,17 @@ func (r *Receiver) tryReceiveSession(max int) ([]*Delivery, error) {
 // removal (ReceiveAndDelete).
 func (q *entity) takeSessionLocked(s *session, rc *rec, mode ReceiveMode, ts *[]transition, holder string) taken {
 	if mode != PeekLock {
-		*ts = append(*ts, removeTransitionLocked(SubQueueMain, rc))
-		return taken{r: *rc, tok: q.newTokenLocked()}
+		t := removeTransitionLocked(SubQueueMain, rc)
+		t.why = 0 // recorded as the delivery (ReceivedAndDeleted)
+		*ts = append(*ts, t)
+		return taken{r: *rc, tok: q.newTokenLocked(), holder: holder}
 	}
 	tok := q.newTokenLocked()
 	rc.until = s.until // no timer of its own: the session's ends it
 	q.mu.locks[tok] = lockRef{seq: rc.seq, sub: SubQueueMain, holder: holder}
 	q.mu.subs[SubQueueMain].locked[rc.seq] = tok
 	s.locked[rc.seq] = struct{}{}
-	return taken{r: *rc, tok: tok}
+	return taken{r: *rc, tok: tok, holder: holder}
 }
 
 func (r *Receiver) readySession() <-chan struct{} {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/busbarmq/busbar/internal/history"
 	"github.com/busbarmq/busbar/internal/store"
 )
 
@@ -86,6 +87,7 @@ func (b *Broker) completeBatch(ctx context.Context, path string, toks []uuid.UUI
 		q.unlockRecLocked(sub, r)
 		t := removeTransitionLocked(sub, r)
 		t.relock, t.relockUntil, t.relockHolder = tok, until, holder
+		t.why = history.Completed
 		ts = append(ts, t)
 		done = append(done, i)
 	}
@@ -175,14 +177,23 @@ func (b *Broker) settle(ctx context.Context, path string, tok uuid.UUID, k settl
 	case settleComplete:
 		q.unlockRecLocked(sub, r)
 		t = removeTransitionLocked(sub, r)
+		t.why = history.Completed
 	case settleAbandon, settleRelease:
+		why := history.Released
+		if k == settleAbandon {
+			why = history.Abandoned
+		}
 		var ok bool
 		t, ok = q.lockEndLocked(sub, r, now, props, k == settleAbandon)
 		if !ok {
+			if q.b.hist != nil {
+				q.recordLockEndLocked(why, sub, r, tok, holder, now)
+			}
 			q.rearmLocked()
 			q.mu.Unlock()
 			return nil
 		}
+		t.why = why
 	case settleDeadLetter:
 		q.unlockRecLocked(sub, r)
 		t = deadLetterTransitionLocked(r, reason, desc, props)
@@ -191,6 +202,7 @@ func (b *Broker) settle(ctx context.Context, path string, tok uuid.UUID, k settl
 		next := *r
 		next.state = StateDeferred
 		t = updateTransitionLocked(sub, sub, r, next, props)
+		t.why = history.Deferred
 	}
 	t.relock, t.relockUntil, t.relockHolder = tok, until, holder // a failed commit keeps the lock
 	return q.commitAndUnlock([]transition{t}, q.saveAccessedLocked(nil), true, now)
@@ -229,6 +241,10 @@ func (b *Broker) RenewLock(ctx context.Context, path string, tokens []uuid.UUID)
 		if r.until != until {
 			r.until = until
 			q.armRecLocked(p.SubQueue, r, 0)
+		}
+		if q.b.hist != nil {
+			q.b.hist.Record(q.name, r.seq, "", history.Event{At: now, Kind: history.Renewed, Sub: uint8(p.SubQueue),
+				ToSub: uint8(p.SubQueue), LockToken: tok, Until: until, By: q.mu.locks[tok].holder, DeliveryCount: r.dc + 1})
 		}
 		out[i] = time.Unix(0, until).UTC()
 	}

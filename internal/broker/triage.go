@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/busbarmq/busbar/internal/history"
 	"github.com/busbarmq/busbar/internal/message"
 	"github.com/busbarmq/busbar/internal/store"
 )
@@ -411,6 +412,7 @@ func (b *Broker) AbandonMessages(ctx context.Context, path string, seqs []int64)
 				default:
 					t = updateTransitionLocked(SubQueueMain, SubQueueMain, r, next, nil)
 				}
+				t.why = history.Abandoned
 				ts = append(ts, t)
 			}
 			return ts

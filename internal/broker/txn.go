@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/busbarmq/busbar/internal/history"
 	"github.com/busbarmq/busbar/internal/message"
 	"github.com/busbarmq/busbar/internal/store"
 )
@@ -533,6 +534,10 @@ func (d *txnDest) finish(ctx context.Context, cerr error) error {
 	d.plan = false
 	if t := d.t; t != nil {
 		gone := t.publishSend(&d.ts, d.pend, d.total, cerr)
+		if cerr == nil && t.b.hist != nil {
+			t.b.recordSends(t.name, d.pend, t.b.now(), nil, true)
+			d.f.recordRoutes(t.b.now(), true)
+		}
 		t.fanout.RUnlock()
 		t.inflight.Done()
 		_, err := d.ts.answer(ctx, t.name, d.ts.seqs, cerr, gone)
@@ -540,6 +545,9 @@ func (d *txnDest) finish(ctx context.Context, cerr error) error {
 	}
 	q := d.q
 	gone := q.publishSend(&d.qs, d.pend, cerr)
+	if cerr == nil && q.b.hist != nil {
+		q.b.recordSends(q.name, d.pend, q.b.now(), nil, true)
+	}
 	q.inflight.Done()
 	_, err := d.qs.answer(ctx, q.name, d.qs.seqs, cerr, gone)
 	return err
@@ -594,6 +602,7 @@ func (q *entity) planTxnLocked(tx *Txn, subs []SubQueue, cancels []int64, sess [
 		case TxnComplete:
 			q.unlockRecLocked(sub, r)
 			t = removeTransitionLocked(sub, r)
+			t.why = history.Completed
 		case TxnAbandon:
 			if sub != SubQueueMain && s.Props == nil {
 				// Nothing durable changes (a dead-letter queue's count is
@@ -601,12 +610,14 @@ func (q *entity) planTxnLocked(tx *Txn, subs []SubQueue, cancels []int64, sess [
 				// unchanged record, made available when applied.
 				q.unlockRecLocked(sub, r)
 				t = updateTransitionLocked(sub, sub, r, *r, nil)
+				t.why = history.Abandoned
 				break
 			}
 			var ok bool
 			if t, ok = q.lockEndLocked(sub, r, now, s.Props, true); !ok {
 				continue // (not reached: the main queue's count rises)
 			}
+			t.why = history.Abandoned
 		case TxnDeadLetter:
 			q.unlockRecLocked(sub, r)
 			t = deadLetterTransitionLocked(r, s.Reason, s.Desc, s.Props)
@@ -615,8 +626,10 @@ func (q *entity) planTxnLocked(tx *Txn, subs []SubQueue, cancels []int64, sess [
 			next := *r
 			next.state = StateDeferred
 			t = updateTransitionLocked(sub, sub, r, next, s.Props)
+			t.why = history.Deferred
 		}
 		t.relock, t.relockUntil, t.relockHolder = s.Token, until, holder // a failed commit keeps the lock
+		t.txn = true
 		plan.ts = append(plan.ts, t)
 	}
 	for _, seq := range cancels { // as CancelScheduled
@@ -624,7 +637,9 @@ func (q *entity) planTxnLocked(tx *Txn, subs []SubQueue, cancels []int64, sess [
 		if r == nil || r.busy() || r.state != StateScheduled {
 			continue
 		}
-		plan.ts = append(plan.ts, removeTransitionLocked(SubQueueMain, r))
+		t := removeTransitionLocked(SubQueueMain, r)
+		t.why, t.txn = history.Cancelled, true
+		plan.ts = append(plan.ts, t)
 	}
 	return plan, nil
 }

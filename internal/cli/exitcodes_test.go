@@ -69,6 +69,8 @@ func TestExitCodesPerCommand(t *testing.T) {
 		"time advance": {badArgs: []string{"soon"}, works: []string{"10m"}},
 		"time set":     {badArgs: []string{"tomorrow"}, works: []string{"2099-01-01T00:00:00Z"}},
 		"rule dry-run": {badArgs: []string{}, notFound: []string{"nosuch"}, works: []string{"t"}},
+		// Nor with --history: likewise.
+		"history": {badArgs: []string{"q"}, works: []string{"q", "--seq", "1"}},
 
 		"session list":      {badArgs: []string{}, notFound: []string{"nosuch"}, works: []string{"sq"}},
 		"session show":      {badArgs: []string{"sq"}, notFound: []string{"nosuch", "a"}, works: []string{"sq", "a"}},

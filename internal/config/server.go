@@ -99,6 +99,16 @@ type Server struct {
 	// per key name together; 0 in server.Options means
 	// DefaultMaxNamespaces.
 	MaxNamespaces int
+	// Message histories (/$history): History is "off", "sampled" (the
+	// messages whose sequence number is a multiple of HistorySampleEvery)
+	// or "on"; each entity keeps at most HistoryMessages messages, each
+	// for HistoryWindow after its last event, all within
+	// HistoryMaxBytes.
+	History            string
+	HistorySampleEvery int
+	HistoryMessages    int
+	HistoryWindow      time.Duration
+	HistoryMaxBytes    int64
 }
 
 // DefaultMaxNamespaces is the default of MaxNamespaces.
@@ -233,6 +243,16 @@ var serverSettings = []Setting{
 		parseBool, func(s *Server) *bool { return &s.NamespacePerKeyName }),
 	setting("max-namespaces", "BUSBAR_MAX_NAMESPACES", strconv.Itoa(DefaultMaxNamespaces), "most namespaces, Config.json's and those made per key name together (at least 1)",
 		positive, func(s *Server) *int { return &s.MaxNamespaces }),
+	setting("history", "BUSBAR_HISTORY", "off", "keep message histories (/$history, busbar history): off, sampled (1 message in --history-sample-every, by sequence number) or on",
+		historyMode, func(s *Server) *string { return &s.History }),
+	setting("history-sample-every", "BUSBAR_HISTORY_SAMPLE_EVERY", "100", "with --history sampled, keep the history of the messages whose sequence number is a multiple of this",
+		positive, func(s *Server) *int { return &s.HistorySampleEvery }),
+	setting("history-messages", "BUSBAR_HISTORY_MESSAGES", "1000", "most messages whose history each queue, topic and subscription keeps (the least recently active go first)",
+		positive, func(s *Server) *int { return &s.HistoryMessages }),
+	setting("history-window", "BUSBAR_HISTORY_WINDOW", "1h0m0s", "how long a message's history is kept after its last event (broker clock)",
+		positiveDuration, func(s *Server) *time.Duration { return &s.HistoryWindow }),
+	setting("history-max-bytes", "BUSBAR_HISTORY_MAX_BYTES", "64MiB", "memory all message histories together may take, at least 1MiB (the least recently active messages go first)",
+		historySize, func(s *Server) *int64 { return &s.HistoryMaxBytes }),
 	setting("pprof", "BUSBAR_PPROF", "", "serve Go runtime profiles (/debug/pprof/) on this address (host:port, unauthenticated: keep it on loopback); off when empty",
 		text, func(s *Server) *string { return &s.PprofAddr }),
 }
@@ -307,6 +327,35 @@ func timeout(v string) (time.Duration, error) {
 		return 0, fmt.Errorf("%q is not a duration ≥ 0 (such as 60s or 1m)", v)
 	}
 	return d, nil
+}
+
+// historyMode is off, sampled or on.
+func historyMode(v string) (string, error) {
+	m, _ := lower(v)
+	switch m {
+	case "off", "sampled", "on":
+		return m, nil
+	}
+	return "", fmt.Errorf("%q is not off, sampled or on", v)
+}
+
+// positiveDuration is a Go duration > 0.
+func positiveDuration(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%q is not a duration > 0 (such as 10m or 1h)", v)
+	}
+	return d, nil
+}
+
+// historySize is a size in bytes (units as ParseMinFreeDisk's) of at
+// least 1 MiB.
+func historySize(v string) (int64, error) {
+	n, p, err := ParseMinFreeDisk(v)
+	if err != nil || p != 0 || n < 1<<20 {
+		return 0, fmt.Errorf(`%q is not a size of at least 1MiB (such as "64MiB" or "1GB")`, v)
+	}
+	return n, nil
 }
 
 // clockSkew is a Go duration from 0 to an hour.

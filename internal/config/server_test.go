@@ -23,6 +23,7 @@ func TestDefaultServer(t *testing.T) {
 		Entra: "auto", EntraDevRole: "owner", OIDCClockSkew: 5 * time.Minute,
 		MaxSessions: 256, MaxUnauthenticatedConnections: 64, AuthTimeout: time.Minute, HandshakeTimeout: 10 * time.Second, MaxUnsettledPerLink: 5000,
 		MaxNamespaces: DefaultMaxNamespaces,
+		History: "off", HistorySampleEvery: 100, HistoryMessages: 1000, HistoryWindow: time.Hour, HistoryMaxBytes: 64 << 20,
 	}
 	if s != want {
 		t.Errorf("got %+v, want %+v", s, want)
@@ -66,6 +67,7 @@ func TestServerFromEnv(t *testing.T) {
 		Entra: "auto", EntraDevRole: "owner", OIDCClockSkew: 5 * time.Minute,
 		MaxSessions: 256, MaxUnauthenticatedConnections: 64, AuthTimeout: time.Minute, HandshakeTimeout: 10 * time.Second, MaxUnsettledPerLink: 5000,
 		MaxNamespaces: DefaultMaxNamespaces,
+		History: "off", HistorySampleEvery: 100, HistoryMessages: 1000, HistoryWindow: time.Hour, HistoryMaxBytes: 64 << 20,
 	}
 	if s != want {
 		t.Errorf("got %+v\nwant %+v", s, want)
@@ -282,5 +284,22 @@ func TestParseMinFreeDisk(t *testing.T) {
 	s := DefaultServer()
 	if err := s.Set("min-free-disk", "10%"); err != nil || s.MinFreePercent != 10 {
 		t.Fatalf("Set: %v %+v", err, s)
+	}
+}
+
+func TestHistorySettings(t *testing.T) {
+	s := DefaultServer()
+	for name, v := range map[string]string{"history": "Sampled", "history-sample-every": "10", "history-messages": "50", "history-window": "10m", "history-max-bytes": "2MiB"} {
+		if err := s.Set(name, v); err != nil {
+			t.Fatalf("%s=%s: %v", name, v, err)
+		}
+	}
+	if s.History != "sampled" || s.HistorySampleEvery != 10 || s.HistoryMessages != 50 || s.HistoryWindow != 10*time.Minute || s.HistoryMaxBytes != 2<<20 {
+		t.Errorf("got %+v", s)
+	}
+	for name, v := range map[string]string{"history": "sometimes", "history-sample-every": "0", "history-messages": "-1", "history-window": "0s", "history-max-bytes": "10KiB"} {
+		if err := s.Set(name, v); err == nil {
+			t.Errorf("%s=%s accepted", name, v)
+		}
 	}
 }

@@ -124,8 +124,9 @@ func parseDuration(s string) (time.Duration, error) {
 }
 
 var funcs = template.FuncMap{
-	"q":    url.QueryEscape,
-	"time": func(t time.Time) string { return fmtTime(t) },
+	"q":     url.QueryEscape,
+	"time":  func(t time.Time) string { return fmtTime(t) },
+	"deref": func(t *time.Time) time.Time { return *t },
 	"bytes": func(n int64) string {
 		switch {
 		case n >= 1<<20:

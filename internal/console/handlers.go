@@ -50,6 +50,7 @@ func (c *Console) routes() {
 	m.Handle("POST "+Prefix+"entity/delete", c.page(auth.Manage, c.entityDelete))
 	m.Handle("GET "+Prefix+"messages", c.page(auth.Listen, c.messagesPage))
 	m.Handle("GET "+Prefix+"message", c.page(auth.Listen, c.messagePage))
+	m.Handle("GET "+Prefix+"history", c.page(auth.Listen, c.historyPage))
 	m.Handle("POST "+Prefix+"send", c.page(auth.Send, c.send))
 	m.Handle("POST "+Prefix+"purge", c.page(auth.Manage, c.purge))
 	m.Handle("POST "+Prefix+"messages/delete", c.page(auth.Manage, c.deleteMessages))
@@ -693,7 +694,8 @@ func (c *Console) messagePage(w http.ResponseWriter, r *http.Request, s *session
 		}
 	}
 	c.render(w, r, s, "message", map[string]any{"Entity": entity, "Sub": sub, "D": d, "Body": body, "View": view,
-		"Rendered": body.Render(view), "Targets": targets, "PropsText": propsText(d.Message.ApplicationProperties, true)}, false)
+		"Rendered": body.Render(view), "Targets": targets, "PropsText": propsText(d.Message.ApplicationProperties, true),
+		"History": c.historyEnabled()}, false)
 	return nil
 }
 

@@ -69,6 +69,9 @@ var rules = []rule{
 	// Metrics read the broker and the store; the layers that report to
 	// them know them only as an observer interface of their own.
 	{From: "internal/metrics", Forbidden: []string{"internal/amqp", "internal/servicebus", "internal/server", "internal/admin"}, Indirect: amqpCodec},
+	// Message histories are a leaf the broker records into: they know
+	// nothing of the broker, the store or any protocol.
+	{From: "internal/history", Forbidden: []string{"internal/broker", "internal/store", "internal/amqp", "internal/servicebus", "internal/server", "internal/admin", "internal/metrics", "net/http"}},
 	// Tracing owns the tracer provider and knows nothing of Busbar.
 	{From: "internal/faults", Forbidden: []string{"internal/broker", "internal/amqp", "internal/servicebus", "internal/server", "internal/admin", "internal/metrics", "net/http"}},
 	{From: "internal/tracing", Forbidden: []string{"internal/broker", "internal/store", "internal/amqp", "internal/servicebus", "internal/server", "internal/admin", "internal/metrics"}},

@@ -148,7 +148,7 @@ func (r *nsRegistry) open(ctx context.Context, name, dir string, entities *confi
 		n.testClk = clock.NewTest(o.Clock)
 		brokerClock = n.testClk
 	}
-	n.broker, err = broker.Open(broker.Options{Store: brokerStore, Clock: brokerClock, Logger: log.With("component", "broker"), Observer: n.metrics, Tier: tier})
+	n.broker, err = broker.Open(broker.Options{Store: brokerStore, Clock: brokerClock, Logger: log.With("component", "broker"), Observer: n.metrics, Tier: tier, History: historyLog(o.Server, log)})
 	if err != nil {
 		return nil, fmt.Errorf("recover broker state: %w", err)
 	}

@@ -61,6 +61,7 @@ import (
 	"github.com/busbarmq/busbar/internal/config"
 	"github.com/busbarmq/busbar/internal/console"
 	"github.com/busbarmq/busbar/internal/faults"
+	"github.com/busbarmq/busbar/internal/history"
 	"github.com/busbarmq/busbar/internal/metrics"
 	"github.com/busbarmq/busbar/internal/store"
 	"github.com/busbarmq/busbar/internal/tracing"
@@ -530,4 +531,19 @@ func consoleAutoSignIn(a *auth.Authenticator, httpAddr net.Addr) *auth.Grant {
 		}
 	}
 	return nil
+}
+
+// historyLog is the message history log --history asks for (logged), or
+// nil when it is off.
+func historyLog(o config.Server, log *slog.Logger) *history.Log {
+	mode, _ := history.ParseMode(o.History)
+	if mode == history.Off {
+		return nil
+	}
+	h := history.New(history.Config{Mode: mode, SampleEvery: int64(o.HistorySampleEvery),
+		MaxMessagesPerEntity: o.HistoryMessages, Window: o.HistoryWindow, MaxBytes: o.HistoryMaxBytes})
+	c := h.Config()
+	log.Info("message histories are on (--history)", "mode", mode.String(), "sampleEvery", c.SampleEvery,
+		"messagesPerEntity", c.MaxMessagesPerEntity, "window", c.Window, "maxBytes", c.MaxBytes)
+	return h
 }

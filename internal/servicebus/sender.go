@@ -85,6 +85,7 @@ func (c *conn) attachSender(l *amqp.IncomingLink, a address) error {
 	}
 	s := &senderLink{c: c, l: l, path: name, via: via, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	s.snd = c.ns().Broker.NewSender(name)
+	s.snd.SetHolder("link " + l.Name() + " on connection " + c.containerOrAddr()) // for message histories
 	// §0.2, §3.4: a non-zero max-message-size, the entity's limit; the
 	// endpoint rejects larger transfers with message-size-exceeded.
 	l.Reply.MaxMessageSize = maxSize
