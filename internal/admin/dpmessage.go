@@ -8,7 +8,6 @@ package admin
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -16,8 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/google/uuid"
 
 	"github.com/busbarmq/busbar/internal/broker"
 	"github.com/busbarmq/busbar/internal/message"
@@ -334,7 +331,7 @@ func formatPropValue(v any) string {
 	case time.Time:
 		return quote(x.UTC().Format(httpTime))
 	}
-	return quote(idString(v))
+	return quote(message.IDText(v))
 }
 
 // quote is s as a JSON string, without HTML escaping; it never holds a
@@ -345,25 +342,6 @@ func quote(s string) string {
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(s)
 	return strings.TrimSuffix(b.String(), "\n")
-}
-
-// idString renders a message id, correlation id or property value as text.
-func idString(v any) string {
-	switch x := v.(type) {
-	case nil:
-		return ""
-	case string:
-		return x
-	case message.Symbol:
-		return string(x)
-	case message.UUID:
-		return uuid.UUID(x).String()
-	case []byte:
-		return hex.EncodeToString(x)
-	case message.Char:
-		return string(rune(x))
-	}
-	return fmt.Sprint(v)
 }
 
 // validHeaderName reports whether s can be an HTTP header name (an RFC
@@ -389,12 +367,12 @@ func brokerPropsOf(d *broker.Delivery, locked bool) string {
 	m := d.Message
 	p := recvProps{
 		ContentType:      m.ContentType,
-		CorrelationID:    idString(m.CorrelationID),
+		CorrelationID:    message.IDText(m.CorrelationID),
 		DeadLetterSource: d.DeadLetterSource,
 		DeliveryCount:    d.DeliveryCount,
 		EnqueuedTimeUtc:  d.EnqueuedTime.UTC().Format(httpTime),
 		Label:            m.Subject,
-		MessageID:        idString(m.MessageID),
+		MessageID:        message.IDText(m.MessageID),
 		ReplyTo:          m.ReplyTo,
 		ReplyToSessionID: m.ReplyToSessionID,
 		SequenceNumber:   d.SequenceNumber,

@@ -1,11 +1,6 @@
 package broker
 
 import (
-	"encoding/hex"
-	"fmt"
-
-	"github.com/google/uuid"
-
 	"github.com/busbarmq/busbar/internal/message"
 
 	"github.com/busbarmq/busbar/internal/history"
@@ -44,7 +39,7 @@ func (b *Broker) recordSends(name string, pend []pendingMsg, now int64, fw *forw
 		if fw != nil && i < len(fw.from) {
 			ev.Peer, ev.PeerSeq = fw.fromName, fw.from[i]
 		}
-		h.Record(name, pm.seq, historyID(pm.m.MessageID), ev)
+		h.Record(name, pm.seq, message.IDText(pm.m.MessageID), ev)
 	}
 }
 
@@ -100,26 +95,8 @@ func (q *entity) recordDeliveries(sub SubQueue, mode ReceiveMode, out []taken, d
 				ev.Until = d.LockedUntil.UnixNano()
 			}
 		}
-		h.Record(q.name, d.SequenceNumber, historyID(d.Message.MessageID), ev)
+		h.Record(q.name, d.SequenceNumber, message.IDText(d.Message.MessageID), ev)
 	}
-}
-
-// historyID renders a message id (string, UUID, ulong, binary) as the
-// history keeps it: as text, the way ?message-id= looks it up.
-func historyID(v any) string {
-	switch x := v.(type) {
-	case nil:
-		return ""
-	case string:
-		return x
-	case message.Symbol:
-		return string(x)
-	case message.UUID:
-		return uuid.UUID(x).String()
-	case []byte:
-		return hex.EncodeToString(x)
-	}
-	return fmt.Sprint(v)
 }
 
 // recordRoutes records a committed fan-out: on the topic, each copy it
@@ -138,6 +115,6 @@ func (f *fanOut) recordRoutes(now int64, txn bool) {
 			ev.Sub, ev.ToSub = uint8(SubQueueDeadLetter), uint8(SubQueueDeadLetter)
 			ev.Reason, ev.Description = c.reason, c.desc
 		}
-		h.Record(q.name, c.r.seq, historyID(c.mid), ev)
+		h.Record(q.name, c.r.seq, message.IDText(c.mid), ev)
 	}
 }

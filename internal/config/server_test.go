@@ -23,7 +23,7 @@ func TestDefaultServer(t *testing.T) {
 		Entra: "auto", EntraDevRole: "owner", OIDCClockSkew: 5 * time.Minute,
 		MaxSessions: 256, MaxUnauthenticatedConnections: 64, AuthTimeout: time.Minute, HandshakeTimeout: 10 * time.Second, MaxUnsettledPerLink: 5000,
 		MaxNamespaces: DefaultMaxNamespaces,
-		History: "off", HistorySampleEvery: 100, HistoryMessages: 1000, HistoryWindow: time.Hour, HistoryMaxBytes: 64 << 20,
+		History:       "off", HistorySampleEvery: 100, HistoryMessages: 1000, HistoryWindow: time.Hour, HistoryMaxBytes: 64 << 20,
 	}
 	if s != want {
 		t.Errorf("got %+v, want %+v", s, want)
@@ -67,7 +67,7 @@ func TestServerFromEnv(t *testing.T) {
 		Entra: "auto", EntraDevRole: "owner", OIDCClockSkew: 5 * time.Minute,
 		MaxSessions: 256, MaxUnauthenticatedConnections: 64, AuthTimeout: time.Minute, HandshakeTimeout: 10 * time.Second, MaxUnsettledPerLink: 5000,
 		MaxNamespaces: DefaultMaxNamespaces,
-		History: "off", HistorySampleEvery: 100, HistoryMessages: 1000, HistoryWindow: time.Hour, HistoryMaxBytes: 64 << 20,
+		History:       "off", HistorySampleEvery: 100, HistoryMessages: 1000, HistoryWindow: time.Hour, HistoryMaxBytes: 64 << 20,
 	}
 	if s != want {
 		t.Errorf("got %+v\nwant %+v", s, want)

@@ -71,6 +71,8 @@
 package message
 
 import (
+	"encoding/hex"
+	"fmt"
 	"time"
 
 	"github.com/busbarmq/busbar/internal/amqp/encoding"
@@ -138,3 +140,26 @@ type Message struct {
 // HasSessionID reports whether the sender gave a session id, possibly
 // the empty one.
 func (m *Message) HasSessionID() bool { return m.SessionID != "" || m.EmptySessionID }
+
+// IDText renders a message id, correlation id or property value as text:
+// a string or symbol as it is, a uuid in its canonical form, binary in
+// hex, a char as its character, anything else as fmt prints it; "" for
+// none. The admin API's BrokerProperties and the message histories'
+// message-id lookup both show ids this way.
+func IDText(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return x
+	case Symbol:
+		return string(x)
+	case UUID:
+		return x.String()
+	case []byte:
+		return hex.EncodeToString(x)
+	case Char:
+		return string(rune(x))
+	}
+	return fmt.Sprint(v)
+}
