@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/busbarmq/busbar/internal/admin"
 	"github.com/busbarmq/busbar/internal/auth"
@@ -60,6 +61,16 @@ type namespace struct {
 	admin   *admin.Handler
 	sb      *servicebus.Namespace
 	hosts   []string // lower-case
+	keyName bool     // made for a key name (--namespace-per-key-name)
+}
+
+// origin is where the namespace comes from: "config" (Config.json, or
+// the default one) or "key-name".
+func (n *namespace) origin() string {
+	if n.keyName {
+		return "key-name"
+	}
+	return "config"
 }
 
 // nsRegistry holds the server's namespaces.
@@ -240,6 +251,20 @@ func (r *nsRegistry) shut() {
 	r.mu.Unlock()
 }
 
+// healthList is /health's "namespaces": each one's name and, with the
+// test clock, its time.
+func (r *nsRegistry) healthList() []nsHealth {
+	var out []nsHealth
+	for _, n := range r.list() {
+		e := nsHealth{Name: nsLabel(n.name), Default: n == r.def, Origin: n.origin()}
+		if n.testClk != nil {
+			e.TestTime = n.testClk.Now().UTC().Format(time.RFC3339Nano)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
 // close closes every namespace; their timers must have stopped.
 func (r *nsRegistry) close() error {
 	var errs []error
@@ -368,6 +393,9 @@ func (r *nsRegistry) byKeyName(keyName string, verify func(*auth.Authenticator) 
 		dir = filepath.Join(r.o.DataDir, "namespaces", key)
 	}
 	n, err := r.open(context.Background(), keyName, dir, r.template, pols, nil)
+	if n != nil {
+		n.keyName = true
+	}
 	if err != nil {
 		r.log.Error("opening a namespace for a key name", "namespace", keyName, "err", err)
 		return nil, &broker.Error{Kind: broker.KindInternal, Msg: fmt.Sprintf("The namespace %q could not be opened.", keyName)}

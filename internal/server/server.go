@@ -307,6 +307,10 @@ func (s *Server) openCore(ctx context.Context, o Options, entities *config.Emula
 		log.Warn("the test clock is on (--test-clock): clients with Manage rights can move this broker's time forward, expiring messages and locks; never use it in production")
 		s.health.testClock.Store(s.testClk)
 	}
+	if reg.multi() {
+		list := reg.healthList
+		s.health.list.Store(&list)
+	}
 	s.admin.set(reg.nsHandler(func(n *namespace) http.Handler { return n.admin }))
 	if o.MetricsOpen {
 		s.metricH.set(s.metrics.Handler())
