@@ -46,8 +46,9 @@ import (
 //
 // The registry holds at most MaxNamespaces; each namespace's broker
 // timers run on a goroutine owned by the Server (its wait group),
-// stopped by cancelling the timers' context at Shutdown, after which
-// every broker and store is closed.
+// stopped by cancelling the timers' context at Shutdown (or its own, when
+// it is deleted: nslifecycle.go), after which every broker and store is
+// closed.
 
 // namespace is one namespace the server runs.
 type namespace struct {
@@ -62,6 +63,10 @@ type namespace struct {
 	sb      *servicebus.Namespace
 	hosts   []string // lower-case
 	keyName bool     // made for a key name (--namespace-per-key-name)
+	dir     string   // its data directory, "" in memory
+
+	stopTimers context.CancelFunc
+	timersDone chan struct{} // closed when its broker's timers stopped
 }
 
 // origin is where the namespace comes from: "config" (Config.json, or
@@ -85,12 +90,14 @@ type nsRegistry struct {
 	timerCtx context.Context
 	wg       *sync.WaitGroup
 	onAdmin  func(*admin.Handler)
+	onRemove func(*namespace) // a namespace is being deleted, its broker still open
 
-	mu     sync.Mutex
-	closed bool // shut: no namespace opens any more
-	def    *namespace
-	all    []*namespace
-	byName map[string]*namespace // lower-case name
+	mu       sync.Mutex
+	closed   bool // shut: no namespace opens any more
+	def      *namespace
+	all      []*namespace
+	byName   map[string]*namespace // lower-case name
+	removing map[string]bool       // lower-case names being deleted
 }
 
 var _ servicebus.Namespaces = (*nsRegistry)(nil)
@@ -114,7 +121,10 @@ func (r *nsRegistry) open(ctx context.Context, name, dir string, entities *confi
 	if name != "" && r.def != nil {
 		log = log.With("namespace", name)
 	}
-	n := &namespace{name: name}
+	n := &namespace{name: name, dir: dir}
+	if o.Memory {
+		n.dir = ""
+	}
 	defer func() {
 		if err != nil {
 			n.close()
@@ -187,7 +197,7 @@ func (r *nsRegistry) open(ctx context.Context, name, dir string, entities *confi
 	if r.def == nil {
 		adminName = ""
 	}
-	adm, err := admin.New(admin.Options{Broker: n.broker, Auth: n.auth, Namespace: adminName, Clock: o.Clock, Logger: log.With("component", "admin"), Observer: n.metrics, Faults: n.faults, TestClock: n.testClk})
+	adm, err := admin.New(admin.Options{Namespaces: r.manager(), Broker: n.broker, Auth: n.auth, Namespace: adminName, Clock: o.Clock, Logger: log.With("component", "admin"), Observer: n.metrics, Faults: n.faults, TestClock: n.testClk})
 	if err != nil {
 		return nil, err
 	}
@@ -196,12 +206,30 @@ func (r *nsRegistry) open(ctx context.Context, name, dir string, entities *confi
 		r.onAdmin(adm)
 	}
 	n.sb = &servicebus.Namespace{Name: name, Broker: n.broker, Auth: n.auth, Observer: n.metrics, Faults: n.faults}
+	r.startTimers(n)
+	return n, nil
+}
+
+// startTimers runs n's broker timers on a goroutine of the server's wait
+// group until the registry's timer context ends or n.stopTimers.
+func (r *nsRegistry) startTimers(n *namespace) {
+	tctx, stop := context.WithCancel(r.timerCtx)
+	n.stopTimers, n.timersDone = stop, make(chan struct{})
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		_ = b.Run(r.timerCtx)
+		defer close(n.timersDone)
+		_ = n.broker.Run(tctx)
 	}()
-	return n, nil
+}
+
+// manager is what the admin API of the namespace being opened manages:
+// all of them for the default one (the first opened), else nothing.
+func (r *nsRegistry) manager() admin.NamespaceManager {
+	if r.def == nil {
+		return r
+	}
+	return nil
 }
 
 // openDeclared opens a namespace Config.json declares (nil: the default
@@ -291,6 +319,9 @@ func (r *nsRegistry) health() error {
 // stopped.
 func (n *namespace) close() error {
 	var errs []error
+	if n.admin != nil {
+		n.admin.StopWaiting()
+	}
 	if n.broker != nil {
 		errs = append(errs, n.broker.Close())
 	}
@@ -369,6 +400,10 @@ func (r *nsRegistry) byKeyName(keyName string, verify func(*auth.Authenticator) 
 	if n := r.byName[key]; n != nil {
 		return n, nil
 	}
+	if r.removing[key] {
+		return nil, &broker.Error{Kind: broker.KindClosed, Msg: fmt.Sprintf(
+			"The namespace %q is being deleted; connect again once it is gone to make a new one.", keyName)}
+	}
 	if err := config.CheckNamespaceName(keyName); err != nil {
 		return nil, &broker.Error{Kind: broker.KindInvalidArgument, Msg: fmt.Sprintf(
 			"The key name selects a namespace of its name (--namespace-per-key-name), and it cannot name one: %v.", err)}
@@ -384,7 +419,7 @@ func (r *nsRegistry) byKeyName(keyName string, verify func(*auth.Authenticator) 
 	if err := verify(a); err != nil {
 		return nil, err
 	}
-	if len(r.all) >= r.max {
+	if len(r.all)+len(r.removing) >= r.max {
 		return nil, &broker.Error{Kind: broker.KindQuotaExceeded, Msg: fmt.Sprintf(
 			"The key name %q would make a new namespace, but this broker has %d namespaces already, the most it allows (--max-namespaces).", keyName, len(r.all))}
 	}

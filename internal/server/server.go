@@ -264,7 +264,7 @@ func (s *Server) openCore(ctx context.Context, o Options, entities *config.Emula
 	timerCtx, cancel := context.WithCancel(context.Background())
 	s.cancelTimers = cancel
 	reg := &nsRegistry{o: o, log: log, root: s.metrics, perKey: o.NamespacePerKeyName, max: max,
-		timerCtx: timerCtx, wg: &s.wg, byName: map[string]*namespace{},
+		timerCtx: timerCtx, wg: &s.wg, byName: map[string]*namespace{}, removing: map[string]bool{},
 		// Data-plane receives waiting for a message end when the HTTP
 		// server shuts down, rather than holding its Shutdown for their
 		// timeout.
