@@ -105,7 +105,7 @@ type Server struct {
 	metrics  *metrics.Metrics
 	metricH  lateHandler // GET /metrics, set once the admin API's check exists
 	console  lateHandler // the web console (package console) under console.Prefix
-	consoleC *console.Console
+	consoles *consoles   // the web consoles, one per namespace (console.go)
 	tracing  *tracing.Provider
 	faults   *faults.Set // nil unless --faults
 	testClk  *clock.Test // the broker's clock with --test-clock, else nil
@@ -271,10 +271,9 @@ func (s *Server) openCore(ctx context.Context, o Options, entities *config.Emula
 		onAdmin: func(adm *admin.Handler) { s.httpSrv.RegisterOnShutdown(adm.StopWaiting) }}
 	reg.labelled = o.NamespacePerKeyName || len(declared) > 1
 	s.ns = reg
-	defName := ""
 	var defEntities *config.Namespace
 	if len(declared) > 0 {
-		defName, defEntities = declared[0].Name, &declared[0]
+		defEntities = &declared[0]
 	}
 	reg.template = defEntities
 	def, err := reg.openDeclared(ctx, defEntities, o.DataDir)
@@ -317,16 +316,13 @@ func (s *Server) openCore(ctx context.Context, o Options, entities *config.Emula
 	} else {
 		s.metricH.set(reg.nsHandler(func(n *namespace) http.Handler { return n.admin.Protect(s.metrics.Handler()) }))
 	}
-	label := ""
-	if reg.labelled {
-		label = nsLabel(defName)
-	}
-	if s.consoleC, err = console.New(console.Options{Broker: s.broker, Auth: def.auth, Clock: o.Clock,
-		AutoSignIn: consoleAutoSignIn(def.auth, s.httpLn.Addr()), Totals: consoleTotals(s.metrics, label),
-		Logger: log.With("component", "console")}); err != nil {
+	s.consoles = &consoles{reg: reg, metrics: s.metrics, httpAddr: s.httpLn.Addr(), o: o, log: log,
+		byNS: map[*namespace]*console.Console{}, gone: map[*namespace]bool{}}
+	if s.consoles.root, err = console.New(s.consoles.options(def, "")); err != nil {
 		return err
 	}
-	s.console.set(s.consoleC)
+	reg.onRemove = s.consoles.drop
+	s.console.set(s.consoles)
 	if s.tracing, err = tracing.Start(ctx, os.LookupEnv, "", log.With("component", "tracing")); err != nil {
 		return err
 	}
@@ -486,8 +482,8 @@ func (s *Server) close(ctx context.Context) error {
 	if s.pprofSrv != nil {
 		errs = append(errs, s.pprofSrv.Shutdown(ctx))
 	}
-	if s.consoleC != nil {
-		s.consoleC.Close() // its bulk jobs stop between two atomic steps
+	if s.consoles != nil {
+		s.consoles.close() // their bulk jobs stop between two atomic steps
 	}
 	if s.ns != nil {
 		s.ns.shut() // no namespace opens from now on
