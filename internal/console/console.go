@@ -36,6 +36,14 @@
 // appear in URLs or logs: every form posts, and the log carries the key
 // name only.
 //
+// # Namespaces
+//
+// A Console shows one namespace (Options.Broker, Auth). A server with
+// several runs one per namespace, each under its own Options.Prefix below
+// Prefix (its pages link there; its cookie, busbar_console_ns, is scoped
+// there, so each namespace's sessions are its own), and fills the header's
+// switcher with Options.Switcher.
+//
 // # Background work
 //
 // Bulk dead-letter jobs (jobs.go) run in goroutines owned by the Console:

@@ -28,10 +28,12 @@
 //
 // The web console (package console) is served at /$console/ on the HTTP
 // and HTTPS listeners; "$" cannot appear in an entity name, so it never
-// shadows an admin API path. It signs in against the same policies; with
-// the HTTP listener on loopback and the well-known development key in use,
-// loopback browsers open it signed in. Its bulk jobs are goroutines owned
-// by the console, stopped by Shutdown.
+// shadows an admin API path. Each namespace has its own (console.go:
+// /$console/ for the Host's namespace, /$console/ns/NAME/ for any), signed
+// in against that namespace's policies; with the HTTP listener on loopback
+// and the well-known development key in use, loopback browsers open it
+// signed in. Their bulk jobs are goroutines owned by each console, stopped
+// by Shutdown or when the namespace is deleted.
 //
 // Metrics (package metrics) are always collected; GET /metrics on the
 // HTTP and HTTPS listeners serves them, behind the admin API's token check
