@@ -81,7 +81,6 @@ type consoles struct {
 	mu     sync.Mutex
 	closed bool
 	byNS   map[*namespace]*console.Console
-	gone   map[*namespace]bool // deleted: no console is made for them
 }
 
 // nsRef is a namespace's name in console paths.
@@ -178,7 +177,7 @@ func (cs *consoles) forNamespace(n *namespace) (*console.Console, error) {
 	if c := cs.byNS[n]; c != nil {
 		return c, nil
 	}
-	if cs.closed || cs.gone[n] {
+	if cs.closed || n.noConsole {
 		return nil, errors.New("The namespace's console is closed: the broker is shutting down or the namespace was deleted.")
 	}
 	c, err := console.New(cs.options(n, nsConsolePrefix(n)))
@@ -195,7 +194,7 @@ func (cs *consoles) drop(n *namespace) {
 	cs.mu.Lock()
 	c := cs.byNS[n]
 	delete(cs.byNS, n)
-	cs.gone[n] = true
+	n.noConsole = true
 	cs.mu.Unlock()
 	if c != nil {
 		c.Close()

@@ -52,18 +52,19 @@ import (
 
 // namespace is one namespace the server runs.
 type namespace struct {
-	name    string // as Config.json spells it; "" for the default without one
-	store   store.Store
-	broker  *broker.Broker
-	auth    *auth.Authenticator
-	metrics *metrics.Metrics
-	faults  *faults.Set // nil unless --faults
-	testClk *clock.Test // nil unless --test-clock
-	admin   *admin.Handler
-	sb      *servicebus.Namespace
-	hosts   []string // lower-case
-	keyName bool     // made for a key name (--namespace-per-key-name)
-	dir     string   // its data directory, "" in memory
+	name      string // as Config.json spells it; "" for the default without one
+	store     store.Store
+	broker    *broker.Broker
+	auth      *auth.Authenticator
+	metrics   *metrics.Metrics
+	faults    *faults.Set // nil unless --faults
+	testClk   *clock.Test // nil unless --test-clock
+	admin     *admin.Handler
+	sb        *servicebus.Namespace
+	hosts     []string // lower-case
+	keyName   bool     // made for a key name (--namespace-per-key-name)
+	dir       string   // its data directory, "" in memory
+	noConsole bool     // deleted: no console is made for it (guarded by consoles.mu)
 
 	stopTimers context.CancelFunc
 	timersDone chan struct{} // closed when its broker's timers stopped
@@ -400,10 +401,6 @@ func (r *nsRegistry) byKeyName(keyName string, verify func(*auth.Authenticator) 
 	if n := r.byName[key]; n != nil {
 		return n, nil
 	}
-	if r.removing[key] {
-		return nil, &broker.Error{Kind: broker.KindClosed, Msg: fmt.Sprintf(
-			"The namespace %q is being deleted; connect again once it is gone to make a new one.", keyName)}
-	}
 	if err := config.CheckNamespaceName(keyName); err != nil {
 		return nil, &broker.Error{Kind: broker.KindInvalidArgument, Msg: fmt.Sprintf(
 			"The key name selects a namespace of its name (--namespace-per-key-name), and it cannot name one: %v.", err)}
@@ -418,6 +415,10 @@ func (r *nsRegistry) byKeyName(keyName string, verify func(*auth.Authenticator) 
 	}
 	if err := verify(a); err != nil {
 		return nil, err
+	}
+	if r.removing[key] {
+		return nil, &broker.Error{Kind: broker.KindClosed, Msg: fmt.Sprintf(
+			"The namespace %q is being deleted; connect again once it is gone to make a new one.", keyName)}
 	}
 	if len(r.all)+len(r.removing) >= r.max {
 		return nil, &broker.Error{Kind: broker.KindQuotaExceeded, Msg: fmt.Sprintf(

@@ -319,7 +319,7 @@ func (s *Server) openCore(ctx context.Context, o Options, entities *config.Emula
 		s.metricH.set(reg.nsHandler(func(n *namespace) http.Handler { return n.admin.Protect(s.metrics.Handler()) }))
 	}
 	s.consoles = &consoles{reg: reg, metrics: s.metrics, httpAddr: s.httpLn.Addr(), o: o, log: log,
-		byNS: map[*namespace]*console.Console{}, gone: map[*namespace]bool{}}
+		byNS: map[*namespace]*console.Console{}}
 	if s.consoles.root, err = console.New(s.consoles.options(def, "")); err != nil {
 		return err
 	}
