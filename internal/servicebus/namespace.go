@@ -28,6 +28,11 @@ import (
 // amqp:unauthorized-access; so is one whose key name selects another.
 // A connection is counted (Observer.ConnectionOpened) in its namespace
 // once that is fixed, or in the default one when it closes undecided.
+//
+// A connection joins its namespace when it is fixed and leaves it when it
+// ends. Namespace.Close (the namespace was deleted) closes those in it
+// with the error given and refuses any that would join it later: at open
+// (the host named it) with that error, at a put-token or attach likewise.
 
 // Namespace is one namespace a Handler serves: its queue engine, its
 // policies and entity rules, its metrics and its injected faults.
