@@ -46,6 +46,10 @@ type Options struct {
 	// TestClock is the broker's test clock /$time moves (testclock.go);
 	// nil: the endpoint answers 404.
 	TestClock *clock.Test
+	// Namespaces, set on the default namespace's Handler, lists and
+	// deletes the server's namespaces (/$namespaces, namespaces.go);
+	// nil: the endpoint answers 404.
+	Namespaces NamespaceManager
 }
 
 // Observer is told of failed requests: the request's path and the HTTP
@@ -59,16 +63,17 @@ type Observer interface {
 // its URL space). Its exported methods other than ServeHTTP are the data
 // functions the endpoints wrap. It is safe for concurrent use.
 type Handler struct {
-	broker    *broker.Broker
-	auth      *auth.Authenticator
-	namespace string
-	clock     clock.Clock
-	log       *slog.Logger
-	obs       Observer  // nil: none
-	started   time.Time // the namespace's CreatedTime and ModifiedTime
-	waiters   *waiters  // the data plane's waiting receives (dataplane.go)
-	faults    *faults.Set
-	testClock *clock.Test
+	broker     *broker.Broker
+	auth       *auth.Authenticator
+	namespace  string
+	clock      clock.Clock
+	log        *slog.Logger
+	obs        Observer  // nil: none
+	started    time.Time // the namespace's CreatedTime and ModifiedTime
+	waiters    *waiters  // the data plane's waiting receives (dataplane.go)
+	faults     *faults.Set
+	testClock  *clock.Test
+	namespaces NamespaceManager // nil: /$namespaces answers 404
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -81,7 +86,7 @@ func New(o Options) (*Handler, error) {
 	if o.Auth == nil {
 		return nil, errors.New("admin: Options.Auth is required")
 	}
-	h := &Handler{broker: o.Broker, auth: o.Auth, namespace: o.Namespace, clock: o.Clock, log: o.Logger, obs: o.Observer, waiters: newWaiters(), faults: o.Faults, testClock: o.TestClock}
+	h := &Handler{broker: o.Broker, auth: o.Auth, namespace: o.Namespace, clock: o.Clock, log: o.Logger, obs: o.Observer, waiters: newWaiters(), faults: o.Faults, testClock: o.TestClock, namespaces: o.Namespaces}
 	if h.namespace == "" {
 		h.namespace = "busbar"
 	}

@@ -40,7 +40,7 @@
 // its requests (dataplane.go, docs/http-data-plane.md).
 //
 // Busbar's own endpoints, JSON in and out, under '$' names no entity can
-// have (faults.go, dryrun.go, testclock.go):
+// have (faults.go, dryrun.go, testclock.go, namespaces.go):
 //
 //	/$faults                                    GET list, POST add, DELETE clear the fault
 //	                                            rules (404 unless fault injection is on)
@@ -50,6 +50,8 @@
 //	/$time/advance, /$time/set                  POST    move the test clock forward
 //	/$history/{entity}/messages/{seq}           GET     a message's history (404 unless --history)
 //	/$history/{entity}/messages?message-id=ID   GET     the histories of the messages with that id
+//	/$namespaces                                GET     the server's namespaces (default namespace only)
+//	/$namespaces/{name}                         DELETE  delete a namespace made for a key name
 //
 // Queues and topics share one name space: creating either over the other
 // is 409, and so is an update whose description is of the other kind.

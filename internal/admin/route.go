@@ -25,6 +25,8 @@ const (
 	resTimeAdvance                       // $time/advance
 	resTimeSet                           // $time/set
 	resHistory                           // $history/{entity}/messages[/{seq}] (history.go)
+	resNamespaces                        // $namespaces (namespaces.go)
+	resNamespace                         // $namespaces/{name}
 )
 
 // resource is a parsed request path.
@@ -67,12 +69,8 @@ func parseDollarResource(path string, segs []string) (r resource, ok bool, err e
 		return resource{kind: resFaults}, true, nil
 	case n == 2 && word(0, "$faults"):
 		return resource{kind: resFault, entity: segs[1]}, true, nil
-	case n == 1 && word(0, "$time"):
-		return resource{kind: resTime}, true, nil
-	case n == 2 && word(0, "$time") && word(1, "advance"):
-		return resource{kind: resTimeAdvance}, true, nil
-	case n == 2 && word(0, "$time") && word(1, "set"):
-		return resource{kind: resTimeSet}, true, nil
+	case word(0, "$namespaces"), word(0, "$time"):
+		return parseControlResource(segs)
 	case n == 2 && word(0, "$rules") && word(1, "dry-run"):
 		return resource{kind: resDryRun}, true, nil
 	case word(0, "$history"):
@@ -93,6 +91,26 @@ func parseDollarResource(path string, segs []string) (r resource, ok bool, err e
 			return resource{kind: resTopics}, true, nil
 		}
 		return resource{}, true, badRequest("'%s' is not a resource collection: use $Resources/Queues or $Resources/Topics.", path)
+	}
+	return resource{}, false, nil
+}
+
+// parseControlResource classifies /$namespaces[/{name}] and
+// /$time[/advance|/set]; ok is false for other paths under them.
+func parseControlResource(segs []string) (r resource, ok bool, err error) {
+	n := len(segs)
+	word := func(i int, w string) bool { return i < n && strings.EqualFold(segs[i], w) }
+	switch {
+	case n == 1 && word(0, "$namespaces"):
+		return resource{kind: resNamespaces}, true, nil
+	case n == 2 && word(0, "$namespaces"):
+		return resource{kind: resNamespace, entity: segs[1]}, true, nil
+	case n == 1 && word(0, "$time"):
+		return resource{kind: resTime}, true, nil
+	case n == 2 && word(1, "advance"):
+		return resource{kind: resTimeAdvance}, true, nil
+	case n == 2 && word(1, "set"):
+		return resource{kind: resTimeSet}, true, nil
 	}
 	return resource{}, false, nil
 }
@@ -136,6 +154,8 @@ var routes = map[resourceKind]map[string]endpoint{
 	resTimeAdvance:   {http.MethodPost: advanceTime},
 	resTimeSet:       {http.MethodPost: setTime},
 	resHistory:       {http.MethodGet: getHistory},
+	resNamespaces:    {http.MethodGet: listNamespaces},
+	resNamespace:     {http.MethodDelete: deleteNamespace},
 }
 
 // methodNotAllowed is the 405 for a method a resource does not serve.

@@ -58,6 +58,7 @@ func Commands(env func(string) (string, bool)) []*cobra.Command {
 		newImportCmd(a),
 		newFaultCmd(a),
 		newTimeCmd(a),
+		newNamespaceCmd(a),
 		newHistoryCmd(a),
 	}
 	for _, c := range cmds {

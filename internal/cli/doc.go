@@ -14,6 +14,7 @@
 //	busbar session list|show|set-state ENTITY [SESSION]  sessions of a session-enabled entity
 //	busbar export                                         the topology as an emulator Config.json
 //	busbar import TEMPLATE.json [-o FILE | --apply]       an Azure ARM template's entities as Config.json, or created
+//	busbar namespace list|delete [NAME]                  the broker's namespaces; delete one made for a key name
 //
 // # Queues and subscriptions
 //

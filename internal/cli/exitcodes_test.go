@@ -72,6 +72,9 @@ func TestExitCodesPerCommand(t *testing.T) {
 		// Nor with --history: likewise.
 		"history": {badArgs: []string{"q"}, works: []string{"q", "--seq", "1"}},
 
+		"namespace list":   {badArgs: []string{"x"}, works: []string{}},
+		"namespace delete": {badArgs: []string{}, notFound: []string{"nosuch"}, works: []string{"run-1"}},
+
 		"session list":      {badArgs: []string{}, notFound: []string{"nosuch"}, works: []string{"sq"}},
 		"session show":      {badArgs: []string{"sq"}, notFound: []string{"nosuch", "a"}, works: []string{"sq", "a"}},
 		"session set-state": {badArgs: []string{"sq", "a"}, notFound: []string{"nosuch", "a", "x"}, works: []string{"sq", "a", "x"}},

@@ -36,6 +36,14 @@
 // appear in URLs or logs: every form posts, and the log carries the key
 // name only.
 //
+// # Namespaces
+//
+// A Console shows one namespace (Options.Broker, Auth). A server with
+// several runs one per namespace, each under its own Options.Prefix below
+// Prefix (its pages link there; its cookie, busbar_console_ns, is scoped
+// there, so each namespace's sessions are its own), and fills the header's
+// switcher with Options.Switcher.
+//
 // # Background work
 //
 // Bulk dead-letter jobs (jobs.go) run in goroutines owned by the Console:
@@ -72,7 +80,8 @@ import (
 const Prefix = "/$console/"
 
 const (
-	cookieName  = "busbar_console"
+	cookieName  = "busbar_console"    // the console at Prefix
+	nsCookie    = "busbar_console_ns" // a console under Prefix (Options.Prefix)
 	maxSessions = 1024
 	sessionTTL  = 8 * time.Hour
 	maxForm     = 2 << 20 // request body bytes (a test message's body included)
@@ -93,6 +102,25 @@ type Options struct {
 	Totals func() map[string]Totals
 	Clock  clock.Clock  // nil: the wall clock
 	Logger *slog.Logger // nil: discard
+
+	// Prefix is where this console is served, a path under Prefix ending
+	// in "/" ("/$console/ns/orders/"); "" is Prefix. Its pages link
+	// there, and its session cookie is scoped there.
+	Prefix string
+	// Namespace is the name of the namespace shown, for the header; ""
+	// shows none.
+	Namespace string
+	// Switcher, when set, lists the namespaces the header offers to
+	// switch to, for a request signed in with grant g.
+	Switcher func(r *http.Request, g auth.Grant) []NamespaceLink
+}
+
+// NamespaceLink is one namespace in the header's switcher.
+type NamespaceLink struct {
+	Name    string
+	Href    string // its console
+	Origin  string // "config" or "key-name"
+	Current bool
 }
 
 // Console is the web console's http.Handler.
@@ -108,6 +136,11 @@ type Console struct {
 
 	totals func() map[string]Totals
 	rates  rates
+
+	prefix    string
+	cookie    string
+	namespace string
+	switcher  func(*http.Request, auth.Grant) []NamespaceLink
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -129,7 +162,13 @@ func New(o Options) (*Console, error) {
 		return nil, errors.New("console: Broker and Auth are required")
 	}
 	c := &Console{b: o.Broker, auth: o.Auth, auto: o.AutoSignIn, clk: o.Clock, log: o.Logger, totals: o.Totals,
-		sessions: make(map[string]*session)}
+		sessions: make(map[string]*session), prefix: Prefix, cookie: cookieName, namespace: o.Namespace, switcher: o.Switcher}
+	if o.Prefix != "" && o.Prefix != Prefix {
+		if !strings.HasPrefix(o.Prefix, Prefix) || !strings.HasSuffix(o.Prefix, "/") {
+			return nil, fmt.Errorf("console: Prefix %q is not a path under %s ending in /", o.Prefix, Prefix)
+		}
+		c.prefix, c.cookie = o.Prefix, nsCookie
+	}
 	if c.clk == nil {
 		c.clk = clock.Real{}
 	}
@@ -158,7 +197,7 @@ func (c *Console) parseTemplates() error {
 		if base == "layout" {
 			continue
 		}
-		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "templates/layout.html", n)
+		t, err := template.New("layout.html").Funcs(funcs).Funcs(template.FuncMap{"base": func() string { return c.prefix }}).ParseFS(assets, "templates/layout.html", n)
 		if err != nil {
 			return fmt.Errorf("console: template %s: %w", n, err)
 		}
@@ -187,7 +226,7 @@ func newID() string {
 // loopback with AutoSignIn it makes one.
 func (c *Console) sessionOf(w http.ResponseWriter, r *http.Request) *session {
 	now := c.clk.Now()
-	if ck, err := r.Cookie(cookieName); err == nil {
+	if ck, err := r.Cookie(c.cookie); err == nil {
 		c.mu.Lock()
 		s := c.sessions[ck.Value]
 		if s != nil && !now.Before(s.expires) {
@@ -232,7 +271,7 @@ func (c *Console) newSession(w http.ResponseWriter, r *http.Request, g auth.Gran
 	}
 	c.sessions[s.id] = s
 	c.mu.Unlock()
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: s.id, Path: Prefix, HttpOnly: true,
+	http.SetCookie(w, &http.Cookie{Name: c.cookie, Value: s.id, Path: c.prefix, HttpOnly: true,
 		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil}) // a browser-session cookie: the server ends it
 	return s
 }
@@ -241,7 +280,7 @@ func (c *Console) endSession(w http.ResponseWriter, s *session) {
 	c.mu.Lock()
 	delete(c.sessions, s.id)
 	c.mu.Unlock()
-	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: Prefix, HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: -1})
+	http.SetCookie(w, &http.Cookie{Name: c.cookie, Value: "", Path: c.prefix, HttpOnly: true, SameSite: http.SameSiteStrictMode, MaxAge: -1})
 }
 
 func (c *Console) setFlash(s *session, msg string) {

@@ -35,38 +35,38 @@ func badInput(format string, args ...any) error {
 func (c *Console) routes() {
 	m := http.NewServeMux()
 	static, _ := fs.Sub(assets, "static")
-	m.Handle("GET "+Prefix+"static/", http.StripPrefix(Prefix+"static/", http.FileServerFS(static)))
-	m.HandleFunc("GET "+Prefix+"login", c.loginPage)
-	m.HandleFunc("POST "+Prefix+"login", c.loginPost)
-	m.Handle("POST "+Prefix+"logout", c.page(0, func(w http.ResponseWriter, r *http.Request, s *session) error {
+	m.Handle("GET "+c.prefix+"static/", http.StripPrefix(c.prefix+"static/", http.FileServerFS(static)))
+	m.HandleFunc("GET "+c.prefix+"login", c.loginPage)
+	m.HandleFunc("POST "+c.prefix+"login", c.loginPost)
+	m.Handle("POST "+c.prefix+"logout", c.page(0, func(w http.ResponseWriter, r *http.Request, s *session) error {
 		c.endSession(w, s)
-		http.Redirect(w, r, Prefix+"login", http.StatusSeeOther)
+		http.Redirect(w, r, c.prefix+"login", http.StatusSeeOther)
 		return nil
 	}))
-	m.Handle("GET "+Prefix+"{$}", c.page(auth.Listen, c.overview))
-	m.Handle("POST "+Prefix+"create", c.page(auth.Manage, c.create))
-	m.Handle("GET "+Prefix+"entity", c.page(auth.Listen, c.entityPage))
-	m.Handle("POST "+Prefix+"entity/update", c.page(auth.Manage, c.entityUpdate))
-	m.Handle("POST "+Prefix+"entity/delete", c.page(auth.Manage, c.entityDelete))
-	m.Handle("GET "+Prefix+"messages", c.page(auth.Listen, c.messagesPage))
-	m.Handle("GET "+Prefix+"message", c.page(auth.Listen, c.messagePage))
-	m.Handle("GET "+Prefix+"history", c.page(auth.Listen, c.historyPage))
-	m.Handle("POST "+Prefix+"send", c.page(auth.Send, c.send))
-	m.Handle("POST "+Prefix+"purge", c.page(auth.Manage, c.purge))
-	m.Handle("POST "+Prefix+"messages/delete", c.page(auth.Manage, c.deleteMessages))
-	m.Handle("POST "+Prefix+"messages/cancel", c.page(auth.Manage, c.cancelScheduled))
-	m.Handle("GET "+Prefix+"dlq", c.page(auth.Listen, c.dlqPage))
-	m.Handle("POST "+Prefix+"dlq/resubmit", c.page(auth.Manage, c.dlqResubmit))
-	m.Handle("GET "+Prefix+"jobs/{id}", c.page(auth.Listen, c.jobPage))
-	m.Handle("POST "+Prefix+"jobs/{id}/cancel", c.page(auth.Manage, c.jobCancel))
-	m.Handle("GET "+Prefix+"rules", c.page(auth.Listen, c.rulesPage))
-	m.Handle("POST "+Prefix+"rules/create", c.page(auth.Manage, c.ruleCreate))
-	m.Handle("POST "+Prefix+"rules/delete", c.page(auth.Manage, c.ruleDelete))
-	m.Handle("GET "+Prefix+"tester", c.page(auth.Listen, c.testerPage))
-	m.Handle("GET "+Prefix+"sessions", c.page(auth.Listen, c.sessionsPage))
-	m.Handle("POST "+Prefix+"sessions/state", c.page(auth.Manage, c.sessionState))
-	m.Handle("GET "+Prefix+"scheduled", c.page(auth.Listen, c.scheduledPage))
-	m.Handle("GET "+Prefix+"export", c.page(auth.Manage, c.export))
+	m.Handle("GET "+c.prefix+"{$}", c.page(auth.Listen, c.overview))
+	m.Handle("POST "+c.prefix+"create", c.page(auth.Manage, c.create))
+	m.Handle("GET "+c.prefix+"entity", c.page(auth.Listen, c.entityPage))
+	m.Handle("POST "+c.prefix+"entity/update", c.page(auth.Manage, c.entityUpdate))
+	m.Handle("POST "+c.prefix+"entity/delete", c.page(auth.Manage, c.entityDelete))
+	m.Handle("GET "+c.prefix+"messages", c.page(auth.Listen, c.messagesPage))
+	m.Handle("GET "+c.prefix+"message", c.page(auth.Listen, c.messagePage))
+	m.Handle("GET "+c.prefix+"history", c.page(auth.Listen, c.historyPage))
+	m.Handle("POST "+c.prefix+"send", c.page(auth.Send, c.send))
+	m.Handle("POST "+c.prefix+"purge", c.page(auth.Manage, c.purge))
+	m.Handle("POST "+c.prefix+"messages/delete", c.page(auth.Manage, c.deleteMessages))
+	m.Handle("POST "+c.prefix+"messages/cancel", c.page(auth.Manage, c.cancelScheduled))
+	m.Handle("GET "+c.prefix+"dlq", c.page(auth.Listen, c.dlqPage))
+	m.Handle("POST "+c.prefix+"dlq/resubmit", c.page(auth.Manage, c.dlqResubmit))
+	m.Handle("GET "+c.prefix+"jobs/{id}", c.page(auth.Listen, c.jobPage))
+	m.Handle("POST "+c.prefix+"jobs/{id}/cancel", c.page(auth.Manage, c.jobCancel))
+	m.Handle("GET "+c.prefix+"rules", c.page(auth.Listen, c.rulesPage))
+	m.Handle("POST "+c.prefix+"rules/create", c.page(auth.Manage, c.ruleCreate))
+	m.Handle("POST "+c.prefix+"rules/delete", c.page(auth.Manage, c.ruleDelete))
+	m.Handle("GET "+c.prefix+"tester", c.page(auth.Listen, c.testerPage))
+	m.Handle("GET "+c.prefix+"sessions", c.page(auth.Listen, c.sessionsPage))
+	m.Handle("POST "+c.prefix+"sessions/state", c.page(auth.Manage, c.sessionState))
+	m.Handle("GET "+c.prefix+"scheduled", c.page(auth.Listen, c.scheduledPage))
+	m.Handle("GET "+c.prefix+"export", c.page(auth.Manage, c.export))
 	c.mux = m
 }
 
@@ -79,7 +79,7 @@ func (c *Console) page(right auth.Rights, h handler) http.Handler {
 		s := c.sessionOf(w, r)
 		if s == nil {
 			if r.Method == http.MethodGet {
-				http.Redirect(w, r, Prefix+"login", http.StatusSeeOther)
+				http.Redirect(w, r, c.prefix+"login", http.StatusSeeOther)
 				return
 			}
 			c.fail(w, r, nil, &userError{status: http.StatusUnauthorized, msg: "Your console session has ended; sign in again."})
@@ -134,11 +134,17 @@ type view struct {
 	KeyName string
 	Auto    bool // signed in automatically (loopback, development key)
 	Data    any
+
+	Namespace  string          // the namespace shown ("" without a name)
+	Namespaces []NamespaceLink // the switcher's; none without one
 }
 
 func (c *Console) render(w http.ResponseWriter, r *http.Request, s *session, name string, data any, statusWritten bool) {
 	t := c.pages[name]
-	v := view{Title: name, Session: s, Data: data}
+	v := view{Title: name, Session: s, Data: data, Namespace: c.namespace}
+	if s != nil && c.switcher != nil {
+		v.Namespaces = c.switcher(r, s.grant)
+	}
 	if s != nil {
 		v.CSRF = s.csrf
 		v.Rights = s.grant.Rights
@@ -164,7 +170,7 @@ func (c *Console) redirect(w http.ResponseWriter, r *http.Request, s *session, t
 
 func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
 	if s := c.sessionOf(w, r); s != nil {
-		http.Redirect(w, r, Prefix, http.StatusSeeOther)
+		http.Redirect(w, r, c.prefix, http.StatusSeeOther)
 		return
 	}
 	c.render(w, r, nil, "login", map[string]any{}, false)
@@ -187,7 +193,7 @@ func (c *Console) loginPost(w http.ResponseWriter, r *http.Request) {
 	}
 	c.newSession(w, r, g, false)
 	c.log.Info("console sign-in", "keyName", g.KeyName, "rights", g.Rights.String(), "resource", g.Resource)
-	http.Redirect(w, r, Prefix, http.StatusSeeOther)
+	http.Redirect(w, r, c.prefix, http.StatusSeeOther)
 }
 
 // ---- helpers ----
@@ -368,7 +374,7 @@ func (c *Console) create(w http.ResponseWriter, r *http.Request, s *session) err
 		return err
 	}
 	c.log.Info("console created an entity", "keyName", s.grant.KeyName, "entity", path)
-	c.redirect(w, r, s, Prefix+"entity?path="+urlQuery(path), fmt.Sprintf("Created %s '%s'.", f.Get("kind"), path))
+	c.redirect(w, r, s, c.prefix+"entity?path="+urlQuery(path), fmt.Sprintf("Created %s '%s'.", f.Get("kind"), path))
 	return nil
 }
 
@@ -473,7 +479,7 @@ func (c *Console) entityUpdate(w http.ResponseWriter, r *http.Request, s *sessio
 		return err
 	}
 	c.log.Info("console updated an entity", "keyName", s.grant.KeyName, "entity", path)
-	c.redirect(w, r, s, Prefix+"entity?path="+urlQuery(path), "Saved the properties of '"+path+"'.")
+	c.redirect(w, r, s, c.prefix+"entity?path="+urlQuery(path), "Saved the properties of '"+path+"'.")
 	return nil
 }
 
@@ -501,7 +507,7 @@ func (c *Console) entityDelete(w http.ResponseWriter, r *http.Request, s *sessio
 		return err
 	}
 	c.log.Info("console deleted an entity", "keyName", s.grant.KeyName, "entity", path)
-	c.redirect(w, r, s, Prefix, "Deleted '"+path+"'.")
+	c.redirect(w, r, s, c.prefix, "Deleted '"+path+"'.")
 	return nil
 }
 
@@ -760,7 +766,7 @@ func (c *Console) send(w http.ResponseWriter, r *http.Request, s *session) error
 	} else if err := c.b.Send(ctx, path, []*message.Message{m}); err != nil {
 		return err
 	}
-	c.redirect(w, r, s, Prefix+"messages?path="+urlQuery(path), msg)
+	c.redirect(w, r, s, c.prefix+"messages?path="+urlQuery(path), msg)
 	return nil
 }
 
@@ -824,7 +830,7 @@ func (c *Console) purge(w http.ResponseWriter, r *http.Request, s *session) erro
 		}
 	}
 	c.log.Info("console purged", "keyName", s.grant.KeyName, "entity", entity, "subQueue", sub, "messages", total)
-	c.redirect(w, r, s, Prefix+"entity?path="+urlQuery(entity), fmt.Sprintf("Purged %d messages.", total))
+	c.redirect(w, r, s, c.prefix+"entity?path="+urlQuery(entity), fmt.Sprintf("Purged %d messages.", total))
 	return nil
 }
 
@@ -909,8 +915,8 @@ func (c *Console) deleteMessages(w http.ResponseWriter, r *http.Request, s *sess
 	}
 	c.log.Info("console "+strings.ToLower(verb)+" messages", "keyName", s.grant.KeyName, "entity", subQueuePath(entity, sub), "messages", res.Done, "skipped", len(res.Skipped))
 	back := f.Get("back")
-	if !strings.HasPrefix(back, Prefix) {
-		back = Prefix + "messages?path=" + urlQuery(entity) + "&sub=" + urlQuery(sub)
+	if !strings.HasPrefix(back, c.prefix) {
+		back = c.prefix + "messages?path=" + urlQuery(entity) + "&sub=" + urlQuery(sub)
 	}
 	c.redirect(w, r, s, back, fmt.Sprintf("%s %d messages%s%s.", verb, res.Done, note, skippedNote(res.Skipped)))
 	return nil
@@ -938,6 +944,6 @@ func (c *Console) cancelScheduled(w http.ResponseWriter, r *http.Request, s *ses
 	if err := c.b.CancelScheduled(ctx, entity, seqs); err != nil {
 		return err
 	}
-	c.redirect(w, r, s, Prefix+"scheduled?path="+urlQuery(entity), fmt.Sprintf("Cancelled %d scheduled messages.", len(seqs)))
+	c.redirect(w, r, s, c.prefix+"scheduled?path="+urlQuery(entity), fmt.Sprintf("Cancelled %d scheduled messages.", len(seqs)))
 	return nil
 }

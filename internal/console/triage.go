@@ -119,13 +119,13 @@ func (c *Console) dlqResubmit(w http.ResponseWriter, r *http.Request, s *session
 		}
 	}
 	path := subQueuePath(entity, sub)
-	back := Prefix + "dlq?path=" + urlQuery(entity) + "&sub=" + sub
+	back := c.prefix + "dlq?path=" + urlQuery(entity) + "&sub=" + sub
 	if f.Get("all") != "" {
 		j, err := c.jobs.start(jobSpec{path: path, target: target, reason: f.Get("reason"), delete: del, keyName: s.grant.KeyName})
 		if err != nil {
 			return err
 		}
-		http.Redirect(w, r, Prefix+"jobs/"+j.ID, http.StatusSeeOther)
+		http.Redirect(w, r, c.prefix+"jobs/"+j.ID, http.StatusSeeOther)
 		return nil
 	}
 	seqs, err := formSeqs(f["seq"])
@@ -148,7 +148,7 @@ func (c *Console) dlqResubmit(w http.ResponseWriter, r *http.Request, s *session
 			}
 			return nil
 		}
-		back = Prefix + "messages?path=" + urlQuery(target)
+		back = c.prefix + "messages?path=" + urlQuery(target)
 	}
 	ctx, cancel := c.ctx(r)
 	defer cancel()
@@ -187,7 +187,7 @@ func (c *Console) jobCancel(w http.ResponseWriter, r *http.Request, s *session) 
 		return &userError{status: http.StatusNotFound, msg: "No such job."}
 	}
 	j.cancel()
-	http.Redirect(w, r, Prefix+"jobs/"+j.ID, http.StatusSeeOther)
+	http.Redirect(w, r, c.prefix+"jobs/"+j.ID, http.StatusSeeOther)
 	return nil
 }
 
@@ -255,7 +255,7 @@ func (c *Console) ruleCreate(w http.ResponseWriter, r *http.Request, s *session)
 	} else {
 		_, err = c.b.CreateRule(topic, sub, rd)
 	}
-	base := Prefix + "rules?topic=" + urlQuery(topic) + "&sub=" + urlQuery(sub)
+	base := c.prefix + "rules?topic=" + urlQuery(topic) + "&sub=" + urlQuery(sub)
 	if err != nil {
 		status, msg := adminStatus(err)
 		if status >= 500 {
@@ -280,7 +280,7 @@ func (c *Console) ruleDelete(w http.ResponseWriter, r *http.Request, s *session)
 	if err := c.b.DeleteRule(topic, sub, name); err != nil {
 		return err
 	}
-	c.redirect(w, r, s, Prefix+"rules?topic="+urlQuery(topic)+"&sub="+urlQuery(sub), "Deleted rule '"+name+"'.")
+	c.redirect(w, r, s, c.prefix+"rules?topic="+urlQuery(topic)+"&sub="+urlQuery(sub), "Deleted rule '"+name+"'.")
 	return nil
 }
 
@@ -432,7 +432,7 @@ func (c *Console) sessionState(w http.ResponseWriter, r *http.Request, s *sessio
 	if err != nil {
 		return err
 	}
-	c.redirect(w, r, s, Prefix+"sessions?path="+urlQuery(entity), "Saved the state of session '"+id+"'.")
+	c.redirect(w, r, s, c.prefix+"sessions?path="+urlQuery(entity), "Saved the state of session '"+id+"'.")
 	return nil
 }
 

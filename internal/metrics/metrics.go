@@ -53,7 +53,8 @@ const conditionServerBusy = "com.microsoft:server-busy"
 // Metrics collects Busbar's metrics. The zero value is not usable; call
 // New. All methods are safe for concurrent use.
 type Metrics struct {
-	reg *prometheus.Registry
+	reg     *prometheus.Registry
+	release func() // ForNamespace's children: unregister their series
 
 	entities sync.Map // entity name → *entityCounters
 
@@ -159,8 +160,24 @@ func NewShared() *Metrics { return newMetrics(true) }
 func (m *Metrics) ForNamespace(name string) *Metrics {
 	child := newMetrics(true)
 	child.reg = m.reg
-	prometheus.WrapRegistererWith(prometheus.Labels{"namespace": name}, m.reg).MustRegister(child.namespaceCollectors(child.active)...)
+	wrapped := prometheus.WrapRegistererWith(prometheus.Labels{"namespace": name}, m.reg)
+	cs := child.namespaceCollectors(child.active)
+	wrapped.MustRegister(cs...)
+	child.release = func() {
+		for _, c := range cs {
+			wrapped.Unregister(c)
+		}
+	}
 	return child
+}
+
+// Release removes a namespace's series (ForNamespace) from the registry,
+// when the namespace is deleted; ForNamespace may then be called again
+// with its name. It does nothing on other Metrics.
+func (m *Metrics) Release() {
+	if m.release != nil {
+		m.release()
+	}
 }
 
 // namespaceCollectors are the series of one namespace.

@@ -30,13 +30,26 @@ import (
 // Every body also carries the running build's version (package version),
 // "faults": true while fault injection is on (--faults), and
 // "testClock": true with the broker's current "testTime" (RFC 3339, UTC)
-// while it runs on the test clock (--test-clock).
+// while it runs on the test clock (--test-clock): those fields are the
+// default namespace's. With several namespaces (Config.json, or
+// --namespace-per-key-name) "namespaces" lists each one, the default
+// first: its "name" and, with --test-clock, its own "testTime".
 type health struct {
 	ready     atomic.Bool
 	faults    atomic.Bool
 	testClock atomic.Pointer[clock.Test]
 	// check is the broker's Health once it exists.
 	check atomic.Pointer[func() error]
+	// list is the namespaces' entries once there are several.
+	list atomic.Pointer[func() []nsHealth]
+}
+
+// nsHealth is one namespace's entry in /health's "namespaces".
+type nsHealth struct {
+	Name     string `json:"name"`
+	Default  bool   `json:"default,omitempty"`
+	Origin   string `json:"origin"`
+	TestTime string `json:"testTime,omitempty"`
 }
 
 type healthBody struct {
@@ -47,6 +60,8 @@ type healthBody struct {
 
 	TestClock bool   `json:"testClock,omitempty"`
 	TestTime  string `json:"testTime,omitempty"`
+
+	Namespaces []nsHealth `json:"namespaces,omitempty"`
 }
 
 func (h *health) setCheck(f func() error) { h.check.Store(&f) }
@@ -64,6 +79,9 @@ func (h *health) write(w http.ResponseWriter, status int, body healthBody) {
 	if c := h.testClock.Load(); c != nil {
 		body.TestClock = true
 		body.TestTime = c.Now().UTC().Format(time.RFC3339Nano)
+	}
+	if f := h.list.Load(); f != nil {
+		body.Namespaces = (*f)()
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/busbarmq/busbar/internal/admin"
 	"github.com/busbarmq/busbar/internal/auth"
@@ -45,21 +46,37 @@ import (
 //
 // The registry holds at most MaxNamespaces; each namespace's broker
 // timers run on a goroutine owned by the Server (its wait group),
-// stopped by cancelling the timers' context at Shutdown, after which
-// every broker and store is closed.
+// stopped by cancelling the timers' context at Shutdown (or its own, when
+// it is deleted: nslifecycle.go), after which every broker and store is
+// closed.
 
 // namespace is one namespace the server runs.
 type namespace struct {
-	name    string // as Config.json spells it; "" for the default without one
-	store   store.Store
-	broker  *broker.Broker
-	auth    *auth.Authenticator
-	metrics *metrics.Metrics
-	faults  *faults.Set // nil unless --faults
-	testClk *clock.Test // nil unless --test-clock
-	admin   *admin.Handler
-	sb      *servicebus.Namespace
-	hosts   []string // lower-case
+	name      string // as Config.json spells it; "" for the default without one
+	store     store.Store
+	broker    *broker.Broker
+	auth      *auth.Authenticator
+	metrics   *metrics.Metrics
+	faults    *faults.Set // nil unless --faults
+	testClk   *clock.Test // nil unless --test-clock
+	admin     *admin.Handler
+	sb        *servicebus.Namespace
+	hosts     []string // lower-case
+	keyName   bool     // made for a key name (--namespace-per-key-name)
+	dir       string   // its data directory, "" in memory
+	noConsole bool     // deleted: no console is made for it (guarded by consoles.mu)
+
+	stopTimers context.CancelFunc
+	timersDone chan struct{} // closed when its broker's timers stopped
+}
+
+// origin is where the namespace comes from: "config" (Config.json, or
+// the default one) or "key-name".
+func (n *namespace) origin() string {
+	if n.keyName {
+		return "key-name"
+	}
+	return "config"
 }
 
 // nsRegistry holds the server's namespaces.
@@ -74,12 +91,14 @@ type nsRegistry struct {
 	timerCtx context.Context
 	wg       *sync.WaitGroup
 	onAdmin  func(*admin.Handler)
+	onRemove func(*namespace) // a namespace is being deleted, its broker still open
 
-	mu     sync.Mutex
-	closed bool // shut: no namespace opens any more
-	def    *namespace
-	all    []*namespace
-	byName map[string]*namespace // lower-case name
+	mu       sync.Mutex
+	closed   bool // shut: no namespace opens any more
+	def      *namespace
+	all      []*namespace
+	byName   map[string]*namespace // lower-case name
+	removing map[string]bool       // lower-case names being deleted
 }
 
 var _ servicebus.Namespaces = (*nsRegistry)(nil)
@@ -103,7 +122,10 @@ func (r *nsRegistry) open(ctx context.Context, name, dir string, entities *confi
 	if name != "" && r.def != nil {
 		log = log.With("namespace", name)
 	}
-	n := &namespace{name: name}
+	n := &namespace{name: name, dir: dir}
+	if o.Memory {
+		n.dir = ""
+	}
 	defer func() {
 		if err != nil {
 			n.close()
@@ -176,7 +198,7 @@ func (r *nsRegistry) open(ctx context.Context, name, dir string, entities *confi
 	if r.def == nil {
 		adminName = ""
 	}
-	adm, err := admin.New(admin.Options{Broker: n.broker, Auth: n.auth, Namespace: adminName, Clock: o.Clock, Logger: log.With("component", "admin"), Observer: n.metrics, Faults: n.faults, TestClock: n.testClk})
+	adm, err := admin.New(admin.Options{Namespaces: r.manager(), Broker: n.broker, Auth: n.auth, Namespace: adminName, Clock: o.Clock, Logger: log.With("component", "admin"), Observer: n.metrics, Faults: n.faults, TestClock: n.testClk})
 	if err != nil {
 		return nil, err
 	}
@@ -185,12 +207,30 @@ func (r *nsRegistry) open(ctx context.Context, name, dir string, entities *confi
 		r.onAdmin(adm)
 	}
 	n.sb = &servicebus.Namespace{Name: name, Broker: n.broker, Auth: n.auth, Observer: n.metrics, Faults: n.faults}
+	r.startTimers(n)
+	return n, nil
+}
+
+// startTimers runs n's broker timers on a goroutine of the server's wait
+// group until the registry's timer context ends or n.stopTimers.
+func (r *nsRegistry) startTimers(n *namespace) {
+	tctx, stop := context.WithCancel(r.timerCtx)
+	n.stopTimers, n.timersDone = stop, make(chan struct{})
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		_ = b.Run(r.timerCtx)
+		defer close(n.timersDone)
+		_ = n.broker.Run(tctx)
 	}()
-	return n, nil
+}
+
+// manager is what the admin API of the namespace being opened manages:
+// all of them for the default one (the first opened), else nothing.
+func (r *nsRegistry) manager() admin.NamespaceManager {
+	if r.def == nil {
+		return r
+	}
+	return nil
 }
 
 // openDeclared opens a namespace Config.json declares (nil: the default
@@ -240,6 +280,20 @@ func (r *nsRegistry) shut() {
 	r.mu.Unlock()
 }
 
+// healthList is /health's "namespaces": each one's name and, with the
+// test clock, its time.
+func (r *nsRegistry) healthList() []nsHealth {
+	var out []nsHealth
+	for _, n := range r.list() {
+		e := nsHealth{Name: nsLabel(n.name), Default: n == r.def, Origin: n.origin()}
+		if n.testClk != nil {
+			e.TestTime = n.testClk.Now().UTC().Format(time.RFC3339Nano)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
 // close closes every namespace; their timers must have stopped.
 func (r *nsRegistry) close() error {
 	var errs []error
@@ -266,6 +320,9 @@ func (r *nsRegistry) health() error {
 // stopped.
 func (n *namespace) close() error {
 	var errs []error
+	if n.admin != nil {
+		n.admin.StopWaiting()
+	}
 	if n.broker != nil {
 		errs = append(errs, n.broker.Close())
 	}
@@ -359,7 +416,11 @@ func (r *nsRegistry) byKeyName(keyName string, verify func(*auth.Authenticator) 
 	if err := verify(a); err != nil {
 		return nil, err
 	}
-	if len(r.all) >= r.max {
+	if r.removing[key] {
+		return nil, &broker.Error{Kind: broker.KindClosed, Msg: fmt.Sprintf(
+			"The namespace %q is being deleted; connect again once it is gone to make a new one.", keyName)}
+	}
+	if len(r.all)+len(r.removing) >= r.max {
 		return nil, &broker.Error{Kind: broker.KindQuotaExceeded, Msg: fmt.Sprintf(
 			"The key name %q would make a new namespace, but this broker has %d namespaces already, the most it allows (--max-namespaces).", keyName, len(r.all))}
 	}
@@ -368,6 +429,9 @@ func (r *nsRegistry) byKeyName(keyName string, verify func(*auth.Authenticator) 
 		dir = filepath.Join(r.o.DataDir, "namespaces", key)
 	}
 	n, err := r.open(context.Background(), keyName, dir, r.template, pols, nil)
+	if n != nil {
+		n.keyName = true
+	}
 	if err != nil {
 		r.log.Error("opening a namespace for a key name", "namespace", keyName, "err", err)
 		return nil, &broker.Error{Kind: broker.KindInternal, Msg: fmt.Sprintf("The namespace %q could not be opened.", keyName)}

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -547,5 +548,41 @@ func TestNamespacesOwnTestClock(t *testing.T) {
 	other, def := s.ns.byName["other"].broker.Now(), s.Broker().Now()
 	if d := other.Sub(def); d < 59*time.Minute || d > 61*time.Minute {
 		t.Errorf("other's clock is %v ahead of the default namespace's, want 1h", d)
+	}
+
+	// /health keeps the default namespace's fields and lists each
+	// namespace's own test time.
+	code, body := get(t, "http://"+s.HTTPAddr().String()+"/health")
+	var h struct {
+		TestClock  bool   `json:"testClock"`
+		TestTime   string `json:"testTime"`
+		Namespaces []struct {
+			Name, Origin, TestTime string
+			Default                bool
+		} `json:"namespaces"`
+	}
+	if err := json.Unmarshal([]byte(body), &h); err != nil || code != http.StatusOK || !h.TestClock || len(h.Namespaces) != 2 {
+		t.Fatalf("GET /health = %d %s", code, body)
+	}
+	parse := func(s string) time.Time {
+		tt, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			t.Fatalf("/health: %v in %s", err, body)
+		}
+		return tt
+	}
+	d0, n0, n1 := parse(h.TestTime), h.Namespaces[0], h.Namespaces[1]
+	if n0.Name != "sbemulatorns" || !n0.Default || n0.Origin != "config" || parse(n0.TestTime).Sub(d0).Abs() > time.Minute {
+		t.Errorf("/health's default entry %+v (top-level testTime %v)", n0, d0)
+	}
+	if d := parse(n1.TestTime).Sub(d0); n1.Name != "other" || n1.Default || d < 59*time.Minute || d > 61*time.Minute {
+		t.Errorf("/health's entry for other %+v is %v ahead, want 1h", n1, d)
+	}
+
+	// One namespace: no list, as before.
+	one := start(t, Options{Server: config.Server{Memory: true, TestClock: true}})
+	defer stop(t, one)
+	if _, body := get(t, "http://"+one.HTTPAddr().String()+"/health"); strings.Contains(body, "namespaces") || !strings.Contains(body, "testTime") {
+		t.Errorf("/health with one namespace: %s", body)
 	}
 }

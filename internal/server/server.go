@@ -28,10 +28,12 @@
 //
 // The web console (package console) is served at /$console/ on the HTTP
 // and HTTPS listeners; "$" cannot appear in an entity name, so it never
-// shadows an admin API path. It signs in against the same policies; with
-// the HTTP listener on loopback and the well-known development key in use,
-// loopback browsers open it signed in. Its bulk jobs are goroutines owned
-// by the console, stopped by Shutdown.
+// shadows an admin API path. Each namespace has its own (console.go:
+// /$console/ for the Host's namespace, /$console/ns/NAME/ for any), signed
+// in against that namespace's policies; with the HTTP listener on loopback
+// and the well-known development key in use, loopback browsers open it
+// signed in. Their bulk jobs are goroutines owned by each console, stopped
+// by Shutdown or when the namespace is deleted.
 //
 // Metrics (package metrics) are always collected; GET /metrics on the
 // HTTP and HTTPS listeners serves them, behind the admin API's token check
@@ -105,7 +107,7 @@ type Server struct {
 	metrics  *metrics.Metrics
 	metricH  lateHandler // GET /metrics, set once the admin API's check exists
 	console  lateHandler // the web console (package console) under console.Prefix
-	consoleC *console.Console
+	consoles *consoles   // the web consoles, one per namespace (console.go)
 	tracing  *tracing.Provider
 	faults   *faults.Set // nil unless --faults
 	testClk  *clock.Test // the broker's clock with --test-clock, else nil
@@ -264,17 +266,16 @@ func (s *Server) openCore(ctx context.Context, o Options, entities *config.Emula
 	timerCtx, cancel := context.WithCancel(context.Background())
 	s.cancelTimers = cancel
 	reg := &nsRegistry{o: o, log: log, root: s.metrics, perKey: o.NamespacePerKeyName, max: max,
-		timerCtx: timerCtx, wg: &s.wg, byName: map[string]*namespace{},
+		timerCtx: timerCtx, wg: &s.wg, byName: map[string]*namespace{}, removing: map[string]bool{},
 		// Data-plane receives waiting for a message end when the HTTP
 		// server shuts down, rather than holding its Shutdown for their
 		// timeout.
 		onAdmin: func(adm *admin.Handler) { s.httpSrv.RegisterOnShutdown(adm.StopWaiting) }}
 	reg.labelled = o.NamespacePerKeyName || len(declared) > 1
 	s.ns = reg
-	defName := ""
 	var defEntities *config.Namespace
 	if len(declared) > 0 {
-		defName, defEntities = declared[0].Name, &declared[0]
+		defEntities = &declared[0]
 	}
 	reg.template = defEntities
 	def, err := reg.openDeclared(ctx, defEntities, o.DataDir)
@@ -307,22 +308,23 @@ func (s *Server) openCore(ctx context.Context, o Options, entities *config.Emula
 		log.Warn("the test clock is on (--test-clock): clients with Manage rights can move this broker's time forward, expiring messages and locks; never use it in production")
 		s.health.testClock.Store(s.testClk)
 	}
+	if reg.multi() {
+		list := reg.healthList
+		s.health.list.Store(&list)
+	}
 	s.admin.set(reg.nsHandler(func(n *namespace) http.Handler { return n.admin }))
 	if o.MetricsOpen {
 		s.metricH.set(s.metrics.Handler())
 	} else {
 		s.metricH.set(reg.nsHandler(func(n *namespace) http.Handler { return n.admin.Protect(s.metrics.Handler()) }))
 	}
-	label := ""
-	if reg.labelled {
-		label = nsLabel(defName)
-	}
-	if s.consoleC, err = console.New(console.Options{Broker: s.broker, Auth: def.auth, Clock: o.Clock,
-		AutoSignIn: consoleAutoSignIn(def.auth, s.httpLn.Addr()), Totals: consoleTotals(s.metrics, label),
-		Logger: log.With("component", "console")}); err != nil {
+	s.consoles = &consoles{reg: reg, metrics: s.metrics, httpAddr: s.httpLn.Addr(), o: o, log: log,
+		byNS: map[*namespace]*console.Console{}}
+	if s.consoles.root, err = console.New(s.consoles.options(def, "")); err != nil {
 		return err
 	}
-	s.console.set(s.consoleC)
+	reg.onRemove = s.consoles.drop
+	s.console.set(s.consoles)
 	if s.tracing, err = tracing.Start(ctx, os.LookupEnv, "", log.With("component", "tracing")); err != nil {
 		return err
 	}
@@ -482,8 +484,8 @@ func (s *Server) close(ctx context.Context) error {
 	if s.pprofSrv != nil {
 		errs = append(errs, s.pprofSrv.Shutdown(ctx))
 	}
-	if s.consoleC != nil {
-		s.consoleC.Close() // its bulk jobs stop between two atomic steps
+	if s.consoles != nil {
+		s.consoles.close() // their bulk jobs stop between two atomic steps
 	}
 	if s.ns != nil {
 		s.ns.shut() // no namespace opens from now on

@@ -3,6 +3,7 @@ package servicebus
 import (
 	"errors"
 	"strings"
+	"sync"
 
 	"github.com/busbarmq/busbar/internal/auth"
 	"github.com/busbarmq/busbar/internal/broker"
@@ -27,6 +28,11 @@ import (
 // amqp:unauthorized-access; so is one whose key name selects another.
 // A connection is counted (Observer.ConnectionOpened) in its namespace
 // once that is fixed, or in the default one when it closes undecided.
+//
+// A connection joins its namespace when it is fixed and leaves it when it
+// ends. Namespace.Close (the namespace was deleted) closes those in it
+// with the error given and refuses any that would join it later: at open
+// (the host named it) with that error, at a put-token or attach likewise.
 
 // Namespace is one namespace a Handler serves: its queue engine, its
 // policies and entity rules, its metrics and its injected faults.
@@ -37,6 +43,66 @@ type Namespace struct {
 	Auth     *auth.Authenticator
 	Observer Observer    // nil tells no one
 	Faults   *faults.Set // nil injects none
+
+	// The connections working in the namespace, for Close.
+	mu     sync.Mutex
+	gone   error // set by Close: no connection may join any more
+	conns  map[*conn]struct{}
+	vacant chan struct{} // closed when gone and conns is empty
+}
+
+// join records c as working in n; it fails once n is closed.
+func (n *Namespace) join(c *conn) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.gone != nil {
+		return n.gone
+	}
+	if n.conns == nil {
+		n.conns = make(map[*conn]struct{})
+	}
+	n.conns[c] = struct{}{}
+	return nil
+}
+
+// leave forgets c.
+func (n *Namespace) leave(c *conn) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.conns, c)
+	if n.gone != nil && len(n.conns) == 0 && n.vacant != nil {
+		close(n.vacant)
+		n.vacant = nil
+	}
+}
+
+// Close ends the namespace for its clients: no connection joins it any
+// more, and every connection working in it is closed with err's
+// condition and description (classify). It returns a channel closed
+// once every one of them has gone, after which no connection uses the
+// namespace's broker. Closing again returns the same kind of channel.
+func (n *Namespace) Close(err error) <-chan struct{} {
+	n.mu.Lock()
+	if n.gone == nil {
+		n.gone = err
+	}
+	done := make(chan struct{})
+	if len(n.conns) == 0 {
+		close(done)
+	} else if n.vacant != nil {
+		done = n.vacant
+	} else {
+		n.vacant = done
+	}
+	conns := make([]*conn, 0, len(n.conns))
+	for c := range n.conns {
+		conns = append(conns, c)
+	}
+	n.mu.Unlock()
+	for _, c := range conns {
+		c.c.Close(c.fail("close", "", err).amqpError())
+	}
+	return done
 }
 
 // Namespaces chooses the namespace of a connection when a Handler serves
@@ -66,38 +132,45 @@ func (c *conn) ns() *Namespace { return c.nsp.Load() }
 
 // startNamespace chooses the namespace at Connect: the one the host
 // selects, fixed; else the default, open to change until fixed.
-func (c *conn) startNamespace() {
+func (c *conn) startNamespace() error {
 	c.nsp.Store(c.h.def)
 	if c.h.nss == nil {
-		c.fixNamespace()
-		return
+		return c.fixNamespace()
 	}
 	for _, host := range []string{c.host, hostOnly(c.c.ServerName())} {
 		if n := c.h.nss.ForHost(host); n != nil {
 			c.nsp.Store(n)
-			c.fixNamespace()
-			return
+			return c.fixNamespace()
 		}
 	}
+	return nil
 }
 
-// fixNamespace fixes the connection's current namespace.
-func (c *conn) fixNamespace() {
+// fixNamespace fixes the connection's current namespace; it fails when
+// that namespace has been closed (deleted) since it was chosen.
+func (c *conn) fixNamespace() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.nsFixed {
-		return
+		return nil
+	}
+	if err := c.ns().join(c); err != nil {
+		return err
 	}
 	c.nsFixed = true
 	c.counted = true
 	c.ns().observer().ConnectionOpened()
+	return nil
 }
 
 // endNamespace tells the namespace's observer that the connection closed.
 func (c *conn) endNamespace() {
 	c.mu.Lock()
-	counted := c.counted
+	counted, fixed := c.counted, c.nsFixed
 	c.mu.Unlock()
+	if fixed {
+		c.ns().leave(c)
+	}
 	obs := c.ns().observer()
 	if !counted {
 		obs.ConnectionOpened()
@@ -172,9 +245,13 @@ func (c *conn) setNamespace(n *Namespace) error {
 		}
 		return nil
 	}
+	prev := c.ns()
 	c.nsp.Store(n)
 	c.mu.Unlock()
-	c.fixNamespace()
+	if err := c.fixNamespace(); err != nil {
+		c.nsp.Store(prev)
+		return err
+	}
 	return nil
 }
 

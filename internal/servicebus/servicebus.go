@@ -191,7 +191,10 @@ func (h *Handler) Connect(c *amqp.Conn) (amqp.ConnHandler, error) {
 		host:   hostOnly(c.Hostname()),
 	}
 	cn.replies = make(map[*amqp.OutgoingLink]*replyLink)
-	cn.startNamespace() // namespace.go
+	if err := cn.startNamespace(); err != nil { // namespace.go
+		cancel()
+		return nil, cn.refuse("open", "", err)
+	}
 	// A delivery forgotten because its lock is gone (receiver.go) may
 	// still be disposed of by the client: its lock is lost.
 	c.AnswerUnknownDispositions(func() frames.DeliveryState { return cn.lost("", errLockGone) })
@@ -396,7 +399,9 @@ func (c *conn) refuse(op, entity string, err error) error {
 // node or to an entity.
 func (c *conn) AttachIncoming(l *amqp.IncomingLink) error {
 	if !isCBSAddress(l.TargetAddress()) {
-		c.fixNamespace()
+		if err := c.fixNamespace(); err != nil {
+			return c.refuse("attach", "", err)
+		}
 	}
 	if l.PeerAttach().Coordinator != nil {
 		return c.attachCoordinator(l) // txn.go
@@ -431,7 +436,9 @@ func (c *conn) AttachIncoming(l *amqp.IncomingLink) error {
 // management node, or a receiver on an entity.
 func (c *conn) AttachOutgoing(l *amqp.OutgoingLink) error {
 	if !isCBSAddress(l.SourceAddress()) {
-		c.fixNamespace()
+		if err := c.fixNamespace(); err != nil {
+			return c.refuse("attach", "", err)
+		}
 	}
 	a, err := parseAddress(l.SourceAddress())
 	if err != nil {
