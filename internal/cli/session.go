@@ -71,8 +71,12 @@ func (e entityRef) acceptNextSession(ctx context.Context, c *azservicebus.Client
 	} else {
 		r, err = c.AcceptNextSessionForQueue(ctx, e.name, opts)
 	}
+	// The wait ending is "no session came", whatever shape the SDK gives
+	// the error: its own timeout, ctx's error, or (when the deadline falls
+	// inside the attach's round trip on a loaded machine) an error that
+	// only says so in its text.
 	var sbErr *azservicebus.Error
-	if err != nil && (errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil || errors.As(err, &sbErr) && sbErr.Code == azservicebus.CodeTimeout) {
+	if err != nil && (errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.As(err, &sbErr) && sbErr.Code == azservicebus.CodeTimeout) {
 		return nil, false, nil
 	}
 	if err != nil {
