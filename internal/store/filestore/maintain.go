@@ -72,6 +72,7 @@ func (s *Store) maintain(full bool) error {
 	if err := s.failure(); err != nil {
 		return err
 	}
+	s.sweepBlobs()
 	now := time.Now()
 	budget := int64(math.MaxInt64)
 	if !full {

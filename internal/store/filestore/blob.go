@@ -1,0 +1,385 @@
+package filestore
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"syscall"
+	"unsafe"
+
+	"github.com/busbarmq/busbar/internal/store"
+)
+
+// Blobs: the Data of a large message lives in a file of its own under
+// blobs/, referenced from the log by a small record (see doc.go, "Blob
+// files"). An index entry whose seg is blobSeg has its Data in blob
+// entry.off.
+
+const (
+	// blobSeg is the segment number of an entry whose Data is a blob
+	// (segments are numbered from 1).
+	blobSeg = 0
+	// blobDirName is the directory of the blob files, under Options.Dir.
+	blobDirName = "blobs"
+	blobSuffix  = ".blob"
+	// defaultBlobThreshold is Options.BlobThreshold's default.
+	defaultBlobThreshold = 256 << 10
+	// blobWriteChunk is how much of a blob one write call takes.
+	blobWriteChunk = 1 << 20
+)
+
+// blobInfo is what the store knows about a live blob.
+type blobInfo struct {
+	refs int32  // index entries referring to it
+	size uint32 // its length
+}
+
+// deadBlob is a blob no entry refers to any more. It is deleted once the
+// record that dropped the last reference is durable: lsn is an LSN at
+// least as high as that record's (stamped the first time a sweep sees
+// it; 0 until then).
+type deadBlob struct {
+	id  uint32
+	lsn uint64
+}
+
+func (s *Store) blobDir() string { return s.path(blobDirName) }
+
+func blobName(dir string, id uint32) string {
+	return path.Join(dir, fmt.Sprintf("%010d%s", id, blobSuffix))
+}
+
+// isBlobOp says whether op's Data goes to a blob file.
+func (s *Store) isBlobOp(op *store.Op) bool {
+	return s.opts.BlobThreshold > 0 && (op.Kind == store.OpAppend || op.Kind == store.OpRewrite) &&
+		len(op.Data) >= s.opts.BlobThreshold
+}
+
+// blobRef is the blob an op's Data was written to.
+type blobRef struct {
+	id   uint32
+	size uint32
+	crc  uint32
+}
+
+// writeBlobs writes the Data of b's large ops to new blob files, each
+// synced, then syncs the blob directory, so that the log record that
+// refers to them is written only once they are durable. refs[i] is op i's
+// blob (id 0: none); ops whose Data is the same slice share one blob. On
+// error the files written are removed again.
+func (s *Store) writeBlobs(b *store.Batch) (refs []blobRef, err error) {
+	type key struct {
+		p *byte
+		n int
+	}
+	var seen map[key]blobRef
+	var made []uint32
+	defer func() {
+		if err != nil {
+			s.removeBlobs(made)
+			refs = nil
+		}
+	}()
+	for i := range b.Ops {
+		op := &b.Ops[i]
+		if !s.isBlobOp(op) {
+			continue
+		}
+		if refs == nil {
+			refs = make([]blobRef, len(b.Ops))
+			seen = make(map[key]blobRef)
+		}
+		if len(op.Data) > 1<<32-1 {
+			return nil, fmt.Errorf("filestore: op %d: data of %d bytes is too large", i, len(op.Data))
+		}
+		k := key{unsafe.SliceData(op.Data), len(op.Data)}
+		if r, ok := seen[k]; ok {
+			refs[i] = r
+			continue
+		}
+		id := s.nextBlob.Add(1)
+		if id == 0 || id == 1<<32-1 {
+			return nil, errors.New("filestore: blob ids exhausted")
+		}
+		made = append(made, id)
+		if err := s.writeBlob(id, op.Data); err != nil {
+			return nil, err
+		}
+		r := blobRef{id: id, size: uint32(len(op.Data)), crc: crc(op.Data)}
+		refs[i], seen[k] = r, r
+	}
+	if len(made) > 0 {
+		if err := s.fs.SyncDir(s.blobDir()); err != nil {
+			return nil, s.blobWriteError(err)
+		}
+	}
+	return refs, nil
+}
+
+// writeBlob creates blob id holding data and syncs it.
+func (s *Store) writeBlob(id uint32, data []byte) error {
+	f, err := s.fs.Create(blobName(s.blobDir(), id))
+	if err != nil {
+		return s.blobWriteError(err)
+	}
+	for off := 0; off < len(data); off += blobWriteChunk {
+		end := min(off+blobWriteChunk, len(data))
+		if _, err := f.WriteAt(data[off:end], int64(off)); err != nil {
+			f.Close()
+			return s.blobWriteError(err)
+		}
+	}
+	if !s.opts.NoSync {
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return s.blobWriteError(err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		return s.blobWriteError(err)
+	}
+	return nil
+}
+
+// blobWriteError gives a failed blob write its kind: a full disk is a
+// store.NoSpaceError (the commit is refused, the store goes on); any other
+// failure only fails this commit, since nothing refers to the blob yet.
+func (s *Store) blobWriteError(err error) error {
+	if errors.Is(err, syscall.ENOSPC) {
+		return s.noSpaceError(err)
+	}
+	return fmt.Errorf("filestore: blob: %w", err)
+}
+
+// removeBlobs deletes blob files no record refers to (best effort: what
+// is left is found by the next Open).
+func (s *Store) removeBlobs(ids []uint32) {
+	for _, id := range ids {
+		if err := s.fs.Remove(blobName(s.blobDir(), id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			s.log.Warn("cannot remove blob file", "id", id, "err", err)
+		}
+	}
+}
+
+// blobRefLocked and blobUnrefLocked count an entry's reference to its
+// blob; the last one gone makes the blob dead. mu is held exclusively.
+func (s *Store) blobRefLocked(ent entry) {
+	b := s.mu.blobs[ent.off]
+	b.refs++
+	b.size = ent.size
+	s.mu.blobs[ent.off] = b
+}
+
+func (s *Store) blobUnrefLocked(ent entry) {
+	b, ok := s.mu.blobs[ent.off]
+	if !ok {
+		return
+	}
+	if b.refs--; b.refs > 0 {
+		s.mu.blobs[ent.off] = b
+		return
+	}
+	delete(s.mu.blobs, ent.off)
+	s.mu.deadBlobs = append(s.mu.deadBlobs, deadBlob{id: ent.off})
+}
+
+// unusedBlobLocked notes a blob a record named but that no entry took
+// (an append to a deleted entity, a rewrite of a removed message): it is
+// dead unless something refers to it.
+func (s *Store) unusedBlobLocked(id uint32) {
+	s.mu.deadBlobs = append(s.mu.deadBlobs, deadBlob{id: id})
+}
+
+// sweepBlobs deletes the dead blobs whose death is durable. The first
+// sweep to see a dead blob stamps it with the applied LSN (at least that
+// of the record that killed it); it goes once the log is synced that far.
+func (s *Store) sweepBlobs() {
+	s.mu.Lock()
+	if len(s.mu.deadBlobs) == 0 {
+		s.mu.Unlock()
+		return
+	}
+	synced := s.syncedLSN.Load()
+	if s.opts.NoSync {
+		synced = s.mu.applied
+	}
+	var del []uint32
+	keep := s.mu.deadBlobs[:0]
+	for _, d := range s.mu.deadBlobs {
+		if d.lsn == 0 {
+			d.lsn = max(s.mu.applied, 1)
+		}
+		switch {
+		case s.mu.blobs[d.id].refs > 0:
+			// Referred to again (a shared blob one op of a batch did not
+			// take): not dead.
+		case d.lsn <= synced:
+			del = append(del, d.id)
+		default:
+			keep = append(keep, d)
+		}
+	}
+	clear(s.mu.deadBlobs[len(keep):])
+	s.mu.deadBlobs = keep
+	s.mu.Unlock()
+	s.removeBlobs(del)
+}
+
+// sweepOrphanBlobs runs at Open, after the log is replayed: it deletes
+// every blob file the index does not refer to (written before a crash
+// whose record never made it to the log, or dead before it) and sets the
+// next blob id past every file found.
+func (s *Store) sweepOrphanBlobs() error {
+	dir := s.blobDir()
+	if err := s.fs.MkdirAll(dir); err != nil {
+		return fmt.Errorf("filestore: %w", err)
+	}
+	// The directory's own entry must be durable before a blob in it is
+	// referenced from the log.
+	if err := s.fs.SyncDir(s.opts.Dir); err != nil {
+		return fmt.Errorf("filestore: %w", err)
+	}
+	names, err := s.fs.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("filestore: %w", err)
+	}
+	var top uint32
+	for id := range s.mu.blobs {
+		top = max(top, id)
+	}
+	removed := 0
+	for _, name := range names {
+		v, ok := parseName(name, blobSuffix, 32)
+		if !ok {
+			continue
+		}
+		id := uint32(v)
+		top = max(top, id)
+		if s.mu.blobs[id].refs > 0 {
+			continue
+		}
+		if err := s.fs.Remove(path.Join(dir, name)); err != nil {
+			return fmt.Errorf("filestore: %w", err)
+		}
+		removed++
+	}
+	if removed > 0 {
+		s.log.Info("removed blob files nothing refers to", "files", removed)
+		if err := s.fs.SyncDir(dir); err != nil {
+			return fmt.Errorf("filestore: %w", err)
+		}
+	}
+	s.mu.deadBlobs = nil
+	s.nextBlob.Store(top)
+	return nil
+}
+
+// checkBlobsLocked makes sure every blob the index refers to has a file
+// of its recorded length: a missing or short one is corruption (or, with
+// Salvage, its messages are dropped).
+func (s *Store) checkBlobsLocked() error {
+	var bad []uint32
+	for id, b := range s.mu.blobs {
+		f, err := s.fs.Open(blobName(s.blobDir(), id))
+		var size int64
+		if err == nil {
+			size, err = f.Size()
+			f.Close()
+		}
+		switch {
+		case err != nil && !errors.Is(err, fs.ErrNotExist):
+			return fmt.Errorf("filestore: %w", err)
+		case err != nil || size != int64(b.size):
+			why := fmt.Sprintf("blob %d is missing", id)
+			if err == nil {
+				why = fmt.Sprintf("blob %d holds %d bytes, the log says %d", id, size, b.size)
+			}
+			if cerr := s.corrupt(blobName(s.blobDir(), id), 0, why); cerr != nil {
+				return cerr
+			}
+			bad = append(bad, id)
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	ix := s.mu.ix
+	for _, e := range ix.entities {
+		var lost []uint64
+		for _, c := range e.chunks {
+			for _, ent := range c.ents {
+				if ent.seg == blobSeg && ent.size > 0 && containsID(bad, ent.off) {
+					lost = append(lost, ent.seq)
+				}
+			}
+		}
+		for _, seq := range lost {
+			if old, ok := ix.remove(e, seq); ok {
+				s.unrefLocked(old)
+			}
+		}
+		if len(lost) > 0 {
+			s.log.Error("salvage: dropped messages whose blob was lost", "entity", e.id, "messages", len(lost))
+		}
+	}
+	s.mu.deadBlobs = nil
+	return nil
+}
+
+func containsID(ids []uint32, id uint32) bool {
+	for _, v := range ids {
+		if v == id {
+			return true
+		}
+	}
+	return false
+}
+
+// readBlob reads the Data of ent (a blob entry) and checks its length and
+// checksum. A blob file that is gone is store.ErrNotFound if its message
+// went meanwhile, and corruption if the message still refers to it.
+func (s *Store) readBlob(entityID, seq uint64, ent entry) ([]byte, error) {
+	name := blobName(s.blobDir(), ent.off)
+	f, err := s.fs.Open(name)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) && !s.stillRefers(entityID, seq, ent) {
+			return nil, store.ErrNotFound
+		}
+		return nil, fmt.Errorf("filestore: %s: %w", name, errors.Join(err, store.ErrCorrupt))
+	}
+	defer f.Close()
+	buf := make([]byte, ent.size)
+	if n, err := f.ReadAt(buf, 0); n < len(buf) {
+		if err == nil || err == io.EOF {
+			return nil, fmt.Errorf("filestore: %s: blob shorter (%d bytes) than recorded (%d): %w", name, n, ent.size, store.ErrCorrupt)
+		}
+		return nil, fmt.Errorf("filestore: %w", err)
+	}
+	if crc(buf) != ent.crc {
+		return nil, fmt.Errorf("filestore: %s: blob checksum mismatch: %w", name, store.ErrCorrupt)
+	}
+	return buf, nil
+}
+
+// stillRefers says whether message (entityID, seq) still has ent's blob.
+func (s *Store) stillRefers(entityID, seq uint64, ent entry) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	e := s.mu.ix.entities[entityID]
+	if e == nil {
+		return false
+	}
+	c, i, ok := e.lookup(seq)
+	return ok && c.ents[i].seg == blobSeg && c.ents[i].off == ent.off
+}
+
+// blobDiskBytesLocked is the space the live blobs take.
+func (s *Store) blobDiskBytesLocked() int64 {
+	var n int64
+	for _, b := range s.mu.blobs {
+		n += int64(b.size)
+	}
+	return n
+}

@@ -1,0 +1,345 @@
+package filestore
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/busbarmq/busbar/internal/store"
+	"github.com/busbarmq/busbar/internal/store/storetest"
+	"github.com/busbarmq/busbar/internal/vfs"
+)
+
+// blobOpts are memOpts with a blob threshold of 1 KiB.
+func blobOpts(fs vfs.FS) Options {
+	o := memOpts(fs)
+	o.BlobThreshold = 1 << 10
+	return o
+}
+
+func blobFiles(t *testing.T, fs vfs.FS) []string {
+	t.Helper()
+	names, err := fs.ReadDir("/db/" + blobDirName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+func bigData(seed byte, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = seed + byte(i*7)
+	}
+	return b
+}
+
+// TestSuiteMemBlobs runs the shared suite with a threshold low enough
+// that most messages' Data goes to blob files.
+func TestSuiteMemBlobs(t *testing.T) {
+	storetest.Run(t, storetest.Harness{
+		New: func(t testing.TB) storetest.Opener {
+			fs := vfs.NewMem()
+			return func() (store.Store, error) {
+				return Open(Options{Dir: "/db", FS: fs, SegmentSize: 8 << 10, BackgroundInterval: -1, BlobThreshold: 3})
+			}
+		},
+		Persistent: true,
+	})
+}
+
+// TestBlobLifecycle: a large message's Data is one blob file, referenced
+// from a small log record; it survives a restart, compaction and
+// checkpoints without being rewritten, and is deleted once its removal is
+// durable.
+func TestBlobLifecycle(t *testing.T) {
+	mem := vfs.NewMem()
+	s := mustOpen(t, blobOpts(mem))
+	m := storetest.NewState()
+	data := bigData(1, 200<<10)
+	commitTo(t, s, m, true, store.Op{Kind: store.OpPutEntity, EntityID: 1, Name: "q"})
+	commitTo(t, s, m, true, store.Op{Kind: store.OpAppend, EntityID: 1, Seq: 1, Meta: []byte("m"), Data: data},
+		store.Op{Kind: store.OpAppend, EntityID: 1, Seq: 2, Meta: []byte("small"), Data: []byte("tiny")})
+	files := blobFiles(t, mem)
+	if len(files) != 1 {
+		t.Fatalf("blob files %v, want one", files)
+	}
+	if n := s.Stats().DiskBytes; n < int64(len(data)) {
+		t.Fatalf("DiskBytes %d does not count the blob", n)
+	}
+	// The log holds the reference, not the data.
+	var logBytes int64
+	for _, f := range segFiles(t, mem) {
+		logBytes += fileSize(t, mem, f)
+	}
+	if logBytes > 100<<10 {
+		t.Fatalf("log is %d bytes: the data went into it", logBytes)
+	}
+	got, err := s.ReadData(1, 1)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("ReadData: %v (equal %v)", err, bytes.Equal(got, data))
+	}
+	datas, errs := s.ReadDataBatch([]store.DataRef{{EntityID: 1, Seq: 2}, {EntityID: 1, Seq: 1}, {EntityID: 1, Seq: 1}})
+	if errs[0] != nil || errs[1] != nil || errs[2] != nil || string(datas[0]) != "tiny" || !bytes.Equal(datas[1], data) || !bytes.Equal(datas[2], data) {
+		t.Fatalf("ReadDataBatch: %v", errs)
+	}
+	// Compaction and checkpoints keep the reference and leave the blob.
+	for i := 3; i < 200; i++ {
+		commitTo(t, s, m, false, store.Op{Kind: store.OpAppend, EntityID: 1, Seq: uint64(i), Data: make([]byte, 100)})
+		commitTo(t, s, m, false, store.Op{Kind: store.OpRemove, EntityID: 1, Seq: uint64(i)})
+	}
+	if err := s.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if after := blobFiles(t, mem); len(after) != 1 || after[0] != files[0] {
+		t.Fatalf("blob files after compaction %v, want %v", after, files)
+	}
+	s.Close()
+	s = mustOpen(t, blobOpts(mem))
+	if d := storetest.Diff(m, storetest.MustDump(t, s)); d != "" {
+		t.Fatal(d)
+	}
+	// SetMeta keeps the blob; Remove deletes it once durable.
+	commitTo(t, s, m, true, store.Op{Kind: store.OpSetMeta, EntityID: 1, Seq: 1, Meta: []byte("dead-lettered")})
+	if len(blobFiles(t, mem)) != 1 {
+		t.Fatal("SetMeta dropped the blob")
+	}
+	commitTo(t, s, m, false, store.Op{Kind: store.OpRemove, EntityID: 1, Seq: 1})
+	s.sweepBlobs() // the removal is in the log, not yet synced
+	if len(blobFiles(t, mem)) != 1 {
+		t.Fatal("blob deleted before its removal was durable")
+	}
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	commitTo(t, s, m, true) // a synced commit sweeps
+	if files := blobFiles(t, mem); len(files) != 0 {
+		t.Fatalf("blob files after removal: %v", files)
+	}
+	s.Close()
+}
+
+// TestBlobRewriteAndDeleteEntity: OpRewrite to large Data replaces the
+// message's blob (the old one goes), a rewrite to small Data moves it
+// back into the log, and deleting the entity deletes its blobs.
+func TestBlobRewriteAndDeleteEntity(t *testing.T) {
+	mem := vfs.NewMem()
+	s := mustOpen(t, blobOpts(mem))
+	defer s.Close()
+	m := storetest.NewState()
+	commitTo(t, s, m, true, store.Op{Kind: store.OpPutEntity, EntityID: 1, Name: "q"})
+	for i := 1; i <= 3; i++ {
+		commitTo(t, s, m, true, store.Op{Kind: store.OpAppend, EntityID: 1, Seq: uint64(i), Data: bigData(byte(i), 4<<10)})
+	}
+	commitTo(t, s, m, true, store.Op{Kind: store.OpRewrite, EntityID: 1, Seq: 1, Meta: []byte("r"), Data: bigData(9, 5<<10)})
+	commitTo(t, s, m, true, store.Op{Kind: store.OpRewrite, EntityID: 1, Seq: 2, Meta: []byte("r"), Data: []byte("small now")})
+	commitTo(t, s, m, true, store.Op{Kind: store.OpRewrite, EntityID: 1, Seq: 99, Data: bigData(3, 5<<10)}) // no such message
+	if d := storetest.Diff(m, storetest.MustDump(t, s)); d != "" {
+		t.Fatal(d)
+	}
+	if files := blobFiles(t, mem); len(files) != 2 {
+		t.Fatalf("blob files %v, want 2 (seq 1's new one, seq 3's)", files)
+	}
+	commitTo(t, s, m, true, store.Op{Kind: store.OpDeleteEntity, EntityID: 1})
+	commitTo(t, s, m, true, store.Op{Kind: store.OpAppend, EntityID: 1, Seq: 7, Data: bigData(3, 5<<10)}) // deleted entity
+	commitTo(t, s, m, true)
+	if files := blobFiles(t, mem); len(files) != 0 {
+		t.Fatalf("blob files after deleting the entity: %v", files)
+	}
+}
+
+// TestBlobSharedInBatch: ops of one batch whose Data is the same slice
+// (a topic's fan-out) share one blob, which lives until the last
+// reference goes.
+func TestBlobSharedInBatch(t *testing.T) {
+	mem := vfs.NewMem()
+	s := mustOpen(t, blobOpts(mem))
+	m := storetest.NewState()
+	data := bigData(5, 64<<10)
+	b := &store.Batch{}
+	for id := uint64(1); id <= 3; id++ {
+		b.Add(store.Op{Kind: store.OpPutEntity, EntityID: id, Name: fmt.Sprint(id)})
+		b.Add(store.Op{Kind: store.OpAppend, EntityID: id, Seq: 1, Data: data})
+	}
+	commitTo(t, s, m, true, b.Ops...)
+	if files := blobFiles(t, mem); len(files) != 1 {
+		t.Fatalf("blob files %v, want one shared", files)
+	}
+	commitTo(t, s, m, true, store.Op{Kind: store.OpRemove, EntityID: 1, Seq: 1}, store.Op{Kind: store.OpDeleteEntity, EntityID: 2})
+	if files := blobFiles(t, mem); len(files) != 1 {
+		t.Fatalf("blob files %v, want the one still referenced", files)
+	}
+	s.Close()
+	s = mustOpen(t, blobOpts(mem))
+	if d := storetest.Diff(m, storetest.MustDump(t, s)); d != "" {
+		t.Fatal(d)
+	}
+	commitTo(t, s, m, true, store.Op{Kind: store.OpRemove, EntityID: 3, Seq: 1})
+	if files := blobFiles(t, mem); len(files) != 0 {
+		t.Fatalf("blob files %v after the last reference went", files)
+	}
+	s.Close()
+}
+
+// TestBlobOrphansRemovedOnOpen: blob files no record refers to (a crash
+// between the blob write and the log record) are deleted by Open, and
+// new ids never reuse an existing file's.
+func TestBlobOrphansRemovedOnOpen(t *testing.T) {
+	mem := vfs.NewMem()
+	s := mustOpen(t, blobOpts(mem))
+	m := storetest.NewState()
+	commitTo(t, s, m, true, store.Op{Kind: store.OpPutEntity, EntityID: 1, Name: "q"},
+		store.Op{Kind: store.OpAppend, EntityID: 1, Seq: 1, Data: bigData(1, 2<<10)})
+	s.Close()
+	for _, id := range []uint32{7, 3} {
+		f, err := mem.Create(blobName("/db/"+blobDirName, id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteAt([]byte("half a blob"), 0)
+		f.Close()
+	}
+	s = mustOpen(t, blobOpts(mem))
+	defer s.Close()
+	if files := blobFiles(t, mem); len(files) != 1 {
+		t.Fatalf("blob files %v, want the referenced one only", files)
+	}
+	if d := storetest.Diff(m, storetest.MustDump(t, s)); d != "" {
+		t.Fatal(d)
+	}
+	if id := s.nextBlob.Load(); id < 7 {
+		t.Fatalf("next blob id %d would reuse an orphan's", id+1)
+	}
+}
+
+// TestBlobCorruption: a blob whose bytes changed is a clear
+// store.ErrCorrupt on read; one missing or cut short at Open is
+// corruption, which Salvage gets past by dropping its message.
+func TestBlobCorruption(t *testing.T) {
+	mem := vfs.NewMem()
+	s := mustOpen(t, blobOpts(mem))
+	m := storetest.NewState()
+	commitTo(t, s, m, true, store.Op{Kind: store.OpPutEntity, EntityID: 1, Name: "q"},
+		store.Op{Kind: store.OpAppend, EntityID: 1, Seq: 1, Data: bigData(1, 2<<10)},
+		store.Op{Kind: store.OpAppend, EntityID: 1, Seq: 2, Data: bigData(2, 2<<10)})
+	files := blobFiles(t, mem)
+	patch(t, mem, "/db/"+blobDirName+"/"+files[0], 100, []byte("flipped"))
+	if _, err := s.ReadData(1, 1); !errors.Is(err, store.ErrCorrupt) || !strings.Contains(err.Error(), "checksum") {
+		t.Fatalf("ReadData of a damaged blob: %v", err)
+	}
+	if _, errs := s.ReadDataBatch([]store.DataRef{{EntityID: 1, Seq: 1}}); !errors.Is(errs[0], store.ErrCorrupt) {
+		t.Fatalf("ReadDataBatch of a damaged blob: %v", errs[0])
+	}
+	if got, err := s.ReadData(1, 2); err != nil || !bytes.Equal(got, bigData(2, 2<<10)) {
+		t.Fatalf("the other blob: %v", err)
+	}
+	s.Close()
+
+	f, _ := mem.OpenReadWrite("/db/" + blobDirName + "/" + files[0])
+	f.Truncate(1000)
+	f.Close()
+	if _, err := Open(blobOpts(mem)); !errors.Is(err, store.ErrCorrupt) || !strings.Contains(err.Error(), "the log says") {
+		t.Fatalf("Open with a short blob: %v", err)
+	}
+	mem.Remove("/db/" + blobDirName + "/" + files[0])
+	if _, err := Open(blobOpts(mem)); !errors.Is(err, store.ErrCorrupt) || !strings.Contains(err.Error(), "missing") {
+		t.Fatalf("Open with a missing blob: %v", err)
+	}
+	o := blobOpts(mem)
+	o.Salvage = true
+	s = mustOpen(t, o)
+	defer s.Close()
+	m.Apply(&store.Batch{Ops: []store.Op{{Kind: store.OpRemove, EntityID: 1, Seq: 1}}})
+	if d := storetest.Diff(m, storetest.MustDump(t, s)); d != "" {
+		t.Fatal(d)
+	}
+}
+
+// TestBlobRefusedCommit: a commit refused for a full disk while its blob
+// is written leaves no blob file behind, and the store goes on.
+func TestBlobRefusedCommit(t *testing.T) {
+	mem := vfs.NewMem()
+	s := mustOpen(t, blobOpts(mem))
+	defer s.Close()
+	m := storetest.NewState()
+	commitTo(t, s, m, true, store.Op{Kind: store.OpPutEntity, EntityID: 1, Name: "q"})
+	mem.SetCapacity(s.Stats().DiskBytes + 64<<10)
+	err := s.Commit(&store.Batch{Ops: []store.Op{{Kind: store.OpAppend, EntityID: 1, Seq: 1, Data: bigData(1, 1<<20)}}}, true)
+	if !errors.Is(err, store.ErrNoSpace) {
+		t.Fatalf("commit on a full disk: %v", err)
+	}
+	if files := blobFiles(t, mem); len(files) != 0 {
+		t.Fatalf("blob files after a refused commit: %v", files)
+	}
+	mem.SetCapacity(0)
+	commitTo(t, s, m, true, store.Op{Kind: store.OpAppend, EntityID: 1, Seq: 1, Data: bigData(1, 1<<20)})
+	if d := storetest.Diff(m, storetest.MustDump(t, s)); d != "" {
+		t.Fatal(d)
+	}
+}
+
+// checkBlobFiles checks that the blob files of an open store are exactly
+// the ones its index refers to.
+func checkBlobFiles(t *testing.T, s *Store) {
+	t.Helper()
+	names, err := s.fs.ReadDir(s.blobDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if len(names) != len(s.mu.blobs) {
+		t.Fatalf("%d blob files, %d referenced", len(names), len(s.mu.blobs))
+	}
+	for _, n := range names {
+		v, _ := parseName(n, blobSuffix, 32)
+		if s.mu.blobs[uint32(v)].refs == 0 {
+			t.Fatalf("blob file %s not referenced", n)
+		}
+	}
+}
+
+// TestCrashWithBlobs runs the random crash workload with most Data in
+// blob files and crashes at random points and before every blob file
+// operation: each image reopens to a state after a prefix of the batches
+// that includes every durable one, with exactly the referenced blobs.
+func TestCrashWithBlobs(t *testing.T) {
+	for _, seed := range []int64{1, 2, 3} {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewSource(seed))
+			var mu sync.Mutex
+			var blobOps int
+			ws, images, opts := runCrashWorkload(t, seed, 3, 120, func(n int64, op vfs.Op) bool {
+				mu.Lock()
+				defer mu.Unlock()
+				if strings.Contains(op.Path, "/"+blobDirName) {
+					blobOps++
+					return rng.Intn(3) == 0
+				}
+				return rng.Intn(12) == 0
+			}, func(o *Options) { o.BlobThreshold = 150 })
+			if blobOps == 0 {
+				t.Fatal("no blob file operations")
+			}
+			for _, img := range images {
+				checkImage(t, ws, img, opts)
+				o := opts
+				o.FS = img.fs
+				s, err := Open(o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkBlobFiles(t, s)
+				s.Close()
+			}
+			t.Logf("%d crash points checked, %d blob file operations", len(images), blobOps)
+		})
+	}
+}
