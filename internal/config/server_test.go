@@ -22,6 +22,7 @@ func TestDefaultServer(t *testing.T) {
 		LogFormat: "text", LogLevel: "info", MaxConnections: 10000, MaxLinks: 4096,
 		Entra: "auto", EntraDevRole: "owner", OIDCClockSkew: 5 * time.Minute,
 		MaxSessions: 256, MaxUnauthenticatedConnections: 64, AuthTimeout: time.Minute, HandshakeTimeout: 10 * time.Second, MaxUnsettledPerLink: 5000,
+		LargeMessageThreshold: 256 << 10,
 	}
 	if s != want {
 		t.Errorf("got %+v, want %+v", s, want)
@@ -64,6 +65,7 @@ func TestServerFromEnv(t *testing.T) {
 		MaxConnections: 10000, MaxLinks: 4096,
 		Entra: "auto", EntraDevRole: "owner", OIDCClockSkew: 5 * time.Minute,
 		MaxSessions: 256, MaxUnauthenticatedConnections: 64, AuthTimeout: time.Minute, HandshakeTimeout: 10 * time.Second, MaxUnsettledPerLink: 5000,
+		LargeMessageThreshold: 256 << 10,
 	}
 	if s != want {
 		t.Errorf("got %+v\nwant %+v", s, want)
@@ -280,5 +282,21 @@ func TestParseMinFreeDisk(t *testing.T) {
 	s := DefaultServer()
 	if err := s.Set("min-free-disk", "10%"); err != nil || s.MinFreePercent != 10 {
 		t.Fatalf("Set: %v %+v", err, s)
+	}
+}
+
+func TestParseLargeMessageThreshold(t *testing.T) {
+	for in, want := range map[string]int64{"0": -1, "off": -1, "256KiB": 256 << 10, "1MB": 1e6, "4096": 4096, "1GiB": 1 << 30,
+		"512": 0, "2GiB": 0, "-1": 0, "big": 0} {
+		got, err := ParseLargeMessageThreshold(in)
+		if want == 0 {
+			if err == nil {
+				t.Errorf("%q: no error", in)
+			}
+			continue
+		}
+		if err != nil || got != want {
+			t.Errorf("%q: %d, %v; want %d", in, got, err, want)
+		}
 	}
 }

@@ -246,7 +246,8 @@ func (s *Server) openCore(ctx context.Context, o Options, entities *config.Emula
 		s.store = memstore.New()
 	} else {
 		fs, err := filestore.Open(filestore.Options{Dir: o.DataDir, Salvage: o.Salvage, Logger: log.With("component", "store"),
-			MinFreeBytes: o.MinFreeBytes, MinFreePercent: o.MinFreePercent, SegmentSize: o.SegmentSize, SyncObserver: s.metrics})
+			MinFreeBytes: o.MinFreeBytes, MinFreePercent: o.MinFreePercent, SegmentSize: o.SegmentSize, SyncObserver: s.metrics,
+			BlobThreshold: int(o.LargeMessageThreshold)})
 		if err != nil {
 			return fmt.Errorf("open data directory %s: %w", o.DataDir, err)
 		}
