@@ -75,3 +75,8 @@ func (s *Set) Armed(op Op) bool {
 	defer s.mu.Unlock()
 	return s.armed[op] > 0
 }
+
+// OpenData passes the wrapped store's streaming reads on.
+func (f *faultyStore) OpenData(entityID, seq uint64) (store.DataReader, error) {
+	return store.OpenData(f.Store, entityID, seq)
+}

@@ -3,6 +3,7 @@ package filestore
 import (
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"io/fs"
 	"path"
@@ -10,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/busbarmq/busbar/internal/store"
+	"github.com/busbarmq/busbar/internal/vfs"
 )
 
 // Blobs: the Data of a large message lives in a file of its own under
@@ -382,4 +384,94 @@ func (s *Store) blobDiskBytesLocked() int64 {
 		n += int64(b.size)
 	}
 	return n
+}
+
+var _ store.DataOpener = (*Store)(nil)
+
+// OpenData implements store.DataOpener: a blob is read from its file a
+// piece at a time (the reader keeps the file open, so it outlives the
+// message's removal); Data in the log is read whole.
+func (s *Store) OpenData(entityID, seq uint64) (store.DataReader, error) {
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.closed {
+		return nil, store.ErrClosed
+	}
+	s.mu.RLock()
+	seg, ent, err := s.pinDataLocked(entityID, seq)
+	s.mu.RUnlock()
+	if err != errIsBlob {
+		if seg != nil {
+			seg.release()
+		}
+		d, err := s.ReadData(entityID, seq)
+		if err != nil {
+			return nil, err
+		}
+		return store.BytesReader(d), nil
+	}
+	name := blobName(s.blobDir(), ent.off)
+	f, err := s.fs.Open(name)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) && !s.stillRefers(entityID, seq, ent) {
+			return nil, store.ErrNotFound
+		}
+		return nil, fmt.Errorf("filestore: %s: %w", name, errors.Join(err, store.ErrCorrupt))
+	}
+	return &blobReader{f: f, name: name, size: int64(ent.size), want: ent.crc}, nil
+}
+
+// blobReader reads a blob. It checks the blob's CRC as long as it is read
+// in order, failing the read that reaches the end if it does not match.
+type blobReader struct {
+	f    vfs.File
+	name string
+	size int64
+	want uint32
+	sum  uint32 // CRC of [0, next)
+	next int64  // -1 once read out of order
+}
+
+func (r *blobReader) Size() int64 { return r.size }
+
+func (r *blobReader) ReadAt(p []byte, off int64) (int, error) {
+	if r.f == nil {
+		return 0, fmt.Errorf("filestore: %s: %w", r.name, fs.ErrClosed)
+	}
+	if off >= r.size {
+		return 0, io.EOF
+	}
+	want := len(p)
+	if rest := r.size - off; int64(want) > rest {
+		want = int(rest)
+	}
+	n, err := r.f.ReadAt(p[:want], off)
+	if n < want {
+		if err == nil || err == io.EOF {
+			return n, fmt.Errorf("filestore: %s: blob shorter than recorded (%d bytes): %w", r.name, r.size, store.ErrCorrupt)
+		}
+		return n, fmt.Errorf("filestore: %w", err)
+	}
+	if off == r.next {
+		r.sum = crc32.Update(r.sum, castagnoli, p[:n])
+		r.next += int64(n)
+		if r.next == r.size && r.sum != r.want {
+			return n, fmt.Errorf("filestore: %s: blob checksum mismatch: %w", r.name, store.ErrCorrupt)
+		}
+	} else if off > r.next {
+		r.next = -1 // a gap: the checksum can no longer be followed
+	}
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+func (r *blobReader) Close() error {
+	if r.f == nil {
+		return nil
+	}
+	err := r.f.Close()
+	r.f = nil
+	return err
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand"
 	"strings"
 	"sync"
@@ -341,5 +342,62 @@ func TestCrashWithBlobs(t *testing.T) {
 			}
 			t.Logf("%d crash points checked, %d blob file operations", len(images), blobOps)
 		})
+	}
+}
+
+// TestBlobOpenData: OpenData reads a blob a piece at a time, checks its
+// CRC at the end, and keeps working after the message is removed and its
+// file deleted; Data in the log comes back whole.
+func TestBlobOpenData(t *testing.T) {
+	mem := vfs.NewMem()
+	s := mustOpen(t, blobOpts(mem))
+	defer s.Close()
+	m := storetest.NewState()
+	data := bigData(3, 300<<10+17)
+	commitTo(t, s, m, true, store.Op{Kind: store.OpPutEntity, EntityID: 1, Name: "q"},
+		store.Op{Kind: store.OpAppend, EntityID: 1, Seq: 1, Data: data},
+		store.Op{Kind: store.OpAppend, EntityID: 1, Seq: 2, Data: []byte("small")},
+		store.Op{Kind: store.OpAppend, EntityID: 1, Seq: 3, Data: bigData(4, 4<<10)})
+	readAll := func(r store.DataReader) ([]byte, error) {
+		var out []byte
+		buf := make([]byte, 65000)
+		for off := int64(0); off < r.Size(); {
+			n, err := r.ReadAt(buf, off)
+			out = append(out, buf[:n]...)
+			off += int64(n)
+			if err != nil && !(err == io.EOF && off == r.Size()) {
+				return out, err
+			}
+		}
+		return out, nil
+	}
+	r, err := store.OpenData(s, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitTo(t, s, m, true, store.Op{Kind: store.OpRemove, EntityID: 1, Seq: 1})
+	commitTo(t, s, m, true)
+	if len(blobFiles(t, mem)) != 1 {
+		t.Fatal("the removed message's blob is still there")
+	}
+	if got, err := readAll(r); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("streamed read after removal: %v (equal %v)", err, bytes.Equal(got, data))
+	}
+	r.Close()
+	r.Close()
+	if r, err := store.OpenData(s, 1, 2); err != nil || r.Size() != 5 {
+		t.Fatalf("OpenData of Data in the log: %v", err)
+	}
+	if _, err := store.OpenData(s, 1, 1); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("OpenData of a removed message: %v", err)
+	}
+	patch(t, mem, "/db/"+blobDirName+"/"+blobFiles(t, mem)[0], 10, []byte("x"))
+	r, err = store.OpenData(s, 1, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := readAll(r); !errors.Is(err, store.ErrCorrupt) {
+		t.Fatalf("streamed read of a damaged blob: %v", err)
 	}
 }
