@@ -449,6 +449,46 @@ func (m *Message) unmarshal(data []byte, shared bool) error {
 	return nil
 }
 
+// ErrShortHead is UnmarshalHead's answer when head ends before the body
+// does begin: the caller reads more of the record and tries again.
+var ErrShortHead = errors.New("message: the record's head is longer than the bytes given")
+
+// UnmarshalHead decodes every field of a record but its Body from head,
+// the first bytes of a record of total bytes, and says where the body's
+// bytes are in the record: [bodyOff, bodyOff+bodyLen). The Body is last in
+// the record, so a large message's properties are read without its body
+// (which a receiver is then sent straight from the store). The message's
+// byte slices alias head. If head is too short it fails with
+// ErrShortHead.
+func UnmarshalHead(head []byte, total int64) (m *Message, bodyOff, bodyLen int64, err error) {
+	m = new(Message)
+	d := decoder{b: head, shared: true}
+	p, err := d.presence()
+	if err == nil {
+		d.header(m, p)
+		d.properties(m, p)
+		d.sectionsButBody(m, p)
+		if p&fBody != 0 {
+			bodyLen = int64(d.uvarint())
+		}
+	}
+	if err == nil {
+		err = d.err
+	}
+	if err != nil {
+		if int64(len(head)) < total {
+			return nil, 0, 0, ErrShortHead
+		}
+		return nil, 0, 0, err
+	}
+	bodyOff = int64(len(head) - len(d.b))
+	if bodyLen < 0 || bodyOff+bodyLen != total {
+		return nil, 0, 0, fmt.Errorf("%w: body of %d bytes at %d in a record of %d", ErrCorrupt, bodyLen, bodyOff, total)
+	}
+	m.canonical()
+	return m, bodyOff, bodyLen, nil
+}
+
 // presence reads the version byte and the presence bits that follow it,
 // refusing bits the version does not know.
 func (d *decoder) presence() (uint64, error) {
@@ -536,6 +576,14 @@ func (d *decoder) properties(m *Message, p uint64) {
 // sections decodes the application properties, delivery annotations,
 // footer and body present in p.
 func (d *decoder) sections(m *Message, p uint64) {
+	d.sectionsButBody(m, p)
+	if p&fBody != 0 {
+		m.Body = d.bytes()
+	}
+}
+
+// sectionsButBody decodes the sections before the body.
+func (d *decoder) sectionsButBody(m *Message, p uint64) {
 	if p&fApplicationProperties != 0 {
 		m.ApplicationProperties = nilIfEmpty(d.stringMap(0))
 	}
@@ -544,9 +592,6 @@ func (d *decoder) sections(m *Message, p uint64) {
 	}
 	if p&fFooter != 0 {
 		m.Footer = d.bytes()
-	}
-	if p&fBody != 0 {
-		m.Body = d.bytes()
 	}
 }
 
