@@ -1,6 +1,8 @@
 package amqp
 
 import (
+	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -417,7 +419,7 @@ type OutgoingLink struct {
 	local         []outItem // output taken from queue
 	localPos      int
 	cur           *OutgoingDelivery // a delivery being sent
-	curOff        int               // bytes of cur already sent
+	curOff        int64             // bytes of cur already sent
 	active        bool              // on Session.active
 	drainDeferred bool              // DeferDrain was called in OnFlow
 
@@ -438,8 +440,18 @@ type outItem struct {
 // unsettled delivery is sent the endpoint drops Payload (sets it to nil),
 // so that what it keeps per unsettled delivery is small.
 type OutgoingDelivery struct {
-	Tag           []byte // delivery-tag, at most 32 bytes (Service Bus: the lock token)
-	Payload       []byte // the encoded message
+	Tag     []byte // delivery-tag, at most 32 bytes (Service Bus: the lock token)
+	Payload []byte // the encoded message (with Stream: its first bytes)
+	// Stream, if set, holds StreamLen more bytes of the message, sent
+	// after Payload and before Trailer. They are read a frame at a time,
+	// as the client's window and the connection's writer take them, so a
+	// large message is never whole in memory. The endpoint closes Stream
+	// once the last frame is out or the delivery is dropped unsent. A read
+	// that fails aborts the delivery (transfer aborted=true): the client
+	// never sees it, and an unsettled one is forgotten.
+	Stream        PayloadStream
+	StreamLen     int64
+	Trailer       []byte
 	MessageFormat uint32
 	// Settled sends the delivery presettled. Links whose client asked
 	// for snd-settle-mode settled (ReceiveAndDelete) always send settled,
@@ -455,8 +467,60 @@ type OutgoingDelivery struct {
 	asked   bool   // the client disposed of it unsettled: Forget must not drop it; mux-owned
 }
 
+// PayloadStream is the streamed part of an OutgoingDelivery.
+type PayloadStream interface {
+	ReadAt(p []byte, off int64) (int, error)
+	Close() error
+}
+
 // Link returns the link the delivery was sent on.
 func (d *OutgoingDelivery) Link() *OutgoingLink { return d.link }
+
+// size is the length of the encoded message.
+func (d *OutgoingDelivery) size() int64 {
+	return int64(len(d.Payload)) + d.StreamLen + int64(len(d.Trailer))
+}
+
+// appendBytes appends the message's bytes [off, off+n) to buf.
+func (d *OutgoingDelivery) appendBytes(buf []byte, off int64, n int) ([]byte, error) {
+	if p := int64(len(d.Payload)); off < p {
+		k := min(int64(n), p-off)
+		buf = append(buf, d.Payload[off:off+k]...)
+		off, n = off+k, n-int(k)
+	}
+	if n == 0 {
+		return buf, nil
+	}
+	if so := off - int64(len(d.Payload)); so < d.StreamLen {
+		k := int(min(int64(n), d.StreamLen-so))
+		start := len(buf)
+		buf = slices.Grow(buf, k)[:start+k]
+		got, err := d.Stream.ReadAt(buf[start:], so)
+		if got < k {
+			if err == nil {
+				err = io.ErrUnexpectedEOF
+			}
+			return buf[:start], err
+		}
+		if err != nil && err != io.EOF {
+			return buf[:start], err
+		}
+		off, n = off+int64(k), n-k
+	}
+	if n > 0 {
+		to := off - int64(len(d.Payload)) - d.StreamLen
+		buf = append(buf, d.Trailer[to:to+int64(n)]...)
+	}
+	return buf, nil
+}
+
+// closeStream closes Stream, once.
+func (d *OutgoingDelivery) closeStream() {
+	if d.Stream != nil {
+		d.Stream.Close()
+		d.Stream = nil
+	}
+}
 
 // Settle sends the final outcome of a delivery the client has not
 // settled: disposition(role=sender, settled=true, state). Use
@@ -526,8 +590,8 @@ func (l *OutgoingLink) SettleAll(ds []*OutgoingDelivery, states []frames.Deliver
 // payload exceeds the client's max-message-size. It never blocks and may
 // be called from any goroutine, including from the link's callbacks.
 func (l *OutgoingLink) Send(d *OutgoingDelivery) error {
-	if max := l.attach.MaxMessageSize; max != 0 && uint64(len(d.Payload)) > max {
-		return Errorf(CondMessageSizeExceeded, "message of %d bytes exceeds the client's max-message-size %d", len(d.Payload), max)
+	if max := l.attach.MaxMessageSize; max != 0 && uint64(d.size()) > max {
+		return Errorf(CondMessageSizeExceeded, "message of %d bytes exceeds the client's max-message-size %d", d.size(), max)
 	}
 	settled := d.Settled
 	switch l.SenderSettleMode() {
@@ -685,5 +749,8 @@ func (l *OutgoingLink) closeQueue() []*OutgoingDelivery {
 		}
 	}
 	l.local, l.localPos = nil, 0
+	for _, d := range unsent {
+		d.closeStream()
+	}
 	return unsent
 }

@@ -405,6 +405,43 @@ func (s *Session) pumpLink(l *OutgoingLink) bool {
 	return true
 }
 
+// abortTransfer ends l.cur, whose stream failed to read, with a transfer
+// aborted=true (buf is the writer's buffer without the failed frame): the
+// client drops what it received of it, and the session forgets it.
+func (s *Session) abortTransfer(l *OutgoingLink, buf []byte, err error) bool {
+	d := l.cur
+	w := &s.conn.w
+	s.conn.log.Warn("aborting a delivery whose message could not be read", "link", l.Name(), "err", err)
+	d.closeStream()
+	l.cur = nil
+	t := &s.tr
+	if l.curOff == 0 {
+		// Nothing went out: the aborted transfer still names the delivery.
+		*t = frames.Transfer{Handle: l.outHandle, DeliveryID: &s.u32[0], DeliveryTag: d.Tag, MessageFormat: &s.u32[1], Aborted: true}
+		if t.DeliveryTag == nil {
+			t.DeliveryTag = []byte{}
+		}
+	} else {
+		*t = frames.Transfer{Handle: l.outHandle, Aborted: true}
+	}
+	out, ferr := frames.AppendFrame(buf, s.channel, t)
+	if ferr != nil {
+		w.buf = buf
+		s.encodeFailed(t, ferr)
+		return false
+	}
+	w.buf = out
+	s.nextOutgoingID++
+	s.remoteIncomingWindow--
+	if d.sent && !d.settled && !d.done {
+		d.done = true
+		delete(s.unsettled, d.id)
+		l.nUnsettled.Add(-1)
+	}
+	d.Payload = nil
+	return true
+}
+
 // appendTransfer writes the next frame of l.cur, splitting the payload to
 // fit the client's max-frame-size with more=true.
 func (s *Session) appendTransfer(l *OutgoingLink) bool {
@@ -429,7 +466,7 @@ func (s *Session) appendTransfer(l *OutgoingLink) bool {
 		}
 		t.MessageFormat = &s.u32[1]
 	}
-	rest := d.Payload[l.curOff:]
+	rest := d.size() - l.curOff
 	max := int(s.conn.maxOutFrame)
 	start := len(w.buf)
 	buf, err := frames.AppendFrame(w.buf, s.channel, t)
@@ -437,7 +474,7 @@ func (s *Session) appendTransfer(l *OutgoingLink) bool {
 		s.encodeFailed(t, err)
 		return false
 	}
-	n := len(rest)
+	n := int(min(rest, int64(max)))
 	if len(buf)-start+n > max {
 		t.More = true
 		if buf, err = frames.AppendFrame(buf[:start], s.channel, t); err != nil {
@@ -451,15 +488,18 @@ func (s *Session) appendTransfer(l *OutgoingLink) bool {
 			return false
 		}
 	}
-	buf = append(buf, rest[:n]...)
+	if buf, err = d.appendBytes(buf, l.curOff, n); err != nil {
+		return s.abortTransfer(l, buf[:start], err)
+	}
 	size := len(buf) - start
 	buf[start], buf[start+1], buf[start+2], buf[start+3] = byte(size>>24), byte(size>>16), byte(size>>8), byte(size)
 	w.buf = buf
 	s.nextOutgoingID++
 	s.remoteIncomingWindow--
-	l.curOff += n
+	l.curOff += int64(n)
 	if !t.More {
 		l.cur = nil
+		d.closeStream()
 		if d.settled {
 			d.done = true
 		} else {
