@@ -696,7 +696,7 @@ func (r *Receiver) tryReceiveSession(max int) ([]*Delivery, error) {
 		}
 		out = append(out, q.takeSessionLocked(s, rc, r.mode, &ts, r.holder))
 	}
-	return q.deliverAndUnlock(SubQueueMain, r.mode, out, ts, now)
+	return q.deliverAndUnlock(SubQueueMain, r.mode, out, ts, now, r.stream)
 }
 
 // takeSessionLocked locks rc under s's lock (PeekLock) or marks it for
@@ -1196,5 +1196,5 @@ func (b *Broker) receiveDeferredSession(ctx context.Context, path, id string, ho
 		}
 		out = append(out, q.takeSessionLocked(s, r, mode, &ts, who))
 	}
-	return q.deliverAndUnlock(SubQueueMain, mode, out, ts, now)
+	return q.deliverAndUnlock(SubQueueMain, mode, out, ts, now, 0)
 }

@@ -27,6 +27,7 @@ func newAMQPServer(b *broker.Broker, a *auth.Authenticator, obs servicebus.Obser
 		Logger:   log.With("component", "servicebus"),
 
 		MaxUnsettledPerLink: o.MaxUnsettledPerLink,
+		StreamFrom:          o.LargeMessageThreshold,
 		Faults:              fs,
 	})
 	if err != nil {

@@ -123,7 +123,15 @@ type Config struct {
 	MaxUnsettledPerLink int
 	// Faults are the fault rules to apply (faults.go); nil injects none.
 	Faults *faults.Set
+	// StreamFrom is the stored size from which a message is sent to a
+	// receiver straight from the store, a frame at a time, rather than
+	// read whole into memory first (broker.Receiver.StreamBodies). 0 is
+	// DefaultStreamFrom (256 KiB); negative never.
+	StreamFrom int64
 }
+
+// DefaultStreamFrom is Config.StreamFrom's default.
+const DefaultStreamFrom = 256 << 10
 
 // Handler is the Service Bus handler for an amqp.Server.
 type Handler struct {
@@ -138,6 +146,7 @@ type Handler struct {
 
 	maxUnsettled int
 	faults       *faults.Set // nil: no fault injection
+	streamFrom   int64       // Config.StreamFrom; 0: never
 }
 
 var _ amqp.Handler = (*Handler)(nil)
@@ -167,6 +176,12 @@ func New(cfg Config) (*Handler, error) {
 		h.namespace = "busbar"
 	}
 	h.faults = cfg.Faults
+	switch h.streamFrom = cfg.StreamFrom; {
+	case h.streamFrom == 0:
+		h.streamFrom = DefaultStreamFrom
+	case h.streamFrom < 0:
+		h.streamFrom = 0
+	}
 	h.maxUnsettled = cfg.MaxUnsettledPerLink
 	if h.maxUnsettled <= 0 {
 		h.maxUnsettled = DefaultMaxUnsettledPerLink

@@ -421,15 +421,16 @@ func (s *Store) OpenData(entityID, seq uint64) (store.DataReader, error) {
 	return &blobReader{f: f, name: name, size: int64(ent.size), want: ent.crc}, nil
 }
 
-// blobReader reads a blob. It checks the blob's CRC as long as it is read
-// in order, failing the read that reaches the end if it does not match.
+// blobReader reads a blob. It checks the blob's CRC as long as each read
+// starts within what was read before (reads in order, re-reads allowed),
+// failing the read that reaches the end if it does not match.
 type blobReader struct {
 	f    vfs.File
 	name string
 	size int64
 	want uint32
 	sum  uint32 // CRC of [0, next)
-	next int64  // -1 once read out of order
+	next int64  // -1 once a read left a gap
 }
 
 func (r *blobReader) Size() int64 { return r.size }
@@ -452,13 +453,16 @@ func (r *blobReader) ReadAt(p []byte, off int64) (int, error) {
 		}
 		return n, fmt.Errorf("filestore: %w", err)
 	}
-	if off == r.next {
-		r.sum = crc32.Update(r.sum, castagnoli, p[:n])
-		r.next += int64(n)
+	switch end := off + int64(n); {
+	case r.next < 0:
+	case off <= r.next && end > r.next:
+		// Extends what was read from the start: follow the checksum.
+		r.sum = crc32.Update(r.sum, castagnoli, p[r.next-off:n])
+		r.next = end
 		if r.next == r.size && r.sum != r.want {
 			return n, fmt.Errorf("filestore: %s: blob checksum mismatch: %w", r.name, store.ErrCorrupt)
 		}
-	} else if off > r.next {
+	case off > r.next:
 		r.next = -1 // a gap: the checksum can no longer be followed
 	}
 	if n < len(p) {
