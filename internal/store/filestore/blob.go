@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"path"
+	"slices"
 	"syscall"
 	"unsafe"
 
@@ -56,7 +57,41 @@ func blobName(dir string, id uint32) string {
 // isBlobOp says whether op's Data goes to a blob file.
 func (s *Store) isBlobOp(op *store.Op) bool {
 	return s.opts.BlobThreshold > 0 && (op.Kind == store.OpAppend || op.Kind == store.OpRewrite) &&
-		len(op.Data) >= s.opts.BlobThreshold
+		(len(op.Data) >= s.opts.BlobThreshold || op.Tail != nil)
+}
+
+// opSize is the length of op's Data with its Tail.
+func opSize(op *store.Op) int64 {
+	n := int64(len(op.Data))
+	if op.Tail != nil {
+		n += op.Tail.Size()
+	}
+	return n
+}
+
+// readTails returns b, or a copy of it in which the Tails of the ops
+// that do not go to blobs are read into their Data (the log holds Data
+// whole).
+func (s *Store) readTails(b *store.Batch) (*store.Batch, error) {
+	var out *store.Batch
+	for i := range b.Ops {
+		op := &b.Ops[i]
+		if op.Tail == nil || s.isBlobOp(op) {
+			continue
+		}
+		if out == nil {
+			out = &store.Batch{Ops: slices.Clone(b.Ops), Follower: b.Follower}
+		}
+		d, err := op.ReadTail()
+		if err != nil {
+			return nil, fmt.Errorf("filestore: op %d: %w", i, err)
+		}
+		out.Ops[i].Data, out.Ops[i].Tail = d, nil
+	}
+	if out == nil {
+		return b, nil
+	}
+	return out, nil
 }
 
 // blobRef is the blob an op's Data was written to.
@@ -73,8 +108,9 @@ type blobRef struct {
 // error the files written are removed again.
 func (s *Store) writeBlobs(b *store.Batch) (refs []blobRef, err error) {
 	type key struct {
-		p *byte
-		n int
+		p    *byte
+		n    int
+		tail store.DataReader
 	}
 	var seen map[key]blobRef
 	var made []uint32
@@ -93,10 +129,11 @@ func (s *Store) writeBlobs(b *store.Batch) (refs []blobRef, err error) {
 			refs = make([]blobRef, len(b.Ops))
 			seen = make(map[key]blobRef)
 		}
-		if len(op.Data) > 1<<32-1 {
-			return nil, fmt.Errorf("filestore: op %d: data of %d bytes is too large", i, len(op.Data))
+		size := opSize(op)
+		if size > 1<<32-1 {
+			return nil, fmt.Errorf("filestore: op %d: data of %d bytes is too large", i, size)
 		}
-		k := key{unsafe.SliceData(op.Data), len(op.Data)}
+		k := key{unsafe.SliceData(op.Data), len(op.Data), op.Tail}
 		if r, ok := seen[k]; ok {
 			refs[i] = r
 			continue
@@ -106,10 +143,11 @@ func (s *Store) writeBlobs(b *store.Batch) (refs []blobRef, err error) {
 			return nil, errors.New("filestore: blob ids exhausted")
 		}
 		made = append(made, id)
-		if err := s.writeBlob(id, op.Data); err != nil {
+		sum, err := s.writeBlob(id, op.Data, op.Tail)
+		if err != nil {
 			return nil, err
 		}
-		r := blobRef{id: id, size: uint32(len(op.Data)), crc: crc(op.Data)}
+		r := blobRef{id: id, size: uint32(size), crc: sum}
 		refs[i], seen[k] = r, r
 	}
 	if len(made) > 0 {
@@ -120,29 +158,51 @@ func (s *Store) writeBlobs(b *store.Batch) (refs []blobRef, err error) {
 	return refs, nil
 }
 
-// writeBlob creates blob id holding data and syncs it.
-func (s *Store) writeBlob(id uint32, data []byte) error {
+// writeBlob creates blob id holding data and then tail's bytes (if tail
+// is set; copied a piece at a time), syncs it and returns its CRC.
+func (s *Store) writeBlob(id uint32, data []byte, tail store.DataReader) (uint32, error) {
 	f, err := s.fs.Create(blobName(s.blobDir(), id))
 	if err != nil {
-		return s.blobWriteError(err)
+		return 0, s.blobWriteError(err)
+	}
+	fail := func(err error) (uint32, error) {
+		f.Close()
+		return 0, err
 	}
 	for off := 0; off < len(data); off += blobWriteChunk {
 		end := min(off+blobWriteChunk, len(data))
 		if _, err := f.WriteAt(data[off:end], int64(off)); err != nil {
-			f.Close()
-			return s.blobWriteError(err)
+			return fail(s.blobWriteError(err))
+		}
+	}
+	sum := crc(data)
+	if tail != nil {
+		buf := make([]byte, blobWriteChunk)
+		n := tail.Size()
+		for off := int64(0); off < n; {
+			p := buf[:min(int64(len(buf)), n-off)]
+			if k, err := tail.ReadAt(p, off); k < len(p) {
+				if err == nil || err == io.EOF {
+					err = io.ErrUnexpectedEOF
+				}
+				return fail(fmt.Errorf("filestore: reading the message's tail: %w", err))
+			}
+			if _, err := f.WriteAt(p, int64(len(data))+off); err != nil {
+				return fail(s.blobWriteError(err))
+			}
+			sum = crc32.Update(sum, castagnoli, p)
+			off += int64(len(p))
 		}
 	}
 	if !s.opts.NoSync {
 		if err := f.Sync(); err != nil {
-			f.Close()
-			return s.blobWriteError(err)
+			return fail(s.blobWriteError(err))
 		}
 	}
 	if err := f.Close(); err != nil {
-		return s.blobWriteError(err)
+		return 0, s.blobWriteError(err)
 	}
-	return nil
+	return sum, nil
 }
 
 // blobWriteError gives a failed blob write its kind: a full disk is a

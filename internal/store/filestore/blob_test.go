@@ -401,3 +401,31 @@ func TestBlobOpenData(t *testing.T) {
 		t.Fatalf("streamed read of a damaged blob: %v", err)
 	}
 }
+
+// TestBlobTail: an op whose Data ends in a Tail (a reader, not memory)
+// is written to a blob piece by piece; with blobs off it goes into the
+// log whole.
+func TestBlobTail(t *testing.T) {
+	for _, threshold := range []int{1 << 10, -1} {
+		t.Run(fmt.Sprint(threshold), func(t *testing.T) {
+			mem := vfs.NewMem()
+			o := blobOpts(mem)
+			o.BlobThreshold = threshold
+			s := mustOpen(t, o)
+			defer s.Close()
+			head, body := []byte("head"), bigData(9, 3<<20+5)
+			b := &store.Batch{Ops: []store.Op{{Kind: store.OpPutEntity, EntityID: 1, Name: "q"},
+				{Kind: store.OpAppend, EntityID: 1, Seq: 1, Data: head, Tail: store.BytesReader(body)}}}
+			if err := s.Commit(b, true); err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.ReadData(1, 1)
+			if err != nil || !bytes.Equal(got, append(head, body...)) {
+				t.Fatalf("ReadData: %v (%d bytes)", err, len(got))
+			}
+			if want := map[int]int{1 << 10: 1, -1: 0}[threshold]; len(blobFiles(t, mem)) != want {
+				t.Fatalf("%d blob files, want %d", len(blobFiles(t, mem)), want)
+			}
+		})
+	}
+}

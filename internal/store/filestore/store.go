@@ -199,6 +199,9 @@ func (s *Store) Commit(b *store.Batch, sync bool) error {
 	var blobs []blobRef
 	if b != nil && len(b.Ops) > 0 {
 		var err error
+		if b, err = s.readTails(b); err != nil {
+			return err
+		}
 		if blobs, err = s.writeBlobs(b); err != nil {
 			return err
 		}
