@@ -122,6 +122,8 @@ type testBroker struct {
 	// stream, if set, turns a payload into an OutgoingDelivery with a
 	// Stream (see stream_test.go).
 	stream func(payload []byte) *OutgoingDelivery
+	// incoming, if set, sees every incoming link before it is accepted.
+	incoming func(l *IncomingLink)
 
 	events   chan string // "detach <name>", "disconnect", ... (buffered)
 	disps    chan dispEvent
@@ -267,6 +269,9 @@ func (h *testConnHandler) AttachIncoming(l *IncomingLink) error {
 		return e
 	}
 	addr := l.TargetAddress()
+	if b.incoming != nil {
+		b.incoming(l)
+	}
 	l.OnDelivery = func(d *IncomingDelivery) {
 		if b.intercept != nil && b.intercept(d) {
 			return

@@ -270,12 +270,28 @@ type IncomingLink struct {
 	// means no bound. Set it in the Attach callback.
 	MaxUnsettled int
 
+	// Spool, if set, is asked for a place to put a delivery whose payload
+	// grows past SpoolFrom bytes, so that a large message is never whole
+	// in memory: the bytes so far are written to it at once and every
+	// later frame's as it arrives. It may return nil to keep the delivery
+	// in memory, or an error to refuse it: the rest of its frames are
+	// dropped and it is rejected with the error (an *Error keeps its
+	// condition). OnDelivery gets a spooled delivery with Spooled set and
+	// Payload nil; the handler then owns the spool. A spool whose delivery
+	// is aborted, or whose link goes before the last frame, is told with
+	// Abort. Runs on the session goroutine. Set both in the Attach
+	// callback.
+	Spool     func(d *IncomingDelivery) (Spool, error)
+	SpoolFrom int
+
 	// Owned by the session mux.
 	deliveryCount uint32            // the client's delivery-count as we know it
 	linkCredit    uint32            // credit the client still has
 	unsettled     int               // deliveries handed over and not settled
 	partial       *IncomingDelivery // a multi-frame delivery being assembled
 	oversize      bool              // partial exceeded the size limit: discard
+	refused       error             // Spool refused partial: discard, reject with this
+	spooledBytes  uint64            // bytes of partial written to its spool
 	flowQueued    bool              // on Session.linkFlows
 }
 
@@ -314,6 +330,17 @@ func (l *IncomingLink) grant(s *Session) {
 	}
 }
 
+// Spool receives a large delivery's payload as it arrives
+// (IncomingLink.Spool). Write and Abort are called on the session
+// goroutine.
+type Spool interface {
+	// Write appends p (which it must not keep). An error refuses the
+	// delivery as Spool's error does; the spool is then aborted.
+	Write(p []byte) error
+	// Abort says the delivery will not complete: the spool may go.
+	Abort()
+}
+
 // IncomingDelivery is a complete message the client sent.
 type IncomingDelivery struct {
 	Link          *IncomingLink
@@ -327,6 +354,9 @@ type IncomingDelivery struct {
 	// *frames.TransactionalState for a send inside a transaction; nil
 	// otherwise.
 	State frames.DeliveryState
+	// Spooled holds the whole payload of a delivery IncomingLink.Spool
+	// took (Payload is nil then); the handler owns it.
+	Spooled Spool
 
 	done bool           // owned by the session mux: settled
 	buf  *frames.Buffer // the frame buffer Payload and Tag live in, or nil

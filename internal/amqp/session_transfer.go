@@ -75,7 +75,7 @@ func (s *Session) receiveTransfer(t *frames.Transfer) (handedOver bool) {
 			return true
 		}
 		in.partial = d
-		in.oversize = false
+		in.oversize, in.refused, in.spooledBytes = false, nil, 0
 		d.Payload = nil
 		d.Tag = bytes.Clone(d.Tag) // the frame's buffer is released below
 	} else if t.DeliveryID != nil && *t.DeliveryID != d.ID {
@@ -88,13 +88,34 @@ func (s *Session) receiveTransfer(t *frames.Transfer) (handedOver bool) {
 	}
 	if t.Aborted {
 		in.partial = nil
+		in.abortSpool(d)
 		return false
 	}
-	if !in.oversize {
-		if uint64(len(d.Payload))+uint64(len(t.Payload)) > in.maxSize() {
+	if !in.oversize && in.refused == nil {
+		size := uint64(len(d.Payload)) + in.spooledBytes + uint64(len(t.Payload))
+		switch {
+		case size > in.maxSize():
 			in.oversize = true
 			d.Payload = nil
-		} else {
+			in.abortSpool(d)
+		case d.Spooled != nil:
+			in.spoolWrite(d, t.Payload)
+		case in.Spool != nil && in.SpoolFrom > 0 && size > uint64(in.SpoolFrom):
+			sp, err := in.Spool(d)
+			switch {
+			case err != nil:
+				in.refused, d.Payload = err, nil
+			case sp != nil:
+				d.Spooled = sp
+				head := d.Payload
+				d.Payload = nil
+				if in.spoolWrite(d, head) {
+					in.spoolWrite(d, t.Payload)
+				}
+			default:
+				d.Payload = append(d.Payload, t.Payload...)
+			}
+		default:
 			d.Payload = append(d.Payload, t.Payload...)
 		}
 	}
@@ -102,17 +123,43 @@ func (s *Session) receiveTransfer(t *frames.Transfer) (handedOver bool) {
 		return false
 	}
 	in.partial = nil
-	if in.oversize {
+	if in.oversize || in.refused != nil {
 		in.oversize = false
+		var rerr *Error
+		if in.refused != nil {
+			rerr = asError(in.refused)
+			in.refused = nil
+		} else {
+			rerr = Errorf(CondMessageSizeExceeded, "message larger than the link's max-message-size %d", in.maxSize())
+		}
 		if !d.Settled {
 			in.unsettled++
-			s.settleIncoming(d, &frames.Rejected{Error: Errorf(CondMessageSizeExceeded,
-				"message larger than the link's max-message-size %d", in.maxSize())})
+			s.settleIncoming(d, &frames.Rejected{Error: rerr})
 		}
 		return false
 	}
 	in.deliver(s, d)
 	return false
+}
+
+// spoolWrite writes p to d's spool; a failed write refuses the delivery
+// and aborts the spool. It reports whether the write succeeded.
+func (in *IncomingLink) spoolWrite(d *IncomingDelivery, p []byte) bool {
+	if err := d.Spooled.Write(p); err != nil {
+		in.refused = err
+		in.abortSpool(d)
+		return false
+	}
+	in.spooledBytes += uint64(len(p))
+	return true
+}
+
+// abortSpool drops d's spool, if it has one.
+func (in *IncomingLink) abortSpool(d *IncomingDelivery) {
+	if d.Spooled != nil {
+		d.Spooled.Abort()
+		d.Spooled = nil
+	}
 }
 
 // ---- dispositions ----

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	goamqp "github.com/Azure/go-amqp"
+
+	"github.com/busbarmq/busbar/internal/amqp/frames"
 )
 
 // testStream is a PayloadStream over bytes that records its largest read
@@ -124,4 +126,102 @@ func TestOutgoingStreamAbort(t *testing.T) {
 			t.Fatalf("stream %d closed %d times", i, st.closed.Load())
 		}
 	}
+}
+
+// memSpool is a Spool in memory that fails its writes past failAt bytes.
+type memSpool struct {
+	mu      sync.Mutex
+	b       []byte
+	failAt  int
+	aborted bool
+}
+
+func (s *memSpool) Write(p []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failAt > 0 && len(s.b)+len(p) > s.failAt {
+		return Errorf(CondResourceLimitExceeded, "spool full")
+	}
+	s.b = append(s.b, p...)
+	return nil
+}
+
+func (s *memSpool) Abort() { s.mu.Lock(); s.aborted = true; s.mu.Unlock() }
+
+// TestIncomingSpool: a delivery past SpoolFrom goes to the link's spool
+// frame by frame (OnDelivery gets it with Spooled, no Payload); a small
+// one stays in memory; a refusal and a failing spool reject the delivery
+// with their condition; a link gone mid-transfer aborts its spool.
+func TestIncomingSpool(t *testing.T) {
+	b := newTestBroker()
+	var mu sync.Mutex
+	var spools []*memSpool
+	failAt := 0
+	refuse := false
+	b.incoming = func(l *IncomingLink) {
+		l.SpoolFrom = 256 << 10
+		l.Spool = func(d *IncomingDelivery) (Spool, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if refuse {
+				return nil, Errorf(CondResourceLimitExceeded, "too many large messages")
+			}
+			sp := &memSpool{failAt: failAt}
+			spools = append(spools, sp)
+			return sp, nil
+		}
+	}
+	got := make(chan *IncomingDelivery, 10)
+	b.intercept = func(d *IncomingDelivery) bool {
+		got <- d
+		d.Settle(&frames.Accepted{})
+		return true
+	}
+	_, addr := startServer(t, b, Config{MaxMessageSize: 8 << 20})
+	c := dial(t, addr, nil)
+	s := openSession(t, c)
+	snd, err := s.NewSender(testCtx(t), "q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := make([]byte, 3<<20)
+	for i := range body {
+		body[i] = byte(i * 7)
+	}
+	if err := snd.Send(testCtx(t), goamqp.NewMessage(body), nil); err != nil {
+		t.Fatal(err)
+	}
+	d := <-got
+	if d.Payload != nil || d.Spooled == nil {
+		t.Fatalf("payload %d bytes, spooled %v", len(d.Payload), d.Spooled != nil)
+	}
+	want, _ := goamqp.NewMessage(body).MarshalBinary()
+	if sp := d.Spooled.(*memSpool); !bytes.Equal(sp.b, want) {
+		t.Fatalf("spooled %d bytes, not the %d sent", len(sp.b), len(want))
+	}
+	if err := snd.Send(testCtx(t), goamqp.NewMessage([]byte("small")), nil); err != nil {
+		t.Fatal(err)
+	}
+	if d := <-got; d.Spooled != nil || len(d.Payload) == 0 {
+		t.Fatal("a small message was spooled")
+	}
+
+	mu.Lock()
+	refuse = true
+	mu.Unlock()
+	var amqpErr *goamqp.Error
+	if err := snd.Send(testCtx(t), goamqp.NewMessage(body), nil); !errors.As(err, &amqpErr) || amqpErr.Condition != goamqp.ErrCond(CondResourceLimitExceeded) {
+		t.Fatalf("send refused by Spool: %v", err)
+	}
+	mu.Lock()
+	refuse, failAt = false, 1<<20
+	mu.Unlock()
+	if err := snd.Send(testCtx(t), goamqp.NewMessage(body), nil); !errors.As(err, &amqpErr) || amqpErr.Condition != goamqp.ErrCond(CondResourceLimitExceeded) {
+		t.Fatalf("send with a failing spool: %v", err)
+	}
+	mu.Lock()
+	if last := spools[len(spools)-1]; !last.aborted {
+		t.Fatal("the failed spool was not aborted")
+	}
+	mu.Unlock()
 }
