@@ -171,11 +171,37 @@ func (m *Message) AppendBinary(b []byte) ([]byte, error) {
 // AppendWithHeaderSize appends the encoding of m to b like AppendBinary and
 // also returns m's HeaderSize, computing it only once.
 func AppendWithHeaderSize(b []byte, m *Message) ([]byte, int, error) {
+	if m.BodyTail != nil {
+		return b, 0, ErrBodyTail
+	}
 	hs, err := m.headerSize()
 	if err != nil {
 		return b, 0, err
 	}
 	return m.appendBinary(b, hs), hs, nil
+}
+
+// ErrBodyTail is the refusal of an encoder that needs the body in memory
+// to encode a message whose body is a BodyTail.
+var ErrBodyTail = errors.New("message: the body is not in memory")
+
+// AppendHead appends the record of m as AppendWithHeaderSize does, except
+// that for a message with a BodyTail it stops before the body's bytes:
+// the record is what it appends followed by the BodyTail's bytes.
+func AppendHead(b []byte, m *Message) ([]byte, int, error) {
+	hs, err := m.headerSize()
+	if err != nil {
+		return b, 0, err
+	}
+	return m.appendBinary(b, hs), hs, nil
+}
+
+// bodyLen is the length of m's body, in Body or BodyTail.
+func (m *Message) bodyLen() int64 {
+	if m.BodyTail != nil {
+		return m.BodyTail.Size()
+	}
+	return int64(len(m.Body))
 }
 
 func (m *Message) appendBinary(b []byte, hs int) []byte {
@@ -240,6 +266,8 @@ func (m *Message) appendBinary(b []byte, hs int) []byte {
 	}
 	if len(m.Body) > 0 {
 		b = appendBytes(b, m.Body)
+	} else if n := m.bodyLen(); n > 0 {
+		b = binary.AppendUvarint(b, uint64(n)) // the BodyTail's bytes follow
 	}
 	return b
 }
@@ -308,7 +336,7 @@ func (m *Message) presence() uint64 {
 	if len(m.ApplicationProperties) > 0 {
 		p |= fApplicationProperties
 	}
-	if len(m.Body) > 0 {
+	if m.bodyLen() > 0 {
 		p |= fBody
 	}
 	if len(m.DeliveryAnnotations) > 0 {
