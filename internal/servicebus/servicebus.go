@@ -77,6 +77,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -128,6 +129,14 @@ type Config struct {
 	// read whole into memory first (broker.Receiver.StreamBodies). 0 is
 	// DefaultStreamFrom (256 KiB); negative never.
 	StreamFrom int64
+	// MaxSpoolsPerConnection bounds the large messages (past StreamFrom)
+	// one connection may be sending at once, each spooled to a file;
+	// default DefaultMaxSpoolsPerConnection (16). MaxSpoolBytes bounds the
+	// bytes spooled by every connection together; default
+	// DefaultMaxSpoolBytes (4 GiB). Past either a transfer is rejected
+	// with amqp:resource-limit-exceeded.
+	MaxSpoolsPerConnection int
+	MaxSpoolBytes          int64
 }
 
 // DefaultStreamFrom is Config.StreamFrom's default.
@@ -147,6 +156,7 @@ type Handler struct {
 	maxUnsettled int
 	faults       *faults.Set // nil: no fault injection
 	streamFrom   int64       // Config.StreamFrom; 0: never
+	spool        spoolLimits // spool.go
 }
 
 var _ amqp.Handler = (*Handler)(nil)
@@ -181,6 +191,13 @@ func New(cfg Config) (*Handler, error) {
 		h.streamFrom = DefaultStreamFrom
 	case h.streamFrom < 0:
 		h.streamFrom = 0
+	}
+	h.spool.perConn, h.spool.maxBytes = int64(cfg.MaxSpoolsPerConnection), cfg.MaxSpoolBytes
+	if h.spool.perConn <= 0 {
+		h.spool.perConn = DefaultMaxSpoolsPerConnection
+	}
+	if h.spool.maxBytes <= 0 {
+		h.spool.maxBytes = DefaultMaxSpoolBytes
 	}
 	h.maxUnsettled = cfg.MaxUnsettledPerLink
 	if h.maxUnsettled <= 0 {
@@ -249,6 +266,10 @@ type conn struct {
 	cbsIn, cbsOut *amqp.Link    // the $cbs request and reply links (cbs.go)
 	guarded       []guardedLink // entity links attached under a token (cbs.go)
 	watching      bool          // the token watcher runs
+
+	// spools counts the large messages the connection is sending, each
+	// spooled to a file (spool.go).
+	spools atomic.Int64
 
 	// sessionLinks are the session receivers by link name (string →
 	// *broker.Receiver), for management requests' associated-link-name

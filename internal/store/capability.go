@@ -116,3 +116,18 @@ func (r *bytesReader) ReadAt(p []byte, off int64) (int, error) {
 
 func (r *bytesReader) Size() int64  { return int64(len(r.b)) }
 func (r *bytesReader) Close() error { return nil }
+
+// Spooler is implemented by stores that can keep a large incoming
+// message on disk while it arrives, before it is sent: its Data then
+// reaches Commit as an Op.Tail reading from the spool.
+type Spooler interface {
+	NewSpool() (Spool, error)
+}
+
+// Spool is a temporary file: Write appends, ReadAt and Size read back
+// what was written, Close deletes it. Spools are not durable and do not
+// survive a restart.
+type Spool interface {
+	Write(p []byte) error
+	DataReader
+}

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"path"
 	"slices"
+	"strings"
 	"syscall"
 	"unsafe"
 
@@ -313,6 +314,13 @@ func (s *Store) sweepOrphanBlobs() error {
 	}
 	removed := 0
 	for _, name := range names {
+		if strings.HasSuffix(name, spoolSuffix) {
+			// A message that was arriving when the broker stopped.
+			if err := s.fs.Remove(path.Join(dir, name)); err != nil {
+				return fmt.Errorf("filestore: %w", err)
+			}
+			continue
+		}
 		v, ok := parseName(name, blobSuffix, 32)
 		if !ok {
 			continue
@@ -538,4 +546,77 @@ func (r *blobReader) Close() error {
 	err := r.f.Close()
 	r.f = nil
 	return err
+}
+
+// spoolSuffix names the spool files (store.Spooler) in the blob
+// directory: a large message being received, deleted once it is stored
+// (copied into a blob) or refused, and by Open.
+const spoolSuffix = ".spool"
+
+var _ store.Spooler = (*Store)(nil)
+
+// NewSpool implements store.Spooler.
+func (s *Store) NewSpool() (store.Spool, error) {
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.closed {
+		return nil, store.ErrClosed
+	}
+	name := path.Join(s.blobDir(), fmt.Sprintf("%010d%s", s.nextSpool.Add(1), spoolSuffix))
+	f, err := s.fs.Create(name)
+	if err != nil {
+		return nil, s.blobWriteError(err)
+	}
+	return &spoolFile{s: s, f: f, name: name}, nil
+}
+
+// spoolFile is a spool: a file in the blob directory.
+type spoolFile struct {
+	s    *Store
+	f    vfs.File
+	name string
+	size int64
+}
+
+func (sp *spoolFile) Write(p []byte) error {
+	if sp.f == nil {
+		return fmt.Errorf("filestore: %s: %w", sp.name, fs.ErrClosed)
+	}
+	if _, err := sp.f.WriteAt(p, sp.size); err != nil {
+		return sp.s.blobWriteError(err)
+	}
+	sp.size += int64(len(p))
+	return nil
+}
+
+func (sp *spoolFile) ReadAt(p []byte, off int64) (int, error) {
+	if sp.f == nil {
+		return 0, fmt.Errorf("filestore: %s: %w", sp.name, fs.ErrClosed)
+	}
+	if off >= sp.size {
+		return 0, io.EOF
+	}
+	short := int64(len(p)) > sp.size-off
+	if short {
+		p = p[:sp.size-off]
+	}
+	n, err := sp.f.ReadAt(p, off)
+	if err == nil && short {
+		err = io.EOF
+	}
+	return n, err
+}
+
+func (sp *spoolFile) Size() int64 { return sp.size }
+
+func (sp *spoolFile) Close() error {
+	if sp.f == nil {
+		return nil
+	}
+	sp.f.Close()
+	sp.f = nil
+	if err := sp.s.fs.Remove(sp.name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
 }

@@ -66,7 +66,8 @@ type Store struct {
 		blobs     map[uint32]blobInfo
 		deadBlobs []deadBlob
 	}
-	nextBlob atomic.Uint32 // the last blob id handed out
+	nextBlob  atomic.Uint32 // the last blob id handed out
+	nextSpool atomic.Uint64 // the last spool file number handed out
 
 	reqc            chan *request
 	syncc           chan syncJob
