@@ -28,6 +28,7 @@ func newAMQPServer(b *broker.Broker, a *auth.Authenticator, obs servicebus.Obser
 
 		MaxUnsettledPerLink: o.MaxUnsettledPerLink,
 		StreamFrom:          o.LargeMessageThreshold,
+		MaxSpoolBytes:       o.MaxSpoolBytes,
 		Faults:              fs,
 	})
 	if err != nil {

@@ -8,9 +8,13 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +24,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
+	"github.com/busbarmq/busbar/internal/amqp/frames"
 	"github.com/busbarmq/busbar/internal/config"
 )
 
@@ -229,4 +234,152 @@ func TestLargeMessageEntityDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitBlobs(t, 0)
+}
+
+// TestLargeMessageSpoolLimits attacks with half-sent large transfers: one
+// connection starts 24 transfers of 100 MB on as many links and sends
+// 2 MB of each, then stalls. The broker spools at most 16 of them for
+// the connection, and at most MaxSpoolBytes in all (the rest of their
+// frames are dropped), and deletes the spools when the connection goes;
+// meanwhile the Go SDK still sends a message, and afterwards a large one.
+func TestLargeMessageSpoolLimits(t *testing.T) {
+	t.Run("per-connection", func(t *testing.T) { spoolAttack(t, 1<<30, 16, 16) })
+	t.Run("bytes", func(t *testing.T) { spoolAttack(t, 20<<20, 1, 16) })
+}
+
+// spoolAttack runs the attack against a broker with maxBytes of spool and
+// checks that between minFiles and maxFiles spool files and at most
+// maxBytes (and a frame) are on disk.
+func spoolAttack(t *testing.T, maxBytes int64, minFiles, maxFiles int) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	s := start(t, Options{Server: config.Server{DataDir: dir, MinFreeBytes: -1, AllowAnyKey: true}, MaxSpoolBytes: maxBytes})
+	defer stop(t, s)
+	cs := "Endpoint=sb://" + s.AMQPAddr().String() + ";SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;"
+	adm, err := admin.NewClientFromConnectionString(cs, &admin.ClientOptions{ClientOptions: azcore.ClientOptions{
+		Transport: plainHTTP{s.HTTPAddr().String()}, Retry: policy.RetryOptions{MaxRetries: -1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	createLargeQueue(t, ctx, adm, "big", nil)
+
+	nc, err := net.Dial("tcp", s.AMQPAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	write := func(ch uint16, body frames.Body) {
+		b, err := frames.AppendFrame(nil, ch, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+		if _, err := nc.Write(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nc.Write([]byte(frames.ProtocolHeaderAMQP))
+	go io.Copy(io.Discard, nc) // the server's answers, unread
+	write(0, &frames.Open{ContainerID: "attacker", MaxFrameSize: 65536})
+	write(0, &frames.Begin{NextOutgoingID: 0, IncomingWindow: 5000, OutgoingWindow: 5000})
+	const links = 24
+	for h := range uint32(links) {
+		write(0, &frames.Attach{Name: fmt.Sprint("l", h), Handle: h, Role: frames.RoleSender,
+			Source: &frames.Source{Address: "attacker"}, Target: &frames.Target{Address: "big"}, InitialDeliveryCount: to.Ptr(uint32(0))})
+	}
+	time.Sleep(200 * time.Millisecond) // the attaches are answered with credit
+	// A data section announcing 100 MB, of which 2 MB come.
+	prefix := []byte{0x00, 0x53, 0x75, 0xb0}
+	prefix = binary.BigEndian.AppendUint32(prefix, 100e6)
+	chunk := make([]byte, 60<<10)
+	for i := range 2 << 20 / len(chunk) {
+		for h := range uint32(links) {
+			tr := &frames.Transfer{Handle: h, More: true}
+			payload := chunk
+			if i == 0 {
+				tr.DeliveryID, tr.DeliveryTag, tr.MessageFormat = to.Ptr(h), []byte{byte(h)}, to.Ptr(uint32(0))
+				payload = append(append([]byte(nil), prefix...), chunk[len(prefix):]...)
+			}
+			tr.Payload = payload
+			write(0, tr)
+		}
+	}
+	spools := func() (n int, bytes int64) {
+		entries, _ := os.ReadDir(filepath.Join(dir, "blobs"))
+		for _, e := range entries {
+			if strings.HasSuffix(e.Name(), ".spool") {
+				n++
+				if fi, err := e.Info(); err == nil {
+					bytes += fi.Size()
+				}
+			}
+		}
+		return n, bytes
+	}
+	// Let the broker take in what was sent: until the spools stop growing.
+	deadline := time.Now().Add(10 * time.Second)
+	n, b := spools()
+	for stable := 0; stable < 10 && time.Now().Before(deadline); {
+		time.Sleep(30 * time.Millisecond)
+		n2, b2 := spools()
+		if n2 == n && b2 == b && b > 0 {
+			stable++
+		} else {
+			stable = 0
+		}
+		n, b = n2, b2
+	}
+	t.Logf("%d transfers half-sent: %d spool files, %d MiB spooled", links, n, b>>20)
+	if n < minFiles || n > maxFiles {
+		t.Errorf("%d spool files for one connection; want %d to %d", n, minFiles, maxFiles)
+	}
+	if b > maxBytes+64<<10 {
+		t.Errorf("%d bytes spooled; the limit is %d", b, maxBytes)
+	}
+
+	// A well-behaved client is served meanwhile.
+	client, err := azservicebus.NewClientFromConnectionString(cs, &azservicebus.ClientOptions{RetryOptions: azservicebus.RetryOptions{MaxRetries: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close(ctx)
+	sender, err := client.NewSender("big", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sender.Close(ctx)
+	small := largeBody(3, 200<<10) // under the threshold: not spooled
+	if err := sender.SendMessage(ctx, &azservicebus.Message{Body: small}, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	// The attacker goes: its spools go with it.
+	nc.Close()
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		if n, _ = spools(); n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d spool files left after the connection closed", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Now a large message goes through.
+	body := largeBody(5, 1<<20)
+	if err := sender.SendMessage(ctx, &azservicebus.Message{Body: body}, nil); err != nil {
+		t.Fatal(err)
+	}
+	r, err := client.NewReceiverForQueue("big", &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	if m := receiveLarge(t, ctx, r); !bytes.Equal(m.Body, small) {
+		t.Fatal("the small message differs")
+	}
+	if m := receiveLarge(t, ctx, r); !bytes.Equal(m.Body, body) {
+		t.Fatal("the large message differs")
+	}
 }
