@@ -383,3 +383,63 @@ func spoolAttack(t *testing.T, maxBytes int64, minFiles, maxFiles int) {
 		t.Fatal("the large message differs")
 	}
 }
+
+// TestLargeMessageDeadLetterAndForward: a large message dead-lettered with
+// a reason, and one auto-forwarded to another queue, arrive byte for
+// byte with their properties, and leave no blob behind once completed.
+func TestLargeMessageDeadLetterAndForward(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e := startLarge(t, t.TempDir())
+	defer e.stop(t)
+	createLargeQueue(t, ctx, e.adm, "dst", nil)
+	createLargeQueue(t, ctx, e.adm, "src", &admin.QueueProperties{ForwardTo: to.Ptr("dst")})
+	createLargeQueue(t, ctx, e.adm, "dl", nil)
+	body := largeBody(11, 3<<20)
+	for _, q := range []string{"src", "dl"} {
+		s, err := e.client.NewSender(q, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SendMessage(ctx, &azservicebus.Message{Body: body, ApplicationProperties: map[string]any{"q": q}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		s.Close(ctx)
+	}
+
+	r, err := e.client.NewReceiverForQueue("dl", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := receiveLarge(t, ctx, r)
+	if err := r.DeadLetterMessage(ctx, m, &azservicebus.DeadLetterOptions{Reason: to.Ptr("too big to handle")}); err != nil {
+		t.Fatal(err)
+	}
+	r.Close(ctx)
+	dlq, err := e.client.NewReceiverForQueue("dl", &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dlq.Close(ctx)
+	m = receiveLarge(t, ctx, dlq)
+	if !bytes.Equal(m.Body, body) || m.DeadLetterReason == nil || *m.DeadLetterReason != "too big to handle" || m.ApplicationProperties["q"] != "dl" {
+		t.Fatalf("dead-lettered message: %d bytes, reason %v, properties %v", len(m.Body), m.DeadLetterReason, m.ApplicationProperties)
+	}
+	if err := dlq.CompleteMessage(ctx, m, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	fwd, err := e.client.NewReceiverForQueue("dst", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fwd.Close(ctx)
+	m = receiveLarge(t, ctx, fwd)
+	if !bytes.Equal(m.Body, body) || m.ApplicationProperties["q"] != "src" {
+		t.Fatalf("forwarded message: %d bytes, properties %v", len(m.Body), m.ApplicationProperties)
+	}
+	if err := fwd.CompleteMessage(ctx, m, nil); err != nil {
+		t.Fatal(err)
+	}
+	e.waitBlobs(t, 0)
+}
