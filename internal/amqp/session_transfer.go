@@ -92,54 +92,66 @@ func (s *Session) receiveTransfer(t *frames.Transfer) (handedOver bool) {
 		return false
 	}
 	if !in.oversize && in.refused == nil {
-		size := uint64(len(d.Payload)) + in.spooledBytes + uint64(len(t.Payload))
-		switch {
-		case size > in.maxSize():
-			in.oversize = true
-			d.Payload = nil
-			in.abortSpool(d)
-		case d.Spooled != nil:
-			in.spoolWrite(d, t.Payload)
-		case in.Spool != nil && in.SpoolFrom > 0 && size > uint64(in.SpoolFrom):
-			sp, err := in.Spool(d)
-			switch {
-			case err != nil:
-				in.refused, d.Payload = err, nil
-			case sp != nil:
-				d.Spooled = sp
-				head := d.Payload
-				d.Payload = nil
-				if in.spoolWrite(d, head) {
-					in.spoolWrite(d, t.Payload)
-				}
-			default:
-				d.Payload = append(d.Payload, t.Payload...)
-			}
-		default:
-			d.Payload = append(d.Payload, t.Payload...)
-		}
+		in.take(d, t.Payload)
 	}
 	if t.More {
 		return false
 	}
 	in.partial = nil
 	if in.oversize || in.refused != nil {
-		in.oversize = false
-		var rerr *Error
-		if in.refused != nil {
-			rerr = asError(in.refused)
-			in.refused = nil
-		} else {
-			rerr = Errorf(CondMessageSizeExceeded, "message larger than the link's max-message-size %d", in.maxSize())
-		}
-		if !d.Settled {
-			in.unsettled++
-			s.settleIncoming(d, &frames.Rejected{Error: rerr})
-		}
+		in.reject(s, d)
 		return false
 	}
 	in.deliver(s, d)
 	return false
+}
+
+// take adds a frame's payload to the partial delivery d: in memory, or in
+// its spool once it passed SpoolFrom (see IncomingLink.Spool), or nowhere
+// once it passed the size limit.
+func (in *IncomingLink) take(d *IncomingDelivery, p []byte) {
+	size := uint64(len(d.Payload)) + in.spooledBytes + uint64(len(p))
+	switch {
+	case size > in.maxSize():
+		in.oversize = true
+		d.Payload = nil
+		in.abortSpool(d)
+	case d.Spooled != nil:
+		in.spoolWrite(d, p)
+	case in.Spool != nil && in.SpoolFrom > 0 && size > uint64(in.SpoolFrom):
+		sp, err := in.Spool(d)
+		switch {
+		case err != nil:
+			in.refused, d.Payload = err, nil
+		case sp != nil:
+			d.Spooled = sp
+			head := d.Payload
+			d.Payload = nil
+			if in.spoolWrite(d, head) {
+				in.spoolWrite(d, p)
+			}
+		default:
+			d.Payload = append(d.Payload, p...)
+		}
+	default:
+		d.Payload = append(d.Payload, p...)
+	}
+}
+
+// reject answers a completed delivery that was too large or refused.
+func (in *IncomingLink) reject(s *Session, d *IncomingDelivery) {
+	in.oversize = false
+	var rerr *Error
+	if in.refused != nil {
+		rerr = asError(in.refused)
+		in.refused = nil
+	} else {
+		rerr = Errorf(CondMessageSizeExceeded, "message larger than the link's max-message-size %d", in.maxSize())
+	}
+	if !d.Settled {
+		in.unsettled++
+		s.settleIncoming(d, &frames.Rejected{Error: rerr})
+	}
 }
 
 // spoolWrite writes p to d's spool; a failed write refuses the delivery
