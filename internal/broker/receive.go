@@ -524,27 +524,34 @@ func (q *entity) readHead(r *rec, tok uuid.UUID) (*Delivery, error) {
 	if err != nil {
 		return nil, err
 	}
+	_, m, off, bl, err := readRecordHead(rd)
+	if err != nil {
+		rd.Close()
+		return nil, err
+	}
+	d := newDelivery(new(Delivery), m, r, tok)
+	d.Body = &BodyStream{r: rd, off: off, n: bl}
+	return d, nil
+}
+
+// readRecordHead reads the first bytes of the record rd reads, more if
+// its fields need them, and decodes everything but the body
+// (message.UnmarshalHead), which is [off, off+n) of the record.
+func readRecordHead(rd store.DataReader) (head []byte, m *message.Message, off, n int64, err error) {
 	size := rd.Size()
-	for n := min(size, headRead); ; n = min(size, 4*n) {
-		head := make([]byte, n)
+	for want := min(size, headRead); ; want = min(size, 4*want) {
+		head = make([]byte, want)
 		if k, err := rd.ReadAt(head, 0); k < len(head) {
-			rd.Close()
 			if err == nil || err == io.EOF {
 				err = io.ErrUnexpectedEOF
 			}
-			return nil, err
+			return nil, nil, 0, 0, err
 		}
-		m, off, bl, err := message.UnmarshalHead(head, size)
-		if errors.Is(err, message.ErrShortHead) && n < size {
+		m, off, n, err = message.UnmarshalHead(head, size)
+		if errors.Is(err, message.ErrShortHead) && want < size {
 			continue
 		}
-		if err != nil {
-			rd.Close()
-			return nil, err
-		}
-		d := newDelivery(new(Delivery), m, r, tok)
-		d.Body = &BodyStream{r: rd, off: off, n: bl}
-		return d, nil
+		return head, m, off, n, err
 	}
 }
 

@@ -218,6 +218,7 @@ func (b *Broker) CommitTxn(ctx context.Context, tx *Txn) error {
 		q.mu.Unlock()
 		defer q.inflight.Done()
 		ops = append(q.transitionOps(nil, ts), ops...)
+		defer closeTails(ops)
 	}
 	var garbage []int64
 	if q != nil && q.topic != nil {
