@@ -190,8 +190,8 @@ func TestBlobSharedInBatch(t *testing.T) {
 }
 
 // TestBlobOrphansRemovedOnOpen: blob files no record refers to (a crash
-// between the blob write and the log record) are deleted by Open, and
-// new ids never reuse an existing file's.
+// between the blob write and the log record) and spools are deleted by
+// Open, and new ids never reuse an existing file's.
 func TestBlobOrphansRemovedOnOpen(t *testing.T) {
 	mem := vfs.NewMem()
 	s := mustOpen(t, blobOpts(mem))
@@ -207,6 +207,13 @@ func TestBlobOrphansRemovedOnOpen(t *testing.T) {
 		f.WriteAt([]byte("half a blob"), 0)
 		f.Close()
 	}
+	// And a message that was arriving (a spool) when the broker stopped.
+	f, err := mem.Create("/db/" + blobDirName + "/0000000001" + spoolSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt([]byte("half a message"), 0)
+	f.Close()
 	s = mustOpen(t, blobOpts(mem))
 	defer s.Close()
 	if files := blobFiles(t, mem); len(files) != 1 {
@@ -214,6 +221,18 @@ func TestBlobOrphansRemovedOnOpen(t *testing.T) {
 	}
 	if d := storetest.Diff(m, storetest.MustDump(t, s)); d != "" {
 		t.Fatal(d)
+	}
+	// A spool of this store works and goes when closed.
+	sp, err := s.NewSpool()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sp.Write([]byte("spooled")); err != nil || sp.Size() != 7 || len(blobFiles(t, mem)) != 2 {
+		t.Fatalf("spool: %v, %d bytes", err, sp.Size())
+	}
+	sp.Close()
+	if files := blobFiles(t, mem); len(files) != 1 {
+		t.Fatalf("blob files %v after closing the spool", files)
 	}
 	if id := s.nextBlob.Load(); id < 7 {
 		t.Fatalf("next blob id %d would reuse an orphan's", id+1)
