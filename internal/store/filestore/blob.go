@@ -407,17 +407,62 @@ func containsID(ids []uint32, id uint32) bool {
 	return false
 }
 
-// readBlob reads the Data of ent (a blob entry) and checks its length and
-// checksum. A blob file that is gone is store.ErrNotFound if its message
-// went meanwhile, and corruption if the message still refers to it.
-func (s *Store) readBlob(entityID, seq uint64, ent entry) ([]byte, error) {
+// errBlobMoved says that a blob file was gone because its message no
+// longer refers to it (removed, or its Data replaced, since it was looked
+// up): look the message up again.
+var errBlobMoved = errors.New("filestore: the message's blob changed")
+
+// maxBlobRetries bounds the lookups of a message whose Data keeps changing
+// under a reader.
+const maxBlobRetries = 4
+
+// readBlobData is ReadData for a message whose Data was found in blob
+// ent: if the blob went meanwhile it looks the message up again.
+func (s *Store) readBlobData(entityID, seq uint64, ent entry) ([]byte, error) {
+	for try := 0; ; try++ {
+		d, err := s.readBlob(entityID, seq, ent)
+		if err != errBlobMoved {
+			return d, err
+		}
+		if try == maxBlobRetries {
+			return nil, store.ErrNotFound
+		}
+		s.mu.RLock()
+		seg, next, perr := s.pinDataLocked(entityID, seq)
+		s.mu.RUnlock()
+		switch {
+		case perr == errIsBlob:
+			ent = next
+		case seg != nil:
+			defer seg.release()
+			return readData(seg, next)
+		default:
+			return emptyData(perr)
+		}
+	}
+}
+
+// openBlobFile opens blob ent of message (entityID, seq): errBlobMoved if
+// it is gone and the message no longer refers to it, corruption if it is
+// gone while the message still does.
+func (s *Store) openBlobFile(entityID, seq uint64, ent entry) (vfs.File, string, error) {
 	name := blobName(s.blobDir(), ent.off)
 	f, err := s.fs.Open(name)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) && !s.stillRefers(entityID, seq, ent) {
-			return nil, store.ErrNotFound
+			return nil, name, errBlobMoved
 		}
-		return nil, fmt.Errorf("filestore: %s: %w", name, errors.Join(err, store.ErrCorrupt))
+		return nil, name, fmt.Errorf("filestore: %s: %w", name, errors.Join(err, store.ErrCorrupt))
+	}
+	return f, name, nil
+}
+
+// readBlob reads the Data of ent (a blob entry) and checks its length and
+// checksum (errBlobMoved: see openBlobFile).
+func (s *Store) readBlob(entityID, seq uint64, ent entry) ([]byte, error) {
+	f, name, err := s.openBlobFile(entityID, seq, ent)
+	if err != nil {
+		return nil, err
 	}
 	defer f.Close()
 	buf := make([]byte, ent.size)
@@ -465,28 +510,30 @@ func (s *Store) OpenData(entityID, seq uint64) (store.DataReader, error) {
 	if s.closed {
 		return nil, store.ErrClosed
 	}
-	s.mu.RLock()
-	seg, ent, err := s.pinDataLocked(entityID, seq)
-	s.mu.RUnlock()
-	if err != errIsBlob {
-		if seg != nil {
-			seg.release()
+	for try := 0; try <= maxBlobRetries; try++ {
+		s.mu.RLock()
+		seg, ent, err := s.pinDataLocked(entityID, seq)
+		s.mu.RUnlock()
+		if err != errIsBlob {
+			if seg != nil {
+				seg.release()
+			}
+			d, err := s.readDataLocked(entityID, seq)
+			if err != nil {
+				return nil, err
+			}
+			return store.BytesReader(d), nil
 		}
-		d, err := s.ReadData(entityID, seq)
+		f, name, err := s.openBlobFile(entityID, seq, ent)
+		if err == errBlobMoved {
+			continue // its Data changed: look again
+		}
 		if err != nil {
 			return nil, err
 		}
-		return store.BytesReader(d), nil
+		return &blobReader{f: f, name: name, size: int64(ent.size), want: ent.crc}, nil
 	}
-	name := blobName(s.blobDir(), ent.off)
-	f, err := s.fs.Open(name)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) && !s.stillRefers(entityID, seq, ent) {
-			return nil, store.ErrNotFound
-		}
-		return nil, fmt.Errorf("filestore: %s: %w", name, errors.Join(err, store.ErrCorrupt))
-	}
-	return &blobReader{f: f, name: name, size: int64(ent.size), want: ent.crc}, nil
+	return nil, store.ErrNotFound
 }
 
 // blobReader reads a blob. It checks the blob's CRC as long as each read

@@ -448,3 +448,34 @@ func TestBlobTail(t *testing.T) {
 		})
 	}
 }
+
+// TestBlobReplacedUnderReader: a reader that looked a message up before
+// its Data was replaced (and the old blob deleted) reads the new Data,
+// not an error; one whose message went reads store.ErrNotFound.
+func TestBlobReplacedUnderReader(t *testing.T) {
+	mem := vfs.NewMem()
+	s := mustOpen(t, blobOpts(mem))
+	defer s.Close()
+	m := storetest.NewState()
+	commitTo(t, s, m, true, store.Op{Kind: store.OpPutEntity, EntityID: 1, Name: "q"},
+		store.Op{Kind: store.OpAppend, EntityID: 1, Seq: 1, Data: bigData(1, 4<<10)})
+	s.mu.RLock()
+	_, old, err := s.pinDataLocked(1, 1)
+	s.mu.RUnlock()
+	if err != errIsBlob {
+		t.Fatal(err)
+	}
+	commitTo(t, s, m, true, store.Op{Kind: store.OpAppend, EntityID: 1, Seq: 1, Data: bigData(2, 4<<10)})
+	commitTo(t, s, m, true)
+	if got, err := s.readBlobData(1, 1, old); err != nil || !bytes.Equal(got, bigData(2, 4<<10)) {
+		t.Fatalf("read after the Data was replaced: %v", err)
+	}
+	s.mu.RLock()
+	_, old, _ = s.pinDataLocked(1, 1)
+	s.mu.RUnlock()
+	commitTo(t, s, m, true, store.Op{Kind: store.OpRemove, EntityID: 1, Seq: 1})
+	commitTo(t, s, m, true)
+	if _, err := s.readBlobData(1, 1, old); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("read after the message went: %v", err)
+	}
+}

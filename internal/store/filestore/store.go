@@ -276,11 +276,16 @@ func (s *Store) ReadData(entityID, seq uint64) ([]byte, error) {
 	if s.closed {
 		return nil, store.ErrClosed
 	}
+	return s.readDataLocked(entityID, seq)
+}
+
+// readDataLocked is ReadData with closeMu held for reading.
+func (s *Store) readDataLocked(entityID, seq uint64) ([]byte, error) {
 	s.mu.RLock()
 	seg, ent, err := s.pinDataLocked(entityID, seq)
 	s.mu.RUnlock()
 	if err == errIsBlob {
-		return s.readBlob(entityID, seq, ent)
+		return s.readBlobData(entityID, seq, ent)
 	}
 	if err != nil || seg == nil {
 		return emptyData(err)
@@ -372,7 +377,7 @@ func (s *Store) ReadDataBatch(refs []store.DataRef) ([][]byte, []error) {
 	}
 	s.mu.RUnlock()
 	for _, w := range blobs {
-		datas[w.i], errs[w.i] = s.readBlob(refs[w.i].EntityID, refs[w.i].Seq, w.ent)
+		datas[w.i], errs[w.i] = s.readBlobData(refs[w.i].EntityID, refs[w.i].Seq, w.ent)
 	}
 	slices.SortFunc(ws, func(a, b want) int {
 		if a.seg.id != b.seg.id {
