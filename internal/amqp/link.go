@@ -471,17 +471,15 @@ type outItem struct {
 // so that what it keeps per unsettled delivery is small.
 type OutgoingDelivery struct {
 	Tag     []byte // delivery-tag, at most 32 bytes (Service Bus: the lock token)
-	Payload []byte // the encoded message (with Stream: its first bytes)
-	// Stream, if set, holds StreamLen more bytes of the message, sent
-	// after Payload and before Trailer. They are read a frame at a time,
-	// as the client's window and the connection's writer take them, so a
-	// large message is never whole in memory. The endpoint closes Stream
-	// once the last frame is out or the delivery is dropped unsent. A read
-	// that fails aborts the delivery (transfer aborted=true): the client
-	// never sees it, and an unsettled one is forgotten.
-	Stream        PayloadStream
-	StreamLen     int64
-	Trailer       []byte
+	Payload []byte // the encoded message (with Parts: its first bytes)
+	// Parts, if set, are the rest of the message, in order after Payload:
+	// bytes in memory, or a Stream of Len bytes read a frame at a time as
+	// the client's window and the connection's writer take them, so that a
+	// large message is never whole in memory. The endpoint closes the
+	// Streams once the last frame is out or the delivery is dropped unsent.
+	// A read that fails aborts the delivery (transfer aborted=true): the
+	// client never sees it, and an unsettled one is forgotten.
+	Parts         []Part
 	MessageFormat uint32
 	// Settled sends the delivery presettled. Links whose client asked
 	// for snd-settle-mode settled (ReceiveAndDelete) always send settled,
@@ -497,7 +495,22 @@ type OutgoingDelivery struct {
 	asked   bool   // the client disposed of it unsettled: Forget must not drop it; mux-owned
 }
 
-// PayloadStream is the streamed part of an OutgoingDelivery.
+// Part is a piece of an OutgoingDelivery's message after its Payload:
+// Bytes, or Len bytes read from Stream.
+type Part struct {
+	Bytes  []byte
+	Stream PayloadStream
+	Len    int64
+}
+
+func (p *Part) size() int64 {
+	if p.Stream != nil {
+		return p.Len
+	}
+	return int64(len(p.Bytes))
+}
+
+// PayloadStream is a streamed Part of an OutgoingDelivery.
 type PayloadStream interface {
 	ReadAt(p []byte, off int64) (int, error)
 	Close() error
@@ -508,7 +521,11 @@ func (d *OutgoingDelivery) Link() *OutgoingLink { return d.link }
 
 // size is the length of the encoded message.
 func (d *OutgoingDelivery) size() int64 {
-	return int64(len(d.Payload)) + d.StreamLen + int64(len(d.Trailer))
+	n := int64(len(d.Payload))
+	for i := range d.Parts {
+		n += d.Parts[i].size()
+	}
+	return n
 }
 
 // appendBytes appends the message's bytes [off, off+n) to buf.
@@ -518,38 +535,47 @@ func (d *OutgoingDelivery) appendBytes(buf []byte, off int64, n int) ([]byte, er
 		buf = append(buf, d.Payload[off:off+k]...)
 		off, n = off+k, n-int(k)
 	}
-	if n == 0 {
-		return buf, nil
-	}
-	if so := off - int64(len(d.Payload)); so < d.StreamLen {
-		k := int(min(int64(n), d.StreamLen-so))
-		start := len(buf)
-		buf = slices.Grow(buf, k)[:start+k]
-		got, err := d.Stream.ReadAt(buf[start:], so)
-		if got < k {
-			if err == nil {
-				err = io.ErrUnexpectedEOF
-			}
-			return buf[:start], err
+	start := int64(len(d.Payload)) // of the part below
+	for i := 0; i < len(d.Parts) && n > 0; i++ {
+		pt := &d.Parts[i]
+		size := pt.size()
+		if off >= start+size {
+			start += size
+			continue
 		}
-		if err != nil && err != io.EOF {
-			return buf[:start], err
+		po := off - start
+		k := int(min(int64(n), size-po))
+		if pt.Stream == nil {
+			buf = append(buf, pt.Bytes[po:po+int64(k)]...)
+		} else {
+			at := len(buf)
+			buf = slices.Grow(buf, k)[:at+k]
+			got, err := pt.Stream.ReadAt(buf[at:], po)
+			if got < k {
+				if err == nil || err == io.EOF {
+					err = io.ErrUnexpectedEOF
+				}
+				return buf[:at], err
+			}
+			if err != nil && err != io.EOF {
+				return buf[:at], err
+			}
 		}
 		off, n = off+int64(k), n-k
-	}
-	if n > 0 {
-		to := off - int64(len(d.Payload)) - d.StreamLen
-		buf = append(buf, d.Trailer[to:to+int64(n)]...)
+		start += size
 	}
 	return buf, nil
 }
 
-// closeStream closes Stream, once.
+// closeStream closes the Streams of the Parts, once.
 func (d *OutgoingDelivery) closeStream() {
-	if d.Stream != nil {
-		d.Stream.Close()
-		d.Stream = nil
+	for i := range d.Parts {
+		if st := d.Parts[i].Stream; st != nil {
+			st.Close()
+			d.Parts[i].Stream = nil
+		}
 	}
+	d.Parts = nil
 }
 
 // Settle sends the final outcome of a delivery the client has not

@@ -42,7 +42,7 @@ func streamed(payload []byte, failAt int64, streams *[]*testStream, mu *sync.Mut
 	mu.Lock()
 	*streams = append(*streams, st)
 	mu.Unlock()
-	return &OutgoingDelivery{Payload: payload[:head], Stream: st, StreamLen: int64(len(st.data)), Trailer: payload[len(payload)-tail:]}
+	return &OutgoingDelivery{Payload: payload[:head], Parts: []Part{{Stream: st, Len: int64(len(st.data))}, {Bytes: payload[len(payload)-tail:]}}}
 }
 
 // TestOutgoingStream sends a 3 MB message whose middle is a Stream: the

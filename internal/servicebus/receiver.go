@@ -276,7 +276,7 @@ func (rl *receiverLink) send(ds []*broker.Delivery) bool {
 			if d.Body != nil {
 				// Sent from the store a frame at a time; the endpoint
 				// closes it.
-				od.d.Stream, od.d.StreamLen, od.d.Trailer = d.Body, d.Body.Len(), trailer
+				od.d.Parts = []amqp.Part{{Stream: d.Body, Len: d.Body.Len()}, {Bytes: trailer}}
 				d.Body = nil
 			}
 			if rl.peekLock {
@@ -287,8 +287,10 @@ func (rl *receiverLink) send(ds []*broker.Delivery) bool {
 			}
 			err = rl.l.Send(&od.d)
 			if err != nil {
-				if od.d.Stream != nil {
-					od.d.Stream.Close()
+				for _, p := range od.d.Parts {
+					if p.Stream != nil {
+						p.Stream.Close()
+					}
 				}
 				if rl.peekLock {
 					rl.untrack(&od.d)
