@@ -459,29 +459,72 @@ func (q *entity) readDeliveries(out []taken, mode ReceiveMode, stream int64) (ds
 }
 
 // peekDeliveries reads (in one batch read) and decodes the peeked records
-// snap of path, leaving out those removed meanwhile.
-func (q *entity) peekDeliveries(snap []rec, path string) ([]*Delivery, error) {
-	refs := make([]store.DataRef, len(snap))
+// snap of path, leaving out those removed meanwhile. Records of at least
+// stream bytes (0: none) get their body as a BodyStream (see
+// WithStreamedBodies).
+func (q *entity) peekDeliveries(snap []rec, path string, stream int64) ([]*Delivery, error) {
+	refs := make([]store.DataRef, 0, len(snap))
 	for i := range snap {
-		refs[i] = q.dataRef(&snap[i])
+		if !streamed(&snap[i], stream) {
+			refs = append(refs, q.dataRef(&snap[i]))
+		}
 	}
 	datas, errs := q.b.store.ReadDataBatch(refs)
 	ds := make([]*Delivery, 0, len(snap))
+	j := 0
 	for i := range snap {
 		var d *Delivery
-		err := errs[i]
-		if err == nil {
-			d, err = decodeDelivery(datas[i], &snap[i], uuid.UUID{})
+		var err error
+		if streamed(&snap[i], stream) {
+			d, err = q.readHead(&snap[i], uuid.UUID{})
+		} else {
+			err = errs[j]
+			if err == nil {
+				d, err = decodeDelivery(datas[j], &snap[i], uuid.UUID{})
+			}
+			j++
 		}
 		if errors.Is(err, store.ErrNotFound) {
 			continue // removed meanwhile
 		}
 		if err != nil {
+			closeBodies(ds)
 			return nil, internal(err, "reading message %d of %s", snap[i].seq, path)
 		}
 		ds = append(ds, d)
 	}
 	return ds, nil
+}
+
+// WithStreamedBodies makes the peeks made with ctx (Peek, PeekSession)
+// hand out messages of at least min stored bytes with their body left in
+// the store (Delivery.Body), as Receiver.StreamBodies does for receives,
+// for a caller that sends them on a piece at a time and closes them. Such
+// a peek returns at most MaxStreamedPeek of them (and the messages before
+// the last), fewer than asked for if need be, as a peek may.
+func WithStreamedBodies(ctx context.Context, min int64) context.Context {
+	return context.WithValue(ctx, streamKey{}, min)
+}
+
+type streamKey struct{}
+
+// MaxStreamedPeek bounds the messages with a streamed body one peek
+// returns: each holds an open file until it is sent.
+const MaxStreamedPeek = 32
+
+// peekStream is the stream size WithStreamedBodies put in ctx; 0: none.
+func peekStream(ctx context.Context) int64 {
+	v, _ := ctx.Value(streamKey{}).(int64)
+	return max(v, 0)
+}
+
+// peekMore is the ascend condition of a peek collecting snap: fewer than
+// max records, and fewer than MaxStreamedPeek streamed ones.
+func peekMore(snap []rec, max int, stream int64, nstreamed *int) bool {
+	if stream > 0 && streamed(&snap[len(snap)-1], stream) {
+		*nstreamed++
+	}
+	return len(snap) < max && *nstreamed < MaxStreamedPeek
 }
 
 // decodeDelivery decodes the stored data of r into a Delivery. data is
@@ -659,6 +702,7 @@ func (b *Broker) Peek(ctx context.Context, path string, fromSeq int64, max int) 
 	}
 	q.touchLocked(now)
 	var snap []rec
+	stream, nstreamed := peekStream(ctx), 0
 	if max > 0 {
 		q.mu.subs[p.SubQueue].idx.ascend(fromSeq, func(r *rec) bool {
 			if r.flags&flagPending != 0 {
@@ -666,11 +710,11 @@ func (b *Broker) Peek(ctx context.Context, path string, fromSeq int64, max int) 
 			}
 			snap = append(snap, *r)
 			snap[len(snap)-1].until = 0 // a peek shows no lock
-			return len(snap) < max
+			return peekMore(snap, max, stream, &nstreamed)
 		})
 	}
 	q.mu.Unlock()
-	return q.peekDeliveries(snap, path)
+	return q.peekDeliveries(snap, path, stream)
 }
 
 // DeleteMessages removes up to max messages of path that were enqueued

@@ -1110,6 +1110,7 @@ func (b *Broker) PeekSession(ctx context.Context, path, sessionID string, fromSe
 	}
 	q.touchLocked(now)
 	var snap []rec
+	stream, nstreamed := peekStream(ctx), 0
 	if s := q.ss.byID[sessionID]; s != nil && s.n > 0 && max > 0 {
 		seen := 0
 		q.mu.subs[SubQueueMain].idx.ascend(fromSeq, func(r *rec) bool {
@@ -1119,11 +1120,11 @@ func (b *Broker) PeekSession(ctx context.Context, path, sessionID string, fromSe
 			snap = append(snap, *r)
 			snap[len(snap)-1].until = 0 // a peek shows no lock
 			seen++
-			return len(snap) < max && seen < s.n
+			return peekMore(snap, max, stream, &nstreamed) && seen < s.n
 		})
 	}
 	q.mu.Unlock()
-	return q.peekDeliveries(snap, path)
+	return q.peekDeliveries(snap, path, stream)
 }
 
 // ReceiveDeferredInSession is ReceiveDeferred for session sessionID of
