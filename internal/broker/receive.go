@@ -423,18 +423,24 @@ func (q *entity) readDeliveries(out []taken, mode ReceiveMode, stream int64) (ds
 	// side by side in the log and comes back in one read. Messages
 	// streamed to the receiver are left out of it: only their heads are
 	// read, and their bodies later, a piece at a time.
+	// At most MaxStreamedPeek streamed (each holds an open file).
+	isStreamed := make([]bool, len(out))
+	nstreamed := 0
 	refs := make([]store.DataRef, 0, len(out))
 	for i := range out {
-		if !streamed(&out[i].r, stream) {
-			refs = append(refs, q.dataRef(&out[i].r))
+		if streamed(&out[i].r, stream) && nstreamed < MaxStreamedPeek {
+			isStreamed[i] = true
+			nstreamed++
+			continue
 		}
+		refs = append(refs, q.dataRef(&out[i].r))
 	}
 	datas, errs := q.b.store.ReadDataBatch(refs)
 	j := 0
 	for i := range out {
 		var dv *Delivery
 		var err error
-		if streamed(&out[i].r, stream) {
+		if isStreamed[i] {
 			dv, err = q.readHead(&out[i].r, out[i].tok)
 		} else {
 			d := datas[j]
@@ -496,12 +502,16 @@ func (q *entity) peekDeliveries(snap []rec, path string, stream int64) ([]*Deliv
 	return ds, nil
 }
 
-// WithStreamedBodies makes the peeks made with ctx (Peek, PeekSession)
-// hand out messages of at least min stored bytes with their body left in
-// the store (Delivery.Body), as Receiver.StreamBodies does for receives,
-// for a caller that sends them on a piece at a time and closes them. Such
-// a peek returns at most MaxStreamedPeek of them (and the messages before
-// the last), fewer than asked for if need be, as a peek may.
+// WithStreamedBodies makes the peeks and receives by sequence number made
+// with ctx (Peek, PeekSession, ReceiveDeferred,
+// ReceiveDeferredInSession) hand out messages of at least min stored
+// bytes with their body left in the store (Delivery.Body), as
+// Receiver.StreamBodies does for receives, for a caller that sends them
+// on a piece at a time and closes them. A peek returns at most
+// MaxStreamedPeek of them (and the messages before the last), fewer than
+// asked for if need be, as a peek may; a receive by sequence number
+// returns every message asked for, the ones past MaxStreamedPeek read
+// whole.
 func WithStreamedBodies(ctx context.Context, min int64) context.Context {
 	return context.WithValue(ctx, streamKey{}, min)
 }
@@ -674,7 +684,7 @@ func (b *Broker) ReceiveDeferred(ctx context.Context, path string, seqs []int64,
 		}
 		out = append(out, q.takeLocked(p.SubQueue, r, mode, now, &ts, lockHolderOf(ctx)))
 	}
-	return q.deliverAndUnlock(p.SubQueue, mode, out, ts, now, 0)
+	return q.deliverAndUnlock(p.SubQueue, mode, out, ts, now, peekStream(ctx))
 }
 
 // Peek returns up to max messages of path with sequence numbers from

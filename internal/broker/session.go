@@ -1197,5 +1197,5 @@ func (b *Broker) receiveDeferredSession(ctx context.Context, path, id string, ho
 		}
 		out = append(out, q.takeSessionLocked(s, r, mode, &ts, who))
 	}
-	return q.deliverAndUnlock(SubQueueMain, mode, out, ts, now, 0)
+	return q.deliverAndUnlock(SubQueueMain, mode, out, ts, now, peekStream(ctx))
 }

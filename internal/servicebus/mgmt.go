@@ -232,7 +232,7 @@ func (c *conn) peek(ctx context.Context, path string, b body) (*response, error)
 	}
 	for _, d := range ds {
 		if d.Body != nil {
-			return peekParts(ds)
+			return peekParts(ds, deliveryOpts{}, false)
 		}
 	}
 	list := make([]any, 0, len(ds))
@@ -253,12 +253,13 @@ func (c *conn) peek(ctx context.Context, path string, b body) (*response, error)
 	return ok(encoding.Map{{Key: "messages", Value: list}}), nil
 }
 
-// peekParts is the peek response for deliveries some of which carry their
-// body as a stream (broker.WithStreamedBodies): the same amqp-value,
-// {messages: [{message: binary}, ...]}, written out here with 32-bit
-// sizes so that it can be cut around each streamed body, which the
-// endpoint then reads a frame at a time (amqp.Part).
-func peekParts(ds []*broker.Delivery) (resp *response, err error) {
+// peekParts is the peek (or receive-by-sequence-number, withToken)
+// response for deliveries some of which carry their body as a stream
+// (broker.WithStreamedBodies): the same amqp-value, {messages: [{message:
+// binary}, ...]} ({lock-token: uuid, message: binary} withToken), written
+// out here with 32-bit sizes so that it can be cut around each streamed
+// body, which the endpoint then reads a frame at a time (amqp.Part).
+func peekParts(ds []*broker.Delivery, opts deliveryOpts, withToken bool) (resp *response, err error) {
 	items := make([]peekItem, len(ds))
 	defer func() {
 		if err != nil {
@@ -268,18 +269,24 @@ func peekParts(ds []*broker.Delivery) (resp *response, err error) {
 		}
 	}()
 	const (
-		keyMessage  = "message"
-		keyMessages = "messages"
+		keyMessage   = "message"
+		keyMessages  = "messages"
+		keyLockToken = "lock-token"
 	)
+	// The lock-token entry of an item: str8 key, uuid value.
+	tokenEntry := 0
+	if withToken {
+		tokenEntry = 2 + len(keyLockToken) + 17
+	}
 	var listSize int64 = 4 // the list's count
 	for i, d := range ds {
-		head, trailer, err := encodeDeliveryHead(d, deliveryOpts{})
+		head, trailer, err := encodeDeliveryHead(d, opts)
 		if err != nil {
 			return nil, err
 		}
 		items[i] = peekItem{head: head, trailer: trailer, body: d.Body}
-		// map32 {str8 "message": vbin32}
-		listSize += 1 + 4 + 4 + (2 + int64(len(keyMessage))) + 5 + items[i].len()
+		// map32 {str8 "message": vbin32} (and the lock token)
+		listSize += 1 + 4 + 4 + int64(tokenEntry) + (2 + int64(len(keyMessage))) + 5 + items[i].len()
 	}
 	var cur []byte
 	cur = append(cur, 0x00, 0x53, byte(frames.DescriptorAMQPValue))
@@ -296,10 +303,18 @@ func peekParts(ds []*broker.Delivery) (resp *response, err error) {
 	cur = binary.BigEndian.AppendUint32(cur, uint32(listSize))
 	cur = binary.BigEndian.AppendUint32(cur, uint32(len(items)))
 	resp = &response{status: statusOK, desc: "OK"}
-	for _, it := range items {
+	for i, it := range items {
 		cur = append(cur, 0xd1)
-		cur = binary.BigEndian.AppendUint32(cur, uint32(int64(4+2+len(keyMessage)+5)+it.len()))
-		cur = binary.BigEndian.AppendUint32(cur, 2)
+		cur = binary.BigEndian.AppendUint32(cur, uint32(int64(4+tokenEntry+2+len(keyMessage)+5)+it.len()))
+		if withToken {
+			cur = binary.BigEndian.AppendUint32(cur, 4)
+			cur = append(cur, 0xa1, byte(len(keyLockToken)))
+			cur = append(cur, keyLockToken...)
+			cur = append(cur, 0x98) // uuid
+			cur = append(cur, ds[i].LockToken[:]...)
+		} else {
+			cur = binary.BigEndian.AppendUint32(cur, 2)
+		}
 		cur = append(cur, 0xa1, byte(len(keyMessage)))
 		cur = append(cur, keyMessage...)
 		cur = append(cur, 0xb0)
@@ -362,6 +377,10 @@ func (c *conn) receiveBySequence(ctx context.Context, path string, b body) (*res
 		link = "$management"
 	}
 	ctx = broker.WithLockHolder(ctx, "link "+link+" on connection "+c.containerOrAddr())
+	if c.h.streamFrom > 0 {
+		// Large messages' bodies go out from the store (peekParts).
+		ctx = broker.WithStreamedBodies(ctx, c.h.streamFrom)
+	}
 	var ds []*broker.Delivery
 	switch {
 	case holder != nil:
@@ -377,9 +396,18 @@ func (c *conn) receiveBySequence(ctx context.Context, path string, b body) (*res
 	if len(ds) == 0 {
 		return noContent(), nil
 	}
+	opts := deliveryOpts{locked: mode == broker.PeekLock, lockTokenAnnotation: true}
+	for _, d := range ds {
+		if d.Body != nil {
+			for _, d := range ds {
+				c.h.traceDeliver(path, d, nil)
+			}
+			return peekParts(ds, opts, true)
+		}
+	}
 	list := make([]any, 0, len(ds))
 	for _, d := range ds {
-		p, err := encodeDelivery(d, deliveryOpts{locked: mode == broker.PeekLock, lockTokenAnnotation: true})
+		p, err := encodeDelivery(d, opts)
 		if err != nil {
 			return nil, err
 		}
