@@ -20,6 +20,7 @@ type testStream struct {
 	data    []byte
 	failAt  int64
 	maxRead atomic.Int64
+	read    atomic.Int64 // bytes read in all
 	closed  atomic.Int32
 }
 
@@ -30,7 +31,9 @@ func (s *testStream) ReadAt(p []byte, off int64) (int, error) {
 	if int64(len(p)) > s.maxRead.Load() {
 		s.maxRead.Store(int64(len(p)))
 	}
-	return copy(p, s.data[off:]), nil
+	n := copy(p, s.data[off:])
+	s.read.Add(int64(n))
+	return n, nil
 }
 
 func (s *testStream) Close() error { s.closed.Add(1); return nil }
@@ -224,4 +227,66 @@ func TestIncomingSpool(t *testing.T) {
 		t.Fatal("the failed spool was not aborted")
 	}
 	mu.Unlock()
+}
+
+// TestOutgoingStreamSlowReader: a client that stops reading its socket
+// mid-message stops the stream's reads too (the writer's buffer and the
+// socket's fill), so the endpoint holds a bounded part of a 64 MB
+// message, not the message; when it reads again the message completes.
+func TestOutgoingStreamSlowReader(t *testing.T) {
+	b := newTestBroker()
+	var mu sync.Mutex
+	var streams []*testStream
+	b.stream = func(p []byte) *OutgoingDelivery { return streamed(p, 0, &streams, &mu) }
+	_, addr := startServer(t, b, Config{})
+	body := make([]byte, 64<<20)
+	b.put("q", body)
+	r := dialRaw(t, addr)
+	r.handshake(nil)
+	r.send(0, &frames.Begin{NextOutgoingID: 0, IncomingWindow: 1 << 20, OutgoingWindow: 100})
+	if _, ok := r.next().(*frames.Begin); !ok {
+		t.Fatal("no begin reply")
+	}
+	r.attachReceiver(1, "r", "q")
+	r.send(0, &frames.Flow{NextIncomingID: ptr(uint32(0)), IncomingWindow: 1 << 20, OutgoingWindow: 100,
+		Handle: ptr(uint32(1)), DeliveryCount: ptr(uint32(0)), LinkCredit: ptr(uint32(1))})
+	// Read nothing for a while.
+	var st *testStream
+	deadline := time.Now().Add(testTimeout)
+	for st == nil || st.read.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the stream was never read")
+		}
+		time.Sleep(10 * time.Millisecond)
+		mu.Lock()
+		if len(streams) > 0 {
+			st = streams[0]
+		}
+		mu.Unlock()
+	}
+	time.Sleep(300 * time.Millisecond)
+	stalled := st.read.Load()
+	time.Sleep(200 * time.Millisecond)
+	if again := st.read.Load(); again != stalled {
+		t.Fatalf("the stream was read on (%d, then %d bytes) while the client read nothing", stalled, again)
+	}
+	if stalled > 24<<20 {
+		t.Fatalf("%d MiB of the message read while the client read nothing", stalled>>20)
+	}
+	t.Logf("stalled after %d MiB of %d", stalled>>20, len(body)>>20)
+	// Now read it all.
+	got := 0
+	for {
+		tr, ok := r.next().(*frames.Transfer)
+		if !ok {
+			continue
+		}
+		got += len(tr.Payload)
+		if !tr.More {
+			break
+		}
+	}
+	if want := 100 + len(st.data) + 10; got != want {
+		t.Fatalf("received %d bytes, want %d", got, want)
+	}
 }
