@@ -732,7 +732,18 @@ func (b *Broker) NewSpool() (store.Spool, error) {
 	if err != nil {
 		return nil, internal(err, "creating a spool")
 	}
-	return s, nil
+	return spool{s}, nil
+}
+
+// spool gives a store spool's write errors the broker's kinds (a full
+// disk is KindNoSpace).
+type spool struct{ store.Spool }
+
+func (s spool) Write(p []byte) error {
+	if err := s.Spool.Write(p); err != nil {
+		return internal(err, "spooling a large message")
+	}
+	return nil
 }
 
 // CanSpool says whether NewSpool can work.

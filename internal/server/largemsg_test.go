@@ -353,6 +353,14 @@ func spoolAttack(t *testing.T, maxBytes int64, minFiles, maxFiles int) {
 	if err := sender.SendMessage(ctx, &azservicebus.Message{Body: small}, nil); err != nil {
 		t.Fatal(err)
 	}
+	if maxBytes < 1<<30 {
+		// The spool bytes are used up: a large message is refused, and
+		// says why.
+		err := sender.SendMessage(ctx, &azservicebus.Message{Body: largeBody(4, 4<<20)}, nil)
+		if err == nil || !strings.Contains(err.Error(), "large messages already") {
+			t.Fatalf("a large send with the spools used up: %v", err)
+		}
+	}
 
 	// The attacker goes: its spools go with it.
 	nc.Close()

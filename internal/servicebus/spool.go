@@ -18,6 +18,7 @@ import (
 
 	"github.com/busbarmq/busbar/internal/amqp"
 	"github.com/busbarmq/busbar/internal/amqp/frames"
+	"github.com/busbarmq/busbar/internal/broker"
 	"github.com/busbarmq/busbar/internal/message"
 	"github.com/busbarmq/busbar/internal/store"
 )
@@ -43,6 +44,7 @@ type spoolLimits struct {
 // the connection's and the handler's accounting.
 type spool struct {
 	c      *conn
+	path   string // the entity, for errors
 	f      store.Spool
 	bytes  int64 // counted in spoolLimits.bytes
 	closed bool
@@ -61,27 +63,27 @@ func (s *senderLink) newSpool(d *amqp.IncomingDelivery) (amqp.Spool, error) {
 	lim := &c.h.spool
 	if c.spools.Add(1) > lim.perConn {
 		c.spools.Add(-1)
-		return nil, amqp.Errorf(amqp.CondResourceLimitExceeded,
-			"The connection is receiving %d large messages already; send at most that many at once.", lim.perConn)
+		return nil, c.fail("send", s.path, &broker.Error{Kind: broker.KindQuotaExceeded,
+			Msg: fmt.Sprintf("The connection is sending %d large messages already; send at most that many at once.", lim.perConn)}).amqpError()
 	}
 	f, err := c.h.broker.NewSpool()
 	if err != nil {
 		c.spools.Add(-1)
 		return nil, c.fail("send", s.path, err).amqpError()
 	}
-	return &spool{c: c, f: f}, nil
+	return &spool{c: c, path: s.path, f: f}, nil
 }
 
 func (sp *spool) Write(p []byte) error {
 	lim := &sp.c.h.spool
 	if lim.bytes.Add(int64(len(p))) > lim.maxBytes {
 		lim.bytes.Add(-int64(len(p)))
-		return amqp.Errorf(amqp.CondResourceLimitExceeded,
-			"The broker is receiving %d bytes of large messages already; try again later.", lim.maxBytes)
+		return sp.c.fail("send", sp.path, &broker.Error{Kind: broker.KindQuotaExceeded,
+			Msg: fmt.Sprintf("The broker is receiving %d bytes of large messages already; try again later.", lim.maxBytes)}).amqpError()
 	}
 	sp.bytes += int64(len(p))
 	if err := sp.f.Write(p); err != nil {
-		return err
+		return sp.c.fail("send", sp.path, err).amqpError()
 	}
 	return nil
 }
