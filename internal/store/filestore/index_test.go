@@ -205,6 +205,12 @@ func FuzzDecodePayload(f *testing.F) {
 		{Kind: store.OpPutValue, EntityID: 1, Key: "k", Data: []byte("v")},
 	}})
 	f.Add(rec[recHeaderSize:])
+	b := &store.Batch{Ops: []store.Op{
+		{Kind: store.OpAppend, EntityID: 1, Seq: 3, Meta: []byte("m"), Data: make([]byte, 10)},
+		{Kind: store.OpRewrite, EntityID: 1, Seq: 2, Meta: []byte("r"), Data: make([]byte, 10)},
+	}}
+	blobRec, _ := encodeBatchBlobs(nil, b, []blobRef{{id: 7, size: 10, crc: 99}, {id: 8, size: 10, crc: 98}})
+	f.Add(blobRec[recHeaderSize:])
 	f.Fuzz(func(t *testing.T, p []byte) {
 		d := decoder{p: p}
 		var op decOp
