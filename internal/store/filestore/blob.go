@@ -246,6 +246,7 @@ func (s *Store) blobUnrefLocked(ent entry) {
 	}
 	delete(s.mu.blobs, ent.off)
 	s.mu.deadBlobs = append(s.mu.deadBlobs, deadBlob{id: ent.off})
+	s.nDeadBlobs.Store(int64(len(s.mu.deadBlobs)))
 }
 
 // unusedBlobLocked notes a blob a record named but that no entry took
@@ -253,12 +254,16 @@ func (s *Store) blobUnrefLocked(ent entry) {
 // dead unless something refers to it.
 func (s *Store) unusedBlobLocked(id uint32) {
 	s.mu.deadBlobs = append(s.mu.deadBlobs, deadBlob{id: id})
+	s.nDeadBlobs.Store(int64(len(s.mu.deadBlobs)))
 }
 
 // sweepBlobs deletes the dead blobs whose death is durable. The first
 // sweep to see a dead blob stamps it with the applied LSN (at least that
 // of the record that killed it); it goes once the log is synced that far.
 func (s *Store) sweepBlobs() {
+	if s.nDeadBlobs.Load() == 0 {
+		return // the common case, without the lock: no blob died
+	}
 	s.mu.Lock()
 	if len(s.mu.deadBlobs) == 0 {
 		s.mu.Unlock()
@@ -286,6 +291,7 @@ func (s *Store) sweepBlobs() {
 	}
 	clear(s.mu.deadBlobs[len(keep):])
 	s.mu.deadBlobs = keep
+	s.nDeadBlobs.Store(int64(len(keep)))
 	s.mu.Unlock()
 	s.removeBlobs(del)
 }
@@ -342,6 +348,7 @@ func (s *Store) sweepOrphanBlobs() error {
 		}
 	}
 	s.mu.deadBlobs = nil
+	s.nDeadBlobs.Store(0)
 	s.nextBlob.Store(top)
 	return nil
 }
@@ -395,6 +402,7 @@ func (s *Store) checkBlobsLocked() error {
 		}
 	}
 	s.mu.deadBlobs = nil
+	s.nDeadBlobs.Store(0)
 	return nil
 }
 

@@ -289,6 +289,7 @@ func (s *Store) resetIndex() {
 	s.mu.ix = newIndex()
 	s.mu.blobs = make(map[uint32]blobInfo)
 	s.mu.deadBlobs = nil
+	s.nDeadBlobs.Store(0)
 	for _, seg := range s.mu.segs {
 		seg.live, seg.liveBytes = 0, 0
 	}

@@ -68,6 +68,9 @@ type Store struct {
 	}
 	nextBlob  atomic.Uint32 // the last blob id handed out
 	nextSpool atomic.Uint64 // the last spool file number handed out
+	// nDeadBlobs is len(mu.deadBlobs), read without the lock so that a
+	// commit sweeps only when there is something to sweep.
+	nDeadBlobs atomic.Int64
 
 	reqc            chan *request
 	syncc           chan syncJob
