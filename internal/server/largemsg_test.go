@@ -499,3 +499,65 @@ func TestLargeMessageDeferred(t *testing.T) {
 	}
 	e.waitBlobs(t, 0)
 }
+
+// TestLargeMessageTopic: a large message sent to a topic with three
+// subscriptions is one blob file, received whole from each subscription,
+// and deleted once the last copy is completed.
+func TestLargeMessageTopic(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e := startLarge(t, t.TempDir())
+	defer e.stop(t)
+	if _, err := e.adm.CreateTopic(ctx, "t", &admin.CreateTopicOptions{Properties: &admin.TopicProperties{
+		MaxMessageSizeInKilobytes: to.Ptr[int64](102400)}}); err != nil {
+		t.Fatal(err)
+	}
+	subs := []string{"a", "b", "c"}
+	for _, s := range subs {
+		if _, err := e.adm.CreateSubscription(ctx, "t", s, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	body := largeBody(19, 5<<20)
+	s, err := e.client.NewSender("t", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SendMessage(ctx, &azservicebus.Message{Body: body}, nil); err != nil {
+		t.Fatal(err)
+	}
+	s.Close(ctx)
+	if n := e.blobCount(t); n != 1 {
+		t.Fatalf("%d blob files for one message to three subscriptions", n)
+	}
+	for _, sub := range subs {
+		r, err := e.client.NewReceiverForSubscription("t", sub, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := receiveLarge(t, ctx, r)
+		if !bytes.Equal(m.Body, body) {
+			t.Fatalf("subscription %s: %d bytes, body differs", sub, len(m.Body))
+		}
+		if err := r.CompleteMessage(ctx, m, nil); err != nil {
+			t.Fatal(err)
+		}
+		r.Close(ctx)
+	}
+	// The topic's shared data goes with its next commit: make one.
+	s, err = e.client.NewSender("t", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte("next")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	r, err := e.client.NewReceiverForSubscription("t", "a", &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	receiveLarge(t, ctx, r)
+	e.waitBlobs(t, 0)
+}

@@ -479,3 +479,24 @@ func TestBlobReplacedUnderReader(t *testing.T) {
 		t.Fatalf("read after the message went: %v", err)
 	}
 }
+
+// TestBlobSweptByMaintenance: a blob whose removal was committed without
+// a sync goes with the next background pass, which syncs the log for it.
+func TestBlobSweptByMaintenance(t *testing.T) {
+	mem := vfs.NewMem()
+	s := mustOpen(t, blobOpts(mem))
+	defer s.Close()
+	m := storetest.NewState()
+	commitTo(t, s, m, true, store.Op{Kind: store.OpPutEntity, EntityID: 1, Name: "q"},
+		store.Op{Kind: store.OpAppend, EntityID: 1, Seq: 1, Data: bigData(1, 4<<10)})
+	commitTo(t, s, m, false, store.Op{Kind: store.OpRemove, EntityID: 1, Seq: 1})
+	if len(blobFiles(t, mem)) != 1 {
+		t.Fatal("the blob went before its removal was durable")
+	}
+	if err := s.Compact(); err != nil { // the background pass, now
+		t.Fatal(err)
+	}
+	if files := blobFiles(t, mem); len(files) != 0 {
+		t.Fatalf("blob files %v after the background pass", files)
+	}
+}

@@ -129,8 +129,9 @@
 // entries that refer to it; when the last goes (Remove, Rewrite,
 // DeleteEntity, or a record that named it but applied to nothing), the
 // blob is deleted once the log is synced past that record (the sweep
-// after every synced Commit, the background pass, Close): a crash can
-// therefore never find a live message without its blob. Open deletes the
+// after every synced Commit, and the background pass, which syncs the log
+// first when blobs wait, and Close): a crash can therefore never find a
+// live message without its blob. Open deletes the
 // blob files nothing refers to (a crash between a blob write and its
 // record, or after a removal before the file was deleted) and fails with
 // store.ErrCorrupt if a referenced one is missing or of the wrong length
