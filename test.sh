@@ -16,6 +16,9 @@
 # BUSBAR_BENCH_PEERS=1 (as CI does) to also run it against RabbitMQ and
 # nats-server, which installs nats-server and takes a few minutes more.
 #
+# BUSBAR_LARGE_MESSAGE_TESTS=1 (set here for the Go tests) adds the runs of
+# 100 MB messages to TestLargeMessageMemory (internal/server).
+#
 # No test needs a well-known port: the suite passes while `busbar serve`
 # runs on this machine with its defaults (tests/azsdk's port 443 is on an
 # address of its own).
@@ -38,7 +41,7 @@ part() {
 	fi
 }
 
-part "go test ./..." go test "$@" ./...
+part "go test ./..." env BUSBAR_LARGE_MESSAGE_TESTS=1 go test "$@" ./...
 part "tests/js (official @azure/service-bus against busbar)" tests/js/run.sh
 part "tests/python (official azure-servicebus on uamqp against busbar)" tests/python/run.sh
 part "tests/curl (the HTTP data plane with curl)" tests/curl/run.sh

@@ -119,6 +119,11 @@ type testBroker struct {
 	// authentication does.
 	unauthenticated bool
 	sent            chan *OutgoingDelivery // if set, receives every delivery sent
+	// stream, if set, turns a payload into an OutgoingDelivery with a
+	// Stream (see stream_test.go).
+	stream func(payload []byte) *OutgoingDelivery
+	// incoming, if set, sees every incoming link before it is accepted.
+	incoming func(l *IncomingLink)
 
 	events   chan string // "detach <name>", "disconnect", ... (buffered)
 	disps    chan dispEvent
@@ -238,6 +243,10 @@ func (b *testBroker) dispatchLocked(q *testQueue) {
 		for len(q.msgs) > 0 && l.Credit() > 0 {
 			m := q.msgs[0]
 			d := &OutgoingDelivery{Tag: nextTag(), Payload: m.payload, MessageFormat: m.format}
+			if b.stream != nil {
+				d = b.stream(m.payload)
+				d.Tag = nextTag()
+			}
 			if err := l.Send(d); err != nil {
 				break
 			}
@@ -260,6 +269,9 @@ func (h *testConnHandler) AttachIncoming(l *IncomingLink) error {
 		return e
 	}
 	addr := l.TargetAddress()
+	if b.incoming != nil {
+		b.incoming(l)
+	}
 	l.OnDelivery = func(d *IncomingDelivery) {
 		if b.intercept != nil && b.intercept(d) {
 			return

@@ -1,6 +1,8 @@
 package amqp
 
 import (
+	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -268,12 +270,28 @@ type IncomingLink struct {
 	// means no bound. Set it in the Attach callback.
 	MaxUnsettled int
 
+	// Spool, if set, is asked for a place to put a delivery whose payload
+	// grows past SpoolFrom bytes, so that a large message is never whole
+	// in memory: the bytes so far are written to it at once and every
+	// later frame's as it arrives. It may return nil to keep the delivery
+	// in memory, or an error to refuse it: the rest of its frames are
+	// dropped and it is rejected with the error (an *Error keeps its
+	// condition). OnDelivery gets a spooled delivery with Spooled set and
+	// Payload nil; the handler then owns the spool. A spool whose delivery
+	// is aborted, or whose link goes before the last frame, is told with
+	// Abort. Runs on the session goroutine. Set both in the Attach
+	// callback.
+	Spool     func(d *IncomingDelivery) (Spool, error)
+	SpoolFrom int
+
 	// Owned by the session mux.
 	deliveryCount uint32            // the client's delivery-count as we know it
 	linkCredit    uint32            // credit the client still has
 	unsettled     int               // deliveries handed over and not settled
 	partial       *IncomingDelivery // a multi-frame delivery being assembled
 	oversize      bool              // partial exceeded the size limit: discard
+	refused       error             // Spool refused partial: discard, reject with this
+	spooledBytes  uint64            // bytes of partial written to its spool
 	flowQueued    bool              // on Session.linkFlows
 }
 
@@ -312,6 +330,17 @@ func (l *IncomingLink) grant(s *Session) {
 	}
 }
 
+// Spool receives a large delivery's payload as it arrives
+// (IncomingLink.Spool). Write and Abort are called on the session
+// goroutine.
+type Spool interface {
+	// Write appends p (which it must not keep). An error refuses the
+	// delivery as Spool's error does; the spool is then aborted.
+	Write(p []byte) error
+	// Abort says the delivery will not complete: the spool may go.
+	Abort()
+}
+
 // IncomingDelivery is a complete message the client sent.
 type IncomingDelivery struct {
 	Link          *IncomingLink
@@ -325,6 +354,9 @@ type IncomingDelivery struct {
 	// *frames.TransactionalState for a send inside a transaction; nil
 	// otherwise.
 	State frames.DeliveryState
+	// Spooled holds the whole payload of a delivery IncomingLink.Spool
+	// took (Payload is nil then); the handler owns it.
+	Spooled Spool
 
 	done bool           // owned by the session mux: settled
 	buf  *frames.Buffer // the frame buffer Payload and Tag live in, or nil
@@ -417,7 +449,7 @@ type OutgoingLink struct {
 	local         []outItem // output taken from queue
 	localPos      int
 	cur           *OutgoingDelivery // a delivery being sent
-	curOff        int               // bytes of cur already sent
+	curOff        int64             // bytes of cur already sent
 	active        bool              // on Session.active
 	drainDeferred bool              // DeferDrain was called in OnFlow
 
@@ -438,8 +470,16 @@ type outItem struct {
 // unsettled delivery is sent the endpoint drops Payload (sets it to nil),
 // so that what it keeps per unsettled delivery is small.
 type OutgoingDelivery struct {
-	Tag           []byte // delivery-tag, at most 32 bytes (Service Bus: the lock token)
-	Payload       []byte // the encoded message
+	Tag     []byte // delivery-tag, at most 32 bytes (Service Bus: the lock token)
+	Payload []byte // the encoded message (with Parts: its first bytes)
+	// Parts, if set, are the rest of the message, in order after Payload:
+	// bytes in memory, or a Stream of Len bytes read a frame at a time as
+	// the client's window and the connection's writer take them, so that a
+	// large message is never whole in memory. The endpoint closes the
+	// Streams once the last frame is out or the delivery is dropped unsent.
+	// A read that fails aborts the delivery (transfer aborted=true): the
+	// client never sees it, and an unsettled one is forgotten.
+	Parts         []Part
 	MessageFormat uint32
 	// Settled sends the delivery presettled. Links whose client asked
 	// for snd-settle-mode settled (ReceiveAndDelete) always send settled,
@@ -455,8 +495,88 @@ type OutgoingDelivery struct {
 	asked   bool   // the client disposed of it unsettled: Forget must not drop it; mux-owned
 }
 
+// Part is a piece of an OutgoingDelivery's message after its Payload:
+// Bytes, or Len bytes read from Stream.
+type Part struct {
+	Bytes  []byte
+	Stream PayloadStream
+	Len    int64
+}
+
+func (p *Part) size() int64 {
+	if p.Stream != nil {
+		return p.Len
+	}
+	return int64(len(p.Bytes))
+}
+
+// PayloadStream is a streamed Part of an OutgoingDelivery.
+type PayloadStream interface {
+	ReadAt(p []byte, off int64) (int, error)
+	Close() error
+}
+
 // Link returns the link the delivery was sent on.
 func (d *OutgoingDelivery) Link() *OutgoingLink { return d.link }
+
+// size is the length of the encoded message.
+func (d *OutgoingDelivery) size() int64 {
+	n := int64(len(d.Payload))
+	for i := range d.Parts {
+		n += d.Parts[i].size()
+	}
+	return n
+}
+
+// appendBytes appends the message's bytes [off, off+n) to buf.
+func (d *OutgoingDelivery) appendBytes(buf []byte, off int64, n int) ([]byte, error) {
+	if p := int64(len(d.Payload)); off < p {
+		k := min(int64(n), p-off)
+		buf = append(buf, d.Payload[off:off+k]...)
+		off, n = off+k, n-int(k)
+	}
+	start := int64(len(d.Payload)) // of the part below
+	for i := 0; i < len(d.Parts) && n > 0; i++ {
+		pt := &d.Parts[i]
+		size := pt.size()
+		if off >= start+size {
+			start += size
+			continue
+		}
+		po := off - start
+		k := int(min(int64(n), size-po))
+		if pt.Stream == nil {
+			buf = append(buf, pt.Bytes[po:po+int64(k)]...)
+		} else {
+			at := len(buf)
+			buf = slices.Grow(buf, k)[:at+k]
+			got, err := pt.Stream.ReadAt(buf[at:], po)
+			if got < k {
+				if err == nil || err == io.EOF {
+					err = io.ErrUnexpectedEOF
+				}
+				return buf[:at], err
+			}
+			if err != nil && err != io.EOF {
+				return buf[:at], err
+			}
+		}
+		off, n = off+int64(k), n-k
+		start += size
+	}
+	return buf, nil
+}
+
+// closeStream closes the Streams of the Parts, once.
+func (d *OutgoingDelivery) closeStream() {
+	for i := range d.Parts {
+		if st := d.Parts[i].Stream; st != nil {
+			st.Close()
+			d.Parts[i].Stream = nil
+		}
+	}
+	d.Parts = nil
+}
 
 // Settle sends the final outcome of a delivery the client has not
 // settled: disposition(role=sender, settled=true, state). Use
@@ -526,8 +646,8 @@ func (l *OutgoingLink) SettleAll(ds []*OutgoingDelivery, states []frames.Deliver
 // payload exceeds the client's max-message-size. It never blocks and may
 // be called from any goroutine, including from the link's callbacks.
 func (l *OutgoingLink) Send(d *OutgoingDelivery) error {
-	if max := l.attach.MaxMessageSize; max != 0 && uint64(len(d.Payload)) > max {
-		return Errorf(CondMessageSizeExceeded, "message of %d bytes exceeds the client's max-message-size %d", len(d.Payload), max)
+	if max := l.attach.MaxMessageSize; max != 0 && uint64(d.size()) > max {
+		return Errorf(CondMessageSizeExceeded, "message of %d bytes exceeds the client's max-message-size %d", d.size(), max)
 	}
 	settled := d.Settled
 	switch l.SenderSettleMode() {
@@ -685,5 +805,8 @@ func (l *OutgoingLink) closeQueue() []*OutgoingDelivery {
 		}
 	}
 	l.local, l.localPos = nil, 0
+	for _, d := range unsent {
+		d.closeStream()
+	}
 	return unsent
 }

@@ -171,7 +171,10 @@ func (s *Session) linkGone(l *Link, reason error) {
 	}
 	l.release()
 	if in := l.incoming; in != nil {
-		in.partial = nil
+		if in.partial != nil {
+			in.abortSpool(in.partial)
+			in.partial = nil
+		}
 		if in.OnDetach != nil {
 			in.OnDetach(reason)
 		}

@@ -75,7 +75,7 @@ func (s *Session) receiveTransfer(t *frames.Transfer) (handedOver bool) {
 			return true
 		}
 		in.partial = d
-		in.oversize = false
+		in.oversize, in.refused, in.spooledBytes = false, nil, 0
 		d.Payload = nil
 		d.Tag = bytes.Clone(d.Tag) // the frame's buffer is released below
 	} else if t.DeliveryID != nil && *t.DeliveryID != d.ID {
@@ -88,31 +88,90 @@ func (s *Session) receiveTransfer(t *frames.Transfer) (handedOver bool) {
 	}
 	if t.Aborted {
 		in.partial = nil
+		in.abortSpool(d)
 		return false
 	}
-	if !in.oversize {
-		if uint64(len(d.Payload))+uint64(len(t.Payload)) > in.maxSize() {
-			in.oversize = true
-			d.Payload = nil
-		} else {
-			d.Payload = append(d.Payload, t.Payload...)
-		}
+	if !in.oversize && in.refused == nil {
+		in.take(d, t.Payload)
 	}
 	if t.More {
 		return false
 	}
 	in.partial = nil
-	if in.oversize {
-		in.oversize = false
-		if !d.Settled {
-			in.unsettled++
-			s.settleIncoming(d, &frames.Rejected{Error: Errorf(CondMessageSizeExceeded,
-				"message larger than the link's max-message-size %d", in.maxSize())})
-		}
+	if in.oversize || in.refused != nil {
+		in.reject(s, d)
 		return false
 	}
 	in.deliver(s, d)
 	return false
+}
+
+// take adds a frame's payload to the partial delivery d: in memory, or in
+// its spool once it passed SpoolFrom (see IncomingLink.Spool), or nowhere
+// once it passed the size limit.
+func (in *IncomingLink) take(d *IncomingDelivery, p []byte) {
+	size := uint64(len(d.Payload)) + in.spooledBytes + uint64(len(p))
+	switch {
+	case size > in.maxSize():
+		in.oversize = true
+		d.Payload = nil
+		in.abortSpool(d)
+	case d.Spooled != nil:
+		in.spoolWrite(d, p)
+	case in.Spool != nil && in.SpoolFrom > 0 && size > uint64(in.SpoolFrom):
+		sp, err := in.Spool(d)
+		switch {
+		case err != nil:
+			in.refused, d.Payload = err, nil
+		case sp != nil:
+			d.Spooled = sp
+			head := d.Payload
+			d.Payload = nil
+			if in.spoolWrite(d, head) {
+				in.spoolWrite(d, p)
+			}
+		default:
+			d.Payload = append(d.Payload, p...)
+		}
+	default:
+		d.Payload = append(d.Payload, p...)
+	}
+}
+
+// reject answers a completed delivery that was too large or refused.
+func (in *IncomingLink) reject(s *Session, d *IncomingDelivery) {
+	in.oversize = false
+	var rerr *Error
+	if in.refused != nil {
+		rerr = asError(in.refused)
+		in.refused = nil
+	} else {
+		rerr = Errorf(CondMessageSizeExceeded, "message larger than the link's max-message-size %d", in.maxSize())
+	}
+	if !d.Settled {
+		in.unsettled++
+		s.settleIncoming(d, &frames.Rejected{Error: rerr})
+	}
+}
+
+// spoolWrite writes p to d's spool; a failed write refuses the delivery
+// and aborts the spool. It reports whether the write succeeded.
+func (in *IncomingLink) spoolWrite(d *IncomingDelivery, p []byte) bool {
+	if err := d.Spooled.Write(p); err != nil {
+		in.refused = err
+		in.abortSpool(d)
+		return false
+	}
+	in.spooledBytes += uint64(len(p))
+	return true
+}
+
+// abortSpool drops d's spool, if it has one.
+func (in *IncomingLink) abortSpool(d *IncomingDelivery) {
+	if d.Spooled != nil {
+		d.Spooled.Abort()
+		d.Spooled = nil
+	}
 }
 
 // ---- dispositions ----
@@ -405,6 +464,43 @@ func (s *Session) pumpLink(l *OutgoingLink) bool {
 	return true
 }
 
+// abortTransfer ends l.cur, whose stream failed to read, with a transfer
+// aborted=true (buf is the writer's buffer without the failed frame): the
+// client drops what it received of it, and the session forgets it.
+func (s *Session) abortTransfer(l *OutgoingLink, buf []byte, err error) bool {
+	d := l.cur
+	w := &s.conn.w
+	s.conn.log.Warn("aborting a delivery whose message could not be read", "link", l.Name(), "err", err)
+	d.closeStream()
+	l.cur = nil
+	t := &s.tr
+	if l.curOff == 0 {
+		// Nothing went out: the aborted transfer still names the delivery.
+		*t = frames.Transfer{Handle: l.outHandle, DeliveryID: &s.u32[0], DeliveryTag: d.Tag, MessageFormat: &s.u32[1], Aborted: true}
+		if t.DeliveryTag == nil {
+			t.DeliveryTag = []byte{}
+		}
+	} else {
+		*t = frames.Transfer{Handle: l.outHandle, Aborted: true}
+	}
+	out, ferr := frames.AppendFrame(buf, s.channel, t)
+	if ferr != nil {
+		w.buf = buf
+		s.encodeFailed(t, ferr)
+		return false
+	}
+	w.buf = out
+	s.nextOutgoingID++
+	s.remoteIncomingWindow--
+	if d.sent && !d.settled && !d.done {
+		d.done = true
+		delete(s.unsettled, d.id)
+		l.nUnsettled.Add(-1)
+	}
+	d.Payload = nil
+	return true
+}
+
 // appendTransfer writes the next frame of l.cur, splitting the payload to
 // fit the client's max-frame-size with more=true.
 func (s *Session) appendTransfer(l *OutgoingLink) bool {
@@ -429,7 +525,7 @@ func (s *Session) appendTransfer(l *OutgoingLink) bool {
 		}
 		t.MessageFormat = &s.u32[1]
 	}
-	rest := d.Payload[l.curOff:]
+	rest := d.size() - l.curOff
 	max := int(s.conn.maxOutFrame)
 	start := len(w.buf)
 	buf, err := frames.AppendFrame(w.buf, s.channel, t)
@@ -437,7 +533,7 @@ func (s *Session) appendTransfer(l *OutgoingLink) bool {
 		s.encodeFailed(t, err)
 		return false
 	}
-	n := len(rest)
+	n := int(min(rest, int64(max)))
 	if len(buf)-start+n > max {
 		t.More = true
 		if buf, err = frames.AppendFrame(buf[:start], s.channel, t); err != nil {
@@ -451,15 +547,18 @@ func (s *Session) appendTransfer(l *OutgoingLink) bool {
 			return false
 		}
 	}
-	buf = append(buf, rest[:n]...)
+	if buf, err = d.appendBytes(buf, l.curOff, n); err != nil {
+		return s.abortTransfer(l, buf[:start], err)
+	}
 	size := len(buf) - start
 	buf[start], buf[start+1], buf[start+2], buf[start+3] = byte(size>>24), byte(size>>16), byte(size>>8), byte(size)
 	w.buf = buf
 	s.nextOutgoingID++
 	s.remoteIncomingWindow--
-	l.curOff += n
+	l.curOff += int64(n)
 	if !t.More {
 		l.cur = nil
+		d.closeStream()
 		if d.settled {
 			d.done = true
 		} else {

@@ -723,3 +723,37 @@ func (b *Broker) autoDelete(o timerOwner, now int64) {
 		b.log.Info("deleted idle topic", "topic", o.name)
 	}
 }
+
+// NewSpool returns a temporary file for a large message being received,
+// from the store (store.Spooler); KindNotAllowed if the store has none
+// (it keeps messages in memory). The message, decoded with its body left
+// in the spool (message.Message.BodyTail), is sent with Sender.Send; the
+// caller closes the spool after that.
+func (b *Broker) NewSpool() (store.Spool, error) {
+	sp, ok := b.store.(store.Spooler)
+	if !ok {
+		return nil, errorf(KindNotAllowed, "the store keeps no spools")
+	}
+	s, err := sp.NewSpool()
+	if err != nil {
+		return nil, internal(err, "creating a spool")
+	}
+	return spool{s}, nil
+}
+
+// spool gives a store spool's write errors the broker's kinds (a full
+// disk is KindNoSpace).
+type spool struct{ store.Spool }
+
+func (s spool) Write(p []byte) error {
+	if err := s.Spool.Write(p); err != nil {
+		return internal(err, "spooling a large message")
+	}
+	return nil
+}
+
+// CanSpool says whether NewSpool can work.
+func (b *Broker) CanSpool() bool {
+	_, ok := b.store.(store.Spooler)
+	return ok
+}

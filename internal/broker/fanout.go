@@ -34,8 +34,9 @@ type plannedCopy struct {
 	sub  int // index into subs.list
 	dlq  bool
 	r    rec
-	data []byte // own data; nil: the topic's shared data (r has flagShared)
-	sid  string // session id (session-enabled subscriptions only)
+	data []byte             // own data; nil: the topic's shared data (r has flagShared)
+	tail message.BodyReader // the rest of own data, not in memory (see pendingMsg.tail)
+	sid  string             // session id (session-enabled subscriptions only)
 	// For the message history: the topic's sequence number of the
 	// message, its id (histories on only) and a dead-lettered copy's
 	// reason and description.
@@ -47,10 +48,10 @@ type plannedCopy struct {
 // route evaluates every subscription's rules against one message (m,
 // encoded as data, topic sequence number seq, enqueued at enq) and plans
 // its copies. It returns how many copies share the topic's data.
-func (f *fanOut) route(m *message.Message, data []byte, seq, enq int64, scheduled bool, topicTTL int64) (refs int) {
+func (f *fanOut) route(m *message.Message, size int64, seq, enq int64, scheduled bool, topicTTL int64) (refs int) {
 	enqT := time.Unix(0, enq).UTC()
 	sys := filter.SystemProps{SequenceNumber: seq, EnqueuedSequenceNumber: seq, EnqueuedTime: enqT,
-		Size: int64(len(data)), State: filter.StateActive}
+		Size: size, State: filter.StateActive}
 	base := rec{enq: enq, state: StateActive}
 	if scheduled {
 		sys.ScheduledEnqueueTime = enqT
@@ -82,7 +83,7 @@ func (f *fanOut) route(m *message.Message, data []byte, seq, enq int64, schedule
 			n++
 		} else if ev.plain {
 			r := base
-			r.seq, r.ttl, r.size = seq, ttl, int32(len(data))
+			r.seq, r.ttl, r.size = seq, ttl, int32(size)
 			r.flags |= flagShared
 			c := plannedCopy{sub: i, r: r}
 			if rt.sessions {
@@ -99,7 +100,7 @@ func (f *fanOut) route(m *message.Message, data []byte, seq, enq int64, schedule
 				n++
 				continue
 			}
-			own, hs, err := message.AppendWithHeaderSize(nil, a.msg)
+			own, hs, err := message.AppendHead(nil, a.msg)
 			if err != nil || hs > MaxHeaderSize {
 				// The action made the message unstorable: dead-letter the
 				// original instead of losing it.
@@ -111,8 +112,8 @@ func (f *fanOut) route(m *message.Message, data []byte, seq, enq int64, schedule
 			r := base
 			r.seq = seqOrExtra(seq, n)
 			r.ttl = effectiveTTL(effectiveTTL(int64(a.msg.TTL), topicTTL), rt.defTTL)
-			r.size = int32(len(own))
-			c := plannedCopy{sub: i, r: r, data: own}
+			r.size = int32(int64(len(own)) + tailSize(a.msg.BodyTail))
+			c := plannedCopy{sub: i, r: r, data: own, tail: a.msg.BodyTail}
 			if rt.sessions {
 				c.sid = a.msg.SessionID
 			}
@@ -152,14 +153,14 @@ func (f *fanOut) planDeadLetter(i int, base rec, seq, ttl int64, m *message.Mess
 	c := *m
 	c.ApplicationProperties = maps.Clone(m.ApplicationProperties)
 	setDeadLetterProps(&c, reason, desc)
-	own, err := message.Marshal(&c)
+	own, _, err := message.AppendHead(nil, &c)
 	if err != nil {
 		f.t.b.log.Error("cannot dead-letter a copy", "topic", f.t.name, "seq", seq, "err", err)
 		return
 	}
 	r := base
-	r.seq, r.ttl, r.size = seq, ttl, int32(len(own))
-	f.copies = append(f.copies, plannedCopy{sub: i, dlq: true, r: r, data: own, reason: reason, desc: desc})
+	r.seq, r.ttl, r.size = seq, ttl, int32(int64(len(own))+tailSize(c.BodyTail))
+	f.copies = append(f.copies, plannedCopy{sub: i, dlq: true, r: r, data: own, tail: c.BodyTail, reason: reason, desc: desc})
 }
 
 // finish gives the extra copies their sequence numbers (allocated from
@@ -213,7 +214,7 @@ func (f *fanOut) finish(ops []store.Op) ([]store.Op, []subCopies, int64) {
 		at := len(metas)
 		metas = appendMetaOpt(metas, sq, &c.r, metaOpt{sessionID: c.sid, session: q.ss != nil && !c.dlq})
 		ops = append(ops, store.Op{Kind: store.OpAppend, EntityID: q.id, Seq: uint64(c.r.seq),
-			Meta: metas[at:len(metas):len(metas)], Data: c.data})
+			Meta: metas[at:len(metas):len(metas)], Data: c.data, Tail: tailReader(c.tail)})
 		bytes += int64(c.r.size)
 		pc := &per[c.sub]
 		pc.q = q
@@ -365,7 +366,7 @@ func (t *topic) planSendLocked(pend []pendingMsg, total, now int64, forwarded bo
 		if pm.drop || pm.sched == 0 {
 			continue
 		}
-		r := rec{seq: pm.seq, enq: pm.sched, size: int32(len(pm.data)), state: StateScheduled, flags: flagWasScheduled}
+		r := rec{seq: pm.seq, enq: pm.sched, size: int32(pm.size()), state: StateScheduled, flags: flagWasScheduled}
 		s.sched = append(s.sched, r)
 		r.flags |= flagPending
 		t.mu.idx.insert(r)
@@ -411,21 +412,21 @@ func (t *topic) appendSendOps(s *topicSend, f *fanOut, pend []pendingMsg, now in
 		}
 		if pm.sched != 0 {
 			ops = append(ops, store.Op{Kind: store.OpAppend, EntityID: t.id, Seq: uint64(pm.seq),
-				Meta: f.appendMeta(&rec{enq: pm.sched, state: StateScheduled, flags: flagWasScheduled}), Data: pm.data})
+				Meta: f.appendMeta(&rec{enq: pm.sched, state: StateScheduled, flags: flagWasScheduled}), Data: pm.data, Tail: tailReader(pm.tail)})
 			continue
 		}
 		first := len(f.copies)
-		refs := f.route(pm.m, pm.data, pm.seq, now, false, s.defTTL)
+		refs := f.route(pm.m, pm.size(), pm.seq, now, false, s.defTTL)
 		for j := first; j < len(f.copies); j++ {
 			f.copies[j].r.hops = pm.hops
 		}
 		if refs == 0 {
 			continue // nobody shares it: the topic keeps no copy
 		}
-		r := rec{seq: pm.seq, enq: now, size: int32(len(pm.data)), dc: uint32(refs), state: StateActive}
+		r := rec{seq: pm.seq, enq: now, size: int32(pm.size()), dc: uint32(refs), state: StateActive}
 		s.shared = append(s.shared, r)
 		ops = append(ops, store.Op{Kind: store.OpAppend, EntityID: t.id, Seq: uint64(pm.seq),
-			Meta: f.appendMeta(&rec{enq: now, state: StateActive}), Data: pm.data})
+			Meta: f.appendMeta(&rec{enq: now, state: StateActive}), Data: pm.data, Tail: tailReader(pm.tail)})
 	}
 	ops, s.per, s.copyBytes = f.finish(ops)
 	return ops
@@ -556,7 +557,7 @@ func (t *topic) routeScheduled(due []rec, ops []store.Op) scheduledFanOut {
 			fo.failed[i] = true
 			continue
 		}
-		fo.refs[i] = f.route(m, data, r.seq, r.enq, true, topicTTL)
+		fo.refs[i] = f.route(m, int64(len(data)), r.seq, r.enq, true, topicTTL)
 		if fo.refs[i] == 0 {
 			ops = append(ops, store.Op{Kind: store.OpRemove, EntityID: t.id, Seq: uint64(r.seq)})
 			continue

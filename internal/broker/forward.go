@@ -366,9 +366,14 @@ func (q *entity) forward(job forwardJob, now int64) {
 			continue
 		}
 		m := data.m
-		pend = append(pend, pendingMsg{m: m, data: data.b, ttl: int64(m.TTL), hasSess: m.HasSessionID(), hops: r.hops + 1})
+		pm := pendingMsg{m: m, data: data.b, ttl: int64(m.TTL), hasSess: m.HasSessionID(), hops: r.hops + 1}
+		if data.tail != nil {
+			pm.tail = data.tail
+			defer data.tail.Close()
+		}
+		pend = append(pend, pm)
 		moved = append(moved, transition{seq: r.seq, from: job.sub, remove: true})
-		total += int64(len(data.b))
+		total += pm.size()
 	}
 
 	if len(pend) > 0 {
@@ -381,7 +386,7 @@ func (q *entity) forward(job forwardJob, now int64) {
 		case len(pend) > 1 && perMessage(err):
 			// Some may fit or pass where the whole batch did not: one by one.
 			for i := range pend {
-				committed, err := q.sendForward(job.target, pend[i:i+1], moved[i:i+1], int64(len(pend[i].data)), now)
+				committed, err := q.sendForward(job.target, pend[i:i+1], moved[i:i+1], pend[i].size(), now)
 				switch {
 				case committed:
 					done = append(done, moved[i])
@@ -487,6 +492,9 @@ func transferDeadLetterTransition(sub SubQueue, r *rec, reason, desc string) tra
 type forwarded struct {
 	m *message.Message
 	b []byte
+	// tail, for a large message, is its body, left in the store: b is
+	// the record up to it (see rewrite). The forwarder closes it.
+	tail *rewriteTail
 }
 
 // forwardedData reads r (of sub) and encodes it as it is forwarded: with
@@ -495,6 +503,9 @@ type forwarded struct {
 // this entity; on its first forward without a sender's annotation of
 // that name.
 func (q *entity) forwardedData(sub SubQueue, r *rec) (forwarded, error) {
+	if int64(r.size) >= rewriteStreamFrom {
+		return q.forwardedTail(sub, r)
+	}
 	data, err := q.readData(r)
 	if err != nil {
 		return forwarded{}, err
@@ -503,6 +514,42 @@ func (q *entity) forwardedData(sub SubQueue, r *rec) (forwarded, error) {
 	if err != nil {
 		return forwarded{}, err
 	}
+	if !q.forwardAnnotations(sub, r, m) {
+		return forwarded{m: m, b: data}, nil
+	}
+	b, err := message.Marshal(m)
+	if err != nil {
+		return forwarded{}, err
+	}
+	return forwarded{m: m, b: b}, nil
+}
+
+// forwardedTail is forwardedData for a large message: only its head is
+// read and encoded again; its body is copied by the store from its old
+// data during the commit.
+func (q *entity) forwardedTail(sub SubQueue, r *rec) (forwarded, error) {
+	tail, err := q.openTail(r)
+	if err != nil {
+		return forwarded{}, err
+	}
+	m, _, _, err := message.UnmarshalHead(tail.head, tail.rd.Size())
+	if err != nil {
+		tail.Close()
+		return forwarded{}, err
+	}
+	m.BodyTail = tail.body
+	q.forwardAnnotations(sub, r, m)
+	b, _, err := message.AppendHead(nil, m)
+	if err != nil {
+		tail.Close()
+		return forwarded{}, err
+	}
+	return forwarded{m: m, b: b, tail: tail}, nil
+}
+
+// forwardAnnotations sets the annotations of m as it is forwarded and
+// reports whether it changed anything.
+func (q *entity) forwardAnnotations(sub SubQueue, r *rec, m *message.Message) bool {
 	changed := false
 	if _, ok := m.Annotations[EnqueueSequenceNumberAnnotation]; !ok {
 		if m.Annotations == nil {
@@ -521,14 +568,7 @@ func (q *entity) forwardedData(sub SubQueue, r *rec) (forwarded, error) {
 			changed = true
 		}
 	}
-	if !changed {
-		return forwarded{m: m, b: data}, nil
-	}
-	b, err := message.Marshal(m)
-	if err != nil {
-		return forwarded{}, err
-	}
-	return forwarded{m: m, b: b}, nil
+	return changed
 }
 
 // sendForward enqueues pend at target with the source's removals (moved)
@@ -548,6 +588,7 @@ func (q *entity) sendForward(target string, pend []pendingMsg, moved []transitio
 			fw.from[i] = moved[i].seq
 		}
 	}
+	defer closeTails(fw.ops)
 	var garbage []int64
 	if q.topic != nil {
 		garbage = q.topic.takeGarbage() // shared data freed earlier rides along

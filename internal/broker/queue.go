@@ -4,6 +4,7 @@ import (
 	crand "crypto/rand"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -919,6 +920,7 @@ func (q *entity) persist(fol *store.Follower, ts []transition, ops []store.Op, s
 	if batch.Len() == 0 {
 		return nil
 	}
+	defer closeTails(batch.Ops)
 	if err := q.b.store.Commit(&batch, sync); err != nil {
 		if garbage != nil {
 			q.topic.returnGarbage(garbage)
@@ -939,12 +941,20 @@ func (q *entity) transitionOps(ops []store.Op, ts []transition) []store.Op {
 			continue
 		}
 		if t.needsData() {
-			data, err := q.rewrite(t)
+			data, tail, err := q.rewrite(t)
 			if err == nil {
-				t.newSize = int32(len(data))
+				size := int64(len(data))
+				if tail != nil {
+					size += tail.Size()
+				}
+				t.newSize = int32(size)
 				t.next.flags &^= flagShared // the copy has its own data now
-				batch.Add(store.Op{Kind: store.OpRewrite, EntityID: q.id, Seq: uint64(t.seq),
-					Meta: q.appendRecMeta(nil, t.to, &t.next), Data: data})
+				op := store.Op{Kind: store.OpRewrite, EntityID: q.id, Seq: uint64(t.seq),
+					Meta: q.appendRecMeta(nil, t.to, &t.next), Data: data}
+				if tail != nil {
+					op.Tail = tail
+				}
+				batch.Add(op)
 				continue
 			}
 			// Unreadable data: keep the state change, lose the property
@@ -960,30 +970,54 @@ func (q *entity) transitionOps(ops []store.Op, ts []transition) []store.Op {
 // properties, and returns the new data. If the changes push the header
 // over MaxHeaderSize they are dropped and the message is dead-lettered
 // with HeaderSizeExceeded instead (t is updated to match).
-func (q *entity) rewrite(t *transition) ([]byte, error) {
+//
+// A large message (rewriteStreamFrom) is not read whole: only its head
+// is, and its body is returned as tail, the rest of the new data, which
+// the store copies from the old data during the commit. The caller closes
+// tail (closeTails) once the batch is committed.
+func (q *entity) rewrite(t *transition) (data []byte, tail *rewriteTail, err error) {
 	src := t.next
 	src.seq = t.seq
-	data, err := q.readData(&src)
-	if err != nil {
-		return nil, err
+	decode := func() (*message.Message, error) {
+		if tail != nil {
+			m, _, _, err := message.UnmarshalHead(tail.head, tail.rd.Size())
+			if err == nil {
+				m.BodyTail = tail.body
+			}
+			return m, err
+		}
+		return message.Unmarshal(data)
 	}
-	m, err := message.Unmarshal(data)
+	if int64(src.size) >= rewriteStreamFrom {
+		if tail, err = q.openTail(&src); err != nil {
+			return nil, nil, err
+		}
+	} else if data, err = q.readData(&src); err != nil {
+		return nil, nil, err
+	}
+	fail := func(err error) ([]byte, *rewriteTail, error) {
+		if tail != nil {
+			tail.Close()
+		}
+		return nil, nil, err
+	}
+	m, err := decode()
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	applyProps(m, t.props)
 	if t.deadLetter {
 		setDeadLetterProps(m, t.reason, t.desc)
 	}
-	out, hs, err := message.AppendWithHeaderSize(nil, m)
+	out, hs, err := message.AppendHead(nil, m)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	if hs <= MaxHeaderSize {
-		return out, nil
+		return out, tail, nil
 	}
-	if m, err = message.Unmarshal(data); err != nil {
-		return nil, err
+	if m, err = decode(); err != nil {
+		return fail(err)
 	}
 	setDeadLetterProps(m, ReasonHeaderSizeExceeded, DescriptionHeaderSizeExceeded)
 	t.props, t.deadLetter, t.reason, t.desc = nil, true, ReasonHeaderSizeExceeded, DescriptionHeaderSizeExceeded
@@ -991,7 +1025,52 @@ func (q *entity) rewrite(t *transition) ([]byte, error) {
 		t.to = SubQueueDeadLetter
 		t.next.state = StateActive
 	}
-	return message.Marshal(m)
+	if out, _, err = message.AppendHead(nil, m); err != nil {
+		return fail(err)
+	}
+	return out, tail, nil
+}
+
+// rewriteStreamFrom is the stored size from which rewrite leaves a
+// message's body in the store.
+const rewriteStreamFrom = 256 << 10
+
+// rewriteTail is the body of a large message being rewritten: a
+// store.Op.Tail reading it from the message's old data.
+type rewriteTail struct {
+	rd   store.DataReader
+	head []byte
+	body *io.SectionReader
+}
+
+func (t *rewriteTail) ReadAt(p []byte, off int64) (int, error) { return t.body.ReadAt(p, off) }
+func (t *rewriteTail) Size() int64                             { return t.body.Size() }
+func (t *rewriteTail) Close() error                            { return t.rd.Close() }
+
+// openTail opens the data of r for a rewrite that leaves its body where
+// it is.
+func (q *entity) openTail(r *rec) (*rewriteTail, error) {
+	ref := q.dataRef(r)
+	rd, err := store.OpenData(q.b.store, ref.EntityID, ref.Seq)
+	if err != nil {
+		return nil, err
+	}
+	head, _, off, n, err := readRecordHead(rd)
+	if err != nil {
+		rd.Close()
+		return nil, err
+	}
+	return &rewriteTail{rd: rd, head: head, body: io.NewSectionReader(rd, off, n)}, nil
+}
+
+// closeTails closes the Tails of ops once their batch is committed (or
+// refused).
+func closeTails(ops []store.Op) {
+	for i := range ops {
+		if ops[i].Tail != nil {
+			ops[i].Tail.Close()
+		}
+	}
 }
 
 func applyProps(m *message.Message, props map[string]any) {

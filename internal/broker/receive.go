@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"io"
 	"slices"
 	"time"
 	"unicode/utf8"
@@ -58,7 +59,46 @@ type Delivery struct {
 	DeadLetterSource string
 	// Size is the stored size of the message in bytes.
 	Size int
+	// Body, if set, is the message's body, not read into memory:
+	// Message.Body is nil and whoever sends the delivery reads the body
+	// from Body and closes it (Close also when the delivery is dropped).
+	// Only a Receiver that asked for it (StreamBodies) gets such
+	// deliveries, for messages of at least the size it named.
+	Body *BodyStream
 }
+
+// BodyStream is the body of a delivered message, read from the store a
+// piece at a time. It stays readable after the message is settled or
+// removed, until closed. Not safe for concurrent use.
+type BodyStream struct {
+	r      store.DataReader
+	off, n int64
+}
+
+// Len is the body's length in bytes.
+func (b *BodyStream) Len() int64 { return b.n }
+
+// ReadAt reads the body's bytes from off, as io.ReaderAt.
+func (b *BodyStream) ReadAt(p []byte, off int64) (int, error) {
+	if off >= b.n {
+		return 0, io.EOF
+	}
+	short := false
+	if int64(len(p)) > b.n-off {
+		p, short = p[:b.n-off], true
+	}
+	n, err := b.r.ReadAt(p, b.off+off)
+	if err == io.EOF && n == len(p) {
+		err = nil
+	}
+	if err == nil && short {
+		err = io.EOF
+	}
+	return n, err
+}
+
+// Close releases the store's reader.
+func (b *BodyStream) Close() error { return b.r.Close() }
 
 // Receiver takes messages from one entity path. It is safe for concurrent
 // use. Closing it releases nothing: locks outlive the receiver (they can
@@ -80,6 +120,9 @@ type Receiver struct {
 	// sess is the session a session receiver holds (AcceptSession,
 	// AcceptNextSession); nil for other receivers. See session.go.
 	sess *session
+	// stream is the size from which deliveries carry their body as a
+	// BodyStream (StreamBodies); 0: never.
+	stream int64
 
 	// Guarded by q.mu.
 	closed bool
@@ -120,6 +163,12 @@ func (b *Broker) OpenReceiver(path string, mode ReceiveMode) (*Receiver, error) 
 
 // Path is the receiver's canonical entity path.
 func (r *Receiver) Path() string { return r.path }
+
+// StreamBodies makes the receiver hand out messages of at least min
+// stored bytes with their body left in the store (Delivery.Body), for a
+// caller that sends it on a piece at a time; min ≤ 0 turns it off. Call
+// it before the first receive.
+func (r *Receiver) StreamBodies(min int64) { r.stream = max(min, 0) }
 
 // Mode is the receiver's receive mode.
 func (r *Receiver) Mode() ReceiveMode { return r.mode }
@@ -282,7 +331,7 @@ func (r *Receiver) TryReceive(max int) ([]*Delivery, error) {
 	if len(out) == max {
 		q.passOnLocked(r.sub)
 	}
-	return q.deliverAndUnlock(r.sub, r.mode, out, ts, now)
+	return q.deliverAndUnlock(r.sub, r.mode, out, ts, now, r.stream)
 }
 
 // takeLocked locks rc (PeekLock) or marks it for removal (ReceiveAndDelete).
@@ -303,7 +352,7 @@ func (q *entity) takeLocked(sub SubQueue, rc *rec, mode ReceiveMode, now int64, 
 // held, it returns with q.mu released: it reads the messages and commits
 // ts without the lock, then applies the outcome under it again, and
 // builds the deliveries.
-func (q *entity) deliverAndUnlock(sub SubQueue, mode ReceiveMode, out []taken, ts []transition, now int64) ([]*Delivery, error) {
+func (q *entity) deliverAndUnlock(sub SubQueue, mode ReceiveMode, out []taken, ts []transition, now int64, stream int64) ([]*Delivery, error) {
 	if len(out) == 0 && len(ts) == 0 {
 		q.mu.Unlock()
 		return nil, nil
@@ -313,7 +362,7 @@ func (q *entity) deliverAndUnlock(sub SubQueue, mode ReceiveMode, out []taken, t
 	q.mu.Unlock()
 	defer q.inflight.Done()
 
-	ds, failed, readErr := q.readDeliveries(out, mode)
+	ds, failed, readErr := q.readDeliveries(out, mode, stream)
 	if len(failed) > 0 && mode == ReceiveAndDelete {
 		// Do not remove what could not be read: drop those transitions.
 		bad := make(map[int64]bool, len(failed))
@@ -354,6 +403,7 @@ func (q *entity) deliverAndUnlock(sub SubQueue, mode ReceiveMode, out []taken, t
 	q.rearmLocked()
 	q.mu.Unlock()
 	if err != nil && mode == ReceiveAndDelete {
+		closeBodies(ds)
 		return nil, err
 	}
 	if len(ds) == 0 && readErr != nil {
@@ -373,20 +423,38 @@ func (q *entity) deliverAndUnlock(sub SubQueue, mode ReceiveMode, out []taken, t
 // could not be read, readErr the last such error; a peek-locked message
 // gone meanwhile (its lock expired and someone else settled it, or the
 // entity was deleted) is left out.
-func (q *entity) readDeliveries(out []taken, mode ReceiveMode) (ds []*Delivery, failed []int, readErr error) {
+func (q *entity) readDeliveries(out []taken, mode ReceiveMode, stream int64) (ds []*Delivery, failed []int, readErr error) {
 	ds = make([]*Delivery, 0, len(out))
 	// One batch read: the data of messages sent one after another lies
-	// side by side in the log and comes back in one read.
-	refs := make([]store.DataRef, len(out))
+	// side by side in the log and comes back in one read. Messages
+	// streamed to the receiver are left out of it: only their heads are
+	// read, and their bodies later, a piece at a time.
+	// At most MaxStreamedPeek streamed (each holds an open file).
+	isStreamed := make([]bool, len(out))
+	nstreamed := 0
+	refs := make([]store.DataRef, 0, len(out))
 	for i := range out {
-		refs[i] = q.dataRef(&out[i].r)
+		if streamed(&out[i].r, stream) && nstreamed < MaxStreamedPeek {
+			isStreamed[i] = true
+			nstreamed++
+			continue
+		}
+		refs = append(refs, q.dataRef(&out[i].r))
 	}
 	datas, errs := q.b.store.ReadDataBatch(refs)
+	j := 0
 	for i := range out {
-		d, err := datas[i], errs[i]
 		var dv *Delivery
-		if err == nil {
-			dv, err = decodeDelivery(d, &out[i].r, out[i].tok)
+		var err error
+		if isStreamed[i] {
+			dv, err = q.readHead(&out[i].r, out[i].tok)
+		} else {
+			d := datas[j]
+			err = errs[j]
+			j++
+			if err == nil {
+				dv, err = decodeDelivery(d, &out[i].r, out[i].tok)
+			}
 		}
 		if errors.Is(err, store.ErrNotFound) && mode == PeekLock {
 			continue
@@ -403,29 +471,76 @@ func (q *entity) readDeliveries(out []taken, mode ReceiveMode) (ds []*Delivery, 
 }
 
 // peekDeliveries reads (in one batch read) and decodes the peeked records
-// snap of path, leaving out those removed meanwhile.
-func (q *entity) peekDeliveries(snap []rec, path string) ([]*Delivery, error) {
-	refs := make([]store.DataRef, len(snap))
+// snap of path, leaving out those removed meanwhile. Records of at least
+// stream bytes (0: none) get their body as a BodyStream (see
+// WithStreamedBodies).
+func (q *entity) peekDeliveries(snap []rec, path string, stream int64) ([]*Delivery, error) {
+	refs := make([]store.DataRef, 0, len(snap))
 	for i := range snap {
-		refs[i] = q.dataRef(&snap[i])
+		if !streamed(&snap[i], stream) {
+			refs = append(refs, q.dataRef(&snap[i]))
+		}
 	}
 	datas, errs := q.b.store.ReadDataBatch(refs)
 	ds := make([]*Delivery, 0, len(snap))
+	j := 0
 	for i := range snap {
 		var d *Delivery
-		err := errs[i]
-		if err == nil {
-			d, err = decodeDelivery(datas[i], &snap[i], uuid.UUID{})
+		var err error
+		if streamed(&snap[i], stream) {
+			d, err = q.readHead(&snap[i], uuid.UUID{})
+		} else {
+			err = errs[j]
+			if err == nil {
+				d, err = decodeDelivery(datas[j], &snap[i], uuid.UUID{})
+			}
+			j++
 		}
 		if errors.Is(err, store.ErrNotFound) {
 			continue // removed meanwhile
 		}
 		if err != nil {
+			closeBodies(ds)
 			return nil, internal(err, "reading message %d of %s", snap[i].seq, path)
 		}
 		ds = append(ds, d)
 	}
 	return ds, nil
+}
+
+// WithStreamedBodies makes the peeks and receives by sequence number made
+// with ctx (Peek, PeekSession, ReceiveDeferred,
+// ReceiveDeferredInSession) hand out messages of at least min stored
+// bytes with their body left in the store (Delivery.Body), as
+// Receiver.StreamBodies does for receives, for a caller that sends them
+// on a piece at a time and closes them. A peek returns at most
+// MaxStreamedPeek of them (and the messages before the last), fewer than
+// asked for if need be, as a peek may; a receive by sequence number
+// returns every message asked for, the ones past MaxStreamedPeek read
+// whole.
+func WithStreamedBodies(ctx context.Context, min int64) context.Context {
+	return context.WithValue(ctx, streamKey{}, min)
+}
+
+type streamKey struct{}
+
+// MaxStreamedPeek bounds the messages with a streamed body one peek
+// returns: each holds an open file until it is sent.
+const MaxStreamedPeek = 32
+
+// peekStream is the stream size WithStreamedBodies put in ctx; 0: none.
+func peekStream(ctx context.Context) int64 {
+	v, _ := ctx.Value(streamKey{}).(int64)
+	return max(v, 0)
+}
+
+// peekMore is the ascend condition of a peek collecting snap: fewer than
+// max records, and fewer than MaxStreamedPeek streamed ones.
+func peekMore(snap []rec, max int, stream int64, nstreamed *int) bool {
+	if stream > 0 && streamed(&snap[len(snap)-1], stream) {
+		*nstreamed++
+	}
+	return len(snap) < max && *nstreamed < MaxStreamedPeek
 }
 
 // decodeDelivery decodes the stored data of r into a Delivery. data is
@@ -440,7 +555,67 @@ func decodeDelivery(data []byte, r *rec, tok uuid.UUID) (*Delivery, error) {
 	if err := m.UnmarshalShared(data); err != nil {
 		return nil, err
 	}
-	d := &v.d
+	return newDelivery(&v.d, m, r, tok), nil
+}
+
+// closeBodies closes the streamed bodies of deliveries that are dropped.
+func closeBodies(ds []*Delivery) {
+	for _, d := range ds {
+		if d.Body != nil {
+			d.Body.Close()
+		}
+	}
+}
+
+// streamed says whether a receiver that streams bodies of at least
+// stream bytes (0: none) gets r's body streamed.
+func streamed(r *rec, stream int64) bool { return stream > 0 && int64(r.size) >= stream }
+
+// headRead is how much of a streamed message readHead reads first.
+const headRead = 64 << 10
+
+// readHead builds the delivery of r with its body left in the store
+// (Delivery.Body): it reads the record's first bytes, more if its
+// properties need them, and decodes everything but the body.
+func (q *entity) readHead(r *rec, tok uuid.UUID) (*Delivery, error) {
+	ref := q.dataRef(r)
+	rd, err := store.OpenData(q.b.store, ref.EntityID, ref.Seq)
+	if err != nil {
+		return nil, err
+	}
+	_, m, off, bl, err := readRecordHead(rd)
+	if err != nil {
+		rd.Close()
+		return nil, err
+	}
+	d := newDelivery(new(Delivery), m, r, tok)
+	d.Body = &BodyStream{r: rd, off: off, n: bl}
+	return d, nil
+}
+
+// readRecordHead reads the first bytes of the record rd reads, more if
+// its fields need them, and decodes everything but the body
+// (message.UnmarshalHead), which is [off, off+n) of the record.
+func readRecordHead(rd store.DataReader) (head []byte, m *message.Message, off, n int64, err error) {
+	size := rd.Size()
+	for want := min(size, headRead); ; want = min(size, 4*want) {
+		head = make([]byte, want)
+		if k, err := rd.ReadAt(head, 0); k < len(head) {
+			if err == nil || err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, nil, 0, 0, err
+		}
+		m, off, n, err = message.UnmarshalHead(head, size)
+		if errors.Is(err, message.ErrShortHead) && want < size {
+			continue
+		}
+		return head, m, off, n, err
+	}
+}
+
+// newDelivery fills in d, the delivery of m (record r, lock token tok).
+func newDelivery(d *Delivery, m *message.Message, r *rec, tok uuid.UUID) *Delivery {
 	*d = Delivery{
 		Message:        m,
 		SequenceNumber: r.seq,
@@ -461,7 +636,7 @@ func decodeDelivery(data []byte, r *rec, tok uuid.UUID) (*Delivery, error) {
 		d.ScheduledEnqueueTime = d.EnqueuedTime
 	}
 	d.DeadLetterSource = deadLetterSource(r, m)
-	return d, nil
+	return d
 }
 
 // ReceiveDeferred receives deferred messages by sequence number, in the
@@ -515,7 +690,7 @@ func (b *Broker) ReceiveDeferred(ctx context.Context, path string, seqs []int64,
 		}
 		out = append(out, q.takeLocked(p.SubQueue, r, mode, now, &ts, lockHolderOf(ctx)))
 	}
-	return q.deliverAndUnlock(p.SubQueue, mode, out, ts, now)
+	return q.deliverAndUnlock(p.SubQueue, mode, out, ts, now, peekStream(ctx))
 }
 
 // Peek returns up to max messages of path with sequence numbers from
@@ -543,6 +718,7 @@ func (b *Broker) Peek(ctx context.Context, path string, fromSeq int64, max int) 
 	}
 	q.touchLocked(now)
 	var snap []rec
+	stream, nstreamed := peekStream(ctx), 0
 	if max > 0 {
 		q.mu.subs[p.SubQueue].idx.ascend(fromSeq, func(r *rec) bool {
 			if r.flags&flagPending != 0 {
@@ -550,11 +726,11 @@ func (b *Broker) Peek(ctx context.Context, path string, fromSeq int64, max int) 
 			}
 			snap = append(snap, *r)
 			snap[len(snap)-1].until = 0 // a peek shows no lock
-			return len(snap) < max
+			return peekMore(snap, max, stream, &nstreamed)
 		})
 	}
 	q.mu.Unlock()
-	return q.peekDeliveries(snap, path)
+	return q.peekDeliveries(snap, path, stream)
 }
 
 // DeleteMessages removes up to max messages of path that were enqueued

@@ -85,8 +85,13 @@ func (b *Broker) CancelScheduled(ctx context.Context, path string, seqs []int64)
 
 // pendingMsg is one message of a send between encoding and publishing.
 type pendingMsg struct {
-	m        *message.Message // as sent (read-only)
-	data     []byte
+	m    *message.Message // as sent (read-only)
+	data []byte
+	// tail, for a message whose body is not in memory (m.BodyTail: a
+	// large message spooled to disk as it arrived), is the rest of its
+	// encoding after data; the store reads it during the commit
+	// (store.Op.Tail). Nil otherwise.
+	tail     message.BodyReader
 	sched    int64 // scheduled enqueue time (Unix ns), 0 = now
 	ttl      int64 // requested TTL, 0 = none
 	hasSess  bool
@@ -99,6 +104,29 @@ type pendingMsg struct {
 	buf      *sendData // data's pooled buffer; nil for an auto-forwarded message
 	by       string    // the sender (Sender.SetHolder), kept only for the message history
 }
+
+// size is the length of the message's encoding.
+func (pm *pendingMsg) size() int64 { return int64(len(pm.data)) + tailSize(pm.tail) }
+
+func tailSize(t message.BodyReader) int64 {
+	if t == nil {
+		return 0
+	}
+	return t.Size()
+}
+
+// tailReader is t as a store.Op.Tail (nil for none). The store does not
+// close it: its owner (the AMQP endpoint's spool) does, after the send.
+func tailReader(t message.BodyReader) store.DataReader {
+	if t == nil {
+		return nil
+	}
+	return bodyTail{t}
+}
+
+type bodyTail struct{ message.BodyReader }
+
+func (bodyTail) Close() error { return nil }
 
 // sendData is a pooled buffer for a message's encoding. A send takes one
 // per message and gives it back once the store commit has returned: the
@@ -215,7 +243,7 @@ func encodeSends(msgs []*message.Message, at time.Time, schedule bool, nowT time
 			return nil, 0, err
 		}
 		sd := sendDataPool.Get().(*sendData)
-		data, hs, err := message.AppendWithHeaderSize(sd.b[:0], m)
+		data, hs, err := message.AppendHead(sd.b[:0], m)
 		if err != nil {
 			return nil, 0, &Error{Kind: KindInvalidArgument, Msg: "cannot store message", Err: err}
 		}
@@ -224,8 +252,8 @@ func encodeSends(msgs []*message.Message, at time.Time, schedule bool, nowT time
 			return nil, 0, errorf(KindMessageTooLarge, "the message header and properties take %d bytes, over the %d-byte (64 KB) limit", hs, MaxHeaderSize)
 		}
 		pm.m = m
-		pm.data = data
-		total += int64(len(data))
+		pm.data, pm.tail = data, m.BodyTail
+		total += pm.size()
 		pm.ttl = int64(m.TTL)
 		pm.hasSess = m.HasSessionID()
 		st := at
@@ -317,7 +345,7 @@ func (q *entity) planSendLocked(pend []pendingMsg, total, now int64, forwarded b
 		if pm.drop {
 			continue
 		}
-		r := rec{seq: pm.seq, enq: now, size: int32(len(pm.data)), state: StateActive, hops: pm.hops}
+		r := rec{seq: pm.seq, enq: now, size: int32(pm.size()), state: StateActive, hops: pm.hops}
 		r.ttl = effectiveTTL(pm.ttl, s.defTTL)
 		if pm.sched != 0 {
 			r.enq, r.state, r.flags = pm.sched, StateScheduled, flagWasScheduled
@@ -369,7 +397,7 @@ func (q *entity) appendSendOps(s *queueSend, pend []pendingMsg, ops []store.Op, 
 		start := len(meta)
 		meta = appendMetaOpt(meta, SubQueueMain, &s.recs[j], mo)
 		ops = append(ops, store.Op{Kind: store.OpAppend, EntityID: q.id, Seq: uint64(pend[i].seq),
-			Meta: meta[start:len(meta):len(meta)], Data: pend[i].data})
+			Meta: meta[start:len(meta):len(meta)], Data: pend[i].data, Tail: tailReader(pend[i].tail)})
 		j++
 	}
 	return ops, meta

@@ -106,7 +106,7 @@ func (l *sendLimits) planLocked(s sendState, pend []pendingMsg, total, now int64
 func (l *sendLimits) check(pend []pendingMsg, total, stored, pending int64) error {
 	maxMsg := l.maxMessageKB * 1024
 	for i := range pend {
-		if n := int64(len(pend[i].data)); n > maxMsg {
+		if n := pend[i].size(); n > maxMsg {
 			return errorf(KindMessageTooLarge, "the message is %d bytes, over the %s's MaxMessageSizeInKilobytes limit of %d KB", n, l.kind, l.maxMessageKB)
 		}
 		if l.requiresSession && !pend[i].hasSess {

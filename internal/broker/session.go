@@ -709,7 +709,7 @@ func (r *Receiver) tryReceiveSession(max int) ([]*Delivery, error) {
 		}
 		out = append(out, q.takeSessionLocked(s, rc, r.mode, &ts, r.holder))
 	}
-	return q.deliverAndUnlock(SubQueueMain, r.mode, out, ts, now)
+	return q.deliverAndUnlock(SubQueueMain, r.mode, out, ts, now, r.stream)
 }
 
 // takeSessionLocked locks rc under s's lock (PeekLock) or marks it for
@@ -1149,6 +1149,7 @@ func (b *Broker) PeekSession(ctx context.Context, path, sessionID string, fromSe
 	}
 	q.touchLocked(now)
 	var snap []rec
+	stream, nstreamed := peekStream(ctx), 0
 	if s := q.ss.byID[sessionID]; s != nil && s.n > 0 && max > 0 {
 		seen := 0
 		q.mu.subs[SubQueueMain].idx.ascend(fromSeq, func(r *rec) bool {
@@ -1158,11 +1159,11 @@ func (b *Broker) PeekSession(ctx context.Context, path, sessionID string, fromSe
 			snap = append(snap, *r)
 			snap[len(snap)-1].until = 0 // a peek shows no lock
 			seen++
-			return len(snap) < max && seen < s.n
+			return peekMore(snap, max, stream, &nstreamed) && seen < s.n
 		})
 	}
 	q.mu.Unlock()
-	return q.peekDeliveries(snap, path)
+	return q.peekDeliveries(snap, path, stream)
 }
 
 // ReceiveDeferredInSession is ReceiveDeferred for session sessionID of
@@ -1235,5 +1236,5 @@ func (b *Broker) receiveDeferredSession(ctx context.Context, path, id string, ho
 		}
 		out = append(out, q.takeSessionLocked(s, r, mode, &ts, who))
 	}
-	return q.deliverAndUnlock(SubQueueMain, mode, out, ts, now)
+	return q.deliverAndUnlock(SubQueueMain, mode, out, ts, now, peekStream(ctx))
 }

@@ -109,7 +109,7 @@ func BenchmarkRouting(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		f.copies = f.copies[:0]
-		if refs := f.route(m, data, int64(i+1), t0.UnixNano(), false, 0); refs != 1 {
+		if refs := f.route(m, int64(len(data)), int64(i+1), t0.UnixNano(), false, 0); refs != 1 {
 			b.Fatalf("%d subscriptions matched, want 1", refs)
 		}
 	}

@@ -82,7 +82,7 @@ func (b *Broker) Inspect(ctx context.Context, path string, fromSeq int64, max in
 		})
 	}
 	q.mu.Unlock()
-	ds, err := q.peekDeliveries(snap, path)
+	ds, err := q.peekDeliveries(snap, path, 0)
 	for _, d := range ds {
 		d.LockHolder = holders[d.SequenceNumber]
 	}

@@ -251,6 +251,7 @@ func (b *Broker) CommitTxn(ctx context.Context, tx *Txn) error {
 		q.mu.Unlock()
 		defer q.inflight.Done()
 		ops = append(append(q.transitionOps(nil, plan.ts), plan.ops...), ops...)
+		defer closeTails(ops)
 	}
 	var garbage []int64
 	if q != nil && q.topic != nil {

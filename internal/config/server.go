@@ -82,6 +82,11 @@ type Server struct {
 	// whichever is smaller), a negative MinFreeBytes none.
 	MinFreeBytes   int64
 	MinFreePercent float64
+	// LargeMessageThreshold is the encoded size from which a message is
+	// stored in a blob file of its own rather than in the log (see
+	// ParseLargeMessageThreshold): 0 is the store's default (256 KiB), a
+	// negative value never.
+	LargeMessageThreshold int64
 
 	// Faults turns fault injection on (/$faults in the admin API): for
 	// tests only, never on unless asked for.
@@ -237,6 +242,8 @@ var serverSettings = []Setting{
 		parseBool, func(s *Server) *bool { return &s.TestClock }),
 	settingPair("min-free-disk", "BUSBAR_MIN_FREE_DISK", "auto", `free disk space below which new messages and entities are refused, so settlements still succeed: a size ("2GiB", "500MB"), a share of the disk ("10%"), "auto" (1 GiB or 5 %, whichever is smaller) or 0 (off)`,
 		ParseMinFreeDisk, func(s *Server) (*int64, *float64) { return &s.MinFreeBytes, &s.MinFreePercent }),
+	setting("large-message-threshold", "BUSBAR_LARGE_MESSAGE_THRESHOLD", "256KiB", `messages at least this large (encoded) are stored each in a file of its own, outside the log, which compaction never copies: a size ("1MiB", "300KB"), or 0 (never)`,
+		ParseLargeMessageThreshold, func(s *Server) *int64 { return &s.LargeMessageThreshold }),
 	setting("tier", "BUSBAR_TIER", "", "enforce a Service Bus tier's limits and report its MessagingSKU: basic, standard or premium; empty: Standard's features without its quotas (messages up to 100 MB per entity, any number of entities)",
 		lower, func(s *Server) *string { return &s.Tier }),
 	setting("namespace-per-key-name", "BUSBAR_NAMESPACE_PER_KEY_NAME", "false", "a SharedAccessKeyName that is not a policy selects its own namespace, created on first use with the default namespace's Config.json entities (tokens signed with the default namespace's first Manage key): parallel test runs isolate themselves by the key name",
@@ -624,6 +631,46 @@ func (s Server) PolicyList() ([]PolicySpec, error) {
 	return out, nil
 }
 
+// ParseLargeMessageThreshold reads --large-message-threshold: a size
+// ("1MiB", "300KB", a number of bytes), at least 1 KiB and at most
+// 1 GiB, or 0 (off: -1).
+func ParseLargeMessageThreshold(v string) (int64, error) {
+	t := strings.ToLower(strings.TrimSpace(v))
+	if t == "0" || t == "off" {
+		return -1, nil
+	}
+	n, ok := parseSize(t)
+	if !ok || n < 1<<10 || n > 1<<30 {
+		return 0, fmt.Errorf(`%q is not a size from 1KiB to 1GiB ("256KiB", "1MB") or 0`, v)
+	}
+	return n, nil
+}
+
+// parseSize reads a byte count with an optional unit (KiB, MB, …; a
+// lower-case t).
+func parseSize(t string) (int64, bool) {
+	units := []struct {
+		suffix string
+		mult   float64
+	}{
+		{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}, {"tib", 1 << 40},
+		{"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9}, {"tb", 1e12},
+		{"k", 1 << 10}, {"m", 1 << 20}, {"g", 1 << 30}, {"t", 1 << 40}, {"b", 1},
+	}
+	mult := 1.0
+	for _, u := range units {
+		if num, ok := strings.CutSuffix(t, u.suffix); ok {
+			t, mult = strings.TrimSpace(num), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseFloat(t, 64)
+	if err != nil || !(n >= 0 && n*mult <= 1<<62) { // NaN and Inf too
+		return 0, false
+	}
+	return int64(n * mult), true
+}
+
 // ParseMinFreeDisk reads a low-disk watermark: "auto" (0, 0: the store's
 // default, 1 GiB or 5 % of the disk, whichever is smaller), "0" or "off"
 // (bytes -1: none), a percentage of the disk ("10%"), or a size in bytes
@@ -644,27 +691,12 @@ func ParseMinFreeDisk(v string) (bytes int64, percent float64, err error) {
 		}
 		return 0, p, nil
 	}
-	units := []struct {
-		suffix string
-		mult   float64
-	}{
-		{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}, {"tib", 1 << 40},
-		{"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9}, {"tb", 1e12},
-		{"k", 1 << 10}, {"m", 1 << 20}, {"g", 1 << 30}, {"t", 1 << 40}, {"b", 1},
-	}
-	mult := 1.0
-	for _, u := range units {
-		if num, ok := strings.CutSuffix(t, u.suffix); ok {
-			t, mult = strings.TrimSpace(num), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseFloat(t, 64)
-	if err != nil || !(n >= 0 && n*mult <= 1<<62) { // NaN and Inf too
+	n, ok := parseSize(t)
+	if !ok {
 		return 0, 0, fmt.Errorf(`%q is not a size ("2GiB", "500MB"), a percentage ("10%%"), "auto" or 0`, v)
 	}
 	if n == 0 {
 		return -1, 0, nil
 	}
-	return int64(n * mult), 0, nil
+	return n, 0, nil
 }

@@ -24,6 +24,7 @@ func TestDefaultServer(t *testing.T) {
 		MaxSessions: 256, MaxUnauthenticatedConnections: 64, AuthTimeout: time.Minute, HandshakeTimeout: 10 * time.Second, MaxUnsettledPerLink: 5000,
 		MaxNamespaces: DefaultMaxNamespaces,
 		History:       "off", HistorySampleEvery: 100, HistoryMessages: 1000, HistoryWindow: time.Hour, HistoryMaxBytes: 64 << 20,
+		LargeMessageThreshold: 256 << 10,
 	}
 	if s != want {
 		t.Errorf("got %+v, want %+v", s, want)
@@ -68,6 +69,7 @@ func TestServerFromEnv(t *testing.T) {
 		MaxSessions: 256, MaxUnauthenticatedConnections: 64, AuthTimeout: time.Minute, HandshakeTimeout: 10 * time.Second, MaxUnsettledPerLink: 5000,
 		MaxNamespaces: DefaultMaxNamespaces,
 		History:       "off", HistorySampleEvery: 100, HistoryMessages: 1000, HistoryWindow: time.Hour, HistoryMaxBytes: 64 << 20,
+		LargeMessageThreshold: 256 << 10,
 	}
 	if s != want {
 		t.Errorf("got %+v\nwant %+v", s, want)
@@ -300,6 +302,22 @@ func TestHistorySettings(t *testing.T) {
 	for name, v := range map[string]string{"history": "sometimes", "history-sample-every": "0", "history-messages": "-1", "history-window": "0s", "history-max-bytes": "10KiB"} {
 		if err := s.Set(name, v); err == nil {
 			t.Errorf("%s=%s accepted", name, v)
+		}
+	}
+}
+
+func TestParseLargeMessageThreshold(t *testing.T) {
+	for in, want := range map[string]int64{"0": -1, "off": -1, "256KiB": 256 << 10, "1MB": 1e6, "4096": 4096, "1GiB": 1 << 30,
+		"512": 0, "2GiB": 0, "-1": 0, "big": 0} {
+		got, err := ParseLargeMessageThreshold(in)
+		if want == 0 {
+			if err == nil {
+				t.Errorf("%q: no error", in)
+			}
+			continue
+		}
+		if err != nil || got != want {
+			t.Errorf("%q: %d, %v; want %d", in, got, err, want)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"syscall"
@@ -74,4 +75,17 @@ func (s *Set) Armed(op Op) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.armed[op] > 0
+}
+
+// OpenData passes the wrapped store's streaming reads on.
+func (f *faultyStore) OpenData(entityID, seq uint64) (store.DataReader, error) {
+	return store.OpenData(f.Store, entityID, seq)
+}
+
+// NewSpool passes the wrapped store's spools on.
+func (f *faultyStore) NewSpool() (store.Spool, error) {
+	if sp, ok := f.Store.(store.Spooler); ok {
+		return sp.NewSpool()
+	}
+	return nil, errors.New("faults: the store has no spools")
 }

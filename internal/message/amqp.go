@@ -8,7 +8,10 @@ package message
 // the wire is stored, and delivered back, as the same Go value.
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -476,4 +479,109 @@ func sortAnnotations(ma []annotation) {
 			ma[j], ma[j-1] = ma[j-1], ma[j]
 		}
 	}
+}
+
+// ErrNotStreamable is DecodeAMQPHead's answer for a message whose body it
+// cannot leave where it is: its body is not data sections running to the
+// end of the message (an amqp-value or amqp-sequence body, a footer), or
+// its sections before the body do not fit in the head. Decode it whole.
+var ErrNotStreamable = errors.New("message: the body cannot be left out")
+
+// DecodeAMQPHead decodes an encoded AMQP message of total bytes, all of
+// them in r (offsets from 0) and its first ones also in head, without
+// reading its body into memory: out gets every section but the body, as
+// DecodeAMQP decodes them (Body nil), and the body, data sections that
+// run to the end of the message, is [bodyOff, total) of r. It reads only
+// the body sections' headers from r. It fails with ErrNotStreamable for
+// a message it cannot do so for, and with DecodeAMQP's errors for a
+// malformed one.
+func DecodeAMQPHead(out *Message, head []byte, total int64, r io.ReaderAt) (bodyOff int64, err error) {
+	var rd encoding.Reader
+	rd.Reset(head)
+	for {
+		if rd.Len() == 0 {
+			return 0, ErrNotStreamable // no body section begins in head
+		}
+		start := rd.Offset()
+		code, name, err := rd.ReadDescriptor()
+		if err != nil || name != "" {
+			return 0, ErrNotStreamable
+		}
+		if code == frames.DescriptorData {
+			bodyOff = int64(start)
+			break
+		}
+		if code >= frames.DescriptorData {
+			return 0, ErrNotStreamable // another body type, or a footer and no body
+		}
+		if err := rd.Skip(); err != nil {
+			return 0, ErrNotStreamable
+		}
+	}
+	if err := DecodeAMQP(out, head[:bodyOff]); err != nil {
+		return 0, err
+	}
+	if err := walkDataSections(r, bodyOff, total); err != nil {
+		*out = Message{}
+		return 0, err
+	}
+	out.Body = nil
+	return bodyOff, nil
+}
+
+// walkDataSections checks that [pos, total) of r is data sections and
+// nothing else, reading only their headers (through a window, so that
+// many small sections cost few reads).
+func walkDataSections(r io.ReaderAt, pos, total int64) error {
+	var win []byte
+	var winOff int64
+	// at returns the bytes of r from p on, at least n of them if r has
+	// them.
+	at := func(p int64, n int) ([]byte, error) {
+		if p >= winOff && p+int64(n) <= winOff+int64(len(win)) {
+			return win[p-winOff:], nil
+		}
+		if cap(win) == 0 {
+			win = make([]byte, 64<<10)
+		}
+		win = win[:min(int64(cap(win)), total-p)]
+		k, err := r.ReadAt(win, p)
+		if k < len(win) {
+			if err == nil || err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		winOff = p
+		return win, nil
+	}
+	for pos < total {
+		h, err := at(pos, int(min(12, total-pos)))
+		if err != nil {
+			return err
+		}
+		var n int // descriptor length
+		switch {
+		case len(h) >= 3 && h[0] == 0 && h[1] == 0x53 && h[2] == byte(frames.DescriptorData):
+			n = 3
+		case len(h) >= 10 && h[0] == 0 && h[1] == 0x80 && binary.BigEndian.Uint64(h[2:]) == frames.DescriptorData:
+			n = 10
+		default:
+			return ErrNotStreamable
+		}
+		var size, hl int64
+		switch {
+		case len(h) >= n+2 && h[n] == 0xa0:
+			size, hl = int64(h[n+1]), int64(n+2)
+		case len(h) >= n+5 && h[n] == 0xb0:
+			size, hl = int64(binary.BigEndian.Uint32(h[n+1:])), int64(n+5)
+		default:
+			return ErrNotStreamable
+		}
+		if pos+hl+size > total {
+			return errors.New("message: a data section runs past the end of the message")
+		}
+		pos += hl + size
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package message
 
 import (
+	"bytes"
 	"reflect"
 	"strings"
 	"testing"
@@ -150,4 +151,59 @@ func normalize(m *Message) {
 	}
 	m.TTL = 0
 	m.AbsoluteExpiryTime = time.Time{}
+}
+
+// FuzzDecodeAMQPHead checks DecodeAMQPHead against DecodeAMQP on every
+// message and every cut of it: what it decodes, the whole message decodes
+// to the same fields with the body it points at; it never accepts a
+// message DecodeAMQP refuses. The corpus is in
+// testdata/fuzz/FuzzDecodeAMQPHead.
+func FuzzDecodeAMQPHead(f *testing.F) {
+	data := func(bodies ...[]byte) []byte {
+		var b encoding.Buffer
+		for _, d := range bodies {
+			b.WriteDescriptor(frames.DescriptorData)
+			b.WriteBinary(d)
+		}
+		return b.Bytes()
+	}
+	withProps, err := (&frames.Properties{MessageID: "id"}).AppendAMQP(nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	var ap encoding.Buffer
+	ap.WriteDescriptor(frames.DescriptorApplicationProperties)
+	if err := ap.WriteStringMap(map[string]any{"k": "v"}); err != nil {
+		f.Fatal(err)
+	}
+	var value encoding.Buffer
+	value.WriteDescriptor(frames.DescriptorAMQPValue)
+	value.WriteString("an amqp-value body")
+	for _, b := range [][]byte{
+		data([]byte("hello")),
+		append(append(withProps, ap.Bytes()...), data([]byte("a"), bytes.Repeat([]byte("b"), 300))...),
+		append(withProps, value.Bytes()...),
+	} {
+		f.Add(b, uint16(len(b)/2))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, cut uint16) {
+		k := min(int(cut), len(data))
+		var head Message
+		off, err := DecodeAMQPHead(&head, data[:k], int64(len(data)), bytes.NewReader(data))
+		var whole Message
+		werr := DecodeAMQP(&whole, bytes.Clone(data))
+		if err != nil {
+			return
+		}
+		if werr != nil {
+			t.Fatalf("DecodeAMQPHead accepts what DecodeAMQP refuses: %v", werr)
+		}
+		if !bytes.Equal(data[off:], whole.Body) || whole.Footer != nil {
+			t.Fatalf("the body DecodeAMQPHead points at (%d bytes at %d) is not the message's", len(data)-int(off), off)
+		}
+		whole.Body = nil
+		if head.Body != nil || !reflect.DeepEqual(&head, &whole) {
+			t.Fatalf("DecodeAMQPHead disagrees with DecodeAMQP:\n%+v\n%+v", head, whole)
+		}
+	})
 }

@@ -171,11 +171,37 @@ func (m *Message) AppendBinary(b []byte) ([]byte, error) {
 // AppendWithHeaderSize appends the encoding of m to b like AppendBinary and
 // also returns m's HeaderSize, computing it only once.
 func AppendWithHeaderSize(b []byte, m *Message) ([]byte, int, error) {
+	if m.BodyTail != nil {
+		return b, 0, ErrBodyTail
+	}
 	hs, err := m.headerSize()
 	if err != nil {
 		return b, 0, err
 	}
 	return m.appendBinary(b, hs), hs, nil
+}
+
+// ErrBodyTail is the refusal of an encoder that needs the body in memory
+// to encode a message whose body is a BodyTail.
+var ErrBodyTail = errors.New("message: the body is not in memory")
+
+// AppendHead appends the record of m as AppendWithHeaderSize does, except
+// that for a message with a BodyTail it stops before the body's bytes:
+// the record is what it appends followed by the BodyTail's bytes.
+func AppendHead(b []byte, m *Message) ([]byte, int, error) {
+	hs, err := m.headerSize()
+	if err != nil {
+		return b, 0, err
+	}
+	return m.appendBinary(b, hs), hs, nil
+}
+
+// bodyLen is the length of m's body, in Body or BodyTail.
+func (m *Message) bodyLen() int64 {
+	if m.BodyTail != nil {
+		return m.BodyTail.Size()
+	}
+	return int64(len(m.Body))
 }
 
 func (m *Message) appendBinary(b []byte, hs int) []byte {
@@ -240,6 +266,8 @@ func (m *Message) appendBinary(b []byte, hs int) []byte {
 	}
 	if len(m.Body) > 0 {
 		b = appendBytes(b, m.Body)
+	} else if n := m.bodyLen(); n > 0 {
+		b = binary.AppendUvarint(b, uint64(n)) // the BodyTail's bytes follow
 	}
 	return b
 }
@@ -308,7 +336,7 @@ func (m *Message) presence() uint64 {
 	if len(m.ApplicationProperties) > 0 {
 		p |= fApplicationProperties
 	}
-	if len(m.Body) > 0 {
+	if m.bodyLen() > 0 {
 		p |= fBody
 	}
 	if len(m.DeliveryAnnotations) > 0 {
@@ -449,6 +477,46 @@ func (m *Message) unmarshal(data []byte, shared bool) error {
 	return nil
 }
 
+// ErrShortHead is UnmarshalHead's answer when head ends before the body
+// does begin: the caller reads more of the record and tries again.
+var ErrShortHead = errors.New("message: the record's head is longer than the bytes given")
+
+// UnmarshalHead decodes every field of a record but its Body from head,
+// the first bytes of a record of total bytes, and says where the body's
+// bytes are in the record: [bodyOff, bodyOff+bodyLen). The Body is last in
+// the record, so a large message's properties are read without its body
+// (which a receiver is then sent straight from the store). The message's
+// byte slices alias head. If head is too short it fails with
+// ErrShortHead.
+func UnmarshalHead(head []byte, total int64) (m *Message, bodyOff, bodyLen int64, err error) {
+	m = new(Message)
+	d := decoder{b: head, shared: true}
+	p, err := d.presence()
+	if err == nil {
+		d.header(m, p)
+		d.properties(m, p)
+		d.sectionsButBody(m, p)
+		if p&fBody != 0 {
+			bodyLen = int64(d.uvarint())
+		}
+	}
+	if err == nil {
+		err = d.err
+	}
+	if err != nil {
+		if int64(len(head)) < total {
+			return nil, 0, 0, ErrShortHead
+		}
+		return nil, 0, 0, err
+	}
+	bodyOff = int64(len(head) - len(d.b))
+	if bodyLen < 0 || bodyOff+bodyLen != total {
+		return nil, 0, 0, fmt.Errorf("%w: body of %d bytes at %d in a record of %d", ErrCorrupt, bodyLen, bodyOff, total)
+	}
+	m.canonical()
+	return m, bodyOff, bodyLen, nil
+}
+
 // presence reads the version byte and the presence bits that follow it,
 // refusing bits the version does not know.
 func (d *decoder) presence() (uint64, error) {
@@ -536,6 +604,14 @@ func (d *decoder) properties(m *Message, p uint64) {
 // sections decodes the application properties, delivery annotations,
 // footer and body present in p.
 func (d *decoder) sections(m *Message, p uint64) {
+	d.sectionsButBody(m, p)
+	if p&fBody != 0 {
+		m.Body = d.bytes()
+	}
+}
+
+// sectionsButBody decodes the sections before the body.
+func (d *decoder) sectionsButBody(m *Message, p uint64) {
 	if p&fApplicationProperties != 0 {
 		m.ApplicationProperties = nilIfEmpty(d.stringMap(0))
 	}
@@ -544,9 +620,6 @@ func (d *decoder) sections(m *Message, p uint64) {
 	}
 	if p&fFooter != 0 {
 		m.Footer = d.bytes()
-	}
-	if p&fBody != 0 {
-		m.Body = d.bytes()
 	}
 }
 

@@ -391,3 +391,97 @@ func cpuTime() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// FuzzUnmarshalHead checks UnmarshalHead against Unmarshal on every
+// record and every cut of it: a long enough head decodes the same fields,
+// and the body it points at is the body; a shorter one asks for more
+// (ErrShortHead) or fails as the whole record does. The corpus is in
+// testdata/fuzz/FuzzUnmarshalHead.
+func FuzzUnmarshalHead(f *testing.F) {
+	good, _ := Marshal(full())
+	f.Add(good, uint16(40))
+	v2, _ := Marshal(fullV2())
+	f.Add(v2, uint16(7))
+	f.Add([]byte{1, 0}, uint16(1))
+	f.Fuzz(func(t *testing.T, data []byte, cut uint16) {
+		k := min(int(cut), len(data))
+		m, off, n, err := UnmarshalHead(data[:k], int64(len(data)))
+		whole, werr := Unmarshal(data)
+		if err != nil {
+			if errors.Is(err, ErrShortHead) {
+				if k == len(data) {
+					t.Fatal("ErrShortHead for the whole record")
+				}
+				return
+			}
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("error %v is neither ErrShortHead nor ErrCorrupt", err)
+			}
+			if werr == nil {
+				t.Fatalf("head fails (%v) where the whole record decodes", err)
+			}
+			return
+		}
+		if werr != nil {
+			t.Fatalf("head decodes where the whole record fails: %v", werr)
+		}
+		body := data[off : off+n]
+		if len(body) == 0 {
+			body = nil
+		}
+		if !bytes.Equal(body, whole.Body) {
+			t.Fatal("the body UnmarshalHead points at is not the record's")
+		}
+		whole.Body = nil
+		if !reflect.DeepEqual(m, whole) && !hasNaN(whole) {
+			t.Fatalf("UnmarshalHead disagrees with Unmarshal:\n%+v\n%+v", m, whole)
+		}
+	})
+}
+
+func TestUnmarshalHeadLargeBody(t *testing.T) {
+	m := full()
+	m.Body = bytes.Repeat([]byte("body"), 100000)
+	rec, err := Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := UnmarshalHead(rec[:10], int64(len(rec))); !errors.Is(err, ErrShortHead) {
+		t.Fatalf("short head: %v", err)
+	}
+	h, off, n, err := UnmarshalHead(rec[:4096], int64(len(rec)))
+	if err != nil || n != int64(len(m.Body)) || !bytes.Equal(rec[off:], m.Body) || h.Body != nil || h.MessageID != m.MessageID {
+		t.Fatalf("UnmarshalHead: %v, %d at %d", err, n, off)
+	}
+}
+
+// TestAppendHead: a message whose body is a BodyTail encodes as the head
+// AppendHead writes followed by the body's bytes, the same record as with
+// the body in memory; the encoders that need the body refuse it.
+func TestAppendHead(t *testing.T) {
+	m := full()
+	body := bytes.Repeat([]byte("tail"), 5000)
+	m.Body = body
+	want, err := Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Body, m.BodyTail = nil, bytes.NewReader(body)
+	head, hs, err := AppendHead(nil, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Unmarshal(append(head, body...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w, _ := Unmarshal(want); len(head)+len(body) != len(want) || !reflect.DeepEqual(got, w) {
+		t.Fatal("head + body is not the record") // (map order may differ byte-wise)
+	}
+	if whs, _ := full().HeaderSize(); hs != whs {
+		t.Fatalf("header size %d, want %d", hs, whs)
+	}
+	if _, err := Marshal(m); !errors.Is(err, ErrBodyTail) {
+		t.Fatalf("Marshal of a message with a BodyTail: %v", err)
+	}
+}

@@ -135,6 +135,19 @@ type Message struct {
 
 	// Body is the encoded body section(s), opaque.
 	Body []byte
+
+	// BodyTail, if set, holds the body instead of Body (which is nil): a
+	// large message kept on disk as it arrived (DecodeAMQPHead). The
+	// broker stores it as the tail of the record AppendHead encodes;
+	// Marshal and the other encoders that need the body in memory refuse
+	// such a message with ErrBodyTail.
+	BodyTail BodyReader
+}
+
+// BodyReader is a body that is not in memory (Message.BodyTail).
+type BodyReader interface {
+	ReadAt(p []byte, off int64) (int, error)
+	Size() int64
 }
 
 // HasSessionID reports whether the sender gave a session id, possibly

@@ -29,6 +29,8 @@ func newAMQPServer(reg *nsRegistry, tracer trace.Tracer, o Options, log *slog.Lo
 		Logger:   log.With("component", "servicebus"),
 
 		MaxUnsettledPerLink: o.MaxUnsettledPerLink,
+		StreamFrom:          o.LargeMessageThreshold,
+		MaxSpoolBytes:       o.MaxSpoolBytes,
 		Faults:              def.faults,
 	}
 	if reg.multi() {

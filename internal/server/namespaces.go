@@ -142,7 +142,8 @@ func (r *nsRegistry) open(ctx context.Context, name, dir string, entities *confi
 		n.store = memstore.New()
 	} else {
 		fs, err := filestore.Open(filestore.Options{Dir: dir, Salvage: o.Salvage, Logger: log.With("component", "store"),
-			MinFreeBytes: o.MinFreeBytes, MinFreePercent: o.MinFreePercent, SegmentSize: o.SegmentSize, SyncObserver: n.metrics})
+			MinFreeBytes: o.MinFreeBytes, MinFreePercent: o.MinFreePercent, SegmentSize: o.SegmentSize, SyncObserver: n.metrics,
+			BlobThreshold: int(o.LargeMessageThreshold)})
 		if err != nil {
 			return nil, fmt.Errorf("open data directory %s: %w", dir, err)
 		}

@@ -90,6 +90,9 @@ type Options struct {
 
 	// SegmentSize is the store's log segment size; 0 means its default.
 	SegmentSize int64
+	// MaxSpoolBytes bounds the large incoming messages spooled to disk at
+	// once (servicebus.Config.MaxSpoolBytes); 0 means its default.
+	MaxSpoolBytes int64
 
 	Logger *slog.Logger // nil discards
 	Clock  clock.Clock  // nil means the wall clock

@@ -20,7 +20,13 @@ import (
 	"github.com/busbarmq/busbar/internal/version"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(childBrokerEnv); dir != "" {
+		childBroker(dir) // the broker process of TestLargeMessageMemory
+		return
+	}
+	goleak.VerifyTestMain(m)
+}
 
 func start(t *testing.T, o Options) *Server {
 	t.Helper()

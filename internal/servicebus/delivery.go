@@ -40,3 +40,28 @@ func encodeDelivery(d *broker.Delivery, opts deliveryOpts) ([]byte, error) {
 	}
 	return message.AppendAMQP(make([]byte, 0, 320+len(d.Message.Body)), d.Message, &s)
 }
+
+// encodeDeliveryHead is encodeDelivery for a delivery whose body may be
+// streamed (d.Body): then head is the message up to its body and trailer
+// its footer, to be sent around the body's bytes; otherwise head is the
+// whole message.
+func encodeDeliveryHead(d *broker.Delivery, opts deliveryOpts) (head, trailer []byte, err error) {
+	if d.Body == nil {
+		head, err = encodeDelivery(d, opts)
+		return head, nil, err
+	}
+	m := *d.Message
+	m.Body, m.Footer = nil, nil
+	sent := *d
+	sent.Message = &m
+	head, err = encodeDelivery(&sent, opts)
+	return head, d.Message.Footer, err
+}
+
+// closeBody closes the streamed body of a delivery that is not sent.
+func closeBody(d *broker.Delivery) {
+	if d.Body != nil {
+		d.Body.Close()
+		d.Body = nil
+	}
+}

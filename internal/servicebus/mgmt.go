@@ -2,6 +2,7 @@ package servicebus
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"strings"
 	"time"
@@ -220,6 +221,10 @@ func (c *conn) peek(ctx context.Context, path string, b body) (*response, error)
 		return nil, err
 	}
 	var ds []*broker.Delivery
+	if !omitBody && c.h.streamFrom > 0 {
+		// Large messages' bodies go out from the store (peekParts).
+		ctx = broker.WithStreamedBodies(ctx, c.h.streamFrom)
+	}
 	if holder != nil || sid != "" {
 		ds, err = c.ns().Broker.PeekSession(ctx, path, sid, from, int(min(count, 1<<20)))
 	} else {
@@ -230,6 +235,11 @@ func (c *conn) peek(ctx context.Context, path string, b body) (*response, error)
 	}
 	if len(ds) == 0 {
 		return noContent(), nil
+	}
+	for _, d := range ds {
+		if d.Body != nil {
+			return peekParts(ds, deliveryOpts{}, false)
+		}
 	}
 	list := make([]any, 0, len(ds))
 	for _, d := range ds {
@@ -247,6 +257,104 @@ func (c *conn) peek(ctx context.Context, path string, b body) (*response, error)
 		list = append(list, encoding.Map{{Key: "message", Value: p}})
 	}
 	return ok(encoding.Map{{Key: "messages", Value: list}}), nil
+}
+
+// peekParts is the peek (or receive-by-sequence-number, withToken)
+// response for deliveries some of which carry their body as a stream
+// (broker.WithStreamedBodies): the same amqp-value, {messages: [{message:
+// binary}, ...]} ({lock-token: uuid, message: binary} withToken), written
+// out here with 32-bit sizes so that it can be cut around each streamed
+// body, which the endpoint then reads a frame at a time (amqp.Part).
+func peekParts(ds []*broker.Delivery, opts deliveryOpts, withToken bool) (resp *response, err error) {
+	items := make([]peekItem, len(ds))
+	defer func() {
+		if err != nil {
+			for _, d := range ds {
+				closeBody(d)
+			}
+		}
+	}()
+	const (
+		keyMessage   = "message"
+		keyMessages  = "messages"
+		keyLockToken = "lock-token"
+	)
+	// The lock-token entry of an item: str8 key, uuid value.
+	tokenEntry := 0
+	if withToken {
+		tokenEntry = 2 + len(keyLockToken) + 17
+	}
+	var listSize int64 = 4 // the list's count
+	for i, d := range ds {
+		head, trailer, err := encodeDeliveryHead(d, opts)
+		if err != nil {
+			return nil, err
+		}
+		items[i] = peekItem{head: head, trailer: trailer, body: d.Body}
+		// map32 {str8 "message": vbin32} (and the lock token)
+		listSize += 1 + 4 + 4 + int64(tokenEntry) + (2 + int64(len(keyMessage))) + 5 + items[i].len()
+	}
+	var cur []byte
+	cur = append(cur, 0x00, 0x53, byte(frames.DescriptorAMQPValue))
+	outer := 4 + (2 + int64(len(keyMessages))) + 1 + 4 + listSize
+	if outer > 1<<32-1 {
+		return nil, &broker.Error{Kind: broker.KindMessageTooLarge, Msg: "The peeked messages take more than 4 GB; peek fewer at once."}
+	}
+	cur = append(cur, 0xd1)
+	cur = binary.BigEndian.AppendUint32(cur, uint32(outer))
+	cur = binary.BigEndian.AppendUint32(cur, 2)
+	cur = append(cur, 0xa1, byte(len(keyMessages)))
+	cur = append(cur, keyMessages...)
+	cur = append(cur, 0xd0)
+	cur = binary.BigEndian.AppendUint32(cur, uint32(listSize))
+	cur = binary.BigEndian.AppendUint32(cur, uint32(len(items)))
+	resp = &response{status: statusOK, desc: "OK"}
+	for i, it := range items {
+		cur = append(cur, 0xd1)
+		cur = binary.BigEndian.AppendUint32(cur, uint32(int64(4+tokenEntry+2+len(keyMessage)+5)+it.len()))
+		if withToken {
+			cur = binary.BigEndian.AppendUint32(cur, 4)
+			cur = append(cur, 0xa1, byte(len(keyLockToken)))
+			cur = append(cur, keyLockToken...)
+			cur = append(cur, 0x98) // uuid
+			cur = append(cur, ds[i].LockToken[:]...)
+		} else {
+			cur = binary.BigEndian.AppendUint32(cur, 2)
+		}
+		cur = append(cur, 0xa1, byte(len(keyMessage)))
+		cur = append(cur, keyMessage...)
+		cur = append(cur, 0xb0)
+		cur = binary.BigEndian.AppendUint32(cur, uint32(it.len()))
+		cur = append(cur, it.head...)
+		if it.body == nil {
+			continue
+		}
+		if resp.raw == nil {
+			resp.raw = cur
+		} else {
+			resp.parts = append(resp.parts, amqp.Part{Bytes: cur})
+		}
+		resp.parts = append(resp.parts, amqp.Part{Stream: it.body, Len: it.body.Len()})
+		cur = append([]byte(nil), it.trailer...)
+	}
+	resp.parts = append(resp.parts, amqp.Part{Bytes: cur})
+	return resp, nil
+}
+
+// peekItem is one message of peekParts: its encoding up to the body
+// (the whole of it without a streamed body), the body and the rest.
+type peekItem struct {
+	head, trailer []byte
+	body          *broker.BodyStream
+}
+
+// len is the length of the encoded message: head, body, trailer.
+func (it *peekItem) len() int64 {
+	n := int64(len(it.head) + len(it.trailer))
+	if it.body != nil {
+		n += it.body.Len()
+	}
+	return n
 }
 
 // receiveBySequence: sequence-numbers (array of long),
@@ -275,6 +383,10 @@ func (c *conn) receiveBySequence(ctx context.Context, path string, b body) (*res
 		link = "$management"
 	}
 	ctx = broker.WithLockHolder(ctx, "link "+link+" on connection "+c.containerOrAddr())
+	if c.h.streamFrom > 0 {
+		// Large messages' bodies go out from the store (peekParts).
+		ctx = broker.WithStreamedBodies(ctx, c.h.streamFrom)
+	}
 	var ds []*broker.Delivery
 	switch {
 	case holder != nil:
@@ -290,9 +402,18 @@ func (c *conn) receiveBySequence(ctx context.Context, path string, b body) (*res
 	if len(ds) == 0 {
 		return noContent(), nil
 	}
+	opts := deliveryOpts{locked: mode == broker.PeekLock, lockTokenAnnotation: true}
+	for _, d := range ds {
+		if d.Body != nil {
+			for _, d := range ds {
+				c.h.traceDeliver(path, d, nil)
+			}
+			return peekParts(ds, opts, true)
+		}
+	}
 	list := make([]any, 0, len(ds))
 	for _, d := range ds {
-		p, err := encodeDelivery(d, deliveryOpts{locked: mode == broker.PeekLock, lockTokenAnnotation: true})
+		p, err := encodeDelivery(d, opts)
 		if err != nil {
 			return nil, err
 		}

@@ -116,6 +116,7 @@ func (c *conn) attachReceiver(l *amqp.OutgoingLink, a address) error {
 		return c.refuse("attach", a.path(), err)
 	}
 	r.SetHolder(c.lockHolder(l))
+	r.StreamBodies(c.h.streamFrom)
 	rl := c.newReceiverLink(l, r.Path(), mode)
 	rl.r = r
 	rl.held.Store(r)
@@ -251,6 +252,7 @@ func (rl *receiverLink) send(ds []*broker.Delivery) bool {
 				case faults.DropFrame:
 					// Never sent: the message stays locked until its
 					// lock expires, as if the transfer were lost.
+					closeBody(d)
 					continue
 				case faults.Detach:
 					rl.unsent(ds[i:])
@@ -263,7 +265,7 @@ func (rl *receiverLink) send(ds []*broker.Delivery) bool {
 				}
 			}
 		}
-		payload, err := encodeDelivery(d, deliveryOpts{locked: rl.peekLock, lockTokenAnnotation: rl.peekLock})
+		payload, trailer, err := encodeDeliveryHead(d, deliveryOpts{locked: rl.peekLock, lockTokenAnnotation: rl.peekLock})
 		if err == nil {
 			od := new(struct { // the delivery and its tag in one allocation
 				d   amqp.OutgoingDelivery
@@ -271,6 +273,12 @@ func (rl *receiverLink) send(ds []*broker.Delivery) bool {
 			})
 			putDotNetGUID(&od.tag, [16]byte(d.LockToken))
 			od.d = amqp.OutgoingDelivery{Tag: od.tag[:], Payload: payload, Settled: !rl.peekLock}
+			if d.Body != nil {
+				// Sent from the store a frame at a time; the endpoint
+				// closes it.
+				od.d.Parts = []amqp.Part{{Stream: d.Body, Len: d.Body.Len()}, {Bytes: trailer}}
+				d.Body = nil
+			}
 			if rl.peekLock {
 				// Tracked before Send: the client may dispose of it at once.
 				if stale := rl.track(&od.d, d); stale != nil {
@@ -278,8 +286,15 @@ func (rl *receiverLink) send(ds []*broker.Delivery) bool {
 				}
 			}
 			err = rl.l.Send(&od.d)
-			if err != nil && rl.peekLock {
-				rl.untrack(&od.d)
+			if err != nil {
+				for _, p := range od.d.Parts {
+					if p.Stream != nil {
+						p.Stream.Close()
+					}
+				}
+				if rl.peekLock {
+					rl.untrack(&od.d)
+				}
 			}
 		}
 		rl.c.h.traceDeliver(rl.path, d, err)
@@ -300,6 +315,7 @@ func (rl *receiverLink) send(ds []*broker.Delivery) bool {
 // receive-and-delete mode they are already gone from the entity.
 func (rl *receiverLink) unsent(ds []*broker.Delivery) {
 	for _, d := range ds {
+		closeBody(d)
 		if !rl.peekLock {
 			rl.c.log.Warn("receive-and-delete message lost: the link closed before it was sent",
 				"entity", rl.path, "seq", d.SequenceNumber)

@@ -22,8 +22,24 @@ type replyLink struct {
 	node address
 
 	mu      sync.Mutex
-	pending [][]byte // replies waiting for credit
+	pending []pendingReply // replies waiting for credit
 	gone    bool
+}
+
+// pendingReply is an encoded reply: payload, then parts (a peek of large
+// messages streams their bodies; see peekParts).
+type pendingReply struct {
+	payload []byte
+	parts   []amqp.Part
+}
+
+// closeParts closes the streams of parts that will not be sent.
+func closeParts(parts []amqp.Part) {
+	for _, p := range parts {
+		if p.Stream != nil {
+			p.Stream.Close()
+		}
+	}
 }
 
 // attachReply accepts a reply link and registers it for routing.
@@ -37,6 +53,9 @@ func (c *conn) attachReply(l *amqp.OutgoingLink, a address) {
 	}
 	l.OnDetach = func(error, []*amqp.OutgoingDelivery) {
 		rl.mu.Lock()
+		for _, p := range rl.pending {
+			closeParts(p.parts)
+		}
 		rl.gone, rl.pending = true, nil
 		rl.mu.Unlock()
 		c.mu.Lock()
@@ -49,13 +68,18 @@ func (c *conn) attachReply(l *amqp.OutgoingLink, a address) {
 }
 
 // send sends an encoded reply, or keeps it until the client grants credit.
-func (rl *replyLink) send(payload []byte) {
+func (rl *replyLink) send(payload []byte) { rl.sendParts(payload, nil) }
+
+// sendParts is send for a reply that continues in parts; the link owns
+// (closes) their streams from now on.
+func (rl *replyLink) sendParts(payload []byte, parts []amqp.Part) {
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
 	if rl.gone {
+		closeParts(parts)
 		return
 	}
-	rl.pending = append(rl.pending, payload)
+	rl.pending = append(rl.pending, pendingReply{payload: payload, parts: parts})
 	rl.flushLocked()
 }
 
@@ -67,13 +91,17 @@ func (rl *replyLink) flush() {
 
 func (rl *replyLink) flushLocked() {
 	for len(rl.pending) > 0 {
-		err := rl.l.Send(&amqp.OutgoingDelivery{Payload: rl.pending[0], Settled: true})
+		p := rl.pending[0]
+		err := rl.l.Send(&amqp.OutgoingDelivery{Payload: p.payload, Parts: p.parts, Settled: true})
 		if errors.Is(err, amqp.ErrNoCredit) {
 			return
 		}
+		if err != nil {
+			closeParts(p.parts) // not taken by the endpoint
+		}
 		// Sent, or impossible to send (link closing, reply too large):
 		// either way it leaves the queue.
-		rl.pending[0] = nil
+		rl.pending[0] = pendingReply{}
 		rl.pending = rl.pending[1:]
 	}
 }
@@ -163,15 +191,17 @@ func (c *conn) serveRequest(payload []byte, node address, session *amqp.Session,
 	}
 	rl := c.route(req.Properties.ReplyTo, node, session)
 	if rl == nil {
+		closeParts(resp.parts)
 		c.log.Info("no link to reply on", "node", node.String(), "replyTo", req.Properties.ReplyTo)
 		return
 	}
 	out, err := resp.encode(&req)
 	if err != nil {
+		closeParts(resp.parts)
 		c.log.Error("cannot encode reply", "node", node.String(), "err", err)
 		return
 	}
-	rl.send(out)
+	rl.sendParts(out, resp.parts)
 }
 
 // response is the outcome of a request.
@@ -180,6 +210,10 @@ type response struct {
 	desc   string
 	cond   frames.Symbol // error condition; "" on success
 	body   any           // amqp-value body; nil for none
+	// raw, if set, is the encoded body section instead of body, and parts
+	// its continuation (streamed message bodies: see peekParts).
+	raw   []byte
+	parts []amqp.Part
 }
 
 func ok(body any) *response {
@@ -211,7 +245,9 @@ func (r *response) encode(req *frames.Message) ([]byte, error) {
 		m.ApplicationProperties["errorCondition"] = encoding.Symbol(r.cond)
 		m.ApplicationProperties["error-condition"] = encoding.Symbol(r.cond)
 	}
-	if r.body != nil {
+	if r.raw != nil {
+		m.RawBody = r.raw
+	} else if r.body != nil {
 		var err error
 		if m.RawBody, err = frames.AppendValueSection(nil, r.body); err != nil {
 			return nil, err

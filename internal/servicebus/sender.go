@@ -98,6 +98,9 @@ func (c *conn) attachSender(l *amqp.IncomingLink, a address) error {
 		l.Reply.Properties[propTransferDestination] = l.Properties()[propTransferDestination]
 	}
 	l.MaxUnsettled = senderMaxUnsettled
+	if c.h.streamFrom > 0 && c.ns().Broker.CanSpool() {
+		l.SpoolFrom, l.Spool = int(c.h.streamFrom), s.newSpool // spool.go
+	}
 	l.OnDelivery = s.onDelivery
 	l.OnDetach = func(error) { s.detach.Do(func() { close(s.done) }) }
 	if !c.spawn(s.run) {
@@ -122,6 +125,16 @@ func (s *senderLink) onDelivery(d *amqp.IncomingDelivery) {
 // when the link ends.
 func (s *senderLink) run() {
 	defer s.snd.Close()
+	defer func() {
+		// Deliveries never stored: their spools go.
+		s.mu.Lock()
+		for _, d := range s.pending {
+			if sp, ok := d.Spooled.(*spool); ok {
+				sp.close()
+			}
+		}
+		s.mu.Unlock()
+	}()
 	for {
 		select {
 		case <-s.done:
@@ -170,6 +183,9 @@ func (s *senderLink) store(ds []*amqp.IncomingDelivery) {
 	defer func() {
 		for _, d := range ds {
 			d.Release()
+			if sp, ok := d.Spooled.(*spool); ok {
+				sp.close() // stored (its bytes copied) or refused
+			}
 		}
 		clear(msgs)
 		clear(group)
@@ -217,11 +233,15 @@ func (s *senderLink) store(ds []*amqp.IncomingDelivery) {
 			s.settle(decoded{d: d, err: f.Err()})
 			continue
 		}
-		if len(group) >= maxGroupDeliveries || bytes+len(d.Payload) > maxGroupBytes {
+		size := len(d.Payload)
+		if sp, ok := d.Spooled.(*spool); ok {
+			size = int(sp.f.Size())
+		}
+		if len(group) >= maxGroupDeliveries || bytes+size > maxGroupBytes {
 			flush()
 		}
 		group = append(group, decoded{d: d, lo: lo, hi: len(msgs)})
-		bytes += len(d.Payload)
+		bytes += size
 	}
 	flush()
 }
@@ -279,7 +299,13 @@ func (s *senderLink) settle(g decoded) {
 func decodeTransfer(d *amqp.IncomingDelivery, msgs []*message.Message) ([]*message.Message, error) {
 	switch d.MessageFormat {
 	case 0:
-		m, err := decodeMessage(d.Payload)
+		var m *message.Message
+		var err error
+		if sp, ok := d.Spooled.(*spool); ok {
+			m, err = decodeSpooled(sp) // spool.go
+		} else {
+			m, err = decodeMessage(d.Payload)
+		}
 		if err != nil {
 			return msgs, badRequest("The message could not be decoded: %v", err)
 		}

@@ -133,7 +133,23 @@ type Config struct {
 	// than the default one Broker, Auth, Observer and Faults make
 	// (namespace.go); nil serves the default namespace only.
 	Namespaces Namespaces
+	// StreamFrom is the stored size from which a message is sent to a
+	// receiver straight from the store, a frame at a time, rather than
+	// read whole into memory first (broker.Receiver.StreamBodies). 0 is
+	// DefaultStreamFrom (256 KiB); negative never.
+	StreamFrom int64
+	// MaxSpoolsPerConnection bounds the large messages (past StreamFrom)
+	// one connection may be sending at once, each spooled to a file;
+	// default DefaultMaxSpoolsPerConnection (16). MaxSpoolBytes bounds the
+	// bytes spooled by every connection together; default
+	// DefaultMaxSpoolBytes (4 GiB). Past either a transfer is rejected
+	// with amqp:resource-limit-exceeded.
+	MaxSpoolsPerConnection int
+	MaxSpoolBytes          int64
 }
+
+// DefaultStreamFrom is Config.StreamFrom's default.
+const DefaultStreamFrom = 256 << 10
 
 // Handler is the Service Bus handler for an amqp.Server.
 type Handler struct {
@@ -146,6 +162,8 @@ type Handler struct {
 	tracer     trace.Tracer // nil: tracing off
 
 	maxUnsettled int
+	streamFrom   int64       // Config.StreamFrom; 0: never
+	spool        spoolLimits // spool.go
 }
 
 var _ amqp.Handler = (*Handler)(nil)
@@ -171,6 +189,19 @@ func New(cfg Config) (*Handler, error) {
 	}
 	if h.namespace == "" {
 		h.namespace = "busbar"
+	}
+	switch h.streamFrom = cfg.StreamFrom; {
+	case h.streamFrom == 0:
+		h.streamFrom = DefaultStreamFrom
+	case h.streamFrom < 0:
+		h.streamFrom = 0
+	}
+	h.spool.perConn, h.spool.maxBytes = int64(cfg.MaxSpoolsPerConnection), cfg.MaxSpoolBytes
+	if h.spool.perConn <= 0 {
+		h.spool.perConn = DefaultMaxSpoolsPerConnection
+	}
+	if h.spool.maxBytes <= 0 {
+		h.spool.maxBytes = DefaultMaxSpoolBytes
 	}
 	h.maxUnsettled = cfg.MaxUnsettledPerLink
 	if h.maxUnsettled <= 0 {
@@ -242,6 +273,10 @@ type conn struct {
 	cbsIn, cbsOut *amqp.Link    // the $cbs request and reply links (cbs.go)
 	guarded       []guardedLink // entity links attached under a token (cbs.go)
 	watching      bool          // the token watcher runs
+
+	// spools counts the large messages the connection is sending, each
+	// spooled to a file (spool.go).
+	spools atomic.Int64
 
 	// sessionLinks are the session receivers by link name (string →
 	// *broker.Receiver), for management requests' associated-link-name

@@ -199,6 +199,7 @@ func (c *conn) startSessionLink(rl *receiverLink, r *broker.Receiver, f sessionF
 	rl.r = r
 	rl.held.Store(r)
 	r.SetHolder(c.lockHolder(l))
+	r.StreamBodies(c.h.streamFrom)
 	until := r.SessionLockedUntil()
 	if until.IsZero() { // lost already (a lock duration shorter than this attach)
 		r.Close()

@@ -1,6 +1,10 @@
 package store
 
-import "time"
+import (
+	"errors"
+	"io"
+	"time"
+)
 
 // Optional capabilities. A Store may implement any of these; callers test
 // for them with a type assertion, so the base interface stays small.
@@ -51,4 +55,79 @@ type DiskChecker interface {
 	// *NoSpaceError while the disk is full (the last write failed for
 	// lack of space) or below the watermark, or the ErrFailed error.
 	Health() error
+}
+
+// DataReader reads the Data of one message a piece at a time (see
+// DataOpener). It is not safe for concurrent use; Close releases it and
+// may be called more than once.
+type DataReader interface {
+	// ReadAt reads len(p) bytes of Data from off, as io.ReaderAt. A
+	// reader that finds the Data damaged fails with an error wrapping
+	// ErrCorrupt: an implementation that checks a checksum does so when
+	// the Data has been read through in order, so the last piece's read
+	// may be the one that fails.
+	ReadAt(p []byte, off int64) (int, error)
+	// Size is len(Data).
+	Size() int64
+	Close() error
+}
+
+// DataOpener is implemented by stores that can hand out a message's Data
+// without reading it whole into memory (large messages are sent to
+// receivers a frame at a time). The reader stays valid after the message
+// is removed, until it is closed.
+type DataOpener interface {
+	// OpenData opens the Data of message (entityID, seq); ErrNotFound if
+	// there is no such message.
+	OpenData(entityID, seq uint64) (DataReader, error)
+}
+
+// OpenData opens the Data of message (entityID, seq) with st's OpenData,
+// or, for a store without one, reads it whole and reads from that.
+func OpenData(st Store, entityID, seq uint64) (DataReader, error) {
+	if o, ok := st.(DataOpener); ok {
+		return o.OpenData(entityID, seq)
+	}
+	d, err := st.ReadData(entityID, seq)
+	if err != nil {
+		return nil, err
+	}
+	return BytesReader(d), nil
+}
+
+// BytesReader is a DataReader of data held in memory.
+func BytesReader(data []byte) DataReader { return &bytesReader{data} }
+
+type bytesReader struct{ b []byte }
+
+func (r *bytesReader) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, errors.New("store: negative offset")
+	}
+	if off >= int64(len(r.b)) {
+		return 0, io.EOF
+	}
+	n := copy(p, r.b[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+func (r *bytesReader) Size() int64  { return int64(len(r.b)) }
+func (r *bytesReader) Close() error { return nil }
+
+// Spooler is implemented by stores that can keep a large incoming
+// message on disk while it arrives, before it is sent: its Data then
+// reaches Commit as an Op.Tail reading from the spool.
+type Spooler interface {
+	NewSpool() (Spool, error)
+}
+
+// Spool is a temporary file: Write appends, ReadAt and Size read back
+// what was written, Close deletes it. Spools are not durable and do not
+// survive a restart.
+type Spool interface {
+	Write(p []byte) error
+	DataReader
 }

@@ -163,6 +163,31 @@ type Op struct {
 	Key      string // OpPutValue, OpDeleteValue
 	Meta     []byte // OpAppend, OpSetMeta, OpRewrite
 	Data     []byte // OpPutEntity (spec), OpAppend, OpRewrite, OpPutValue (value)
+	// Tail, if set (OpAppend, OpRewrite), is the rest of the message's
+	// Data, not held in memory: Data is followed by Tail's Size() bytes.
+	// Commit reads it (in pieces: a store that keeps large Data in files
+	// copies it there; one that keeps Data in memory reads it whole); the
+	// caller closes it after Commit returns.
+	Tail DataReader
+}
+
+// ReadTail reads op's Data and Tail into one slice (for a store that
+// keeps Data in memory).
+func (op *Op) ReadTail() ([]byte, error) {
+	if op.Tail == nil {
+		return op.Data, nil
+	}
+	n := op.Tail.Size()
+	out := make([]byte, len(op.Data), int64(len(op.Data))+n)
+	copy(out, op.Data)
+	out = out[:int64(len(op.Data))+n]
+	if k, err := op.Tail.ReadAt(out[len(op.Data):], 0); int64(k) < n {
+		if err == nil {
+			err = fmt.Errorf("store: tail shorter than its %d bytes", n)
+		}
+		return nil, err
+	}
+	return out, nil
 }
 
 // Batch is an ordered list of operations applied atomically.

@@ -26,6 +26,9 @@ func (s *Store) applyRecordLocked(p []byte, seg *segment, payloadOff int64) erro
 		}
 		e := ix.entities[op.entity]
 		if e == nil {
+			if op.kind == opAppendBlob || op.kind == opRewriteBlob {
+				s.unusedBlobLocked(op.blob)
+			}
 			continue // ops on missing entities are no-ops
 		}
 		switch op.kind {
@@ -38,6 +41,27 @@ func (s *Store) applyRecordLocked(p []byte, seg *segment, payloadOff int64) erro
 			}
 			s.refLocked(ent)
 			e.lastSeq = max(e.lastSeq, op.seq)
+		case opAppendBlob:
+			ent := entry{seq: op.seq, seg: blobSeg, off: op.blob, size: op.blobSize, crc: op.dcrc}
+			if old, replaced := ix.insert(e, ent, op.meta); replaced {
+				s.unrefLocked(old)
+			}
+			s.refLocked(ent)
+			e.lastSeq = max(e.lastSeq, op.seq)
+		case opRewriteBlob:
+			c, i, ok := ix.lookupMut(e, op.seq)
+			if !ok {
+				s.unusedBlobLocked(op.blob)
+				continue
+			}
+			old := c.ents[i]
+			ix.count(old, -1)
+			s.unrefLocked(old)
+			ent := &c.ents[i]
+			ent.seg, ent.off, ent.size, ent.crc = blobSeg, op.blob, op.blobSize, op.dcrc
+			c.setMeta(i, op.meta)
+			ix.count(*ent, 1)
+			s.refLocked(*ent)
 		case byte(store.OpSetMeta):
 			if c, i, ok := ix.lookupMut(e, op.seq); ok {
 				ix.metaBytes += int64(len(op.meta)) - int64(c.ents[i].mlen)
@@ -96,6 +120,12 @@ func (s *Store) deleteEntityLocked(e *entity) {
 }
 
 func (s *Store) refLocked(ent entry) {
+	if ent.seg == blobSeg {
+		if ent.size > 0 {
+			s.blobRefLocked(ent)
+		}
+		return
+	}
 	if seg := s.mu.segs[ent.seg]; seg != nil {
 		seg.live++
 		seg.liveBytes += int64(ent.size)
@@ -103,6 +133,12 @@ func (s *Store) refLocked(ent entry) {
 }
 
 func (s *Store) unrefLocked(ent entry) {
+	if ent.seg == blobSeg {
+		if ent.size > 0 {
+			s.blobUnrefLocked(ent)
+		}
+		return
+	}
 	if seg := s.mu.segs[ent.seg]; seg != nil {
 		seg.live--
 		seg.liveBytes -= int64(ent.size)

@@ -530,7 +530,7 @@ func (l *ckptLoader) messages() {
 			r.fail(fmt.Sprintf("entity %d: messages out of order at seq %d", id, ent.seq))
 			return
 		}
-		if ent.size > 0 && s.mu.segs[ent.seg] == nil {
+		if ent.size > 0 && ent.seg != blobSeg && s.mu.segs[ent.seg] == nil {
 			why := fmt.Sprintf("message %d/%d is in segment %d, which does not exist", id, ent.seq, ent.seg)
 			if !s.opts.Salvage {
 				r.fail(why)

@@ -55,6 +55,7 @@
 //	recycled-segment.tmp         a deleted segment's file kept for the preparer
 //	*.tmp                        also: a checkpoint being written; both removed on open
 //	*.corrupt                    a file Salvage set aside
+//	blobs/0000000001.blob ...    the Data of large messages, one file each (see Blob files)
 //
 // # Segment file
 //
@@ -102,16 +103,50 @@
 //	  DeleteValue   key bytes
 //	  Move (0x40)   seq uv | fromSeg uv | fromOff uv | dataCRC u32 | data bytes
 //
-// Move is written only by compaction: "the Data of (entity, seq) that was
+//	  AppendBlob (0x41)   seq uv | meta bytes | blobID uv | size uv | dataCRC u32
+//	  RewriteBlob (0x42)  seq uv | meta bytes | blobID uv | size uv | dataCRC u32
+//
+// AppendBlob and RewriteBlob are Append and Rewrite whose Data is in a
+// blob file (see Blob files). Move is written only by compaction: "the Data of (entity, seq) that was
 // at fromSeg:fromOff is now here"; it applies only if the message still
 // has its Data there, so a replay reaches the same decision as the live
 // store did.
+//
+// # Blob files
+//
+// The Data of an Append or Rewrite of at least Options.BlobThreshold
+// bytes (256 KiB) goes to a file of its own, blobs/<id>.blob, holding
+// exactly the Data (no header: the log record has its length and CRC).
+// Commit writes it in the caller's goroutine, fsyncs it and the blobs
+// directory, and only then hands the small AppendBlob record to the
+// writer, so a record never refers to a blob that is not durable. Ops of
+// one batch whose Data is the same slice (a topic's copies) share one
+// blob. The index entry of such a message has segment 0 (no segment has
+// that number) and the blob id as its offset; checkpoints write it so.
+//
+// A blob is never rewritten: compaction moves only Data in segments, so
+// a long-lived large message costs no copying. Each blob counts the
+// entries that refer to it; when the last goes (Remove, Rewrite,
+// DeleteEntity, or a record that named it but applied to nothing), the
+// blob is deleted once the log is synced past that record (the sweep
+// after every synced Commit, and the background pass, which syncs the log
+// first when blobs wait, and Close): a crash can therefore never find a
+// live message without its blob. Open deletes the
+// blob files nothing refers to (a crash between a blob write and its
+// record, or after a removal before the file was deleted) and fails with
+// store.ErrCorrupt if a referenced one is missing or of the wrong length
+// (Salvage drops its messages instead). ReadData checks the Data's CRC,
+// so a damaged blob is a store.ErrCorrupt naming the file.
+//
+// A commit refused (a full disk: store.NoSpaceError) removes the blobs it
+// wrote; after ErrFailed they are left for the next Open to judge.
 //
 // # Index
 //
 // Per entity, the live messages sit in chunks of up to 256 entries sorted
 // by seq; an entry is 32 pointer-free bytes (seq, segment, offset, size
-// and CRC of Data, offset and length of Meta in the chunk's Meta arena).
+// and CRC of Data, offset and length of Meta in the chunk's Meta arena;
+// segment 0 means the Data is in the blob whose id is the offset).
 // Meta is kept in memory; Data never is: ReadData preads it from its
 // segment (usually from the page cache) and checks its CRC. Memory is
 // about 32 bytes + len(Meta) per message. Chunks are copy-on-write, so a

@@ -180,7 +180,7 @@ func TestEncodeBatchGrowsOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got, bound := len(rec)-len(prefix)-recHeaderSize, batchSizeBound(b); got > bound {
+			if got, bound := len(rec)-len(prefix)-recHeaderSize, batchSizeBound(b, nil); got > bound {
 				t.Fatalf("ops %v: payload %d bytes over the bound %d", b.Ops[0].Kind, got, bound)
 			}
 			if string(rec[:len(prefix)]) != "prefix" {
@@ -193,7 +193,7 @@ func TestEncodeBatchGrowsOnce(t *testing.T) {
 	for i := range b.Ops {
 		b.Ops[i] = store.Op{Kind: store.OpAppend, EntityID: 3, Seq: uint64(i + 1), Meta: data[:20], Data: data}
 	}
-	buf := make([]byte, 0, recHeaderSize+batchSizeBound(b))
+	buf := make([]byte, 0, recHeaderSize+batchSizeBound(b, nil))
 	if rec, _ := encodeBatch(buf, b); &rec[0] != &buf[:1][0] {
 		t.Fatal("encoding a 200-op batch outgrew the room reserved for it")
 	}
@@ -205,6 +205,12 @@ func FuzzDecodePayload(f *testing.F) {
 		{Kind: store.OpPutValue, EntityID: 1, Key: "k", Data: []byte("v")},
 	}})
 	f.Add(rec[recHeaderSize:])
+	b := &store.Batch{Ops: []store.Op{
+		{Kind: store.OpAppend, EntityID: 1, Seq: 3, Meta: []byte("m"), Data: make([]byte, 10)},
+		{Kind: store.OpRewrite, EntityID: 1, Seq: 2, Meta: []byte("r"), Data: make([]byte, 10)},
+	}}
+	blobRec, _ := encodeBatchBlobs(nil, b, []blobRef{{id: 7, size: 10, crc: 99}, {id: 8, size: 10, crc: 98}})
+	f.Add(blobRec[recHeaderSize:])
 	f.Fuzz(func(t *testing.T, p []byte) {
 		d := decoder{p: p}
 		var op decOp

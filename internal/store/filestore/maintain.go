@@ -72,6 +72,14 @@ func (s *Store) maintain(full bool) error {
 	if err := s.failure(); err != nil {
 		return err
 	}
+	if s.nDeadBlobs.Load() > 0 {
+		// Dead blobs wait for their removal to be durable: make it so,
+		// rather than wait for the next synced commit.
+		if err := s.syncLog(); err != nil {
+			return err
+		}
+		s.sweepBlobs()
+	}
 	now := time.Now()
 	budget := int64(math.MaxInt64)
 	if !full {

@@ -70,6 +70,12 @@ type Options struct {
 	// MinFreeBytes turns the watermark off.
 	MinFreeBytes   int64
 	MinFreePercent float64
+	// BlobThreshold: the Data of an OpAppend or OpRewrite of at least
+	// this many bytes is written to a blob file of its own (synced before
+	// the log record that refers to it) instead of into the log, so that
+	// compaction never copies it and its removal frees its space at once.
+	// Default 256 KiB; negative keeps all Data in the log.
+	BlobThreshold int
 	// NoSync never calls fsync: Commit(b, true) returns once b is written
 	// to the OS. For benchmarks of a non-durable tier only.
 	NoSync bool
@@ -117,6 +123,9 @@ func (o *Options) setDefaults() error {
 	}
 	if o.MinFreePercent < 0 || o.MinFreePercent > 100 {
 		return errors.New("filestore: MinFreePercent must be in [0, 100]")
+	}
+	if o.BlobThreshold == 0 {
+		o.BlobThreshold = defaultBlobThreshold
 	}
 	if o.MaxGroupBytes <= 0 {
 		o.MaxGroupBytes = 4 << 20

@@ -89,11 +89,24 @@ func parseRecHeader(b []byte) (h recHeader, ok bool) {
 // only if the message still has its Data there.
 const opMove = 0x40
 
+// opAppendBlob and opRewriteBlob are OpAppend and OpRewrite whose Data is
+// in a blob file: the record holds the blob's id, length and checksum.
+const (
+	opAppendBlob  = 0x41
+	opRewriteBlob = 0x42
+)
+
 // encodeBatch appends a record for b to dst: a header (left for the
 // writer to complete, except the payload checksum) and the payload.
 func encodeBatch(dst []byte, b *store.Batch) ([]byte, error) {
+	return encodeBatchBlobs(dst, b, nil)
+}
+
+// encodeBatchBlobs is encodeBatch for a batch some of whose Data went to
+// blob files: blobs[i], if its id is not 0, is op i's (nil: none).
+func encodeBatchBlobs(dst []byte, b *store.Batch, blobs []blobRef) ([]byte, error) {
 	start := len(dst)
-	n := batchSizeBound(b)
+	n := batchSizeBound(b, blobs)
 	if n > maxPayload {
 		n = 0 // it fails below; do not reserve for it
 	}
@@ -101,6 +114,20 @@ func encodeBatch(dst []byte, b *store.Batch) ([]byte, error) {
 	clear(dst[start:])
 	for i := range b.Ops {
 		op := &b.Ops[i]
+		if blobs != nil && blobs[i].id != 0 {
+			kind := byte(opAppendBlob)
+			if op.Kind == store.OpRewrite {
+				kind = opRewriteBlob
+			}
+			dst = append(dst, kind)
+			dst = binary.AppendUvarint(dst, op.EntityID)
+			dst = binary.AppendUvarint(dst, op.Seq)
+			dst = appendBytes(dst, op.Meta)
+			dst = binary.AppendUvarint(dst, uint64(blobs[i].id))
+			dst = binary.AppendUvarint(dst, uint64(blobs[i].size))
+			dst = binary.LittleEndian.AppendUint32(dst, blobs[i].crc)
+			continue
+		}
 		dst = append(dst, byte(op.Kind))
 		dst = binary.AppendUvarint(dst, op.EntityID)
 		switch op.Kind {
@@ -137,12 +164,17 @@ func encodeBatch(dst []byte, b *store.Batch) ([]byte, error) {
 // batchSizeBound is an upper bound of the payload encodeBatch writes for
 // b, so that it grows its buffer once: growing by appending copied and
 // cleared a multi-message batch several times over.
-func batchSizeBound(b *store.Batch) int {
+func batchSizeBound(b *store.Batch, blobs []blobRef) int {
 	const fixed = 1 + 4*binary.MaxVarintLen64 + 4 // kind, entity, seq, two lengths, crc
 	n := 0
 	for i := range b.Ops {
 		op := &b.Ops[i]
-		n += fixed + len(op.Name) + len(op.Key) + len(op.Meta) + len(op.Data)
+		n += fixed + len(op.Name) + len(op.Key) + len(op.Meta)
+		if blobs != nil && blobs[i].id != 0 {
+			n += 2 * binary.MaxVarintLen64
+		} else {
+			n += len(op.Data)
+		}
 	}
 	return n
 }
@@ -196,6 +228,8 @@ type decOp struct {
 	dcrc        uint32
 	fromSeg     uint32
 	fromOff     uint32
+	blob        uint32 // opAppendBlob, opRewriteBlob: the blob's id
+	blobSize    uint32 // and its length
 }
 
 var errShortOp = errors.New("truncated operation")
@@ -277,6 +311,15 @@ func (d *decoder) next(op *decOp) bool {
 		op.data, op.dataOff = d.bytes()
 	case byte(store.OpDeleteValue):
 		op.key, _ = d.bytes()
+	case opAppendBlob, opRewriteBlob:
+		op.seq = d.uvarint()
+		op.meta, _ = d.bytes()
+		id, size := d.uvarint(), d.uvarint()
+		if id == 0 || id > 1<<32-1 || size > 1<<32-1 {
+			d.err = errors.New("blob reference out of range")
+		}
+		op.blob, op.blobSize = uint32(id), uint32(size)
+		op.dcrc = d.u32()
 	case opMove:
 		op.seq = d.uvarint()
 		fs, fo := d.uvarint(), d.uvarint()

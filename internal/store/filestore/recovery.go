@@ -21,6 +21,8 @@ import (
 //	openActive            reopen the last segment for appending (or start one)
 //	installState          writer, LSNs and checkpoint references
 //	removeUnreferenced    segments no longer needed by anything
+//	checkBlobsLocked      every referenced blob file is there, whole
+//	sweepOrphanBlobs      blob files nothing refers to (blob.go)
 func (s *Store) recover() error {
 	start := time.Now()
 	segIDs, ckpts, err := s.scanDir()
@@ -54,6 +56,12 @@ func (s *Store) recover() error {
 		s.dropDanglingLocked()
 	}
 	if err := s.removeUnreferenced(active); err != nil {
+		return err
+	}
+	if err := s.checkBlobsLocked(); err != nil {
+		return err
+	}
+	if err := s.sweepOrphanBlobs(); err != nil {
 		return err
 	}
 	s.log.Info("recovered", "entities", len(s.mu.ix.entities), "messages", s.mu.ix.nmsgs,
@@ -279,6 +287,9 @@ func (s *Store) removeUnreferenced(active *segment) error {
 
 func (s *Store) resetIndex() {
 	s.mu.ix = newIndex()
+	s.mu.blobs = make(map[uint32]blobInfo)
+	s.mu.deadBlobs = nil
+	s.nDeadBlobs.Store(0)
 	for _, seg := range s.mu.segs {
 		seg.live, seg.liveBytes = 0, 0
 	}
@@ -527,7 +538,7 @@ func (s *Store) dropDanglingLocked() {
 		var lost []uint64
 		for _, c := range e.chunks {
 			for _, ent := range c.ents {
-				if ent.size > 0 && s.mu.segs[ent.seg] == nil {
+				if ent.size > 0 && ent.seg != blobSeg && s.mu.segs[ent.seg] == nil {
 					lost = append(lost, ent.seq)
 				}
 			}

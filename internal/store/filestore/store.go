@@ -3,6 +3,7 @@ package filestore
 import (
 	"bytes"
 	"cmp"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -60,7 +61,16 @@ type Store struct {
 		ckptLogEnd int64     // total log bytes ever written when it was taken
 		sealedAt   time.Time // when the active segment was started
 		logWritten int64     // total log bytes ever written (this process)
+		// blobs are the live blob files by id, deadBlobs those no entry
+		// refers to any more, waiting to be deleted (blob.go).
+		blobs     map[uint32]blobInfo
+		deadBlobs []deadBlob
 	}
+	nextBlob  atomic.Uint32 // the last blob id handed out
+	nextSpool atomic.Uint64 // the last spool file number handed out
+	// nDeadBlobs is len(mu.deadBlobs), read without the lock so that a
+	// commit sweeps only when there is something to sweep.
+	nDeadBlobs atomic.Int64
 
 	reqc            chan *request
 	syncc           chan syncJob
@@ -124,6 +134,7 @@ func Open(opts Options) (*Store, error) {
 	}
 	s.mu.ix = newIndex()
 	s.mu.segs = make(map[uint32]*segment)
+	s.mu.blobs = make(map[uint32]blobInfo)
 	if err := s.fs.MkdirAll(opts.Dir); err != nil {
 		return nil, fmt.Errorf("filestore: %w", err)
 	}
@@ -189,9 +200,18 @@ func (s *Store) Commit(b *store.Batch, sync bool) error {
 	}
 	r := getRequest()
 	defer putRequest(r)
+	var blobs []blobRef
 	if b != nil && len(b.Ops) > 0 {
-		rec, err := encodeBatch(r.rec[:0], b)
+		var err error
+		if b, err = s.readTails(b); err != nil {
+			return err
+		}
+		if blobs, err = s.writeBlobs(b); err != nil {
+			return err
+		}
+		rec, err := encodeBatchBlobs(r.rec[:0], b, blobs)
 		if err != nil {
+			s.dropBlobs(blobs)
 			return err
 		}
 		r.rec = rec
@@ -202,7 +222,27 @@ func (s *Store) Commit(b *store.Batch, sync bool) error {
 	if sync && b != nil {
 		r.fol = b.Follower
 	}
-	return s.submit(r)
+	err := s.submit(r)
+	if err != nil && blobs != nil && !errors.Is(err, store.ErrFailed) {
+		// Refused, so never in the log: its blobs go. (After ErrFailed
+		// the record may be on disk; the next Open decides.)
+		s.dropBlobs(blobs)
+	}
+	if sync {
+		s.sweepBlobs()
+	}
+	return err
+}
+
+// dropBlobs removes the blob files of a batch that was not committed.
+func (s *Store) dropBlobs(blobs []blobRef) {
+	var ids []uint32
+	for _, r := range blobs {
+		if r.id != 0 && !slices.Contains(ids, r.id) {
+			ids = append(ids, r.id)
+		}
+	}
+	s.removeBlobs(ids)
 }
 
 // submit hands r to the writer and waits for its answer.
@@ -239,9 +279,17 @@ func (s *Store) ReadData(entityID, seq uint64) ([]byte, error) {
 	if s.closed {
 		return nil, store.ErrClosed
 	}
+	return s.readDataLocked(entityID, seq)
+}
+
+// readDataLocked is ReadData with closeMu held for reading.
+func (s *Store) readDataLocked(entityID, seq uint64) ([]byte, error) {
 	s.mu.RLock()
 	seg, ent, err := s.pinDataLocked(entityID, seq)
 	s.mu.RUnlock()
+	if err == errIsBlob {
+		return s.readBlobData(entityID, seq, ent)
+	}
 	if err != nil || seg == nil {
 		return emptyData(err)
 	}
@@ -265,6 +313,9 @@ func (s *Store) pinDataLocked(entityID, seq uint64) (*segment, entry, error) {
 	if ent.size == 0 {
 		return nil, ent, nil
 	}
+	if ent.seg == blobSeg {
+		return nil, ent, errIsBlob
+	}
 	seg := s.mu.segs[ent.seg]
 	if seg == nil {
 		return nil, ent, fmt.Errorf("filestore: message %d/%d: segment %d missing: %w", entityID, seq, ent.seg, store.ErrCorrupt)
@@ -272,6 +323,10 @@ func (s *Store) pinDataLocked(entityID, seq uint64) (*segment, entry, error) {
 	seg.refs.Add(1)
 	return seg, ent, nil
 }
+
+// errIsBlob is pinDataLocked's answer for Data in a blob file (read
+// with readBlob, no segment pinned).
+var errIsBlob = errors.New("filestore: data is in a blob")
 
 // emptyData is ReadData's answer when pinDataLocked found nothing to read.
 func emptyData(err error) ([]byte, error) {
@@ -309,9 +364,14 @@ func (s *Store) ReadDataBatch(refs []store.DataRef) ([][]byte, []error) {
 		ent entry
 	}
 	ws := make([]want, 0, len(refs))
+	var blobs []want
 	s.mu.RLock()
 	for i, r := range refs {
 		seg, ent, err := s.pinDataLocked(r.EntityID, r.Seq)
+		if err == errIsBlob {
+			blobs = append(blobs, want{i: i, ent: ent})
+			continue
+		}
 		if err != nil || seg == nil {
 			datas[i], errs[i] = emptyData(err)
 			continue
@@ -319,6 +379,9 @@ func (s *Store) ReadDataBatch(refs []store.DataRef) ([][]byte, []error) {
 		ws = append(ws, want{i: i, seg: seg, ent: ent})
 	}
 	s.mu.RUnlock()
+	for _, w := range blobs {
+		datas[w.i], errs[w.i] = s.readBlobData(refs[w.i].EntityID, refs[w.i].Seq, w.ent)
+	}
 	slices.SortFunc(ws, func(a, b want) int {
 		if a.seg.id != b.seg.id {
 			return cmp.Compare(a.seg.id, b.seg.id)
@@ -459,7 +522,7 @@ func (s *Store) Stats() store.Stats {
 	for _, seg := range s.mu.segs {
 		st.DiskBytes += seg.diskSize()
 	}
-	st.DiskBytes += s.prepBytes.Load() + s.recycleBytes.Load()
+	st.DiskBytes += s.prepBytes.Load() + s.recycleBytes.Load() + s.blobDiskBytesLocked()
 	return st
 }
 
@@ -490,6 +553,13 @@ func (s *Store) Close() error {
 			}
 		}
 		s.maintMu.Unlock()
+	}
+	if s.failure() == nil {
+		// The checkpoint (or the final sync below) makes every death
+		// durable; the blobs still waiting go now, or at the next Open.
+		if err := s.syncLog(); err == nil {
+			s.sweepBlobs()
+		}
 	}
 	close(s.stopWriter)
 	<-s.writerDone

@@ -54,12 +54,29 @@ func (s *Store) Commit(b *store.Batch, sync bool) error {
 	if b == nil {
 		return nil
 	}
+	var tails map[int][]byte
 	for i, op := range b.Ops {
 		if op.Kind < store.OpPutEntity || op.Kind > store.OpDeleteValue {
 			return fmt.Errorf("memstore: op %d: unknown kind %d", i, op.Kind)
 		}
+		if op.Tail != nil {
+			d, err := op.ReadTail()
+			if err != nil {
+				return fmt.Errorf("memstore: op %d: %w", i, err)
+			}
+			if tails == nil {
+				tails = make(map[int][]byte)
+			}
+			tails[i] = d
+		}
 	}
 	for i := range b.Ops {
+		if d, ok := tails[i]; ok {
+			op := b.Ops[i]
+			op.Data, op.Tail = d, nil
+			s.apply(&op)
+			continue
+		}
 		s.apply(&b.Ops[i])
 	}
 	return nil
