@@ -49,6 +49,7 @@ type syncJob struct {
 	seg     *segment
 	lsn     uint64
 	waiters []*request
+	bytes   int // record bytes written since the previous job
 }
 
 // writerState is owned by the writer goroutine (and by recover, before the
@@ -68,6 +69,8 @@ type writerState struct {
 	// noRotateUntil: after a failure to start a new segment, the active
 	// one grows until then before the next attempt.
 	noRotateUntil time.Time
+	// unsynced is the record bytes written since the last sync job.
+	unsynced int
 }
 
 // The log pipeline has three goroutines:
@@ -158,6 +161,7 @@ func (s *Store) processGroup(group []*request) {
 	// released request is recycled at once, so pick out the syncers first.
 	var syncers []*request
 	for _, r := range group {
+		s.w.unsynced += len(r.rec)
 		if r.sync {
 			syncers = append(syncers, r)
 		}
@@ -177,7 +181,8 @@ func (s *Store) processGroup(group []*request) {
 		return
 	}
 	s.w.seg.refs.Add(1) // released by the syncer
-	s.syncc <- syncJob{seg: s.w.seg, lsn: s.w.nextLSN - 1, waiters: syncers}
+	s.syncc <- syncJob{seg: s.w.seg, lsn: s.w.nextLSN - 1, waiters: syncers, bytes: s.w.unsynced}
+	s.w.unsynced = 0
 }
 
 // errFatal marks a writer error the store cannot recover from in-process
@@ -267,21 +272,35 @@ func (s *Store) syncLoop(done chan struct{}) {
 	for job := range s.syncc {
 		jobs := s.drainJobs(s.addJob(make([]syncJob, 0, 4), job))
 		if len(awaited) > 0 {
+			full := false
 			if s.gate.Pending() > 0 {
 				if timer == nil {
 					timer = time.NewTimer(s.opts.FollowerWait)
 				} else {
 					timer.Reset(s.opts.FollowerWait)
 				}
-				jobs = s.gatherFollowers(jobs, timer)
+				jobs, full = s.gatherFollowers(jobs, timer)
 				timer.Stop()
 			}
-			// Whoever has not answered is not waited for any more.
-			for _, f := range awaited {
-				s.gate.GiveUp(f)
+			if full {
+				// The round closed on bytes, not on a timeout: the
+				// followers still awaited are awaited by the next round.
+				kept := awaited[:0]
+				for _, f := range awaited {
+					if s.gate.Waits(f) && !slices.Contains(kept, f) {
+						kept = append(kept, f)
+					}
+				}
+				clear(awaited[len(kept):])
+				awaited = kept
+			} else {
+				// Whoever has not answered is not waited for any more.
+				for _, f := range awaited {
+					s.gate.GiveUp(f)
+				}
+				clear(awaited)
+				awaited = awaited[:0]
 			}
-			clear(awaited)
-			awaited = awaited[:0]
 		}
 		var lsn uint64
 		var segs []*segment
@@ -341,24 +360,34 @@ func (s *Store) drainJobs(jobs []syncJob) []syncJob {
 	}
 }
 
-// gatherFollowers waits until every awaited follower has answered or the
-// timer fires, taking the sync jobs that arrive meanwhile. A closed syncc
-// ends the wait (the loop then sees it closed).
-func (s *Store) gatherFollowers(jobs []syncJob, timer *time.Timer) []syncJob {
+// gatherFollowers waits until every awaited follower has answered, the
+// round holds Options.RoundBytes of records (full, a round closed on
+// bytes), or the timer fires, taking the sync jobs that arrive meanwhile.
+// A closed syncc ends the wait (the loop then sees it closed).
+func (s *Store) gatherFollowers(jobs []syncJob, timer *time.Timer) (_ []syncJob, full bool) {
+	bytes := 0
+	for _, j := range jobs {
+		bytes += j.bytes
+	}
 	for s.gate.Pending() > 0 {
+		if bytes >= s.opts.RoundBytes {
+			s.nFullRounds.Add(1)
+			return s.drainJobs(jobs), true
+		}
 		select {
 		case j, ok := <-s.syncc:
 			if !ok {
-				return jobs
+				return jobs, false
 			}
 			jobs = s.addJob(jobs, j)
+			bytes += j.bytes
 		case <-s.gate.Wake():
 		case <-timer.C:
 			s.nGatherTimeouts.Add(1)
-			return jobs
+			return jobs, false
 		}
 	}
-	return s.drainJobs(jobs)
+	return s.drainJobs(jobs), false
 }
 
 // addJob appends job to jobs and records the followers among its
