@@ -123,11 +123,11 @@ func (o *Options) setDefaults() error {
 	if o.FollowerWait == 0 {
 		o.FollowerWait = 500 * time.Microsecond
 	}
-	if o.MinFreePercent < 0 || o.MinFreePercent > 100 {
-		return errors.New("filestore: MinFreePercent must be in [0, 100]")
-	}
 	if o.RoundBytes <= 0 {
 		o.RoundBytes = 512 << 10
+	}
+	if o.MinFreePercent < 0 || o.MinFreePercent > 100 {
+		return errors.New("filestore: MinFreePercent must be in [0, 100]")
 	}
 	if o.MaxGroupBytes <= 0 {
 		o.MaxGroupBytes = 4 << 20
