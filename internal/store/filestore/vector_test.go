@@ -2,6 +2,7 @@ package filestore
 
 import (
 	"bytes"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -77,4 +78,40 @@ func TestVectoredGroupsReadBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	check(s, "after reopening")
+}
+
+// A large record's buffer is kept for the next large commit, whatever
+// the garbage collector does to the request pool meanwhile.
+func TestLargeRecordBufferReused(t *testing.T) {
+	r := getRequest()
+	r.rec = make([]byte, 0, 2*vecMin)
+	putRequest(r)
+	for range 2 {
+		runtime.GC() // empties requestPool
+	}
+	seen := false
+	var held []*request
+	for range cap(largeRecs) + 1 {
+		r := getRequest()
+		held = append(held, r)
+		if cap(r.rec) == 2*vecMin {
+			seen = true
+		}
+	}
+	for _, r := range held {
+		putRequest(r)
+	}
+	if !seen {
+		t.Fatal("a large record buffer was not handed out again after a collection")
+	}
+	r = getRequest()
+	r.rec = make([]byte, 0, maxPooledRec+1)
+	putRequest(r)
+	for range cap(largeRecs) + 1 {
+		r := getRequest()
+		if cap(r.rec) > maxPooledRec {
+			t.Fatal("a buffer over maxPooledRec was kept")
+		}
+		defer putRequest(r)
+	}
 }
