@@ -30,8 +30,9 @@ var requestPool = sync.Pool{New: func() any { return &request{done: make(chan er
 // largeRecs keeps a few large record buffers (vecMin to maxPooledRec)
 // across garbage collections, which empty requestPool: 64 KB messages
 // make collections frequent, and a fresh buffer is cleared before
-// encodeBatch overwrites it, which cost about a tenth of the broker's CPU
-// per message. At most 8 MiB stays here.
+// encodeBatch overwrites it, which cost about 6 % of the broker's CPU in
+// a 64 KB send profile. Shared by a process's stores; at most 8 MiB stays
+// here.
 var largeRecs = make(chan []byte, 8)
 
 func getRequest() *request {
