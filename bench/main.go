@@ -92,7 +92,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 // flags are busbar-bench's command line.
 type flags struct {
 	repo, work, out, targets, workloads, planName, rmqSbin, natsBin, busbarBin, source, rev string
-	w4msgs, w1msgs, w2msgs, w5msgs                                                          int64
+	w4msgs, w1msgs, w2msgs, w5msgs, w1maxBytes                                              int64
 	w4settle, w1dur, w3dur, w5dur, limits                                                   time.Duration
 	w4targets, w1cells, w2cells, w3rates, sizes, w5subs, w5senders, w5drain, pivot          string
 	rounds                                                                                  int
@@ -121,9 +121,10 @@ func parseFlags(args []string, stderr io.Writer) (*flags, int) {
 	fs.Int64Var(&f.w1msgs, "w1-msgs", 0, "override the W1 message count per cell")
 	fs.Int64Var(&f.w2msgs, "w2-msgs", 0, "override the W2 pre-filled message count per cell")
 	fs.DurationVar(&f.w1dur, "w1-dur", 0, "override the W1 cell duration")
+	fs.Int64Var(&f.w1maxBytes, "w1-max-bytes", 0, "override the cap on the bytes one W1 cell sends (default 1 GiB: a 64 KB cell ends after 16,384 messages)")
 	fs.DurationVar(&f.w3dur, "w3-dur", 0, "override the W3 duration per rate")
 	fs.StringVar(&f.w4targets, "w4-targets", "busbar,rabbitmq-amqp10,nats-default", "targets that run the 1M backlog test (W4); the others print why not")
-	fs.StringVar(&f.w1cells, "w1-cells", "", `override the W1 cells, e.g. "1x1,4x64" (connections x window)`)
+	fs.StringVar(&f.w1cells, "w1-cells", "", `override the W1 cells, e.g. "1x1,4x64" (connections x window; "none" for none, to run only -sizes)`)
 	fs.StringVar(&f.w2cells, "w2-cells", "", `override the W2 cells, e.g. "1x200,4x200" (receivers x credit)`)
 	fs.StringVar(&f.w3rates, "w3-rates", "", `override the W3 rates, e.g. "1000,5000"`)
 	fs.StringVar(&f.sizes, "sizes", "", `override the extra W1 payload sizes, e.g. "128,65536" ("none" for none)`)
@@ -155,7 +156,7 @@ func (f *flags) plan() (Plan, error) {
 	for _, o := range []struct {
 		v   int64
 		dst *int64
-	}{{f.w4msgs, &p.W4Msgs}, {f.w1msgs, &p.W1Msgs}, {f.w2msgs, &p.W2Msgs}, {f.w5msgs, &p.W5Msgs}} {
+	}{{f.w4msgs, &p.W4Msgs}, {f.w1msgs, &p.W1Msgs}, {f.w2msgs, &p.W2Msgs}, {f.w5msgs, &p.W5Msgs}, {f.w1maxBytes, &p.W1MaxBytes}} {
 		if o.v > 0 {
 			*o.dst = o.v
 		}
@@ -170,7 +171,10 @@ func (f *flags) plan() (Plan, error) {
 	}
 	var err error
 	if f.w1cells != "" && err == nil {
-		p.W1Windows, err = pairs(f.w1cells)
+		p.W1Windows = nil
+		if f.w1cells != "none" {
+			p.W1Windows, err = pairs(f.w1cells)
+		}
 	}
 	if f.w2cells != "" && err == nil {
 		p.W2Cells, err = pairs(f.w2cells)

@@ -139,7 +139,7 @@ func BenchmarkSendLinks(b *testing.B) {
 						}
 						var err error
 						if follow {
-							s.Pace(len(batch)) // a full window always promises
+							s.Pace(len(batch), 0) // a full window always promises
 							err = s.Send(ctx, batch)
 						} else {
 							err = br.Send(ctx, "q", batch)

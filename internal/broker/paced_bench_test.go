@@ -151,7 +151,7 @@ func pacedSendComplete(b *testing.B, senders int, follow bool) {
 					is = append(is, i)
 				}
 				if s != nil {
-					s.Pace(len(is)) // as a sender link does
+					s.Pace(len(is), 0) // as a sender link does
 				}
 				send(s, is)
 			}

@@ -83,27 +83,32 @@ func TestHandlesPassTheirPacingToTheStore(t *testing.T) {
 }
 
 // A handle promises its next commit while the store trusts it, and only
-// for a window's worth at once after the store waited for it in vain.
+// for a window's worth at once, in deliveries or in bytes, after the store
+// waited for it in vain.
 func TestPacePromisesWhileTrusted(t *testing.T) {
 	var s Sender
-	s.Pace(1)
+	s.Pace(1, 1024)
 	if !s.Promised() {
 		t.Fatal("a trusted handle did not promise")
 	}
 	g := store.NewGate()
 	g.Await(&s.pace.f)
 	g.GiveUp(&s.pace.f) // the store's wait ran out
-	s.Pace(PaceWindow - 1)
+	s.Pace(PaceWindow-1, PaceBytes-1)
 	if s.Promised() {
 		t.Fatal("a handle the store gave up on promised a small commit")
 	}
-	s.Pace(PaceWindow)
+	s.Pace(PaceWindow, PaceWindow*1024)
 	if !s.Promised() {
 		t.Fatal("a window's worth did not promise")
 	}
+	s.Pace(3, PaceBytes) // three large messages
+	if !s.Promised() {
+		t.Fatal("a window's worth of bytes did not promise")
+	}
 	g.Await(&s.pace.f)
 	g.Answer(&s.pace.f) // answered in time
-	s.Pace(1)
+	s.Pace(1, 1024)
 	if !s.Promised() {
 		t.Fatal("a handle that answered in time is not trusted again")
 	}

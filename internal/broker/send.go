@@ -139,8 +139,10 @@ type sendData struct{ b []byte }
 var sendDataPool = sync.Pool{New: func() any { return new(sendData) }}
 
 // maxPooledSendData bounds the buffers kept in sendDataPool, so that one
-// large message does not pin a large buffer.
-const maxPooledSendData = 64 << 10
+// large message does not pin a large buffer: a Standard-sized message at
+// its limit (256 KB of body, up to 64 KB of header) still reuses one,
+// where a 64 KB message allocated (and cleared) a buffer for every send.
+const maxPooledSendData = 320 << 10
 
 func releaseSendData(pend []pendingMsg) {
 	for i := range pend {

@@ -97,7 +97,7 @@ func benchSend(b *testing.B, durable, observed bool, links, window int) {
 				if len(batch) == 0 {
 					return
 				}
-				s.Pace(broker.PaceWindow) // always promise, whatever the window
+				s.Pace(broker.PaceWindow, 0) // always promise, whatever the window
 				if err := s.Send(ctx, batch); err != nil {
 					b.Error(err)
 					return

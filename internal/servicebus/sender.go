@@ -121,7 +121,7 @@ func (s *senderLink) onDelivery(d *amqp.IncomingDelivery) {
 }
 
 // run stores the link's deliveries as they come, each batch paced by the
-// number of deliveries it holds (broker.Sender.Pace). The handle is closed
+// number of deliveries it holds and their bytes (broker.Sender.Pace). The handle is closed
 // when the link ends.
 func (s *senderLink) run() {
 	defer s.snd.Close()
@@ -152,7 +152,11 @@ func (s *senderLink) run() {
 			}
 			s.pending, s.spare = s.spare[:0], nil
 			s.mu.Unlock()
-			s.snd.Pace(len(batch))
+			var bytes int64
+			for _, d := range batch {
+				bytes += int64(len(d.Payload))
+			}
+			s.snd.Pace(len(batch), bytes)
 			s.store(batch)
 			clear(batch)
 			s.spare = batch[:0]

@@ -82,6 +82,9 @@ func (g *Gate) done() {
 	}
 }
 
+// Waits reports whether g awaits f's answer.
+func (g *Gate) Waits(f *Follower) bool { return f.awaited.Load() == g }
+
 // Pending is the number of awaited followers that have not answered.
 func (g *Gate) Pending() int64 { return g.pending.Load() }
 

@@ -9,8 +9,14 @@ func TestGate(t *testing.T) {
 	if g.Answer(&f) {
 		t.Fatal("Answer of a follower nobody awaits reported true")
 	}
+	if g.Waits(&f) {
+		t.Fatal("Waits before Await")
+	}
 	if !g.Await(&f) || g.Pending() != 1 {
 		t.Fatalf("Await: pending %d, want 1", g.Pending())
+	}
+	if !g.Waits(&f) || other.Waits(&f) {
+		t.Fatal("Waits does not tell which gate awaits the follower")
 	}
 	if g.Await(&f) || other.Await(&f) || g.Pending() != 1 || other.Pending() != 0 {
 		t.Fatal("a follower was awaited twice")
@@ -18,7 +24,7 @@ func TestGate(t *testing.T) {
 	if other.Answer(&f) {
 		t.Fatal("another gate's Answer took the follower")
 	}
-	if !g.Answer(&f) || g.Pending() != 0 {
+	if !g.Answer(&f) || g.Pending() != 0 || g.Waits(&f) {
 		t.Fatalf("Answer: pending %d, want 0", g.Pending())
 	}
 	select {

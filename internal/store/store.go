@@ -43,7 +43,9 @@
 //     fsync, so that one fsync covers the next commits of all of them
 //     instead of only the first to come back. The wait is bounded (the
 //     store's own bound), and committers that did not promise are never
-//     waited for.
+//     waited for. A store may end a wait early without giving up on the
+//     followers (filestore does once the fsync would cover enough bytes);
+//     it then waits for them before a later fsync instead.
 //   - A store that gives up waiting for a follower says so (Gate.GiveUp);
 //     the follower is then not Trusted until it next answers in time, so
 //     the committer can promise freely while its answers keep coming and

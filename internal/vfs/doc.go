@@ -8,7 +8,8 @@
 //   - OS: the real file system. File.Sync is fdatasync(2); SyncDir opens
 //     the directory and fsyncs it, which makes created, renamed and removed
 //     names durable. Its files are also Writebackers (sync_file_range(2)
-//     starts writing a range without waiting or flushing the device).
+//     starts writing a range without waiting or flushing the device) and,
+//     on Linux, VectorWriters (pwritev(2)).
 //   - Mem (NewMem): an in-memory file system that tracks, for every file,
 //     the bytes as of its last Sync and, for every directory, the names as
 //     of its last SyncDir. CrashClone returns the file system a power loss

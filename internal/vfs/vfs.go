@@ -30,6 +30,15 @@ type Writebacker interface {
 	StartWriteback(off, n int64) error
 }
 
+// VectorWriter is implemented by files that write several buffers, back
+// to back from off, with one call (pwritev(2) on the OS file system on
+// Linux), so that a caller need not copy them into one buffer first. Like
+// WriteAt it returns an error when it writes less than all of them. It
+// may change the slice headers in bufs, never the bytes.
+type VectorWriter interface {
+	WritevAt(bufs [][]byte, off int64) (int, error)
+}
+
 // FS is a file system.
 type FS interface {
 	// Create creates or truncates name and opens it for reading and writing.

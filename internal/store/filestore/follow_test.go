@@ -179,3 +179,56 @@ func TestFollowersClosedLoops(t *testing.T) {
 		t.Fatalf("%d followers still awaited", p)
 	}
 }
+
+// A round closes on bytes: a commit that brings the round to RoundBytes
+// is synced at once, without the awaited follower's answer and without a
+// timeout (FollowerWait is a minute here), and the follower, not given up
+// on, stays trusted and awaited by the next round, which waits for it.
+func TestRoundClosesOnBytes(t *testing.T) {
+	s, err := Open(Options{Dir: "/db", FS: vfs.NewMem(), BackgroundInterval: -1, NoPreallocate: true,
+		FollowerWait: time.Minute, RoundBytes: 4 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Commit(&store.Batch{Ops: []store.Op{{Kind: store.OpPutEntity, EntityID: 1, Name: "q"}}}, true); err != nil {
+		t.Fatal(err)
+	}
+	var f store.Follower
+	f.Promise(true)
+	wait(t, commitAsync(s, 1, &f), "the follower's commit")
+	if !s.gate.Waits(&f) {
+		t.Fatal("the follower that promised is not awaited after its commit returned")
+	}
+
+	large := make(chan error, 1)
+	go func() {
+		b := &store.Batch{Ops: []store.Op{{Kind: store.OpAppend, EntityID: 1, Seq: 2, Data: make([]byte, 4<<10)}}}
+		large <- s.Commit(b, true)
+	}()
+	wait(t, large, "a commit of RoundBytes while the follower is awaited")
+	st := s.LogStats()
+	if st.FullRounds != 1 || st.GatherTimeouts != 0 {
+		t.Fatalf("%d rounds closed on bytes and %d waits ran out; want 1 and 0", st.FullRounds, st.GatherTimeouts)
+	}
+	if !f.Trusted() || !s.gate.Waits(&f) {
+		t.Fatalf("after a round closed on bytes the follower is trusted %v, awaited %v; want both", f.Trusted(), s.gate.Waits(&f))
+	}
+
+	// A small commit next is synced with the carried follower's answer
+	// (which promises nothing more, so that whichever reaches the syncer
+	// first, nobody waits for a commit that never comes).
+	small := commitAsync(s, 3, nil)
+	f.Promise(false)
+	wait(t, commitAsync(s, 4, &f), "the follower's answer")
+	wait(t, small, "a small commit after the follower answered")
+	if st := s.LogStats(); st.GatherTimeouts != 0 || st.FullRounds != 1 {
+		t.Fatalf("%d waits ran out, %d rounds closed on bytes; want 0 and 1", st.GatherTimeouts, st.FullRounds)
+	}
+	if !f.Trusted() {
+		t.Fatal("the follower is not trusted after answering")
+	}
+	if p := s.gate.Pending(); p != 0 {
+		t.Fatalf("%d followers still awaited", p)
+	}
+}

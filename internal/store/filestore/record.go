@@ -112,6 +112,7 @@ func encodeBatchBlobs(dst []byte, b *store.Batch, blobs []blobRef) ([]byte, erro
 	}
 	dst = slices.Grow(dst, recHeaderSize+n)[:start+recHeaderSize]
 	clear(dst[start:])
+	sum := payloadSum{done: len(dst)}
 	for i := range b.Ops {
 		op := &b.Ops[i]
 		if blobs != nil && blobs[i].id != 0 {
@@ -138,8 +139,18 @@ func encodeBatchBlobs(dst []byte, b *store.Batch, blobs []blobRef) ([]byte, erro
 		case store.OpAppend, store.OpRewrite:
 			dst = binary.AppendUvarint(dst, op.Seq)
 			dst = appendBytes(dst, op.Meta)
-			dst = binary.LittleEndian.AppendUint32(dst, crc(op.Data))
-			dst = appendBytes(dst, op.Data)
+			dcrc := crc(op.Data)
+			dst = binary.LittleEndian.AppendUint32(dst, dcrc)
+			dst = binary.AppendUvarint(dst, uint64(len(op.Data)))
+			if len(op.Data) >= combineMin {
+				// The payload checksum takes the Data's own (crc.go)
+				// rather than reading it a second time.
+				sum.sumTo(dst, len(dst))
+				dst = append(dst, op.Data...)
+				sum.addSummed(dcrc, len(op.Data))
+			} else {
+				dst = append(dst, op.Data...)
+			}
 		case store.OpSetMeta:
 			dst = binary.AppendUvarint(dst, op.Seq)
 			dst = appendBytes(dst, op.Meta)
@@ -157,7 +168,8 @@ func encodeBatchBlobs(dst []byte, b *store.Batch, blobs []blobRef) ([]byte, erro
 			return dst[:start], fmt.Errorf("filestore: batch larger than %d bytes", maxPayload)
 		}
 	}
-	finishPayload(dst[start:])
+	sum.sumTo(dst, len(dst))
+	setPayloadHeader(dst[start:], sum.crc)
 	return dst, nil
 }
 
@@ -207,9 +219,14 @@ func encodeMoves(dst []byte, ms []move) []byte {
 // finishPayload fills in the length and payload checksum of rec's header;
 // the writer adds the LSN, synced LSN and header checksum.
 func finishPayload(rec []byte) {
-	p := rec[recHeaderSize:]
-	binary.LittleEndian.PutUint32(rec[4:], uint32(len(p)))
-	binary.LittleEndian.PutUint32(rec[24:], crc(p))
+	setPayloadHeader(rec, crc(rec[recHeaderSize:]))
+}
+
+// setPayloadHeader fills in the length of rec's payload and its checksum
+// pcrc.
+func setPayloadHeader(rec []byte, pcrc uint32) {
+	binary.LittleEndian.PutUint32(rec[4:], uint32(len(rec)-recHeaderSize))
+	binary.LittleEndian.PutUint32(rec[24:], pcrc)
 }
 
 func appendBytes(dst, b []byte) []byte {

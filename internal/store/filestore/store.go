@@ -87,6 +87,7 @@ type Store struct {
 	syncNanos       atomic.Int64  // time the syncer spent in them
 	gate            *store.Gate   // followers the syncer waits for
 	nGatherTimeouts atomic.Int64  // waits for followers that ran out
+	nFullRounds     atomic.Int64  // waits for followers ended by RoundBytes
 	stopWriter      chan struct{}
 	writerDone      chan struct{}
 	w               writerState // owned by the writer goroutine
@@ -587,7 +588,8 @@ func (s *Store) closeFiles() {
 
 // LogStats counts the log's group commits since Open: group writes, the
 // syncer's fdatasync rounds and the time spent in them, and the waits for
-// followers' answers that ran out (Options.FollowerWait). Benchmarks report
+// followers' answers that ran out (Options.FollowerWait) or that a round
+// ended on bytes (Options.RoundBytes). Benchmarks report
 // them next to their throughput, so that a slow disk is told apart from a
 // slow broker (docs/benchmarks.md).
 type LogStats struct {
@@ -595,11 +597,12 @@ type LogStats struct {
 	Syncs          int64
 	SyncTime       time.Duration
 	GatherTimeouts int64
+	FullRounds     int64
 	Recycled       int64 // segments prepared from a deleted segment's file
 }
 
 // LogStats returns the group-commit counters.
 func (s *Store) LogStats() LogStats {
 	return LogStats{Groups: s.nGroups.Load(), Syncs: s.nSyncs.Load(), SyncTime: time.Duration(s.syncNanos.Load()),
-		GatherTimeouts: s.nGatherTimeouts.Load(), Recycled: s.nRecycled.Load()}
+		GatherTimeouts: s.nGatherTimeouts.Load(), FullRounds: s.nFullRounds.Load(), Recycled: s.nRecycled.Load()}
 }

@@ -1,0 +1,117 @@
+package filestore
+
+import (
+	"bytes"
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/busbarmq/busbar/internal/store"
+)
+
+// vecData is message seq's Data: large (written from the committer's
+// buffer) for every third, small (gathered) otherwise.
+func vecData(seq uint64) []byte {
+	n := 100 + int(seq)
+	if seq%3 == 0 {
+		n = vecMin + int(seq)*97
+	}
+	return bytes.Repeat([]byte{byte(seq), byte(seq >> 8)}, n/2)
+}
+
+// Groups that mix large records (written from their own buffers with one
+// vectored write) and small ones (gathered into the writer's buffer), on
+// the OS file system and across segment changes, read back whole, live
+// and after a reopen.
+func TestVectoredGroupsReadBack(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{Dir: dir, SegmentSize: 256 << 10, BackgroundInterval: -1}
+	s, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(&store.Batch{Ops: []store.Op{{Kind: store.OpPutEntity, EntityID: 1, Name: "q"}}}, true); err != nil {
+		t.Fatal(err)
+	}
+	const committers, each = 16, 12
+	var wg sync.WaitGroup
+	errs := make(chan error, committers)
+	for c := range committers {
+		wg.Go(func() {
+			for i := range each {
+				seq := uint64(c*each + i + 1)
+				b := &store.Batch{Ops: []store.Op{{Kind: store.OpAppend, EntityID: 1, Seq: seq, Meta: []byte{byte(seq)}, Data: vecData(seq)}}}
+				if err := s.Commit(b, i%2 == 0); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	check := func(s *Store, when string) {
+		t.Helper()
+		for seq := uint64(1); seq <= committers*each; seq++ {
+			got, err := s.ReadData(1, seq)
+			if err != nil {
+				t.Fatalf("%s: ReadData(%d): %v", when, seq, err)
+			}
+			if !bytes.Equal(got, vecData(seq)) {
+				t.Fatalf("%s: message %d reads back wrong (%d bytes, want %d)", when, seq, len(got), len(vecData(seq)))
+			}
+		}
+	}
+	check(s, "live")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Recover(store.Visitor{}); err != nil {
+		t.Fatal(err)
+	}
+	check(s, "after reopening")
+}
+
+// A large record's buffer is kept for the next large commit, whatever
+// the garbage collector does to the request pool meanwhile.
+func TestLargeRecordBufferReused(t *testing.T) {
+	r := getRequest()
+	r.rec = make([]byte, 0, 2*vecMin)
+	putRequest(r)
+	for range 2 {
+		runtime.GC() // empties requestPool
+	}
+	seen := false
+	var held []*request
+	for range cap(largeRecs) + 1 {
+		r := getRequest()
+		held = append(held, r)
+		if cap(r.rec) == 2*vecMin {
+			seen = true
+		}
+	}
+	for _, r := range held {
+		putRequest(r)
+	}
+	if !seen {
+		t.Fatal("a large record buffer was not handed out again after a collection")
+	}
+	r = getRequest()
+	r.rec = make([]byte, 0, maxPooledRec+1)
+	putRequest(r)
+	for range cap(largeRecs) + 1 {
+		r := getRequest()
+		if cap(r.rec) > maxPooledRec {
+			t.Fatal("a buffer over maxPooledRec was kept")
+		}
+		defer putRequest(r)
+	}
+}
