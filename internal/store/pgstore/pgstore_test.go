@@ -1,0 +1,98 @@
+package pgstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/busbarmq/busbar/internal/store"
+	"github.com/busbarmq/busbar/internal/store/pgstore"
+	"github.com/busbarmq/busbar/internal/store/pgstore/pgtest"
+	"github.com/busbarmq/busbar/internal/store/storetest"
+)
+
+// srv is the one PostgreSQL server of this test binary; nil (with
+// noPG saying why) when the binaries are missing.
+var (
+	srv  *pgtest.Server
+	noPG error
+)
+
+func TestMain(m *testing.M) {
+	var err error
+	srv, err = pgtest.Start()
+	if err != nil {
+		if !errors.Is(err, pgtest.ErrNoPostgres) {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		noPG = err
+	}
+	code := m.Run()
+	if srv != nil {
+		srv.Close()
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// newDB returns the URL of a new empty database, or skips when there is
+// no PostgreSQL.
+func newDB(t testing.TB) string {
+	t.Helper()
+	if srv == nil {
+		t.Skipf("skipped: %v", noPG)
+	}
+	url, err := srv.NewDatabase()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return url
+}
+
+func testOptions() pgstore.Options {
+	return pgstore.Options{SessionTTL: 2 * time.Second, Heartbeat: 200 * time.Millisecond, TxnDeadline: 3 * time.Second}
+}
+
+func open(t testing.TB, url string, o pgstore.Options) *pgstore.Store {
+	t.Helper()
+	s, err := pgstore.Open(context.Background(), url, o)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	return s
+}
+
+func TestSuite(t *testing.T) {
+	storetest.Run(t, storetest.Harness{
+		New: func(t testing.TB) storetest.Opener {
+			url := newDB(t)
+			return func() (store.Store, error) { return pgstore.Open(context.Background(), url, testOptions()) }
+		},
+		Persistent: true,
+	})
+}
+
+// TestSuiteChunked runs the suite with a tiny inline limit, so
+// every Data above 16 bytes goes through bb_body (in 4 KiB parts).
+func TestSuiteChunked(t *testing.T) {
+	storetest.Run(t, storetest.Harness{
+		New: func(t testing.TB) storetest.Opener {
+			url := newDB(t)
+			o := testOptions()
+			o.InlineLimit, o.ChunkSize = 16, 4096
+			return func() (store.Store, error) { return pgstore.Open(context.Background(), url, o) }
+		},
+		Persistent: true,
+	})
+}
