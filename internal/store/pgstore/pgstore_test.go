@@ -96,3 +96,18 @@ func TestSuiteChunked(t *testing.T) {
 		Persistent: true,
 	})
 }
+
+// TestSchemaFromSearchPath: the first schema of the URL's search_path is
+// created when missing and holds the tables.
+func TestSchemaFromSearchPath(t *testing.T) {
+	url := newDB(t) + "_own"
+	s := open(t, url, testOptions())
+	defer s.Close()
+	if err := s.Commit(&store.Batch{Ops: []store.Op{{Kind: store.OpPutEntity, EntityID: 1}}}, true); err != nil {
+		t.Fatal(err)
+	}
+	n, err := pgtest.QueryInt(url, `SELECT count(*) FROM pg_tables WHERE tablename = 'bb_entity' AND schemaname = current_schema()`)
+	if err != nil || n != 1 {
+		t.Fatalf("bb_entity in the search_path's schema: %d, %v", n, err)
+	}
+}
