@@ -401,7 +401,7 @@ func TestCrashDuringCommits(t *testing.T) {
 	if err := srv.Crash(); err != nil {
 		t.Fatal(err)
 	}
-	n := len(l.acked)
+	n := l.okN.Load()
 	time.Sleep(300 * time.Millisecond)
 	close(stop)
 	l.wg.Wait()
