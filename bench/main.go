@@ -95,7 +95,7 @@ type flags struct {
 	w4msgs, w1msgs, w2msgs, w5msgs                                                                    int64
 	w4settle, w1dur, w3dur, w5dur, limits                                                             time.Duration
 	w4targets, w1cells, w2cells, w3rates, sizes, w5subs, w5senders, w5drain, pivot                    string
-	rounds                                                                                            int
+	rounds, portOffset                                                                                int
 	pin                                                                                               bool
 }
 
@@ -135,6 +135,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, int) {
 	fs.StringVar(&f.pivot, "pivot", "", "print the side-by-side table of an earlier run's results.csv and exit")
 	fs.DurationVar(&f.limits, "limits", 2*time.Second, "duration of each physical-limit probe (0 skips them)")
 	fs.StringVar(&f.postgres, "postgres", "", "PostgreSQL URL for the busbar-postgres target (postgres://USER@HOST:PORT/DB); each run gets a schema of its own")
+	fs.IntVar(&f.portOffset, "port-offset", 0, "add this to the fixed ports of the Busbar and null-broker targets (25800–25811), so that two runs on one machine do not meet")
 	fs.IntVar(&f.rounds, "rounds", 1, "run the null-broker targets (null, null-sdk, null-durable) and the Busbar targets (busbar-memory, busbar, sdk) this many times, interleaved (round 1: null broker then Busbar, round 2: …), so that each Busbar figure has a ceiling measured minutes apart (results.md: Rounds); W4 runs in the first round only; RabbitMQ and NATS run once, after the rounds")
 	fs.BoolVar(&f.pin, "pin", false, "pinned variant: re-run the harness under taskset -c 0 and start every broker under taskset -c 1")
 	if err := fs.Parse(args); err != nil {
@@ -376,7 +377,7 @@ func (b *benchRun) rounds() {
 			prog.log("Round %d/%d", k, f.rounds)
 		}
 		if b.wantNull() {
-			ga, sdk, stopN := NewNullTargets(NullOptions{Bin: b.nullBin, WorkDir: work, Port: 25810, Size: b.plan.Size})
+			ga, sdk, stopN := NewNullTargets(NullOptions{Bin: b.nullBin, WorkDir: work, Port: 25810 + b.f.portOffset, Size: b.plan.Size})
 			if want["null"] {
 				b.runAll(ga)
 			}
@@ -385,7 +386,7 @@ func (b *benchRun) rounds() {
 			}
 			stopN()
 			if want["null-durable"] && ctx.Err() == nil {
-				dt, stopD := NewNullDurableTarget(NullOptions{Bin: b.nullBin, WorkDir: work, Port: 25811, Size: b.plan.Size})
+				dt, stopD := NewNullDurableTarget(NullOptions{Bin: b.nullBin, WorkDir: work, Port: 25811 + b.f.portOffset, Size: b.plan.Size})
 				b.runAll(dt)
 				stopD()
 			}
@@ -395,18 +396,18 @@ func (b *benchRun) rounds() {
 		}
 		if want["busbar-memory"] {
 			// Not durable: nothing on disk, otherwise the same binary.
-			mt, _, stopM := NewBusbarTargets(BusbarOptions{Bin: b.bin, WorkDir: work, AMQPPort: 25802, HTTPPort: 25803, Src: b.src, Memory: true})
+			mt, _, stopM := NewBusbarTargets(BusbarOptions{Bin: b.bin, WorkDir: work, AMQPPort: 25802 + b.f.portOffset, HTTPPort: 25803 + b.f.portOffset, Src: b.src, Memory: true})
 			b.runAll(mt)
 			stopM()
 		}
 		if want["busbar-postgres"] && ctx.Err() == nil {
-			pt, _, stopP := NewBusbarTargets(BusbarOptions{Bin: b.bin, WorkDir: work, AMQPPort: 25804, HTTPPort: 25805, Src: b.src, Postgres: b.f.postgres})
+			pt, _, stopP := NewBusbarTargets(BusbarOptions{Bin: b.bin, WorkDir: work, AMQPPort: 25804 + b.f.portOffset, HTTPPort: 25805 + b.f.portOffset, Src: b.src, Postgres: b.f.postgres})
 			b.skipW4(pt, "busbar-postgres")
 			b.runAll(pt)
 			stopP()
 		}
 		if (want["busbar"] || want["sdk"]) && ctx.Err() == nil {
-			ga, sdk, stopB := NewBusbarTargets(BusbarOptions{Bin: b.bin, WorkDir: work, AMQPPort: 25800, HTTPPort: 25801, Src: b.src})
+			ga, sdk, stopB := NewBusbarTargets(BusbarOptions{Bin: b.bin, WorkDir: work, AMQPPort: 25800 + b.f.portOffset, HTTPPort: 25801 + b.f.portOffset, Src: b.src})
 			b.skipW4(ga, "busbar")
 			if want["busbar"] {
 				b.runAll(ga)
