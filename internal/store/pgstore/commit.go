@@ -800,7 +800,11 @@ func (s *Store) resolve(slot int, mark int64) string {
 		cancel()
 		switch {
 		case err != nil:
-			time.Sleep(100 * time.Millisecond)
+			select {
+			case <-s.stop: // closing: the background resolution gives up
+				return ""
+			case <-time.After(100 * time.Millisecond):
+			}
 		case got == mark:
 			return "committed"
 		default:
