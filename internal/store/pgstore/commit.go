@@ -225,12 +225,12 @@ func (s *Store) run(slot int, ps []*pending) {
 			ps = s.failUnits(ps, notOwned)
 			continue
 		}
-		start := time.Now()
+		start := s.o.Clock.Now()
 		err := s.exec(slot, t)
 		if err == nil {
 			s.apply(t)
 			if obs := s.o.SyncObserver; obs != nil && t.sync {
-				obs.Synced(time.Since(start), len(ps))
+				obs.Synced(s.o.Clock.Now().Sub(start), len(ps))
 			}
 			answer(ps, nil)
 			return
