@@ -22,6 +22,7 @@ import (
 type Store struct {
 	o       Options
 	pool    *pgxpool.Pool
+	lease   *pgxpool.Pool // one connection of its own for the session renewals
 	session int64
 
 	// gate: commit transactions hold it shared; re-taking the units after
@@ -70,7 +71,7 @@ func Open(ctx context.Context, url string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
-	cfg.MaxConns = int32(2*o.Conns + 3) // committers, their resolutions, readers, the renewer
+	cfg.MaxConns = int32(2*o.Conns + 2) // committers, their resolutions, readers
 	cfg.MinConns = 1
 	if cfg.ConnConfig.ConnectTimeout == 0 || cfg.ConnConfig.ConnectTimeout > o.TxnDeadline {
 		cfg.ConnConfig.ConnectTimeout = o.TxnDeadline
@@ -86,8 +87,17 @@ func Open(ctx context.Context, url string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
+	// Renewals never queue behind commits or reads for a connection: a
+	// busy store must not look like a dead one.
+	lcfg := cfg.Copy()
+	lcfg.MaxConns, lcfg.MinConns = 1, 0
+	lease, err := pgxpool.NewWithConfig(ctx, lcfg)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("pgstore: %w", err)
+	}
 	s := &Store{
-		o: o, pool: pool,
+		o: o, pool: pool, lease: lease,
 		busy: map[uint64]bool{}, unitOf: map[uint64]uint64{}, live: map[uint64]bool{},
 		units: map[uint64]int64{}, counters: map[uint64]uint32{}, chunked: map[msgKey]struct{}{}, unresolved: map[int]int64{},
 		stop: make(chan struct{}),
@@ -95,6 +105,7 @@ func Open(ctx context.Context, url string, o Options) (*Store, error) {
 	s.cond = sync.NewCond(&s.mu)
 	if err := s.open(ctx); err != nil {
 		pool.Close()
+		lease.Close()
 		return nil, err
 	}
 	s.wg.Add(1 + o.Conns)
@@ -298,7 +309,7 @@ func (s *Store) renewer() {
 func (s *Store) renew() error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.o.Heartbeat*2)
 	defer cancel()
-	tag, err := s.pool.Exec(ctx, `UPDATE bb_node SET expires_at = clock_timestamp() + $3::interval
+	tag, err := s.lease.Exec(ctx, `UPDATE bb_node SET expires_at = clock_timestamp() + $3::interval
  WHERE node_id = $1 AND session = $2 AND expires_at > clock_timestamp()`, s.o.NodeID, s.session, interval(s.o.SessionTTL))
 	if err != nil {
 		return err
@@ -318,7 +329,7 @@ func (s *Store) renew() error {
 func (s *Store) retake(ctx context.Context) error {
 	s.gate.Lock()
 	defer s.gate.Unlock()
-	tx, err := s.pool.Begin(ctx)
+	tx, err := s.lease.Begin(ctx)
 	if err != nil {
 		return err
 	}
@@ -699,6 +710,7 @@ func (s *Store) Close() error {
 		cancel()
 	}
 	s.pool.Close()
+	s.lease.Close()
 	return err
 }
 
