@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,9 +80,25 @@ func TestPostgresStoreWithSDK(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var o Options
-	o.Store = url
+	// With a password in the URL (the test server trusts every local
+	// user, so it is not checked): it must not show in errors.
+	o.Store = strings.Replace(url, "postgres://busbar@", "postgres://busbar:SECRET@", 1)
 	s := start(t, o)
 	client, adm := sdkClients(t, s)
+
+	// A second process on the same database refuses to start (after
+	// waiting for the first one's session to expire, which it does not),
+	// saying why and without the password.
+	o2 := o
+	o2.AMQPAddr, o2.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
+	sctx, scancel := context.WithTimeout(ctx, 20*time.Second)
+	if s2, err := Start(sctx, o2); err == nil {
+		stop(t, s2)
+		t.Fatal("a second server started on the same database")
+	} else if !strings.Contains(err.Error(), "another Busbar process") || strings.Contains(err.Error(), "SECRET") {
+		t.Fatalf("second server: %v", err)
+	}
+	scancel()
 
 	if _, err := adm.CreateQueue(ctx, "orders", nil); err != nil {
 		t.Fatal(err)
