@@ -6,7 +6,8 @@
 //
 // initdb and postgres refuse to run as root: when the tests run as root,
 // the server runs as the unprivileged user "postgres" (created by the
-// Debian package), which is handed the temporary directory.
+// Debian package; created here with useradd when missing), which is
+// handed the temporary directory.
 package pgtest
 
 import (
@@ -74,8 +75,16 @@ func Start() (*Server, error) {
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
-			os.RemoveAll(dir)
-			return nil, fmt.Errorf("pgtest: running as root needs the user postgres (useradd --system postgres): %w", err)
+			// Debian's package creates it; binaries installed otherwise
+			// may come without.
+			if out, uerr := exec.Command("useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", "postgres").CombinedOutput(); uerr != nil {
+				os.RemoveAll(dir)
+				return nil, fmt.Errorf("pgtest: running as root needs an unprivileged user postgres, and useradd failed: %v: %s", uerr, out)
+			}
+			if u, err = user.Lookup("postgres"); err != nil {
+				os.RemoveAll(dir)
+				return nil, fmt.Errorf("pgtest: user postgres: %w", err)
+			}
 		}
 		s.uid, _ = strconv.Atoi(u.Uid)
 		s.gid, _ = strconv.Atoi(u.Gid)
