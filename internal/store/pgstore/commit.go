@@ -16,6 +16,7 @@ import (
 
 // pending is one Commit call waiting for its transaction.
 type pending struct {
+	fol   *store.Follower // the closed-loop committer, if it said so
 	ops   []store.Op
 	units []uint64 // the units its ops touch
 	sync  bool
@@ -115,6 +116,15 @@ func (s *Store) Commit(b *store.Batch, sync bool) error {
 		return nil
 	}
 	s.queue = append(s.queue, p)
+	if p.fol = b.Follower; p.fol != nil {
+		// A committer one of the gates waits for has answered: its batch
+		// is queued, so the gathering committer may let go of the unit.
+		for _, g := range s.gates {
+			if g.Answer(p.fol) {
+				break
+			}
+		}
+	}
 	s.cond.Broadcast()
 	s.mu.Unlock()
 	return <-p.done
@@ -142,7 +152,9 @@ func (s *Store) committer(slot int) {
 		}
 		s.inflight++
 		s.mu.Unlock()
-		s.run(slot, ps)
+		if awaited := s.run(slot, ps); len(awaited) > 0 {
+			s.gather(s.gates[slot], awaited)
+		}
 		s.mu.Lock()
 		for _, p := range ps {
 			for _, u := range p.units {
@@ -210,15 +222,37 @@ func newUnits(us []uint64, taken map[uint64]bool) int {
 	return n
 }
 
+// gather holds the units of the transaction just committed until the
+// followers it released (closed-loop committers that promised to answer)
+// have committed again or said they are idle, for at most FollowerWait,
+// so that their next batches share one transaction instead of the first
+// of them going alone (see "Commit pacing" in package store).
+func (s *Store) gather(g *store.Gate, awaited []*store.Follower) {
+	timer := time.NewTimer(s.o.FollowerWait)
+	defer timer.Stop()
+	for g.Pending() > 0 {
+		select {
+		case <-g.Wake():
+		case <-timer.C:
+			for _, f := range awaited {
+				g.GiveUp(f)
+			}
+			return
+		}
+	}
+}
+
 // run commits ps, retrying serialisation failures and taking out the
-// batches of units that turn out not to be this store's.
-func (s *Store) run(slot int, ps []*pending) {
+// batches of units that turn out not to be this store's. After a
+// successful synced commit it returns the followers whose answers the
+// committer's gate now awaits.
+func (s *Store) run(slot int, ps []*pending) (awaited []*store.Follower) {
 	s.gate.RLock()
 	defer s.gate.RUnlock()
 	for attempt := 0; len(ps) > 0; attempt++ {
 		if err := s.refusal(); err != nil {
 			answer(ps, err)
-			return
+			return nil
 		}
 		t, notOwned := s.build(ps)
 		if len(notOwned) > 0 {
@@ -232,8 +266,16 @@ func (s *Store) run(slot int, ps []*pending) {
 			if obs := s.o.SyncObserver; obs != nil && t.sync {
 				obs.Synced(s.o.Clock.Now().Sub(start), len(ps))
 			}
+			if s.o.FollowerWait > 0 {
+				// Await before answering: an answer may come at once.
+				for _, p := range ps {
+					if p.fol != nil && p.sync && p.fol.Promised() && s.gates[slot].Await(p.fol) {
+						awaited = append(awaited, p.fol)
+					}
+				}
+			}
 			answer(ps, nil)
-			return
+			return awaited
 		}
 		var nf *notOwnerError
 		switch {
@@ -241,7 +283,7 @@ func (s *Store) run(slot int, ps []*pending) {
 			moved := s.movedUnits(t.units, t.epochs)
 			if len(moved) == 0 {
 				answer(ps, err)
-				return
+				return nil
 			}
 			ps = s.failUnits(ps, moved)
 			continue
@@ -250,8 +292,9 @@ func (s *Store) run(slot int, ps []*pending) {
 			continue
 		}
 		answer(ps, err)
-		return
+		return nil
 	}
+	return nil
 }
 
 // errUnresolved refuses commits while an earlier one's outcome is

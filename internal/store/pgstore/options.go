@@ -42,6 +42,11 @@ type Options struct {
 	// node id to expire (a restart after a crash) before refusing
 	// (default SessionTTL + 1 s).
 	StartWait time.Duration
+	// FollowerWait bounds how long a committer holds a queue after a
+	// commit for the closed-loop committers it released to commit again
+	// (store.Follower), so that their batches share the next transaction
+	// (default 1 ms; negative: never wait).
+	FollowerWait time.Duration
 	// SyncObserver, if set, is told of every commit transaction.
 	SyncObserver store.SyncObserver
 }
@@ -81,6 +86,9 @@ func (o *Options) defaults() {
 	}
 	if o.ResolveWait <= 0 {
 		o.ResolveWait = defaultResolveWait
+	}
+	if o.FollowerWait == 0 {
+		o.FollowerWait = time.Millisecond
 	}
 	if o.NodeID == "" {
 		o.NodeID = "busbar"

@@ -162,3 +162,44 @@ func TestGroupCommit(t *testing.T) {
 		t.Fatalf("%d commits in %d transactions (at most %d in one): no group commit", obs.commits, obs.txns, obs.most)
 	}
 }
+
+// TestFollowersGathered: closed-loop committers that promise to answer
+// (store.Follower) are waited for after each commit, so their next
+// batches share one transaction instead of the first going alone.
+func TestFollowersGathered(t *testing.T) {
+	url := newDB(t)
+	obs := &countingObserver{}
+	o := testOptions()
+	o.SyncObserver, o.FollowerWait = obs, 50*time.Millisecond
+	s := open(t, url, o)
+	defer s.Close()
+	if err := s.Commit(&store.Batch{Ops: []store.Op{{Kind: store.OpPutEntity, EntityID: 1}}}, true); err != nil {
+		t.Fatal(err)
+	}
+	const followers, each = 4, 30
+	var wg sync.WaitGroup
+	for g := range followers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var f store.Follower
+			defer f.Idle()
+			for i := range each {
+				f.Promise(i < each-1)
+				op := store.Op{Kind: store.OpAppend, EntityID: 1, Seq: uint64(g*1000 + i + 1), Meta: []byte("m"), Data: []byte("d")}
+				if err := s.Commit(&store.Batch{Ops: []store.Op{op}, Follower: &f}, true); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	perTxn := float64(obs.commits) / float64(obs.txns)
+	t.Logf("%d commits in %d transactions: %.1f per transaction", obs.commits, obs.txns, perTxn)
+	if perTxn < 2.5 {
+		t.Fatalf("%.1f commits per transaction from %d followers: they were not gathered", perTxn, followers)
+	}
+}

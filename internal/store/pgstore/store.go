@@ -43,6 +43,7 @@ type Store struct {
 	async      bool                // a transaction committed without waiting for its WAL flush since the last flush
 	stopped    error               // set when the store takes no more writes
 	renewErr   error               // the last session renewal's failure, nil once one succeeds
+	gates      []*store.Gate       // per committer: the followers it awaits (commit pacing)
 	marks      atomic.Int64        // the last commit mark (bb_commit_mark)
 	unresolved map[int]int64       // committer slot -> mark of a commit whose outcome is not known yet
 
@@ -103,6 +104,9 @@ func Open(ctx context.Context, url string, o Options) (*Store, error) {
 		stop: make(chan struct{}),
 	}
 	s.cond = sync.NewCond(&s.mu)
+	for range o.Conns {
+		s.gates = append(s.gates, store.NewGate())
+	}
 	if err := s.open(ctx); err != nil {
 		pool.Close()
 		lease.Close()
