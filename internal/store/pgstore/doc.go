@@ -33,7 +33,10 @@
 // then one multi-row statement (unnest arrays) per kind of change. Commit
 // returns after that transaction committed; a batch committed with
 // sync=false rides in a transaction with synchronous_commit off, made
-// durable by the next synced one (or Sync).
+// durable by the next synced one (or Sync). After a synced transaction the
+// committer holds its units for up to FollowerWait while the closed-loop
+// committers it released (store.Follower) commit again, so that their
+// batches share the next transaction.
 //
 // # Ownership and fencing
 //
