@@ -106,7 +106,7 @@ func httpStatus(err error) (status, subCode int, msg string) {
 		// The disk is full (or below the low-disk watermark): nothing was
 		// changed; the text gives the free and total bytes.
 		return http.StatusInsufficientStorage, 0, be.Error()
-	case broker.KindStoreFailed:
+	case broker.KindStoreFailed, broker.KindStoreUnavailable, broker.KindMoved:
 		return http.StatusServiceUnavailable, 0, be.Error()
 	default:
 		return http.StatusInternalServerError, 0, internalMsg

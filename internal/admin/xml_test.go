@@ -397,6 +397,8 @@ func TestHTTPStatus(t *testing.T) {
 		{&broker.Error{Kind: broker.KindClosed, Msg: "x"}, 503, 0},
 		{&broker.Error{Kind: broker.KindNoSpace, Msg: "x"}, 507, 0},
 		{&broker.Error{Kind: broker.KindStoreFailed, Msg: "x"}, 503, 0},
+		{&broker.Error{Kind: broker.KindStoreUnavailable, Msg: "x"}, 503, 0},
+		{&broker.Error{Kind: broker.KindMoved, Msg: "x"}, 503, 0},
 		{&broker.Error{Kind: broker.KindInternal, Msg: "x"}, 500, 0},
 		{errors.New("boom"), 500, 0},
 		{badRequest("x"), 400, 40000},

@@ -367,7 +367,7 @@ func (b *Broker) CreateSubscription(topicName, name string, p SubscriptionProper
 	rule.desc.CreatedAt = now
 	q := newSubscription(b, id, t, name, p, now)
 	q.route.Store(newRouting([]*compiledRule{rule}, p))
-	batch.Add(store.Op{Kind: store.OpPutEntity, EntityID: id, Name: q.name, Data: encodeSpec(q.specLocked())})
+	batch.Add(store.Op{Kind: store.OpPutEntity, EntityID: id, Unit: t.id, Name: q.name, Data: encodeSpec(q.specLocked())})
 	batch.Add(store.Op{Kind: store.OpPutValue, EntityID: id, Key: ruleValueKey(rule.desc.Name), Data: encodeRule(rule.desc)})
 	if err := b.commitCreateLocked(&batch); err != nil {
 		return SubscriptionInfo{}, internal(err, "creating subscription %q", q.name)
@@ -419,7 +419,7 @@ func (b *Broker) UpdateSubscription(topicName, name string, p SubscriptionProper
 	spec.Subscription = &p
 	spec.Updated = now
 	var batch store.Batch
-	batch.Add(store.Op{Kind: store.OpPutEntity, EntityID: q.id, Name: q.name, Data: encodeSpec(spec)})
+	batch.Add(store.Op{Kind: store.OpPutEntity, EntityID: q.id, Unit: q.topic.id, Name: q.name, Data: encodeSpec(spec)})
 	if err := b.store.Commit(&batch, true); err != nil {
 		return SubscriptionInfo{}, internal(err, "updating subscription %q", q.name)
 	}

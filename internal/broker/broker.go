@@ -725,16 +725,19 @@ func (b *Broker) autoDelete(o timerOwner, now int64) {
 }
 
 // NewSpool returns a temporary file for a large message being received,
-// from the store (store.Spooler); KindNotAllowed if the store has none
-// (it keeps messages in memory). The message, decoded with its body left
+// from the store (store.Spooler); nil, nil if the store keeps none
+// (memory, PostgreSQL): the message is then kept in memory as it arrives. The message, decoded with its body left
 // in the spool (message.Message.BodyTail), is sent with Sender.Send; the
 // caller closes the spool after that.
 func (b *Broker) NewSpool() (store.Spool, error) {
 	sp, ok := b.store.(store.Spooler)
 	if !ok {
-		return nil, errorf(KindNotAllowed, "the store keeps no spools")
+		return nil, nil
 	}
 	s, err := sp.NewSpool()
+	if errors.Is(err, store.ErrNoSpools) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, internal(err, "creating a spool")
 	}

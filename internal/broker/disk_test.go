@@ -197,3 +197,39 @@ func TestStoreStopped(t *testing.T) {
 	wantKind(t, e.b.Complete(ctx, "q", d.LockToken), ErrStoreFailed)
 	wantKind(t, e.b.Health(), ErrStoreFailed)
 }
+
+// TestStoreUnavailable: a database store that cannot be reached, that lost
+// a commit's answer or that was fenced off refuses with KindStoreUnavailable
+// or KindMoved and changes nothing in memory: the send is not there, the
+// settled message keeps its lock, and both succeed once the store takes
+// writes again.
+func TestStoreUnavailable(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want *Error
+	}{
+		{fmt.Errorf("pgstore: commit: %w: dial tcp: connection refused", store.ErrUnavailable), ErrStoreUnavailable},
+		{fmt.Errorf("pgstore: %w: unexpected EOF", store.ErrOutcomeUnknown), ErrStoreUnavailable},
+		{fmt.Errorf("%w (units [4])", store.ErrNotOwner), ErrMoved},
+	} {
+		ss := &spyStore{Store: memstore.New()}
+		e := newEnvOn(t, ss)
+		e.queue("q")
+		e.sendN("q", 1)
+		d := e.recv1("q")
+		ss.mu.Lock()
+		ss.fail = tc.err
+		ss.mu.Unlock()
+		wantKind(t, e.b.Send(ctx, "q", []*message.Message{msg("x")}), tc.want)
+		wantKind(t, e.b.Complete(ctx, "q", d.LockToken), tc.want)
+		ss.mu.Lock()
+		ss.fail = nil
+		ss.mu.Unlock()
+		if err := e.b.Complete(ctx, "q", d.LockToken); err != nil {
+			t.Fatalf("%v: complete after the store came back: %v", tc.err, err)
+		}
+		if info, _ := e.b.GetQueue("q"); info.Counts.Total != 0 {
+			t.Fatalf("%v: %d active messages, want 0 (the refused send must not be there)", tc.err, info.Counts.Total)
+		}
+	}
+}

@@ -53,6 +53,14 @@ const (
 	// fsync) and takes no writes until the broker restarts. Nothing was
 	// changed.
 	KindStoreFailed
+	// KindStoreUnavailable: the store's database could not be reached or
+	// did not answer (store.ErrUnavailable, store.ErrOutcomeUnknown). The
+	// change was not acknowledged; a send whose answer was lost may
+	// still have been kept, as after a timeout in Service Bus. Retry.
+	KindStoreUnavailable
+	// KindMoved: another process owns the entity now (store.ErrNotOwner):
+	// nothing was changed here.
+	KindMoved
 )
 
 var kindNames = [...]string{
@@ -72,6 +80,8 @@ var kindNames = [...]string{
 	KindSessionCannotBeLocked: "SessionCannotBeLocked",
 	KindNoSpace:               "NoSpace",
 	KindStoreFailed:           "StoreFailed",
+	KindStoreUnavailable:      "StoreUnavailable",
+	KindMoved:                 "Moved",
 }
 
 func (k Kind) String() string {
@@ -125,6 +135,8 @@ var (
 	ErrSessionCannotBeLocked = &Error{Kind: KindSessionCannotBeLocked, Msg: "broker: session cannot be locked"}
 	ErrNoSpace               = &Error{Kind: KindNoSpace, Msg: "broker: no disk space"}
 	ErrStoreFailed           = &Error{Kind: KindStoreFailed, Msg: "broker: store failed"}
+	ErrStoreUnavailable      = &Error{Kind: KindStoreUnavailable, Msg: "broker: store unavailable"}
+	ErrMoved                 = &Error{Kind: KindMoved, Msg: "broker: entity moved"}
 )
 
 var sentinels = [...]*Error{
@@ -144,6 +156,8 @@ var sentinels = [...]*Error{
 	KindSessionCannotBeLocked: ErrSessionCannotBeLocked,
 	KindNoSpace:               ErrNoSpace,
 	KindStoreFailed:           ErrStoreFailed,
+	KindStoreUnavailable:      ErrStoreUnavailable,
+	KindMoved:                 ErrMoved,
 }
 
 // KindOf returns the Kind of err: the Kind of the first *Error in its
@@ -172,8 +186,8 @@ func internal(err error, format string, args ...any) *Error {
 	return &Error{Kind: KindInternal, Msg: fmt.Sprintf(format, args...), Err: err}
 }
 
-// storeError is the broker error for a store refusal (no space, stopped),
-// nil for any other error.
+// storeError is the broker error for a store refusal (no space, stopped,
+// database unavailable, not the owner), nil for any other error.
 func storeError(err error) *Error {
 	switch {
 	case err == nil:
@@ -192,6 +206,12 @@ func storeError(err error) *Error {
 			cause = errno.Error()
 		}
 		return &Error{Kind: KindStoreFailed, Msg: "the broker cannot write to its disk until it is restarted: " + cause}
+	case errors.Is(err, store.ErrOutcomeUnknown):
+		return &Error{Kind: KindStoreUnavailable, Msg: "the broker's database did not answer; the change may or may not have been saved, retry"}
+	case errors.Is(err, store.ErrUnavailable):
+		return &Error{Kind: KindStoreUnavailable, Msg: "the broker's database is unavailable; nothing was changed, retry"}
+	case errors.Is(err, store.ErrNotOwner):
+		return &Error{Kind: KindMoved, Msg: "another broker process serves this entity now; nothing was changed, retry"}
 	}
 	return nil
 }

@@ -1,7 +1,6 @@
 package faults
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"syscall"
@@ -87,5 +86,5 @@ func (f *faultyStore) NewSpool() (store.Spool, error) {
 	if sp, ok := f.Store.(store.Spooler); ok {
 		return sp.NewSpool()
 	}
-	return nil, errors.New("faults: the store has no spools")
+	return nil, store.ErrNoSpools
 }

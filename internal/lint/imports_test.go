@@ -42,6 +42,9 @@ var rules = []rule{
 	// The core knows nothing of protocols or transports.
 	{From: "internal/broker", Forbidden: []string{"internal/amqp", "internal/servicebus", "internal/server", "internal/admin", "internal/config", "internal/metrics", "internal/tracing", "net/http", "net"}, Indirect: amqpCodec},
 	{From: "internal/store", Forbidden: []string{"internal/broker", "internal/amqp", "internal/servicebus", "internal/server", "internal/admin", "internal/metrics", "net/http"}, Indirect: amqpCodec},
+	// The PostgreSQL store: the store contract over pgx, below the broker
+	// and everything that speaks to clients.
+	{From: "internal/store/pgstore", Forbidden: []string{"internal/broker", "internal/amqp", "internal/servicebus", "internal/server", "internal/admin", "internal/metrics", "internal/config", "internal/cli", "net/http"}, Indirect: amqpCodec},
 	{From: "internal/vfs", StdlibOnly: true},
 	// The Service Bus message model and its codecs (record and AMQP form).
 	{From: "internal/message", StdlibOnly: true, Allowed: amqpCodec},

@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -26,6 +27,7 @@ import (
 
 	"github.com/busbarmq/busbar/internal/amqp/frames"
 	"github.com/busbarmq/busbar/internal/config"
+	"github.com/busbarmq/busbar/internal/store/pgstore/pgtest"
 )
 
 // largeEnv is a broker on a data directory with its SDK clients.
@@ -38,7 +40,13 @@ type largeEnv struct {
 
 func startLarge(t *testing.T, dir string) *largeEnv {
 	t.Helper()
-	s := start(t, Options{Server: config.Server{DataDir: dir, MinFreeBytes: -1}})
+	return startLargeWith(t, Options{Server: config.Server{DataDir: dir, MinFreeBytes: -1}})
+}
+
+func startLargeWith(t *testing.T, o Options) *largeEnv {
+	t.Helper()
+	s := start(t, o)
+	dir := o.DataDir
 	cs := "Endpoint=sb://" + s.AMQPAddr().String() + ";SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;"
 	adm, err := admin.NewClientFromConnectionString(cs, &admin.ClientOptions{ClientOptions: azcore.ClientOptions{
 		Transport: plainHTTP{s.HTTPAddr().String()}, Retry: policy.RetryOptions{MaxRetries: -1}}})
@@ -560,4 +568,52 @@ func TestLargeMessageTopic(t *testing.T) {
 	defer r.Close(ctx)
 	receiveLarge(t, ctx, r)
 	e.waitBlobs(t, 0)
+}
+
+// TestLargeMessageStoresWithoutSpools: with a store that keeps no spools
+// (--memory, --store postgres://) a message past the spool threshold is
+// kept in memory as it arrives, as before spooling existed, rather than
+// refused.
+func TestLargeMessageStoresWithoutSpools(t *testing.T) {
+	stores := map[string]Options{"memory": {Server: config.Server{Memory: true}}}
+	if pg, err := pgtest.Start(); err == nil {
+		t.Cleanup(func() { pg.Close() })
+		url, err := pg.NewDatabase()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stores["postgres"] = Options{Server: config.Server{Store: url}}
+	} else if !errors.Is(err, pgtest.ErrNoPostgres) {
+		t.Fatal(err)
+	}
+	for name, o := range stores {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			e := startLargeWith(t, o)
+			defer e.stop(t)
+			createLargeQueue(t, ctx, e.adm, "big", nil)
+			body := largeBody(11, 2<<20)
+			sender, err := e.client.NewSender("big", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sender.Close(ctx)
+			if err := sender.SendMessage(ctx, &azservicebus.Message{Body: body}, nil); err != nil {
+				t.Fatalf("send 2 MB: %v", err)
+			}
+			r, err := e.client.NewReceiverForQueue("big", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close(ctx)
+			m := receiveLarge(t, ctx, r)
+			if !bytes.Equal(m.Body, body) {
+				t.Fatalf("received %d bytes, body differs", len(m.Body))
+			}
+			if err := r.CompleteMessage(ctx, m, nil); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/busbarmq/busbar/internal/store"
 	"github.com/busbarmq/busbar/internal/store/filestore"
 	"github.com/busbarmq/busbar/internal/store/memstore"
+	"github.com/busbarmq/busbar/internal/store/pgstore"
 )
 
 // Namespaces. Every namespace of Config.json is its own: a store, a
@@ -138,9 +139,20 @@ func (r *nsRegistry) open(ctx context.Context, name, dir string, entities *confi
 	if r.labelled {
 		n.metrics = r.root.ForNamespace(nsLabel(name))
 	}
-	if o.Memory {
+	switch {
+	case o.Memory:
 		n.store = memstore.New()
-	} else {
+	case o.Store != "" && r.def != nil:
+		// One database holds one namespace's entities (its tables have no
+		// namespace column yet).
+		return nil, fmt.Errorf("--store %s keeps one namespace, the default; namespace %q needs the file store (or its own Busbar)", redactURL(o.Store), name)
+	case o.Store != "":
+		ps, err := pgstore.Open(ctx, o.Store, pgstore.Options{Log: log.With("component", "store"), SyncObserver: n.metrics})
+		if err != nil {
+			return nil, fmt.Errorf("open the PostgreSQL store %s: %w", redactURL(o.Store), err)
+		}
+		n.store = ps
+	default:
 		fs, err := filestore.Open(filestore.Options{Dir: dir, Salvage: o.Salvage, Logger: log.With("component", "store"),
 			MinFreeBytes: o.MinFreeBytes, MinFreePercent: o.MinFreePercent, SegmentSize: o.SegmentSize, SyncObserver: n.metrics,
 			BlobThreshold: int(o.LargeMessageThreshold)})

@@ -48,6 +48,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -266,6 +267,9 @@ func (s *Server) openCore(ctx context.Context, o Options, entities *config.Emula
 	if len(declared) > max {
 		return fmt.Errorf("config: %d namespaces are declared, more than --max-namespaces (%d)", len(declared), max)
 	}
+	if o.Store != "" && o.NamespacePerKeyName {
+		return fmt.Errorf("--namespace-per-key-name needs the file store: --store %s keeps one namespace", redactURL(o.Store))
+	}
 	timerCtx, cancel := context.WithCancel(context.Background())
 	s.cancelTimers = cancel
 	reg := &nsRegistry{o: o, log: log, root: s.metrics, perKey: o.NamespacePerKeyName, max: max,
@@ -361,12 +365,24 @@ func (s *Server) startAMQP(o Options, tlsCfg *tls.Config) error {
 	return nil
 }
 
+// redactURL is a store URL without its password, for logs and errors.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(the --store URL)"
+	}
+	return u.Redacted()
+}
+
 // logReady logs "busbar ready" with the listeners' addresses, the
 // version, the data directory and how long start-up took.
 func (s *Server) logReady(o Options, begin time.Time) {
 	dataDir := o.DataDir
-	if o.Memory {
+	switch {
+	case o.Memory:
 		dataDir = "(memory)"
+	case o.Store != "":
+		dataDir = redactURL(o.Store)
 	}
 	attrs := []any{"amqp", s.amqpLn.Addr().String(), "http", s.httpLn.Addr().String()}
 	if s.amqpsLn != nil {

@@ -165,6 +165,10 @@ func classify(err error) (frames.Symbol, int32) {
 		return frames.ErrCondResourceLimitExceeded, statusUnavailable
 	case broker.KindStoreFailed:
 		return frames.ErrCondResourceLimitExceeded, statusUnavailable
+	case broker.KindStoreUnavailable, broker.KindMoved:
+		// The database is unreachable, or the entity is served elsewhere
+		// now: retriable, as Service Bus's server-busy.
+		return condServerBusy, statusUnavailable
 	}
 	return frames.ErrCondInternalError, statusInternal
 }

@@ -95,6 +95,8 @@ func TestClassify(t *testing.T) {
 		{broker.ErrClosed, "amqp:connection:forced", 503},
 		{broker.ErrNoSpace, "amqp:resource-limit-exceeded", 503},
 		{broker.ErrStoreFailed, "amqp:resource-limit-exceeded", 503},
+		{broker.ErrStoreUnavailable, "com.microsoft:server-busy", 503},
+		{broker.ErrMoved, "com.microsoft:server-busy", 503},
 		{broker.ErrInternal, "amqp:internal-error", 500},
 		{errors.New("anything else"), "amqp:internal-error", 500},
 	} {

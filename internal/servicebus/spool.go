@@ -71,6 +71,10 @@ func (s *senderLink) newSpool(d *amqp.IncomingDelivery) (amqp.Spool, error) {
 		c.spools.Add(-1)
 		return nil, c.fail("send", s.path, err).amqpError()
 	}
+	if f == nil { // a store without spools (memory, PostgreSQL): kept in memory
+		c.spools.Add(-1)
+		return nil, nil
+	}
 	return &spool{c: c, path: s.path, f: f}, nil
 }
 

@@ -120,9 +120,14 @@ func (r *bytesReader) Close() error { return nil }
 // Spooler is implemented by stores that can keep a large incoming
 // message on disk while it arrives, before it is sent: its Data then
 // reaches Commit as an Op.Tail reading from the spool.
+// NewSpool returns ErrNoSpools when the store behind it (a wrapper's)
+// keeps none: the message is then kept in memory as it arrives.
 type Spooler interface {
 	NewSpool() (Spool, error)
 }
+
+// ErrNoSpools is NewSpool's answer from a store that keeps no spools.
+var ErrNoSpools = errors.New("store: keeps no spools")
 
 // Spool is a temporary file: Write appends, ReadAt and Size read back
 // what was written, Close deletes it. Spools are not durable and do not

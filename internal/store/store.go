@@ -2,9 +2,12 @@
 // small per-entity values, and the errors every implementation shares.
 //
 // The broker owns all semantics; a store only keeps bytes durable and finds
-// them again. Two implementations satisfy the interface and run one shared
-// test suite: memstore (nothing persisted, for --memory and tests) and
-// filestore (a segmented append-only log with group commit).
+// them again. Three implementations satisfy the interface and run one
+// shared test suite: memstore (nothing persisted, for --memory and tests),
+// filestore (a segmented append-only log with group commit) and pgstore
+// (PostgreSQL, --store postgres://…). A database store may also fail a
+// commit with ErrUnavailable (not applied), ErrOutcomeUnknown (the answer
+// was lost) or ErrNotOwner (another process owns the entity now).
 //
 // Data model
 //
@@ -103,6 +106,19 @@ var (
 	// unknown); every later Commit and Sync fails with it until the store
 	// is reopened. Test with errors.Is.
 	ErrFailed = errors.New("store: stopped after an I/O error, restart to recover")
+	// ErrUnavailable marks a commit that was definitely not applied
+	// because the store's database could not be reached or refused the
+	// transaction; a later commit may succeed. Test with errors.Is.
+	ErrUnavailable = errors.New("store: database unavailable, nothing was changed")
+	// ErrOutcomeUnknown marks a commit that was sent but whose answer was
+	// lost (the connection broke after the commit went out): it may or may
+	// not have been applied. It is reported as a failure. Test with
+	// errors.Is.
+	ErrOutcomeUnknown = errors.New("store: commit outcome unknown, the database did not answer")
+	// ErrNotOwner marks a commit refused because this store no longer owns
+	// a unit it writes (another process raised its epoch): nothing was
+	// changed, and nothing of that unit will be. Test with errors.Is.
+	ErrNotOwner = errors.New("store: not the owner of the entity any more")
 )
 
 // NoSpaceError is a refusal for lack of disk space: the disk is full, or
@@ -161,10 +177,14 @@ type Op struct {
 	Kind     OpKind
 	EntityID uint64
 	Seq      uint64 // OpAppend, OpSetMeta, OpRewrite, OpRemove
-	Name     string // OpPutEntity
-	Key      string // OpPutValue, OpDeleteValue
-	Meta     []byte // OpAppend, OpSetMeta, OpRewrite
-	Data     []byte // OpPutEntity (spec), OpAppend, OpRewrite, OpPutValue (value)
+	// Unit (OpPutEntity) is the entity id of the queue or topic the
+	// entity belongs to (a subscription's topic); 0 means the entity is
+	// its own unit. Stores that do not group entities ignore it.
+	Unit uint64
+	Name string // OpPutEntity
+	Key  string // OpPutValue, OpDeleteValue
+	Meta []byte // OpAppend, OpSetMeta, OpRewrite
+	Data []byte // OpPutEntity (spec), OpAppend, OpRewrite, OpPutValue (value)
 	// Tail, if set (OpAppend, OpRewrite), is the rest of the message's
 	// Data, not held in memory: Data is followed by Tail's Size() bytes.
 	// Commit reads it (in pieces: a store that keeps large Data in files

@@ -43,6 +43,7 @@ func Run(t *testing.T, h Harness) {
 		{"ReadDataReturnsCopy", testReadDataCopy},
 		{"ReadDataBatch", testReadDataBatch},
 		{"LargeData", testLargeData},
+		{"DataWithTail", testTail},
 		{"VisitorErrorAborts", testVisitorError},
 		{"VisitorMayCommit", testVisitorCommits},
 		{"UnknownOpKindRejected", testUnknownKind},
@@ -428,6 +429,23 @@ func testLargeData(t *testing.T, e *env) {
 	rand.New(rand.NewSource(1)).Read(big)
 	meta := bytes.Repeat([]byte("M"), 4000)
 	e.both(m, true, put(1), store.Op{Kind: store.OpAppend, EntityID: 1, Seq: 1, Meta: meta, Data: big}, appendOp(1, 2, "small", "small"))
+	e.check(m)
+}
+
+// testTail: an Append or Rewrite whose Data continues in a Tail (a
+// spooled large message) stores Data followed by the Tail's bytes.
+func testTail(t *testing.T, e *env) {
+	m := NewState()
+	big := make([]byte, 1<<20)
+	rand.New(rand.NewSource(2)).Read(big)
+	e.commit(true, put(1),
+		store.Op{Kind: store.OpAppend, EntityID: 1, Seq: 1, Meta: []byte("m1"), Data: []byte("head"), Tail: store.BytesReader(big)},
+		store.Op{Kind: store.OpAppend, EntityID: 1, Seq: 2, Meta: []byte("m2"), Data: []byte("x")})
+	e.commit(true, store.Op{Kind: store.OpRewrite, EntityID: 1, Seq: 2, Meta: []byte("m2b"), Data: []byte("y"), Tail: store.BytesReader([]byte("-tail"))})
+	m.Apply(&store.Batch{Ops: []store.Op{put(1),
+		{Kind: store.OpAppend, EntityID: 1, Seq: 1, Meta: []byte("m1"), Data: append([]byte("head"), big...)},
+		{Kind: store.OpAppend, EntityID: 1, Seq: 2, Meta: []byte("m2"), Data: []byte("x")},
+		{Kind: store.OpRewrite, EntityID: 1, Seq: 2, Meta: []byte("m2b"), Data: []byte("y-tail")}}})
 	e.check(m)
 }
 

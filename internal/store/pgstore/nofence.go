@@ -1,0 +1,5 @@
+//go:build busbar_nofence
+
+package pgstore
+
+const noFence = true
