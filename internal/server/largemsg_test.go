@@ -571,11 +571,15 @@ func TestLargeMessageTopic(t *testing.T) {
 }
 
 // TestLargeMessageStoresWithoutSpools: with a store that keeps no spools
-// (--memory, --store postgres://) a message past the spool threshold is
+// (--memory, --store postgres://, also behind --faults' wrapper, which
+// has NewSpool whatever it wraps) a message past the spool threshold is
 // kept in memory as it arrives, as before spooling existed, rather than
 // refused.
 func TestLargeMessageStoresWithoutSpools(t *testing.T) {
-	stores := map[string]Options{"memory": {Server: config.Server{Memory: true}}}
+	stores := map[string]Options{
+		"memory":        {Server: config.Server{Memory: true}},
+		"memory+faults": {Server: config.Server{Memory: true, Faults: true}},
+	}
 	if pg, err := pgtest.Start(); err == nil {
 		t.Cleanup(func() { pg.Close() })
 		url, err := pg.NewDatabase()
