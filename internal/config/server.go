@@ -22,6 +22,9 @@ type Server struct {
 	AMQPAddr     string // host:port of the AMQP listener
 	HTTPAddr     string // host:port of the management (ATOM) and health listener
 	Memory       bool   // keep everything in memory, nothing on disk
+	// Store is "" for the file store in DataDir, or a postgres:// (or
+	// postgresql://) URL: the PostgreSQL store in that database.
+	Store string
 	LogFormat    string // "text" or "json"
 	LogLevel     string // "debug", "info", "warn" or "error"
 
@@ -159,6 +162,8 @@ var serverSettings = []Setting{
 		text, func(s *Server) *string { return &s.HTTPAddr }),
 	setting("memory", "BUSBAR_MEMORY", "false", "keep all data in memory (nothing is written to disk)",
 		parseBool, func(s *Server) *bool { return &s.Memory }),
+	setting("store", "BUSBAR_STORE", "", "where data is kept: empty for the file store in --data, or a postgres://USER:PASSWORD@HOST:PORT/DB URL for PostgreSQL",
+		storeURL, func(s *Server) *string { return &s.Store }),
 	setting("log-format", "BUSBAR_LOG_FORMAT", "text", "log format: text or json",
 		lower, func(s *Server) *string { return &s.LogFormat }),
 	setting("log-level", "BUSBAR_LOG_LEVEL", "info", "log level: debug, info, warn or error",
@@ -256,6 +261,19 @@ func settingPair[T, U any](name, env, def, usage string, parse func(string) (T, 
 func text(v string) (string, error)    { return v, nil }
 func trimmed(v string) (string, error) { return strings.TrimSpace(v), nil }
 func lower(v string) (string, error)   { return strings.ToLower(strings.TrimSpace(v)), nil }
+
+// storeURL is "" or a PostgreSQL URL (postgres:// or postgresql://).
+func storeURL(v string) (string, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return "", nil
+	}
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return "", fmt.Errorf("is not a postgres:// URL (the file store needs no --store)")
+	}
+	return v, nil
+}
 
 // logLevel is lower, with "warning" read as "warn".
 func logLevel(v string) (string, error) {
@@ -355,8 +373,11 @@ func (s Server) Validate() error {
 // validateListeners checks the data directory, the listen addresses and
 // what the TLS listeners need.
 func (s Server) validateListeners(add func(name, format string, args ...any)) {
-	if !s.Memory && strings.TrimSpace(s.DataDir) == "" {
-		add("data", "is required unless memory is set")
+	if !s.Memory && s.Store == "" && strings.TrimSpace(s.DataDir) == "" {
+		add("data", "is required unless memory or store is set")
+	}
+	if s.Memory && s.Store != "" {
+		add("store", "cannot be used with memory")
 	}
 	for _, a := range []struct{ name, addr string }{{"amqp", s.AMQPAddr}, {"http", s.HTTPAddr}} {
 		if msg := checkAddr(a.addr); msg != "" {

@@ -123,7 +123,8 @@ func TestServerValidate(t *testing.T) {
 		want string // "" for valid
 	}{
 		{"default", func(*Server) {}, ""},
-		{"no data dir", func(s *Server) { s.DataDir = "" }, "config: data: is required unless memory is set"},
+		{"no data dir", func(s *Server) { s.DataDir = "" }, "config: data: is required unless memory or store is set"},
+		{"store and memory", func(s *Server) { s.Memory, s.Store = true, "postgres://localhost/busbar" }, "config: store: cannot be used with memory"},
 		{"memory without data dir", func(s *Server) { s.DataDir, s.Memory = "", true }, ""},
 		{"amqp missing", func(s *Server) { s.AMQPAddr = "" }, "config: amqp: is required (host:port)"},
 		{"amqp no port", func(s *Server) { s.AMQPAddr = "localhost" }, `config: amqp: "localhost" is not a host:port address`},
@@ -217,6 +218,13 @@ func TestServerTLSPoliciesAndLimits(t *testing.T) {
 	if err := s.Set("auth-timeout", "soon"); err == nil {
 		t.Error("auth-timeout soon accepted")
 	}
+	if err := s.Set("store", "mysql://localhost/busbar"); err == nil {
+		t.Error("a store URL that is not postgres:// accepted")
+	}
+	if err := s.Set("store", " postgresql://u:p@db:5432/busbar?search_path=busbar "); err != nil || s.Store != "postgresql://u:p@db:5432/busbar?search_path=busbar" {
+		t.Errorf("store URL: %v, %q", err, s.Store)
+	}
+	s.Store = ""
 	s = DefaultServer()
 	s.HTTPSAddr = "localhost:5301"
 	if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "--dev-tls") {

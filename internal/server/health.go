@@ -81,7 +81,9 @@ func (h *health) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch err := h.state(); {
 	case err == nil:
 		h.write(w, http.StatusOK, healthBody{Status: "healthy"})
-	case broker.KindOf(err) == broker.KindNoSpace:
+	case broker.KindOf(err) == broker.KindNoSpace, broker.KindOf(err) == broker.KindStoreUnavailable:
+		// A full disk or an unreachable database: restarting the process
+		// would not help; readiness says not ready meanwhile.
 		h.write(w, http.StatusOK, healthBody{Status: "degraded", Reason: err.Error()})
 	default:
 		h.write(w, http.StatusServiceUnavailable, healthBody{Status: "failed", Reason: err.Error()})

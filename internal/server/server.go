@@ -44,6 +44,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -62,6 +63,7 @@ import (
 	"github.com/busbarmq/busbar/internal/store"
 	"github.com/busbarmq/busbar/internal/store/filestore"
 	"github.com/busbarmq/busbar/internal/store/memstore"
+	"github.com/busbarmq/busbar/internal/store/pgstore"
 	"github.com/busbarmq/busbar/internal/tracing"
 	"github.com/busbarmq/busbar/internal/version"
 )
@@ -242,9 +244,16 @@ func (s *Server) startHTTP(o Options, tlsCfg *tls.Config) error {
 // timers.
 func (s *Server) openCore(ctx context.Context, o Options, entities *config.EmulatorConfig, authn *auth.Authenticator) error {
 	log := s.log
-	if o.Memory {
+	switch {
+	case o.Memory:
 		s.store = memstore.New()
-	} else {
+	case o.Store != "":
+		ps, err := pgstore.Open(ctx, o.Store, pgstore.Options{Log: log.With("component", "store"), SyncObserver: s.metrics})
+		if err != nil {
+			return fmt.Errorf("open the PostgreSQL store %s: %w", redactURL(o.Store), err)
+		}
+		s.store = ps
+	default:
 		fs, err := filestore.Open(filestore.Options{Dir: o.DataDir, Salvage: o.Salvage, Logger: log.With("component", "store"),
 			MinFreeBytes: o.MinFreeBytes, MinFreePercent: o.MinFreePercent, SegmentSize: o.SegmentSize, SyncObserver: s.metrics})
 		if err != nil {
@@ -359,12 +368,24 @@ func (s *Server) startAMQP(o Options, authn *auth.Authenticator, tlsCfg *tls.Con
 	return nil
 }
 
+// redactURL is a store URL without its password, for logs and errors.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(the --store URL)"
+	}
+	return u.Redacted()
+}
+
 // logReady logs "busbar ready" with the listeners' addresses, the
 // version, the data directory and how long start-up took.
 func (s *Server) logReady(o Options, begin time.Time) {
 	dataDir := o.DataDir
-	if o.Memory {
+	switch {
+	case o.Memory:
 		dataDir = "(memory)"
+	case o.Store != "":
+		dataDir = redactURL(o.Store)
 	}
 	attrs := []any{"amqp", s.amqpLn.Addr().String(), "http", s.httpLn.Addr().String()}
 	if s.amqpsLn != nil {

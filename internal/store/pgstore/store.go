@@ -39,6 +39,7 @@ type Store struct {
 	chunked  map[msgKey]struct{} // messages that may have bb_body rows (a superset)
 	async    bool                // a transaction committed without waiting for its WAL flush since the last flush
 	stopped  error               // set when the store takes no more writes
+	renewErr error               // the last session renewal's failure, nil once one succeeds
 
 	statsMu sync.Mutex
 	stats   store.Stats
@@ -51,6 +52,7 @@ type Store struct {
 var (
 	_ store.Store         = (*Store)(nil)
 	_ store.StatsReporter = (*Store)(nil)
+	_ store.DiskChecker   = (*Store)(nil)
 )
 
 // Open connects to the database named by url (a postgres:// URL or a
@@ -246,9 +248,14 @@ func (s *Store) renewer() {
 			return
 		case <-t.C:
 		}
-		if err := s.renew(); err != nil {
+		err := s.renew()
+		if err != nil {
 			s.o.Log.Warn("session renewal failed", "node", s.o.NodeID, "err", err)
+			err = fmt.Errorf("pgstore: the database does not answer: %w: %w", store.ErrUnavailable, err)
 		}
+		s.mu.Lock()
+		s.renewErr = err
+		s.mu.Unlock()
 	}
 }
 
@@ -360,6 +367,22 @@ func (s *Store) stoppedErr() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.stopped
+}
+
+// CheckGrowth is the error that stopped the store, if any: new data is
+// refused at once then.
+func (s *Store) CheckGrowth() error { return s.stoppedErr() }
+
+// Health is nil while the store takes writes; otherwise why not: it
+// stopped (an unknown commit outcome, the units taken by another process)
+// or the database did not answer the last session renewal.
+func (s *Store) Health() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped != nil {
+		return s.stopped
+	}
+	return s.renewErr
 }
 
 // Recover replays the live state in one REPEATABLE READ snapshot:
