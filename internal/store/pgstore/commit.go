@@ -78,8 +78,7 @@ func (s *Store) Commit(b *store.Batch, sync bool) error {
 		s.mu.Unlock()
 		return store.ErrClosed
 	}
-	if s.stopped != nil {
-		err := s.stopped
+	if err := s.refusalLocked(); err != nil {
 		s.mu.Unlock()
 		return err
 	}
@@ -125,7 +124,7 @@ func (s *Store) Commit(b *store.Batch, sync bool) error {
 // waiting batches whose units have no transaction in flight (at most one
 // per unit, so a unit's batches commit in order), up to the limits, and
 // commits them in one pipelined transaction.
-func (s *Store) committer() {
+func (s *Store) committer(slot int) {
 	defer s.wg.Done()
 	for {
 		s.mu.Lock()
@@ -143,7 +142,7 @@ func (s *Store) committer() {
 		}
 		s.inflight++
 		s.mu.Unlock()
-		s.run(ps)
+		s.run(slot, ps)
 		s.mu.Lock()
 		for _, p := range ps {
 			for _, u := range p.units {
@@ -201,11 +200,11 @@ func (s *Store) takeLocked() []*pending {
 
 // run commits ps, retrying serialisation failures and taking out the
 // batches of units that turn out not to be this store's.
-func (s *Store) run(ps []*pending) {
+func (s *Store) run(slot int, ps []*pending) {
 	s.gate.RLock()
 	defer s.gate.RUnlock()
 	for attempt := 0; len(ps) > 0; attempt++ {
-		if err := s.stoppedErr(); err != nil {
+		if err := s.refusal(); err != nil {
 			answer(ps, err)
 			return
 		}
@@ -215,7 +214,7 @@ func (s *Store) run(ps []*pending) {
 			continue
 		}
 		start := time.Now()
-		err := s.exec(t)
+		err := s.exec(slot, t)
 		if err == nil {
 			s.apply(t)
 			if obs := s.o.SyncObserver; obs != nil && t.sync {
@@ -241,6 +240,27 @@ func (s *Store) run(ps []*pending) {
 		answer(ps, err)
 		return
 	}
+}
+
+// errUnresolved refuses commits while an earlier one's outcome is
+// being learned.
+var errUnresolved = fmt.Errorf("pgstore: %w: waiting to learn whether an interrupted commit was applied", store.ErrUnavailable)
+
+// refusal is why the store takes no commit now, or nil.
+func (s *Store) refusal() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refusalLocked()
+}
+
+func (s *Store) refusalLocked() error {
+	if s.stopped != nil {
+		return s.stopped
+	}
+	if len(s.unresolved) > 0 {
+		return errUnresolved
+	}
+	return nil
 }
 
 func answer(ps []*pending, err error) {
@@ -485,7 +505,7 @@ func isRetryable(err error) bool {
 // The statements of a transaction, in the order they run.
 const (
 	sqlAsync = `SELECT set_config('synchronous_commit', 'off', true)`
-	sqlTxid  = `SELECT txid_current()`
+	sqlMark  = `UPDATE bb_commit_mark SET mark = $3 WHERE node_id = $1 AND slot = $2`
 	sqlFence = `WITH held AS MATERIALIZED (
   SELECT unit_id, epoch FROM bb_unit WHERE unit_id = ANY($1::bigint[]) ORDER BY unit_id FOR SHARE)
 SELECT 1 / (count(*) = cardinality($1::bigint[]))::int
@@ -531,13 +551,13 @@ ON CONFLICT (unit_id, entity_id, key) DO UPDATE SET value = EXCLUDED.value`
 )
 
 // exec sends t as one pipelined transaction and classifies its failure.
-func (s *Store) exec(t *txn) error {
+func (s *Store) exec(slot int, t *txn) error {
 	b := &pgx.Batch{}
 	if !t.sync {
 		b.Queue(sqlAsync)
 	}
-	txidAt := b.Len()
-	b.Queue(sqlTxid)
+	mark := s.marks.Add(1)
+	b.Queue(sqlMark, s.o.NodeID, slot, mark)
 	fenceAt := -1
 	if len(t.units) > 0 && !noFence {
 		fenceAt = b.Len()
@@ -595,7 +615,7 @@ func (s *Store) exec(t *txn) error {
 	if len(vu) > 0 {
 		b.Queue(sqlValPut, vu, ve, vk, vv)
 	}
-	return s.send(b, txidAt, fenceAt)
+	return s.send(b, slot, mark, fenceAt)
 }
 
 // queueMsgs queues the statements of t's message changes: deletes, old
@@ -657,35 +677,31 @@ func (s *Store) queueMsgs(t *txn, b *pgx.Batch) {
 // send runs b on a pooled connection within TxnDeadline and classifies a
 // failure (§6.3 of docs/design/cluster.md): a statement error means the
 // transaction was rolled back (ErrNotOwner for the fence, else
-// ErrUnavailable); a broken connection after the transaction went out is
-// resolved with txid_status on a new connection, and is ErrOutcomeUnknown
-// (which stops the store) only when that cannot be learned in time.
-func (s *Store) send(b *pgx.Batch, txidAt, fenceAt int) error {
+// ErrUnavailable). A broken connection once the transaction went out is
+// resolved on a new connection: every transaction sets its committer's
+// row in bb_commit_mark to a new mark, so once that row can be locked
+// (the old transaction is over) it tells whether the transaction
+// committed. Not learned within ResolveWait, it is ErrOutcomeUnknown.
+func (s *Store) send(b *pgx.Batch, slot int, mark int64, fenceAt int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.o.TxnDeadline)
 	defer cancel()
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("pgstore: commit: %w: %w", store.ErrUnavailable, err)
 	}
-	defer conn.Release()
 	br := conn.SendBatch(ctx, b)
-	var txid int64
-	haveTxid := false
 	var stmtErr error
 	failedAt := -1
 	for i := range b.Len() {
-		if i == txidAt {
-			stmtErr = br.QueryRow().Scan(&txid)
-			haveTxid = stmtErr == nil
-		} else {
-			_, stmtErr = br.Exec()
-		}
-		if stmtErr != nil {
+		if _, stmtErr = br.Exec(); stmtErr != nil {
 			failedAt = i
 			break
 		}
 	}
 	closeErr := br.Close()
+	// Released before any resolution: that needs a connection of its own
+	// and must not wait for this broken one.
+	conn.Release()
 	if stmtErr == nil && closeErr == nil {
 		return nil
 	}
@@ -709,50 +725,74 @@ func (s *Store) send(b *pgx.Batch, txidAt, fenceAt int) error {
 	if pgconn.SafeToRetry(err) {
 		return fmt.Errorf("pgstore: commit: %w: %w", store.ErrUnavailable, err)
 	}
-	if !haveTxid {
-		// Nothing came back, not even the transaction id: if the server
-		// had committed we would have read that answer first, but a
-		// broken connection can lose it.
-		return s.unknown(err)
-	}
-	switch st := s.resolve(txid); st {
+	switch s.resolve(slot, mark) {
 	case "committed":
 		return nil
 	case "aborted":
 		return fmt.Errorf("pgstore: commit: %w: %w", store.ErrUnavailable, err)
-	default:
-		return s.unknown(err)
+	}
+	return s.unknown(slot, mark, err)
+}
+
+// unknown answers a commit whose outcome could not be learned in time:
+// ErrOutcomeUnknown. Until a goroutine learns it, every commit is refused
+// (a later transaction of the same committer would hide the mark); if it
+// turns out committed, the broker's memory lags the database and the
+// store stops until a restart reloads it; if not, the store goes on.
+func (s *Store) unknown(slot int, mark int64, cause error) error {
+	s.mu.Lock()
+	s.unresolved[slot] = mark
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go s.resolveLater(slot, mark, cause)
+	return fmt.Errorf("pgstore: %w: %w", store.ErrOutcomeUnknown, cause)
+}
+
+// resolveLater asks until it learns what became of (slot, mark) or the
+// store closes.
+func (s *Store) resolveLater(slot int, mark int64, cause error) {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.stop:
+			return
+		default:
+		}
+		switch s.resolve(slot, mark) {
+		case "":
+			continue
+		case "committed":
+			s.stop2(fmt.Errorf("pgstore: a commit reported as failed (%w) was applied; no more writes until Busbar restarts and reloads: %w", cause, store.ErrFailed))
+		default:
+			s.o.Log.Info("an interrupted commit did not apply; taking writes again", "slot", slot)
+		}
+		s.mu.Lock()
+		delete(s.unresolved, slot)
+		s.mu.Unlock()
+		return
 	}
 }
 
-// unknown stops the store: a commit may have been applied without the
-// broker knowing, so its memory may lag the database until a restart
-// reloads it.
-func (s *Store) unknown(cause error) error {
-	err := fmt.Errorf("pgstore: %w: %w", store.ErrOutcomeUnknown, cause)
-	s.stop2(fmt.Errorf("pgstore: the outcome of a commit could not be learned (%w); no more writes until Busbar restarts: %w", cause, store.ErrFailed))
-	return err
-}
-
-// resolve asks the database, on new connections and within TxnDeadline,
-// what became of transaction txid: "committed", "aborted" or "" (not
-// learned in time).
-func (s *Store) resolve(txid int64) string {
-	deadline := time.Now().Add(s.o.TxnDeadline)
+// resolve learns, on new connections and within ResolveWait, whether the
+// transaction that set slot's mark to mark committed: "committed",
+// "aborted" or "" (not learned in time). Locking the row waits for that
+// transaction to end if its backend still runs.
+func (s *Store) resolve(slot int, mark int64) string {
+	deadline := time.Now().Add(s.o.ResolveWait)
 	for time.Now().Before(deadline) {
 		ctx, cancel := context.WithDeadline(context.Background(), deadline)
-		var st *string
-		err := s.pool.QueryRow(ctx, `SELECT txid_status($1)`, txid).Scan(&st)
+		var got int64
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			return tx.QueryRow(ctx, `SELECT mark FROM bb_commit_mark WHERE node_id = $1 AND slot = $2 FOR UPDATE`, s.o.NodeID, slot).Scan(&got)
+		})
 		cancel()
 		switch {
 		case err != nil:
 			time.Sleep(100 * time.Millisecond)
-		case st == nil || *st == "aborted":
-			return "aborted"
-		case *st == "committed":
+		case got == mark:
 			return "committed"
-		default: // in progress
-			time.Sleep(20 * time.Millisecond)
+		default:
+			return "aborted"
 		}
 	}
 	return ""

@@ -16,6 +16,7 @@
 //	bb_body    (unit_id, body_id, part) -> data   Data above InlineLimit, in ChunkSize parts
 //	bb_value   (unit_id, entity_id, key) -> value
 //	bb_catalog (1) -> namespace_id, …
+//	bb_commit_mark (node_id, slot) -> mark   the last transaction of each committer
 //
 // A body id is (writer's epoch << 32) | counter, so bodies written under
 // different epochs never collide. Updating a message's Meta touches only
@@ -28,7 +29,7 @@
 // (so a unit's batches commit in order), coalesce their ops per key in
 // order (the store's operation rules, no-op rules included, are applied
 // in Go against the live entities the store keeps), and send one
-// transaction as one pipelined round trip: txid_current(), the fence,
+// transaction as one pipelined round trip: its commit mark, the fence,
 // then one multi-row statement (unnest arrays) per kind of change. Commit
 // returns after that transaction committed; a batch committed with
 // sync=false rides in a transaction with synchronous_commit off, made
@@ -48,9 +49,14 @@
 //
 // A transaction that cannot start or that the server refused is
 // store.ErrUnavailable: nothing was applied. When the connection breaks
-// after the transaction went out, the store asks txid_status on a new
-// connection within TxnDeadline: committed is success, aborted is
-// ErrUnavailable; not learned in time is store.ErrOutcomeUnknown, after
-// which the store takes no writes (store.ErrFailed) until Busbar restarts
-// and reloads, because memory may lag the database.
+// after the transaction went out, the store reads the committer's row of
+// bb_commit_mark on a new connection, locking it so that an old
+// transaction still running ends first, for up to ResolveWait (the
+// database may be restarting): the transaction's own mark there is
+// success, an older one ErrUnavailable. Not learned in time (the database
+// stays down) is store.ErrOutcomeUnknown, and the store refuses commits
+// (ErrUnavailable) until a goroutine learns the outcome: if the
+// transaction did not commit, the store goes on by itself; if it did, the
+// broker's memory lags the database and the store takes no writes
+// (store.ErrFailed) until Busbar restarts and reloads.
 package pgstore

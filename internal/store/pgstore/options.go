@@ -26,6 +26,10 @@ type Options struct {
 	// TxnDeadline bounds one commit transaction, including waiting for a
 	// connection and resolving a lost answer (default 5 s).
 	TxnDeadline time.Duration
+	// ResolveWait bounds how long a commit whose connection broke after
+	// it was sent waits to learn its outcome (the database may be
+	// restarting) before it fails with ErrOutcomeUnknown (default 30 s).
+	ResolveWait time.Duration
 	// NodeID names this process's row in bb_node (default "busbar"). Two
 	// live processes never share a node id.
 	NodeID string
@@ -47,6 +51,7 @@ const (
 	defaultInline      = 8 << 10
 	defaultChunk       = 256 << 10
 	defaultTxnDeadline = 5 * time.Second
+	defaultResolveWait = 30 * time.Second
 	defaultTTL         = 5 * time.Second
 	defaultHeartbeat   = time.Second
 	maxBatchOps        = 2000
@@ -73,6 +78,9 @@ func (o *Options) defaults() {
 	}
 	if o.TxnDeadline <= 0 {
 		o.TxnDeadline = defaultTxnDeadline
+	}
+	if o.ResolveWait <= 0 {
+		o.ResolveWait = defaultResolveWait
 	}
 	if o.NodeID == "" {
 		o.NodeID = "busbar"

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -26,20 +27,22 @@ type Store struct {
 	// a lapsed session holds it exclusively.
 	gate sync.RWMutex
 
-	mu       sync.Mutex
-	cond     *sync.Cond
-	closed   bool
-	queue    []*pending
-	busy     map[uint64]bool // units with a transaction in flight
-	inflight int             // transactions in flight
-	unitOf   map[uint64]uint64
-	live     map[uint64]bool
-	units    map[uint64]int64 // units this store owns -> epoch
-	counters map[uint64]uint32
-	chunked  map[msgKey]struct{} // messages that may have bb_body rows (a superset)
-	async    bool                // a transaction committed without waiting for its WAL flush since the last flush
-	stopped  error               // set when the store takes no more writes
-	renewErr error               // the last session renewal's failure, nil once one succeeds
+	mu         sync.Mutex
+	cond       *sync.Cond
+	closed     bool
+	queue      []*pending
+	busy       map[uint64]bool // units with a transaction in flight
+	inflight   int             // transactions in flight
+	unitOf     map[uint64]uint64
+	live       map[uint64]bool
+	units      map[uint64]int64 // units this store owns -> epoch
+	counters   map[uint64]uint32
+	chunked    map[msgKey]struct{} // messages that may have bb_body rows (a superset)
+	async      bool                // a transaction committed without waiting for its WAL flush since the last flush
+	stopped    error               // set when the store takes no more writes
+	renewErr   error               // the last session renewal's failure, nil once one succeeds
+	marks      atomic.Int64        // the last commit mark (bb_commit_mark)
+	unresolved map[int]int64       // committer slot -> mark of a commit whose outcome is not known yet
 
 	statsMu sync.Mutex
 	stats   store.Stats
@@ -66,7 +69,7 @@ func Open(ctx context.Context, url string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
-	cfg.MaxConns = int32(o.Conns + 3) // committers, readers, the renewer
+	cfg.MaxConns = int32(2*o.Conns + 3) // committers, their resolutions, readers, the renewer
 	cfg.MinConns = 1
 	if cfg.ConnConfig.ConnectTimeout == 0 || cfg.ConnConfig.ConnectTimeout > o.TxnDeadline {
 		cfg.ConnConfig.ConnectTimeout = o.TxnDeadline
@@ -85,7 +88,7 @@ func Open(ctx context.Context, url string, o Options) (*Store, error) {
 	s := &Store{
 		o: o, pool: pool,
 		busy: map[uint64]bool{}, unitOf: map[uint64]uint64{}, live: map[uint64]bool{},
-		units: map[uint64]int64{}, counters: map[uint64]uint32{}, chunked: map[msgKey]struct{}{},
+		units: map[uint64]int64{}, counters: map[uint64]uint32{}, chunked: map[msgKey]struct{}{}, unresolved: map[int]int64{},
 		stop: make(chan struct{}),
 	}
 	s.cond = sync.NewCond(&s.mu)
@@ -95,8 +98,8 @@ func Open(ctx context.Context, url string, o Options) (*Store, error) {
 	}
 	s.wg.Add(1 + o.Conns)
 	go s.renewer()
-	for range o.Conns {
-		go s.committer()
+	for i := range o.Conns {
+		go s.committer(i)
 	}
 	return s, nil
 }
@@ -113,6 +116,12 @@ func (s *Store) open(ctx context.Context) error {
 	}
 	if err := s.acquireAll(ctx); err != nil {
 		return err
+	}
+	// One commit-mark row per committer, reset for this session.
+	if _, err := s.pool.Exec(ctx, `INSERT INTO bb_commit_mark (node_id, slot, mark)
+SELECT $1, g, 0 FROM generate_series(0, $2::int - 1) AS g
+ON CONFLICT (node_id, slot) DO UPDATE SET mark = 0`, s.o.NodeID, s.o.Conns); err != nil {
+		return fmt.Errorf("pgstore: commit marks: %w", err)
 	}
 	return s.loadModel(ctx)
 }
@@ -369,9 +378,9 @@ func (s *Store) stoppedErr() error {
 	return s.stopped
 }
 
-// CheckGrowth is the error that stopped the store, if any: new data is
-// refused at once then.
-func (s *Store) CheckGrowth() error { return s.stoppedErr() }
+// CheckGrowth is why the store takes no commit now, if anything: new data
+// is refused at once then.
+func (s *Store) CheckGrowth() error { return s.refusal() }
 
 // Health is nil while the store takes writes; otherwise why not: it
 // stopped (an unknown commit outcome, the units taken by another process)
@@ -379,8 +388,8 @@ func (s *Store) CheckGrowth() error { return s.stoppedErr() }
 func (s *Store) Health() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.stopped != nil {
-		return s.stopped
+	if err := s.refusalLocked(); err != nil {
+		return err
 	}
 	return s.renewErr
 }

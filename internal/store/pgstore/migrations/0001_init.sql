@@ -23,6 +23,15 @@ CREATE TABLE IF NOT EXISTS bb_node (
   config_hash    bytea       NOT NULL
 );
 
+-- One row per committer of a node: every commit transaction sets its mark,
+-- so a commit whose answer was lost can be looked up.
+CREATE TABLE IF NOT EXISTS bb_commit_mark (
+  node_id  text    NOT NULL,
+  slot     integer NOT NULL,
+  mark     bigint  NOT NULL,
+  PRIMARY KEY (node_id, slot)
+) WITH (fillfactor = 50);
+
 CREATE TABLE IF NOT EXISTS bb_unit (
   unit_id        bigint      PRIMARY KEY,
   name_key       text        NOT NULL UNIQUE,
