@@ -24,9 +24,9 @@ type Server struct {
 	Memory       bool   // keep everything in memory, nothing on disk
 	// Store is "" for the file store in DataDir, or a postgres:// (or
 	// postgresql://) URL: the PostgreSQL store in that database.
-	Store string
-	LogFormat    string // "text" or "json"
-	LogLevel     string // "debug", "info", "warn" or "error"
+	Store     string
+	LogFormat string // "text" or "json"
+	LogLevel  string // "debug", "info", "warn" or "error"
 
 	AMQPSAddr string // host:port of the AMQP-over-TLS listener; "" for none
 	HTTPSAddr string // host:port of the HTTPS listener; "" for none

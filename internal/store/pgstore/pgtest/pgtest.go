@@ -203,3 +203,17 @@ func Exec(url, sql string, args ...any) error {
 	_, err = conn.Exec(ctx, sql, args...)
 	return err
 }
+
+// QueryInt runs sql, which returns one integer, on database url.
+func QueryInt(url, sql string, args ...any) (int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(ctx)
+	var n int64
+	err = conn.QueryRow(ctx, sql, args...).Scan(&n)
+	return n, err
+}
