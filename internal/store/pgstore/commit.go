@@ -277,6 +277,7 @@ func (s *Store) failUnits(ps []*pending, units []uint64) []*pending {
 		delete(s.units, u)
 	}
 	s.mu.Unlock()
+	s.tellLost(units)
 	s.o.Log.Error("entities fenced off: another process owns them now", "units", units)
 	rest := ps[:0]
 	for _, p := range ps {

@@ -42,6 +42,11 @@ type Options struct {
 	// node id to expire (a restart after a crash) before refusing
 	// (default SessionTTL + 1 s).
 	StartWait time.Duration
+	// Cluster opens the store for a node of a cluster: it registers no
+	// session and takes no unit at Open; the node does both through
+	// Membership (Register, Renew) and UnitLeases (Acquire, Release), and
+	// replays each unit it takes with RecoverUnit.
+	Cluster bool
 	// SyncObserver, if set, is told of every commit transaction.
 	SyncObserver store.SyncObserver
 }
@@ -58,6 +63,8 @@ const (
 	maxBatchBytes      = 8 << 20
 	maxBatchUnits      = 64
 	maxRetries         = 5
+	lostBuffer         = 256
+	defaultReserve     = 10 * time.Second
 )
 
 func (o *Options) defaults() {
