@@ -108,28 +108,9 @@ func (s *Store) acquire(ctx context.Context, unit uint64, session int64) (uint64
 		return 0, fmt.Errorf("pgstore: acquire: %w: %w", store.ErrUnavailable, err)
 	}
 	defer tx.Rollback(ctx)
-	type nodeRow struct {
-		session int64
-		live    bool
-	}
-	nodes := map[string]nodeRow{}
-	rows, err := tx.Query(ctx, `SELECT node_id, session, expires_at > clock_timestamp() FROM bb_node
- WHERE node_id = $1 OR node_id = (SELECT owner_node FROM bb_unit WHERE unit_id = $2)
- ORDER BY node_id FOR UPDATE`, me, int64(unit))
+	nodes, err := lockNodes(ctx, tx, me, unit)
 	if err != nil {
-		return 0, fmt.Errorf("pgstore: acquire: %w: %w", store.ErrUnavailable, err)
-	}
-	for rows.Next() {
-		var id string
-		var n nodeRow
-		if err := rows.Scan(&id, &n.session, &n.live); err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("pgstore: acquire: %w: %w", store.ErrUnavailable, err)
-		}
-		nodes[id] = n
-	}
-	if err := rows.Err(); err != nil {
-		return 0, fmt.Errorf("pgstore: acquire: %w: %w", store.ErrUnavailable, err)
+		return 0, err
 	}
 	if mine, ok := nodes[me]; !ok || mine.session != session || !mine.live {
 		return 0, fmt.Errorf("pgstore: acquire unit %d: %w", unit, store.ErrSessionLost)
@@ -146,16 +127,11 @@ func (s *Store) acquire(ctx context.Context, unit uint64, session int64) (uint64
 	} else if err != nil {
 		return 0, fmt.Errorf("pgstore: acquire: %w: %w", store.ErrUnavailable, err)
 	}
-	eligible := false
-	switch {
-	case owner != nil && *owner == me && ownerSession != nil && *ownerSession == session:
-		eligible = true // re-take of my own unit
-	case state == string(store.UnitFree):
-		eligible = handoff == nil || *handoff == me || reserved == nil || !*reserved
-	default:
-		n, ok := nodes[deref(owner)]
-		eligible = !ok || ownerSession == nil || n.session != *ownerSession || !n.live
+	r := store.Unit{Owner: deref(owner), State: store.UnitState(state), HandoffTo: deref(handoff), Reserved: reserved != nil && *reserved}
+	if ownerSession != nil {
+		r.OwnerSession = *ownerSession
 	}
+	eligible := takeable(r, me, session, nodes)
 	if !eligible {
 		return 0, fmt.Errorf("pgstore: acquire unit %d (owner %q, state %s): %w", unit, deref(owner), state, store.ErrNotEligible)
 	}
@@ -177,6 +153,50 @@ func (s *Store) acquire(ctx context.Context, unit uint64, session int64) (uint64
 		return 0, fmt.Errorf("pgstore: acquire: %w: %w", store.ErrOutcomeUnknown, err)
 	}
 	return uint64(epoch), nil
+}
+
+type nodeRow struct {
+	session int64
+	live    bool
+}
+
+// lockNodes locks this node's row and the unit owner's, in node-id order
+// (two nodes taking each other's units must not deadlock).
+func lockNodes(ctx context.Context, tx pgx.Tx, me string, unit uint64) (map[string]nodeRow, error) {
+	rows, err := tx.Query(ctx, `SELECT node_id, session, expires_at > clock_timestamp() FROM bb_node
+ WHERE node_id = $1 OR node_id = (SELECT owner_node FROM bb_unit WHERE unit_id = $2)
+ ORDER BY node_id FOR UPDATE`, me, int64(unit))
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: acquire: %w: %w", store.ErrUnavailable, err)
+	}
+	nodes := map[string]nodeRow{}
+	for rows.Next() {
+		var id string
+		var n nodeRow
+		if err := rows.Scan(&id, &n.session, &n.live); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("pgstore: acquire: %w: %w", store.ErrUnavailable, err)
+		}
+		nodes[id] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgstore: acquire: %w: %w", store.ErrUnavailable, err)
+	}
+	return nodes, nil
+}
+
+// takeable decides §5.3's eligibility from the locked rows: my own unit
+// under my session (a re-take), a free unit not reserved for another
+// node, or a unit whose owner's session is gone or no longer live.
+func takeable(r store.Unit, me string, session int64, nodes map[string]nodeRow) bool {
+	switch {
+	case r.Owner == me && r.OwnerSession == session:
+		return true
+	case r.State == store.UnitFree:
+		return r.HandoffTo == "" || r.HandoffTo == me || !r.Reserved
+	}
+	n, ok := nodes[r.Owner]
+	return !ok || n.session != r.OwnerSession || !n.live
 }
 
 func deref(s *string) string {
@@ -257,7 +277,6 @@ func (s *Store) RecoverUnit(ctx context.Context, unit uint64, v store.Visitor) e
 	if err != nil {
 		return fmt.Errorf("pgstore: recover unit %d: %w: %w", unit, store.ErrUnavailable, err)
 	}
-	var chunked []msgKey
 	for _, e := range ents {
 		if v.Entity != nil {
 			if err := v.Entity(e); err != nil {
@@ -265,64 +284,12 @@ func (s *Store) RecoverUnit(ctx context.Context, unit uint64, v store.Visitor) e
 			}
 		}
 	}
-	var lastE, lastQ int64 = -1, -1
-	for {
-		rows, err := tx.Query(ctx, `SELECT entity_id, seq, meta, size, body_id IS NOT NULL FROM bb_msg
- WHERE unit_id = $1 AND (entity_id, seq) > ($2, $3) ORDER BY entity_id, seq LIMIT $4`, u, lastE, lastQ, recoverPage)
-		if err != nil {
-			return fmt.Errorf("pgstore: recover unit %d: %w: %w", unit, store.ErrUnavailable, err)
-		}
-		n := 0
-		for rows.Next() {
-			var e, q int64
-			var size int32
-			var chunk bool
-			var m store.Message
-			if err := rows.Scan(&e, &q, &m.Meta, &size, &chunk); err != nil {
-				rows.Close()
-				return fmt.Errorf("pgstore: recover unit %d: %w", unit, err)
-			}
-			n++
-			lastE, lastQ = e, q
-			m.EntityID, m.Seq, m.Size = uint64(e), uint64(q), int(size)
-			if chunk {
-				chunked = append(chunked, msgKey{m.EntityID, m.Seq})
-			}
-			if v.Message != nil {
-				if err := v.Message(m); err != nil {
-					rows.Close()
-					return err
-				}
-			}
-		}
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("pgstore: recover unit %d: %w: %w", unit, store.ErrUnavailable, err)
-		}
-		if n < recoverPage {
-			break
-		}
-	}
-	rows, err = tx.Query(ctx, `SELECT entity_id, key, value FROM bb_value WHERE unit_id = $1 ORDER BY entity_id, key COLLATE "C"`, u)
+	chunked, err := recoverMessages(ctx, tx, unit, v.Message)
 	if err != nil {
-		return fmt.Errorf("pgstore: recover unit %d: %w: %w", unit, store.ErrUnavailable, err)
+		return err
 	}
-	for rows.Next() {
-		var id int64
-		var val store.Value
-		if err := rows.Scan(&id, &val.Key, &val.Value); err != nil {
-			rows.Close()
-			return fmt.Errorf("pgstore: recover unit %d: %w", unit, err)
-		}
-		val.EntityID = uint64(id)
-		if v.Value != nil {
-			if err := v.Value(val); err != nil {
-				rows.Close()
-				return err
-			}
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("pgstore: recover unit %d: %w: %w", unit, store.ErrUnavailable, err)
+	if err := recoverValues(ctx, tx, unit, v.Value); err != nil {
+		return err
 	}
 	// The unit's entities as the database has them now.
 	s.mu.Lock()
@@ -343,6 +310,75 @@ func (s *Store) RecoverUnit(ctx context.Context, unit uint64, v store.Visitor) e
 	}
 	for _, k := range chunked {
 		s.chunked[k] = struct{}{}
+	}
+	return nil
+}
+
+// recoverMessages visits the unit's messages, keyset-paged, and returns
+// those stored in chunks.
+func recoverMessages(ctx context.Context, tx pgx.Tx, unit uint64, visit func(store.Message) error) ([]msgKey, error) {
+	var chunked []msgKey
+	var lastE, lastQ int64 = -1, -1
+	for {
+		rows, err := tx.Query(ctx, `SELECT entity_id, seq, meta, size, body_id IS NOT NULL FROM bb_msg
+ WHERE unit_id = $1 AND (entity_id, seq) > ($2, $3) ORDER BY entity_id, seq LIMIT $4`, int64(unit), lastE, lastQ, recoverPage)
+		if err != nil {
+			return nil, fmt.Errorf("pgstore: recover unit %d: %w: %w", unit, store.ErrUnavailable, err)
+		}
+		n := 0
+		for rows.Next() {
+			var e, q int64
+			var size int32
+			var chunk bool
+			var m store.Message
+			if err := rows.Scan(&e, &q, &m.Meta, &size, &chunk); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("pgstore: recover unit %d: %w", unit, err)
+			}
+			n++
+			lastE, lastQ = e, q
+			m.EntityID, m.Seq, m.Size = uint64(e), uint64(q), int(size)
+			if chunk {
+				chunked = append(chunked, msgKey{m.EntityID, m.Seq})
+			}
+			if visit != nil {
+				if err := visit(m); err != nil {
+					rows.Close()
+					return nil, err
+				}
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("pgstore: recover unit %d: %w: %w", unit, store.ErrUnavailable, err)
+		}
+		if n < recoverPage {
+			return chunked, nil
+		}
+	}
+}
+
+// recoverValues visits the unit's values in (entity, key) order.
+func recoverValues(ctx context.Context, tx pgx.Tx, unit uint64, visit func(store.Value) error) error {
+	rows, err := tx.Query(ctx, `SELECT entity_id, key, value FROM bb_value WHERE unit_id = $1 ORDER BY entity_id, key COLLATE "C"`, int64(unit))
+	if err != nil {
+		return fmt.Errorf("pgstore: recover unit %d: %w: %w", unit, store.ErrUnavailable, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var val store.Value
+		if err := rows.Scan(&id, &val.Key, &val.Value); err != nil {
+			return fmt.Errorf("pgstore: recover unit %d: %w", unit, err)
+		}
+		val.EntityID = uint64(id)
+		if visit != nil {
+			if err := visit(val); err != nil {
+				return err
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("pgstore: recover unit %d: %w: %w", unit, store.ErrUnavailable, err)
 	}
 	return nil
 }
