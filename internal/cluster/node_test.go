@@ -540,5 +540,3 @@ func forceTake(c *cluster, u uint64) error {
 	}
 	return nil
 }
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
