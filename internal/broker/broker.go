@@ -28,6 +28,11 @@ type Options struct {
 	// Tier is the pricing tier whose limits apply (tier.go); nil is
 	// Busbar's own profile.
 	Tier *Tier
+	// Units starts the broker with no entity: a cluster node loads each
+	// unit (a queue, or a topic with its subscriptions) it owns with
+	// LoadUnit and gives it up with UnloadUnit. Store must then be a
+	// store.UnitStore.
+	Units bool
 }
 
 // Broker is the queue and topic engine. All methods are safe for

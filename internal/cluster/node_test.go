@@ -16,9 +16,9 @@ import (
 	"github.com/busbarmq/busbar/internal/store/memunits"
 )
 
-// broker stands in for the broker a node drives: it serves the units
+// loader stands in for the broker a node drives: it serves the units
 // loaded into it and writes them through the node's fenced handle.
-type broker struct {
+type loader struct {
 	h *memunits.Handle
 
 	mu      sync.Mutex
@@ -32,9 +32,9 @@ type unload struct {
 	err  error
 }
 
-func newBroker(h *memunits.Handle) *broker { return &broker{h: h, loaded: map[uint64]bool{}} }
+func newLoader(h *memunits.Handle) *loader { return &loader{h: h, loaded: map[uint64]bool{}} }
 
-func (b *broker) LoadUnit(ctx context.Context, u uint64) error {
+func (b *loader) LoadUnit(ctx context.Context, u uint64) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.loaded[u] {
@@ -44,21 +44,21 @@ func (b *broker) LoadUnit(ctx context.Context, u uint64) error {
 	return nil
 }
 
-func (b *broker) UnloadUnit(u uint64, err error) {
+func (b *loader) UnloadUnit(u uint64, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.loaded, u)
 	b.unloads = append(b.unloads, unload{u, err})
 }
 
-func (b *broker) DrainUnit(u uint64) {
+func (b *loader) DrainUnit(u uint64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.drained = append(b.drained, u)
 }
 
-// write is a write the broker makes for a unit it serves: fenced.
-func (b *broker) write(u uint64) error {
+// write is a write the loader makes for a unit it serves: fenced.
+func (b *loader) write(u uint64) error {
 	b.mu.Lock()
 	ok := b.loaded[u]
 	b.mu.Unlock()
@@ -68,7 +68,7 @@ func (b *broker) write(u uint64) error {
 	return b.h.Write(u)
 }
 
-func (b *broker) served() []uint64 {
+func (b *loader) served() []uint64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var out []uint64
@@ -90,7 +90,7 @@ type cluster struct {
 
 type member struct {
 	n   *Node
-	b   *broker
+	b   *loader
 	h   *memunits.Handle
 	clk *clock.Fake
 }
@@ -110,7 +110,7 @@ func newCluster(t *testing.T, units int) *cluster {
 func (c *cluster) add(id string) *member {
 	c.t.Helper()
 	h := c.db.Node(id)
-	m := &member{h: h, b: newBroker(h), clk: clock.NewFake(c.dbClk.Now())}
+	m := &member{h: h, b: newLoader(h), clk: clock.NewFake(c.dbClk.Now())}
 	n, err := New(Options{ID: id, Addr: id + ":1", Membership: h, Leases: h, Units: m.b, Clock: m.clk,
 		Heartbeat: time.Second, TTL: 5 * time.Second, Margin: time.Second, Poll: time.Second, Drain: 3 * time.Second})
 	if err != nil {
@@ -453,7 +453,7 @@ func TestRunAndStop(t *testing.T) {
 	c := newCluster(t, 6)
 	b := c.add("b")
 	h := c.db.Node("a")
-	ab := newBroker(h)
+	ab := newLoader(h)
 	renewTick, pollTick, drainTick := make(chan time.Time), make(chan time.Time), make(chan time.Time, 1)
 	ticker := func(d time.Duration) (<-chan time.Time, func()) {
 		switch d {
