@@ -213,3 +213,88 @@ func TestReleaseHandoff(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCrossAcquireNoDeadlock: two live nodes trying to take each other's
+// units at the same time lock both node rows in one order: every attempt
+// ends with ErrNotEligible, none with a deadlock (40P01) or a wait.
+func TestCrossAcquireNoDeadlock(t *testing.T) {
+	url := newDB(t)
+	a := openNode(t, url, "a")
+	b := openNode(t, url, "b")
+	if err := commit(a, true, putOp(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := commit(b, true, putOp(2)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	errs := make(chan error, 2)
+	for _, x := range []struct {
+		s    *pgstore.Store
+		unit uint64
+	}{{a, 2}, {b, 1}} {
+		go func() {
+			for range 50 {
+				if _, err := x.s.Acquire(ctx, x.unit); !errors.Is(err, store.ErrNotEligible) {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatalf("cross acquire: %v, want ErrNotEligible every time", err)
+		}
+	}
+}
+
+// TestTakeoverRacesRenewal: a takeover and the owner's renewal racing at
+// the moment the owner's session expires never both win: the renewal came
+// first (the takeover is refused), or the session was killed (the
+// renewal fails, for good), or it expired before either (the owner
+// registers anew).
+func TestTakeoverRacesRenewal(t *testing.T) {
+	url := newDB(t)
+	ctx := context.Background()
+	a := openNode(t, url, "a")
+	b := openNode(t, url, "b")
+	if err := commit(a, true, putOp(1)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if err := pgtest.Exec(url, `UPDATE bb_node SET expires_at = clock_timestamp() + interval '2 milliseconds' WHERE node_id = 'a'`); err != nil {
+			t.Fatal(err)
+		}
+		renewed := make(chan error, 1)
+		go func() { renewed <- a.Renew(ctx) }()
+		_, takeErr := b.Acquire(ctx, 1)
+		renewErr := <-renewed
+		taken := takeErr == nil
+		if taken && renewErr == nil {
+			t.Fatalf("round %d: both the takeover and the renewal succeeded", i)
+		}
+		if taken {
+			if err := a.Renew(ctx); !errors.Is(err, store.ErrSessionLost) {
+				t.Fatalf("round %d: the unit was taken but a's session renews: %v", i, err)
+			}
+			return
+		}
+		if !errors.Is(takeErr, store.ErrNotEligible) {
+			t.Fatalf("round %d: takeover %v", i, takeErr)
+		}
+		if renewErr != nil { // expired before the renewal ran: a registers anew
+			if !errors.Is(renewErr, store.ErrSessionLost) {
+				t.Fatalf("round %d: renewal %v", i, renewErr)
+			}
+			if _, err := a.Register(ctx, store.NodeRegistration{ID: "a", TTL: 30 * time.Second}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := a.Acquire(ctx, 1); err != nil {
+				t.Fatalf("round %d: a re-takes its unit: %v", i, err)
+			}
+		}
+	}
+}
