@@ -11,11 +11,14 @@ import (
 	"github.com/busbarmq/busbar/internal/store/pgstore"
 )
 
-// brokerNode is a node driving a real broker on a cluster-mode pgstore.
+// brokerNode is a node driving a real broker on a cluster-mode pgstore;
+// pause and clk pause it as in TestFencingPausedOwner.
 type brokerNode struct {
-	s *pgstore.Store
-	b *broker.Broker
-	n *Node
+	s     *pgstore.Store
+	b     *broker.Broker
+	n     *Node
+	pause *paused
+	clk   *freezable
 }
 
 func startBrokerNode(t *testing.T, url, id string) *brokerNode {
@@ -28,7 +31,8 @@ func startBrokerNode(t *testing.T, url, id string) *brokerNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := New(Options{ID: id, Membership: s, Leases: s, Units: b,
+	pause, clk := &paused{m: s, l: s}, &freezable{}
+	n, err := New(Options{ID: id, Membership: pause, Leases: pause, Units: b, Clock: clk,
 		Heartbeat: 100 * time.Millisecond, TTL: time.Second, Margin: 300 * time.Millisecond, Poll: 100 * time.Millisecond,
 		Drain: 100 * time.Millisecond})
 	if err != nil {
@@ -37,8 +41,10 @@ func startBrokerNode(t *testing.T, url, id string) *brokerNode {
 	if err := n.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	bn := &brokerNode{s: s, b: b, n: n}
+	bn := &brokerNode{s: s, b: b, n: n, pause: pause, clk: clk}
 	t.Cleanup(func() {
+		pause.set(false)
+		clk.thaw()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		n.Stop(ctx)
@@ -123,6 +129,67 @@ func TestBrokerUnitsOnPostgres(t *testing.T) {
 	}
 	if n := pgInt(t, url, `SELECT count(*) FROM bb_msg WHERE unit_id = $1`, int64(id)); n != 1 {
 		t.Fatalf("%d messages in the unit's rows, want 1", n)
+	}
+}
+
+// TestFencingPausedBroker is TestFencingPausedOwner with real brokers: the
+// paused owner's broker still serves the queue from memory when it
+// resumes, and its send ("stale-1") fails with KindMoved and writes
+// nothing; the queue's rows are those the new owner wrote. Fails with
+// -tags busbar_nofence.
+func TestFencingPausedBroker(t *testing.T) {
+	url := newPG(t)
+	ctx := context.Background()
+	a := startBrokerNode(t, url, "a")
+	b := startBrokerNode(t, url, "b")
+	if _, err := a.b.CreateQueue("orders", broker.DefaultQueueProperties()); err != nil {
+		t.Fatal(err)
+	}
+	id, _ := a.b.EntityStoreID("orders")
+	var x, y *brokerNode
+	waitUntil(t, "the queue's unit served", 15*time.Second, func() bool {
+		_, onA := a.n.Owned()[id]
+		_, onB := b.n.Owned()[id]
+		return onA || onB
+	})
+	if x, y = a, b; func() bool { _, ok := b.n.Owned()[id]; return ok }() {
+		x, y = b, a
+	}
+	epoch := x.n.Owned()[id]
+	if err := x.b.Send(ctx, "orders", []*message.Message{{Body: []byte("before-pause")}}); err != nil {
+		t.Fatalf("send on the owner: %v", err)
+	}
+	x.clk.freeze()
+	x.pause.set(true)
+	waitUntil(t, "the takeover", 15*time.Second, func() bool { ep, ok := y.n.Owned()[id]; return ok && ep > epoch })
+	if err := y.b.Send(ctx, "orders", []*message.Message{{Body: []byte("probe")}}); err != nil {
+		t.Fatalf("probe send on the new owner: %v", err)
+	}
+	before := snapshot(t, url, id)
+	if _, err := x.b.GetQueue("orders"); err != nil {
+		t.Fatalf("the paused broker should still serve the queue from memory: %v", err)
+	}
+	x.pause.set(false)
+	x.clk.thaw()
+	err := x.b.Send(ctx, "orders", []*message.Message{{Body: []byte("stale-1")}})
+	if broker.KindOf(err) != broker.KindMoved {
+		t.Errorf("the resumed owner's send: %v, want KindMoved", err)
+	}
+	waitUntil(t, "the resumed node to unload the queue", 5*time.Second, func() bool {
+		_, err := x.b.GetQueue("orders")
+		return err != nil
+	})
+	if after := snapshot(t, url, id); after != before {
+		t.Fatalf("the queue's rows changed after the takeover:\nbefore %s\nafter  %s", before, after)
+	}
+	rb, err := y.b.OpenReceiver("orders", broker.ReceiveAndDelete)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rb.Close()
+	ds, err := rb.TryReceive(10)
+	if err != nil || len(ds) != 2 || string(ds[0].Message.Body) != "before-pause" || string(ds[1].Message.Body) != "probe" {
+		t.Fatalf("the new owner delivers %d messages, %v", len(ds), err)
 	}
 }
 
