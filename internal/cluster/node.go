@@ -378,6 +378,11 @@ func (n *Node) poll(ctx context.Context) {
 	for _, r := range rows {
 		n.rows[r.ID] = r
 	}
+	for u := range n.orphan {
+		if _, ok := n.rows[u]; !ok {
+			delete(n.orphan, u)
+		}
+	}
 	// Units served here whose row moved on (or is gone).
 	var moved []uint64
 	for u, o := range n.units {
@@ -520,6 +525,7 @@ func (n *Node) handoffs(ctx context.Context, live []string) {
 			start = append(start, u)
 		}
 	}
+	var started []uint64
 	for _, u := range start {
 		if moves >= n.o.MaxMoves {
 			break
@@ -527,13 +533,11 @@ func (n *Node) handoffs(ctx context.Context, live []string) {
 		moves++
 		o := n.units[u]
 		o.phase, o.since, o.next = draining, now, Winner(u, live)
-	}
-	if len(start) > n.o.MaxMoves {
-		start = start[:n.o.MaxMoves]
+		started = append(started, u)
 	}
 	n.mu.Unlock()
 	if d, ok := n.o.Units.(Drainer); ok {
-		for _, u := range start {
+		for _, u := range started {
 			d.DrainUnit(u)
 		}
 	}

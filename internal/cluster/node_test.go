@@ -220,6 +220,9 @@ func TestPlacementAndJoin(t *testing.T) {
 	c.round() // the others start draining what d wins
 	for _, id := range []string{"a", "b", "c"} {
 		m := c.nodes[id]
+		if len(m.b.drained) > 4 {
+			t.Fatalf("%s drains %d units at once, more than MaxMoves", id, len(m.b.drained))
+		}
 		for _, u := range m.b.drained {
 			if Winner(u, []string{"a", "b", "c", "d"}) != "d" {
 				t.Fatalf("%s drains unit %d, which d does not win", id, u)
