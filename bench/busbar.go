@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -200,6 +201,9 @@ type BusbarOptions struct {
 	// durable" with tier "none (memory)", and W4 (kill -9 with a backlog)
 	// is not run: the restart loses everything by design.
 	Memory bool
+	// Postgres, a PostgreSQL URL, runs `serve --store` on it, each fresh
+	// run in a schema of its own (search_path).
+	Postgres string
 }
 
 // memoryTier is the tier of Busbar with --memory: acknowledged messages
@@ -229,6 +233,12 @@ func NewBusbarTargets(o BusbarOptions) (goamqp, sdk *Target, stop func()) {
 	if o.Memory {
 		prefix = "busbar-memory"
 	}
+	if o.Postgres != "" {
+		prefix = "busbar-postgres"
+		if o.Label == "" {
+			label = "Busbar on PostgreSQL"
+		}
+	}
 	fresh := func(ctx context.Context, queues []string, topics map[string][]string) error {
 		p.stop()
 		if p.dir != "" {
@@ -238,6 +248,16 @@ func NewBusbarTargets(o BusbarOptions) (goamqp, sdk *Target, stop func()) {
 		p.dir = filepath.Join(o.WorkDir, fmt.Sprintf("%s-data-%d", prefix, run))
 		os.RemoveAll(p.dir)
 		p.cfg = filepath.Join(o.WorkDir, fmt.Sprintf("%s-config-%d.json", prefix, run))
+		if o.Postgres != "" {
+			u, err := neturl.Parse(o.Postgres)
+			if err != nil {
+				return fmt.Errorf("-postgres: %w", err)
+			}
+			q := u.Query()
+			q.Set("search_path", fmt.Sprintf("bench_%d_%d", time.Now().Unix(), run))
+			u.RawQuery = q.Encode()
+			p.extra = append(append([]string(nil), extra...), "--store", u.String())
+		}
 		if err := writeBusbarConfig(p.cfg, queues, topics); err != nil {
 			return err
 		}

@@ -91,12 +91,12 @@ func Main(args []string, stdout, stderr io.Writer) int {
 
 // flags are busbar-bench's command line.
 type flags struct {
-	repo, work, out, targets, workloads, planName, rmqSbin, natsBin, busbarBin, source, rev string
-	w4msgs, w1msgs, w2msgs, w5msgs                                                          int64
-	w4settle, w1dur, w3dur, w5dur, limits                                                   time.Duration
-	w4targets, w1cells, w2cells, w3rates, sizes, w5subs, w5senders, w5drain, pivot          string
-	rounds                                                                                  int
-	pin                                                                                     bool
+	repo, work, out, targets, workloads, planName, rmqSbin, natsBin, busbarBin, source, rev, postgres string
+	w4msgs, w1msgs, w2msgs, w5msgs                                                                    int64
+	w4settle, w1dur, w3dur, w5dur, limits                                                             time.Duration
+	w4targets, w1cells, w2cells, w3rates, sizes, w5subs, w5senders, w5drain, pivot                    string
+	rounds, portOffset                                                                                int
+	pin                                                                                               bool
 }
 
 // parseFlags reads the command line; a nil result comes with the exit
@@ -108,7 +108,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, int) {
 	fs.StringVar(&f.repo, "repo", "..", "the Busbar checkout to build cmd/busbar from")
 	fs.StringVar(&f.work, "work", filepath.Join(os.TempDir(), "busbar-bench"), "scratch directory for binaries and data directories (removed data at the end)")
 	fs.StringVar(&f.out, "out", "", "directory to write results.md and results.csv into (default: stdout only)")
-	fs.StringVar(&f.targets, "targets", "busbar,sdk,rabbitmq-amqp10,rabbitmq-amqp091,nats-always,nats-default", "targets to run, comma-separated; also null and null-sdk: the null broker (cmd/busbar-null, no broker work; W1, W2 and, with go-amqp, W3) with go-amqp and with the azservicebus SDK, null-durable: the null broker with a group-committed, fdatasync'd journal (the least a durable broker does; W1, W2, W3), and busbar-memory: Busbar with serve --memory (not durable; W1, W2, W3, W5)")
+	fs.StringVar(&f.targets, "targets", "busbar,sdk,rabbitmq-amqp10,rabbitmq-amqp091,nats-always,nats-default", "targets to run, comma-separated; also null and null-sdk: the null broker (cmd/busbar-null, no broker work; W1, W2 and, with go-amqp, W3) with go-amqp and with the azservicebus SDK, null-durable: the null broker with a group-committed, fdatasync'd journal (the least a durable broker does; W1, W2, W3), busbar-memory: Busbar with serve --memory (not durable; W1, W2, W3, W5), and busbar-postgres: Busbar with serve --store on -postgres (W1, W2, W3, W5)")
 	fs.StringVar(&f.workloads, "workloads", "W1,W2,W3,W4,W5", "workloads to run, comma-separated")
 	fs.StringVar(&f.planName, "plan", "full", "full or smoke")
 	fs.StringVar(&f.rmqSbin, "rabbitmq-sbin", "", "directory with RabbitMQ's rabbitmq-server and rabbitmqctl scripts (e.g. /usr/lib/rabbitmq/lib/rabbitmq_server-3.10.8/sbin); empty skips RabbitMQ")
@@ -134,9 +134,15 @@ func parseFlags(args []string, stderr io.Writer) (*flags, int) {
 	fs.Int64Var(&f.w5msgs, "w5-msgs", 0, "override the W5 message count per cell")
 	fs.StringVar(&f.pivot, "pivot", "", "print the side-by-side table of an earlier run's results.csv and exit")
 	fs.DurationVar(&f.limits, "limits", 2*time.Second, "duration of each physical-limit probe (0 skips them)")
+	fs.StringVar(&f.postgres, "postgres", "", "PostgreSQL URL for the busbar-postgres target (postgres://USER@HOST:PORT/DB); each run gets a schema of its own")
+	fs.IntVar(&f.portOffset, "port-offset", 0, "add this to the fixed ports of the Busbar and null-broker targets (25800–25811), so that two runs on one machine do not meet")
 	fs.IntVar(&f.rounds, "rounds", 1, "run the null-broker targets (null, null-sdk, null-durable) and the Busbar targets (busbar-memory, busbar, sdk) this many times, interleaved (round 1: null broker then Busbar, round 2: …), so that each Busbar figure has a ceiling measured minutes apart (results.md: Rounds); W4 runs in the first round only; RabbitMQ and NATS run once, after the rounds")
 	fs.BoolVar(&f.pin, "pin", false, "pinned variant: re-run the harness under taskset -c 0 and start every broker under taskset -c 1")
 	if err := fs.Parse(args); err != nil {
+		return nil, 2
+	}
+	if strings.Contains(","+strings.ReplaceAll(f.targets, " ", "")+",", ",busbar-postgres,") && f.postgres == "" {
+		fmt.Fprintln(stderr, "the busbar-postgres target needs -postgres URL")
 		return nil, 2
 	}
 	if f.rounds < 1 {
@@ -300,7 +306,7 @@ func (b *benchRun) runAll(t *Target, only ...string) {
 }
 
 func (b *benchRun) wantBusbar() bool {
-	return b.want["busbar"] || b.want["sdk"] || b.want["busbar-memory"]
+	return b.want["busbar"] || b.want["sdk"] || b.want["busbar-memory"] || b.want["busbar-postgres"]
 }
 
 func (b *benchRun) wantNull() bool {
@@ -371,7 +377,7 @@ func (b *benchRun) rounds() {
 			prog.log("Round %d/%d", k, f.rounds)
 		}
 		if b.wantNull() {
-			ga, sdk, stopN := NewNullTargets(NullOptions{Bin: b.nullBin, WorkDir: work, Port: 25810, Size: b.plan.Size})
+			ga, sdk, stopN := NewNullTargets(NullOptions{Bin: b.nullBin, WorkDir: work, Port: 25810 + b.f.portOffset, Size: b.plan.Size})
 			if want["null"] {
 				b.runAll(ga)
 			}
@@ -380,7 +386,7 @@ func (b *benchRun) rounds() {
 			}
 			stopN()
 			if want["null-durable"] && ctx.Err() == nil {
-				dt, stopD := NewNullDurableTarget(NullOptions{Bin: b.nullBin, WorkDir: work, Port: 25811, Size: b.plan.Size})
+				dt, stopD := NewNullDurableTarget(NullOptions{Bin: b.nullBin, WorkDir: work, Port: 25811 + b.f.portOffset, Size: b.plan.Size})
 				b.runAll(dt)
 				stopD()
 			}
@@ -390,12 +396,18 @@ func (b *benchRun) rounds() {
 		}
 		if want["busbar-memory"] {
 			// Not durable: nothing on disk, otherwise the same binary.
-			mt, _, stopM := NewBusbarTargets(BusbarOptions{Bin: b.bin, WorkDir: work, AMQPPort: 25802, HTTPPort: 25803, Src: b.src, Memory: true})
+			mt, _, stopM := NewBusbarTargets(BusbarOptions{Bin: b.bin, WorkDir: work, AMQPPort: 25802 + b.f.portOffset, HTTPPort: 25803 + b.f.portOffset, Src: b.src, Memory: true})
 			b.runAll(mt)
 			stopM()
 		}
+		if want["busbar-postgres"] && ctx.Err() == nil {
+			pt, _, stopP := NewBusbarTargets(BusbarOptions{Bin: b.bin, WorkDir: work, AMQPPort: 25804 + b.f.portOffset, HTTPPort: 25805 + b.f.portOffset, Src: b.src, Postgres: b.f.postgres})
+			b.skipW4(pt, "busbar-postgres")
+			b.runAll(pt)
+			stopP()
+		}
 		if (want["busbar"] || want["sdk"]) && ctx.Err() == nil {
-			ga, sdk, stopB := NewBusbarTargets(BusbarOptions{Bin: b.bin, WorkDir: work, AMQPPort: 25800, HTTPPort: 25801, Src: b.src})
+			ga, sdk, stopB := NewBusbarTargets(BusbarOptions{Bin: b.bin, WorkDir: work, AMQPPort: 25800 + b.f.portOffset, HTTPPort: 25801 + b.f.portOffset, Src: b.src})
 			b.skipW4(ga, "busbar")
 			if want["busbar"] {
 				b.runAll(ga)

@@ -80,3 +80,19 @@ func FuzzParseMinFreeDisk(f *testing.F) {
 		}
 	})
 }
+
+// FuzzStoreURL: --store takes "" or a postgres:// URL and nothing else.
+func FuzzStoreURL(f *testing.F) {
+	f.Fuzz(func(t *testing.T, v string) {
+		got, err := storeURL(v)
+		if err != nil {
+			if got != "" || err.Error() == "" {
+				t.Fatalf("%q: %q with error %v", v, got, err)
+			}
+			return
+		}
+		if got != "" && !strings.HasPrefix(got, "postgres://") && !strings.HasPrefix(got, "postgresql://") {
+			t.Fatalf("%q accepted as %q", v, got)
+		}
+	})
+}

@@ -314,8 +314,7 @@ func storeURL(v string) (string, error) {
 	if v == "" {
 		return "", nil
 	}
-	u, err := url.Parse(v)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+	if _, err := url.Parse(v); err != nil || (!strings.HasPrefix(v, "postgres://") && !strings.HasPrefix(v, "postgresql://")) {
 		return "", fmt.Errorf("is not a postgres:// URL (the file store needs no --store)")
 	}
 	return v, nil

@@ -246,11 +246,9 @@ func (s *Server) startHTTP(o Options, tlsCfg *tls.Config) error {
 	return nil
 }
 
-// openCore opens the store (recovering it) and the broker, declares the
-// entities, puts the admin API and /metrics behind the HTTP listeners,
-// starts the tracer provider if OTEL_* asks for it, and runs the broker's
-// timers.
-func (s *Server) openCore(ctx context.Context, o Options, entities *config.EmulatorConfig, authn *auth.Authenticator) error {
+// openStore opens the store o asks for: memory, PostgreSQL (--store) or
+// the file store in the data directory, recovering it.
+func (s *Server) openStore(ctx context.Context, o Options) error {
 	log := s.log
 	switch {
 	case o.Memory:
@@ -268,6 +266,18 @@ func (s *Server) openCore(ctx context.Context, o Options, entities *config.Emula
 			return fmt.Errorf("open data directory %s: %w", o.DataDir, err)
 		}
 		s.store = fs
+	}
+	return nil
+}
+
+// openCore opens the store (recovering it) and the broker, declares the
+// entities, puts the admin API and /metrics behind the HTTP listeners,
+// starts the tracer provider if OTEL_* asks for it, and runs the broker's
+// timers.
+func (s *Server) openCore(ctx context.Context, o Options, entities *config.EmulatorConfig, authn *auth.Authenticator) error {
+	log := s.log
+	if err := s.openStore(ctx, o); err != nil {
+		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return err

@@ -2,9 +2,12 @@
 // small per-entity values, and the errors every implementation shares.
 //
 // The broker owns all semantics; a store only keeps bytes durable and finds
-// them again. Two implementations satisfy the interface and run one shared
-// test suite: memstore (nothing persisted, for --memory and tests) and
-// filestore (a segmented append-only log with group commit).
+// them again. Three implementations satisfy the interface and run one
+// shared test suite: memstore (nothing persisted, for --memory and tests),
+// filestore (a segmented append-only log with group commit) and pgstore
+// (PostgreSQL, --store postgres://…). A database store may also fail a
+// commit with ErrUnavailable (not applied), ErrOutcomeUnknown (the answer
+// was lost) or ErrNotOwner (another process owns the entity now).
 //
 // Data model
 //

@@ -163,17 +163,18 @@ func (s *Store) takeLocked() []*pending {
 	}
 	var take []*pending
 	blocked := map[uint64]bool{}
+	taken := map[uint64]bool{} // units of this transaction: more of their batches may join it
 	units, ops, bytes := 0, 0, 0
 	rest := s.queue[:0]
 	for _, p := range s.queue {
 		ok := true
 		for _, u := range p.units {
-			if s.busy[u] || blocked[u] {
+			if (s.busy[u] && !taken[u]) || blocked[u] {
 				ok = false
 				break
 			}
 		}
-		if ok && len(take) > 0 && (units+len(p.units) > maxBatchUnits || ops+len(p.ops) > maxBatchOps || bytes+p.bytes > maxBatchBytes) {
+		if ok && len(take) > 0 && (units+newUnits(p.units, taken) > maxBatchUnits || ops+len(p.ops) > maxBatchOps || bytes+p.bytes > maxBatchBytes) {
 			ok = false
 		}
 		if !ok {
@@ -185,8 +186,8 @@ func (s *Store) takeLocked() []*pending {
 		}
 		take = append(take, p)
 		for _, u := range p.units {
-			if !s.busy[u] {
-				s.busy[u] = true
+			if !taken[u] {
+				taken[u], s.busy[u] = true, true
 				units++
 			}
 		}
@@ -196,6 +197,17 @@ func (s *Store) takeLocked() []*pending {
 	clear(s.queue[len(rest):])
 	s.queue = rest
 	return take
+}
+
+// newUnits counts the units of us not in taken.
+func newUnits(us []uint64, taken map[uint64]bool) int {
+	n := 0
+	for _, u := range us {
+		if !taken[u] {
+			n++
+		}
+	}
+	return n
 }
 
 // run commits ps, retrying serialisation failures and taking out the
@@ -789,7 +801,11 @@ func (s *Store) resolve(slot int, mark int64) string {
 		cancel()
 		switch {
 		case err != nil:
-			time.Sleep(100 * time.Millisecond)
+			select {
+			case <-s.stop: // closing: the background resolution gives up
+				return ""
+			case <-time.After(100 * time.Millisecond):
+			}
 		case got == mark:
 			return "committed"
 		default:

@@ -401,7 +401,7 @@ func TestCrashDuringCommits(t *testing.T) {
 	if err := srv.Crash(); err != nil {
 		t.Fatal(err)
 	}
-	n := len(l.acked)
+	n := l.okN.Load()
 	time.Sleep(300 * time.Millisecond)
 	close(stop)
 	l.wg.Wait()
@@ -474,4 +474,41 @@ func testRestartUnderLoad(t *testing.T, mode string) {
 	l.check(t, url)
 	waitFor(t, "a healthy store", 5*time.Second, func() bool { return s.Health() == nil })
 	t.Logf("%d commits acknowledged, refused: %v", len(l.acked), l.kinds())
+}
+
+// TestSessionLapseResumes: PostgreSQL away for longer than the session
+// TTL. Once it is back the store registers a new session and re-takes its
+// units (nobody else wrote them: their epochs had not moved), raising
+// their epochs, and commits go through again without a restart.
+func TestSessionLapseResumes(t *testing.T) {
+	url := newDB(t)
+	o := testOptions()
+	o.SessionTTL, o.Heartbeat = time.Second, 100*time.Millisecond
+	s := open(t, url, o)
+	defer s.Close()
+	if err := commit(s, true, putOp(1), appendOp(1, 1, "before")); err != nil {
+		t.Fatal(err)
+	}
+	session := s.Session()
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if err := commit(s, true, appendOp(1, 2, "while down")); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("commit while PostgreSQL is down: %v, want ErrUnavailable", err)
+	}
+	if s.Health() == nil {
+		t.Fatal("Health is nil while PostgreSQL is down")
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a new session", 10*time.Second, func() bool { return s.Session() != session })
+	if err := commit(s, true, appendOp(1, 3, "after")); err != nil {
+		t.Fatalf("commit after the lapse: %v", err)
+	}
+	waitFor(t, "a healthy store", 5*time.Second, func() bool { return s.Health() == nil })
+	if ep := queryInt(t, url, `SELECT epoch FROM bb_unit WHERE unit_id = 1`); ep != 2 {
+		t.Fatalf("epoch %d after the re-take, want 2", ep)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -95,4 +96,69 @@ func TestSuiteChunked(t *testing.T) {
 		},
 		Persistent: true,
 	})
+}
+
+// TestSchemaFromSearchPath: the first schema of the URL's search_path is
+// created when missing and holds the tables.
+func TestSchemaFromSearchPath(t *testing.T) {
+	url := newDB(t) + "_own"
+	s := open(t, url, testOptions())
+	defer s.Close()
+	if err := s.Commit(&store.Batch{Ops: []store.Op{{Kind: store.OpPutEntity, EntityID: 1}}}, true); err != nil {
+		t.Fatal(err)
+	}
+	n, err := pgtest.QueryInt(url, `SELECT count(*) FROM pg_tables WHERE tablename = 'bb_entity' AND schemaname = current_schema()`)
+	if err != nil || n != 1 {
+		t.Fatalf("bb_entity in the search_path's schema: %d, %v", n, err)
+	}
+}
+
+// countingObserver records the commit transactions.
+type countingObserver struct {
+	mu            sync.Mutex
+	txns, commits int
+	most          int
+}
+
+func (c *countingObserver) Synced(_ time.Duration, commits int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.txns++
+	c.commits += commits
+	c.most = max(c.most, commits)
+}
+
+// TestGroupCommit: concurrent commits to one queue share transactions
+// (one in flight per unit, the rest gathered into the next one).
+func TestGroupCommit(t *testing.T) {
+	url := newDB(t)
+	obs := &countingObserver{}
+	o := testOptions()
+	o.SyncObserver = obs
+	s := open(t, url, o)
+	defer s.Close()
+	if err := s.Commit(&store.Batch{Ops: []store.Op{{Kind: store.OpPutEntity, EntityID: 1}}}, true); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 20 {
+				op := store.Op{Kind: store.OpAppend, EntityID: 1, Seq: uint64(g*100 + i + 1), Meta: []byte("m"), Data: []byte("d")}
+				if err := s.Commit(&store.Batch{Ops: []store.Op{op}}, true); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	t.Logf("%d commits in %d transactions, at most %d in one", obs.commits, obs.txns, obs.most)
+	if obs.most < 2 || obs.txns >= obs.commits {
+		t.Fatalf("%d commits in %d transactions (at most %d in one): no group commit", obs.commits, obs.txns, obs.most)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -116,6 +117,9 @@ func (s *Store) open(ctx context.Context) error {
 	if err := s.pool.Ping(ctx); err != nil {
 		return fmt.Errorf("pgstore: connect: %w: %w", store.ErrUnavailable, err)
 	}
+	if err := s.createSchema(ctx); err != nil {
+		return err
+	}
 	if err := migrate(ctx, s.pool, s.o.NodeID+" "+version.Version()); err != nil {
 		return err
 	}
@@ -134,6 +138,29 @@ ON CONFLICT (node_id, slot) DO UPDATE SET mark = 0`, s.o.NodeID, s.o.Conns); err
 		return fmt.Errorf("pgstore: commit marks: %w", err)
 	}
 	return s.loadModel(ctx)
+}
+
+// createSchema creates the first schema of the URL's search_path, if
+// the URL names one (postgres://…?search_path=busbar keeps Busbar's
+// tables apart from others in the database).
+func (s *Store) createSchema(ctx context.Context) error {
+	sp := s.pool.Config().ConnConfig.RuntimeParams["search_path"]
+	first, _, _ := strings.Cut(sp, ",")
+	first = strings.Trim(strings.TrimSpace(first), `"`)
+	if first == "" || first == "$user" {
+		return nil
+	}
+	var exists bool
+	if err := s.pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", first).Scan(&exists); err != nil {
+		return fmt.Errorf("pgstore: %w", err)
+	}
+	if exists {
+		return nil
+	}
+	if _, err := s.pool.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{first}.Sanitize()); err != nil {
+		return fmt.Errorf("pgstore: create schema %s (the first of search_path): %w", first, err)
+	}
+	return nil
 }
 
 // register inserts or renews this node's row with a new session (§5.1 of
