@@ -57,7 +57,10 @@
 // the one in flight. Release waits for the unit's commits, forgets the
 // unit (later commits are ErrNotOwner) and frees its row, reserved for a
 // chosen next owner for a while. RecoverUnit replays one unit in one
-// snapshot. A commit fenced off reports its units on Lost.
+// snapshot. A commit fenced off reports its units on Lost. A commit whose
+// outcome cannot be learned makes the store give up every unit it owns
+// (reported on Lost) instead of refusing commits: the node takes them
+// again with a higher epoch and reloads them (§6.3).
 //
 // # Failures
 //

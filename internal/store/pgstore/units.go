@@ -382,3 +382,24 @@ func recoverValues(ctx context.Context, tx pgx.Tx, unit uint64, visit func(store
 	}
 	return nil
 }
+
+// unknownUnits is a cluster node's answer to a commit whose outcome could
+// not be learned (§6.3): instead of refusing every commit until it is
+// learned, the store gives up every unit it owns (a superset of the
+// transaction's) and reports them on Lost. The node then takes each
+// again, raising its epoch, and reloads it: the acquire's row lock waits
+// for the lost transaction if it still runs, and the new epoch fences it
+// if it has not committed, so the reload sees its outcome either way.
+func (s *Store) unknownUnits(cause error) error {
+	s.mu.Lock()
+	units := make([]uint64, 0, len(s.units))
+	for u := range s.units {
+		units = append(units, u)
+	}
+	clear(s.units)
+	s.mu.Unlock()
+	slices.Sort(units)
+	s.o.Log.Error("a commit's outcome is unknown: every unit is given up, to be taken again and reloaded", "units", units, "err", cause)
+	s.tellLost(units)
+	return fmt.Errorf("pgstore: %w: %w", store.ErrOutcomeUnknown, cause)
+}

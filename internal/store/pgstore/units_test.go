@@ -298,3 +298,36 @@ func TestTakeoverRacesRenewal(t *testing.T) {
 		}
 	}
 }
+
+// TestOutcomeUnknownInCluster: in cluster mode a commit whose outcome
+// could not be learned makes the store give up its units (reported on
+// Lost, later commits ErrNotOwner) instead of refusing every commit; the
+// node takes them again with a higher epoch and goes on writing.
+func TestOutcomeUnknownInCluster(t *testing.T) {
+	url := newDB(t)
+	ctx := context.Background()
+	a := openNode(t, url, "a")
+	if err := commit(a, true, putOp(1), putOp(2)); err != nil {
+		t.Fatal(err)
+	}
+	err := pgstore.LoseAnswer(a, errors.New("connection reset after COMMIT"))
+	if !errors.Is(err, store.ErrOutcomeUnknown) {
+		t.Fatalf("lost answer: %v", err)
+	}
+	got := []uint64{<-a.Lost(), <-a.Lost()}
+	if got[0] != 1 || got[1] != 2 {
+		t.Fatalf("lost %v, want [1 2]", got)
+	}
+	if err := commit(a, true, appendOp(1, 1, "x")); !errors.Is(err, store.ErrNotOwner) {
+		t.Fatalf("commit before the re-take: %v, want ErrNotOwner", err)
+	}
+	if err := a.Health(); err != nil {
+		t.Fatalf("the store stopped: %v", err)
+	}
+	if ep, err := a.Acquire(ctx, 1); err != nil || ep != 2 {
+		t.Fatalf("re-take: %d, %v", ep, err)
+	}
+	if err := commit(a, true, appendOp(1, 1, "x")); err != nil {
+		t.Fatalf("commit after the re-take: %v", err)
+	}
+}
