@@ -417,3 +417,54 @@ func queryRow(ctx context.Context, url, sql string, dst *string, args ...any) er
 	defer conn.Close(ctx)
 	return conn.QueryRow(ctx, sql, args...).Scan(dst)
 }
+
+// TestOwnerDeathFailover: three nodes share 12 units; one stops dead (no
+// renewals, no writes: a kill -9 as the database sees it). The other two
+// serve every one of its units again, each with a higher epoch, within
+// the fail-over bound of §10.4: TTL + poll + acquire + load (1 s + 0.1 s
+// + a little here; the test allows 4 s on a shared machine).
+func TestOwnerDeathFailover(t *testing.T) {
+	url := newPG(t)
+	const units = 12
+	nodes := map[string]*pgNode{}
+	for _, id := range []string{"a", "b", "c"} {
+		nodes[id] = startPGNode(t, url, id)
+	}
+	createUnits(t, url, units)
+	all := []string{"a", "b", "c"}
+	waitUntil(t, "placement", 20*time.Second, func() bool {
+		for u := uint64(1); u <= units; u++ {
+			if !nodes[Winner(u, all)].b.serves(u) {
+				return false
+			}
+		}
+		return true
+	})
+	dead := nodes["b"]
+	epochs := dead.n.Owned()
+	if len(epochs) == 0 {
+		t.Fatal("b owns nothing")
+	}
+	killed := time.Now()
+	dead.pause.set(true) // from now on b reaches nothing
+	waitUntil(t, "b's units served by the others", 10*time.Second, func() bool {
+		for u := range epochs {
+			w := nodes[Winner(u, []string{"a", "c"})]
+			if ep, ok := w.n.Owned()[u]; !ok || ep <= epochs[u] || !w.b.serves(u) {
+				return false
+			}
+		}
+		return true
+	})
+	took := time.Since(killed)
+	t.Logf("%d units of the dead node served again %v after it stopped (TTL 1 s, poll 100 ms)", len(epochs), took.Round(time.Millisecond))
+	if took > 4*time.Second {
+		t.Fatalf("fail-over took %v, over the bound", took)
+	}
+	for u := range epochs {
+		w := nodes[Winner(u, []string{"a", "c"})]
+		if err := w.b.send(u, 1, "after"); err != nil {
+			t.Fatalf("send to unit %d on its new owner: %v", u, err)
+		}
+	}
+}
