@@ -21,7 +21,9 @@ const shutdownTimeout = 15 * time.Second
 func newServeCmd(env func(string) (string, bool)) *cobra.Command {
 	var envNames []string
 	for _, st := range config.ServerSettings() {
-		envNames = append(envNames, st.Env)
+		if !st.Hidden {
+			envNames = append(envNames, st.Env)
+		}
 	}
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -43,6 +45,9 @@ a flag wins over its variable.`,
 			f.Bool(st.Name, st.Default == "true", st.Usage)
 		} else {
 			f.String(st.Name, st.Default, st.Usage)
+		}
+		if st.Hidden {
+			_ = f.MarkHidden(st.Name) // the flag was just declared
 		}
 	}
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {

@@ -32,6 +32,11 @@ type Options struct {
 	// History records the lives of messages (history.go); nil records
 	// nothing.
 	History *history.Log
+	// Units starts the broker with no entity: a cluster node loads each
+	// unit (a queue, or a topic with its subscriptions) it owns with
+	// LoadUnit and gives it up with UnloadUnit. Store must then be a
+	// store.UnitStore.
+	Units bool
 }
 
 // Broker is the queue and topic engine. All methods are safe for

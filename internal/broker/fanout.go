@@ -443,7 +443,7 @@ func (t *topic) publishSend(s *topicSend, pend []pendingMsg, total int64, cerr e
 		t.pub.push(&pubNode[topicPub]{v: topicPub{shared: s.shared, added: total}})
 		t.size.Add(s.copyBytes)
 		if t.deleted.Load() {
-			return errEntityNotFound(t.name)
+			return goneErr(t.name, t.moved.Load())
 		}
 		publishCopies(s.per)
 		return nil

@@ -63,6 +63,9 @@ type entity struct {
 	// deleted is set (before gone) when the queue is deleted, for senders
 	// on the lock-free path.
 	deleted atomic.Bool
+	// moved is set (before deleted) when the entity's unit is unloaded
+	// because another node owns it now: senders then get KindMoved.
+	moved atomic.Bool
 	// forwarding mirrors "ForwardTo or ForwardDeadLetteredMessagesTo is
 	// set" for senders on the lock-free path: they take mu after pushing,
 	// so the forwarder is armed (see forward.go).

@@ -27,6 +27,13 @@ func Open(opts Options) (*Broker, error) {
 		return nil, errorf(KindInvalidArgument, "broker: Options.Store is required")
 	}
 	b := newBroker(opts)
+	if opts.Units {
+		if _, ok := opts.Store.(store.UnitStore); !ok {
+			return nil, errorf(KindInvalidArgument, "broker: Options.Units needs a store that loads units one by one")
+		}
+		b.log.Info("broker started with no entities; a cluster node loads them")
+		return b, nil
+	}
 	now := b.now()
 	rc := recovery{b: b, now: now, byID: make(map[uint64]*recovering)}
 	err := b.store.Recover(store.Visitor{
@@ -38,6 +45,18 @@ func Open(opts Options) (*Broker, error) {
 		return nil, internal(err, "recovering broker state")
 	}
 	b.nextID = max(b.nextID, rc.maxID+1)
+	if err := b.install(&rc); err != nil {
+		return nil, err
+	}
+	b.log.Info("broker recovered", "entities", len(rc.order), "topics", len(rc.topics), "messages", rc.messages)
+	return b, nil
+}
+
+// install completes the recovered entities of rc and makes them the
+// broker's: topics finished, timers and duplicate histories in order,
+// names and timers registered, what recovery found to drop committed.
+// Open and LoadUnit share it.
+func (b *Broker) install(rc *recovery) error {
 	for _, r := range rc.topics {
 		rc.finishTopic(r)
 	}
@@ -46,11 +65,25 @@ func Open(opts Options) (*Broker, error) {
 		q.mu.timers.Init(r.timers)
 		d := &q.mu.dedup
 		slices.SortFunc(d.fifo, func(a, b dedupItem) int { return cmp.Compare(a.at, b.at) })
-		if q.topic == nil {
-			b.mu.queues[entityKey(q.name)] = q
-		}
-		b.timers.byID[q.id] = q
 	}
+	b.mu.Lock()
+	for _, r := range rc.topics {
+		b.mu.topics[entityKey(r.t.name)] = r.t
+	}
+	for _, r := range rc.order {
+		if r.q.topic == nil {
+			b.mu.queues[entityKey(r.q.name)] = r.q
+		}
+	}
+	b.mu.Unlock()
+	b.timers.Lock()
+	for _, r := range rc.topics {
+		b.timers.byID[r.t.id] = r.t
+	}
+	for _, r := range rc.order {
+		b.timers.byID[r.q.id] = r.q
+	}
+	b.timers.Unlock()
 	for _, r := range rc.order {
 		r.q.lockAndPublish()
 		r.q.finishSessionsLocked()
@@ -66,15 +99,14 @@ func Open(opts Options) (*Broker, error) {
 	if len(rc.drop) > 0 {
 		if err := b.store.Commit(&store.Batch{Ops: rc.drop}, false); err != nil {
 			if !errors.Is(err, store.ErrNoSpace) {
-				return nil, internal(err, "dropping expired duplicate-detection history")
+				return internal(err, "dropping expired duplicate-detection history")
 			}
 			// Housekeeping only (the next start drops them again): a
 			// full disk must not keep the broker from starting.
 			b.log.Warn("no space to drop expired duplicate-detection history and orphaned data", "err", err)
 		}
 	}
-	b.log.Info("broker recovered", "entities", len(rc.order), "topics", len(rc.topics), "messages", rc.messages)
-	return b, nil
+	return nil
 }
 
 // recovery is the visitor state of Open. It runs before the broker is
@@ -131,8 +163,6 @@ func (rc *recovery) entity(e store.Entity) error {
 		r := &recovering{id: e.ID, t: t, lastSeq: int64(e.LastSeq)}
 		rc.byID[e.ID] = r
 		rc.topics = append(rc.topics, r)
-		rc.b.mu.topics[entityKey(e.Name)] = t
-		rc.b.timers.byID[e.ID] = t
 	case specKindSubscription:
 		tr := rc.byID[spec.TopicID]
 		if spec.Subscription == nil || tr == nil || tr.t == nil {

@@ -425,7 +425,7 @@ func (q *entity) publishSend(s *queueSend, pend []pendingMsg, cerr error) (gone 
 			q.mu.Unlock()
 		}
 		if q.deleted.Load() {
-			return errEntityNotFound(q.name)
+			return goneErr(q.name, q.moved.Load())
 		}
 		return nil
 	}

@@ -60,6 +60,7 @@ type topic struct {
 	size     atomic.Int64 // the quota's count: every subscription's size + scheduled bytes
 	accessed atomic.Int64 // last use, Unix ns (its subscriptions' uses count)
 	deleted  atomic.Bool
+	moved    atomic.Bool  // set before deleted when the unit is unloaded
 	disabled atomic.Bool  // Status Disabled: the subscriptions refuse receives too
 	garbageN atomic.Int32 // len(mu.garbage), read without the lock
 

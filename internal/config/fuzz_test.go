@@ -96,3 +96,20 @@ func FuzzStoreURL(f *testing.F) {
 		}
 	})
 }
+
+// FuzzNodeID: --node-id is 1 to 64 letters, digits, '.', '_' and '-',
+// and nothing else is accepted; a refusal always says why.
+func FuzzNodeID(f *testing.F) {
+	f.Fuzz(func(t *testing.T, v string) {
+		msg := checkNodeID(v)
+		ok := len(v) >= 1 && len(v) <= 64
+		for _, r := range v {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+				ok = false
+			}
+		}
+		if (msg == "") != ok {
+			t.Fatalf("%q: accepted %v, message %q", v, msg == "", msg)
+		}
+	})
+}

@@ -117,6 +117,23 @@ type Server struct {
 	HistoryMessages    int
 	HistoryWindow      time.Duration
 	HistoryMaxBytes    int64
+	// Cluster (stage 2 of docs/design/cluster.md, hidden flags): this
+	// process is node NodeID of a cluster whose nodes share the
+	// PostgreSQL database of Store. ClusterListen is the internal
+	// listener's address and ClusterAdvertise the address other nodes
+	// reach it at; ClusterSecret (at least 32 bytes) is shared by the
+	// nodes. The timings are those of the node sessions: renewal
+	// interval, session lifetime, how long before its expiry a node stops
+	// serving on its own, and how often nodes look at the membership.
+	Cluster            bool
+	NodeID             string
+	ClusterListen      string
+	ClusterAdvertise   string
+	ClusterSecret      string
+	ClusterHeartbeat   time.Duration
+	ClusterLeaseTTL    time.Duration
+	ClusterTrustMargin time.Duration
+	ClusterPoll        time.Duration
 }
 
 // DefaultMaxNamespaces is the default of MaxNamespaces.
@@ -151,6 +168,9 @@ type Setting struct {
 	Default string
 	Usage   string
 	Bool    bool
+	// Hidden settings are parsed and documented but left out of
+	// busbar serve --help (the cluster's, until it serves clients).
+	Hidden bool
 
 	set func(s *Server, value string) error // parses value into s
 }
@@ -267,6 +287,31 @@ var serverSettings = []Setting{
 		historySize, func(s *Server) *int64 { return &s.HistoryMaxBytes }),
 	setting("pprof", "BUSBAR_PPROF", "", "serve Go runtime profiles (/debug/pprof/) on this address (host:port, unauthenticated: keep it on loopback); off when empty",
 		text, func(s *Server) *string { return &s.PprofAddr }),
+	// The cluster (stage 2: not yet serving clients), hidden until it does.
+	hidden(setting("cluster", "BUSBAR_CLUSTER", "false", "run as a node of a cluster sharing the --store database (stage 2: not yet serving clients)",
+		parseBool, func(s *Server) *bool { return &s.Cluster })),
+	hidden(setting("node-id", "BUSBAR_NODE_ID", "", "this node's name in the cluster, unique among its nodes",
+		trimmed, func(s *Server) *string { return &s.NodeID })),
+	hidden(setting("cluster-listen", "BUSBAR_CLUSTER_LISTEN", "", "the node's internal listener (host:port) for the other nodes",
+		text, func(s *Server) *string { return &s.ClusterListen })),
+	hidden(setting("cluster-advertise", "BUSBAR_CLUSTER_ADVERTISE", "", "the address (host:port) other nodes reach --cluster-listen at; default --cluster-listen",
+		text, func(s *Server) *string { return &s.ClusterAdvertise })),
+	hidden(setting("cluster-secret", "BUSBAR_CLUSTER_SECRET", "", "the secret the nodes of one cluster share, at least 32 bytes",
+		text, func(s *Server) *string { return &s.ClusterSecret })),
+	hidden(setting("cluster-heartbeat", "BUSBAR_CLUSTER_HEARTBEAT", "1s", "how often a node renews its session",
+		timeout, func(s *Server) *time.Duration { return &s.ClusterHeartbeat })),
+	hidden(setting("cluster-lease-ttl", "BUSBAR_CLUSTER_LEASE_TTL", "5s", "how long a node's session lives without a renewal (at least 3 heartbeats)",
+		timeout, func(s *Server) *time.Duration { return &s.ClusterLeaseTTL })),
+	hidden(setting("cluster-trust-margin", "BUSBAR_CLUSTER_TRUST_MARGIN", "1s", "how long before its session's expiry a node without a renewal stops serving (at least a heartbeat)",
+		timeout, func(s *Server) *time.Duration { return &s.ClusterTrustMargin })),
+	hidden(setting("cluster-poll", "BUSBAR_CLUSTER_POLL", "1s", "how often a node looks for dead sessions and units to take or hand off",
+		timeout, func(s *Server) *time.Duration { return &s.ClusterPoll })),
+}
+
+// hidden marks st as left out of --help.
+func hidden(st Setting) Setting {
+	st.Hidden = true
+	return st
 }
 
 // setting declares a setting whose text parse turns into the field that
@@ -447,7 +492,72 @@ func (s Server) Validate() error {
 	s.validateListeners(add)
 	s.validateAuth(add)
 	s.validateLimits(add)
+	s.validateCluster(add)
 	return errs.err()
+}
+
+// MinClusterSecret is the shortest --cluster-secret, in bytes.
+const MinClusterSecret = 32
+
+// validateCluster checks the cluster settings: they need --cluster, and
+// --cluster needs a PostgreSQL store, a node id, a secret and timings
+// that keep the trust window inside the session (TTL at least three
+// heartbeats, a margin of at least a heartbeat and below the TTL).
+func (s Server) validateCluster(add func(name, format string, args ...any)) {
+	if !s.Cluster {
+		if s.NodeID != "" || s.ClusterListen != "" || s.ClusterAdvertise != "" || s.ClusterSecret != "" {
+			add("cluster", "--node-id, --cluster-listen, --cluster-advertise and --cluster-secret need --cluster")
+		}
+		return
+	}
+	if s.Store == "" {
+		add("cluster", "needs --store postgres://…: the nodes share that database")
+	}
+	if err := checkNodeID(s.NodeID); err != "" {
+		add("node-id", "%s", err)
+	}
+	if len(s.ClusterSecret) < MinClusterSecret {
+		add("cluster-secret", "must be at least %d bytes (it is %d)", MinClusterSecret, len(s.ClusterSecret))
+	}
+	if msg := checkAddr(s.ClusterListen); msg != "" {
+		add("cluster-listen", "%s", msg)
+	}
+	if s.ClusterAdvertise != "" {
+		if msg := checkAddr(s.ClusterAdvertise); msg != "" {
+			add("cluster-advertise", "%s", msg)
+		}
+	}
+	hb, ttl, margin := s.ClusterHeartbeat, s.ClusterLeaseTTL, s.ClusterTrustMargin
+	switch {
+	case hb <= 0:
+		add("cluster-heartbeat", "must be longer than 0")
+	case ttl < 3*hb:
+		add("cluster-lease-ttl", "%v is less than three heartbeats (%v)", ttl, 3*hb)
+	case margin < hb:
+		add("cluster-trust-margin", "%v is less than a heartbeat (%v)", margin, hb)
+	case margin >= ttl:
+		add("cluster-trust-margin", "%v is not below the lease TTL (%v)", margin, ttl)
+	}
+	if s.ClusterPoll <= 0 {
+		add("cluster-poll", "must be longer than 0")
+	}
+}
+
+// checkNodeID is "" for a usable node id, else why not: 1 to 64
+// characters of letters, digits, '.', '_' and '-'.
+func checkNodeID(id string) string {
+	if id == "" {
+		return "is required with --cluster"
+	}
+	if len(id) > 64 {
+		return fmt.Sprintf("%q is longer than 64 characters", id)
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return fmt.Sprintf("%q may hold only letters, digits, '.', '_' and '-'", id)
+		}
+	}
+	return ""
 }
 
 // validateListeners checks the data directory, the listen addresses and

@@ -25,6 +25,7 @@ func TestDefaultServer(t *testing.T) {
 		MaxNamespaces: DefaultMaxNamespaces,
 		History:       "off", HistorySampleEvery: 100, HistoryMessages: 1000, HistoryWindow: time.Hour, HistoryMaxBytes: 64 << 20,
 		LargeMessageThreshold: 256 << 10,
+		ClusterHeartbeat:      time.Second, ClusterLeaseTTL: 5 * time.Second, ClusterTrustMargin: time.Second, ClusterPoll: time.Second,
 	}
 	if s != want {
 		t.Errorf("got %+v, want %+v", s, want)
@@ -70,6 +71,7 @@ func TestServerFromEnv(t *testing.T) {
 		MaxNamespaces: DefaultMaxNamespaces,
 		History:       "off", HistorySampleEvery: 100, HistoryMessages: 1000, HistoryWindow: time.Hour, HistoryMaxBytes: 64 << 20,
 		LargeMessageThreshold: 256 << 10,
+		ClusterHeartbeat:      time.Second, ClusterLeaseTTL: 5 * time.Second, ClusterTrustMargin: time.Second, ClusterPoll: time.Second,
 	}
 	if s != want {
 		t.Errorf("got %+v\nwant %+v", s, want)
@@ -327,5 +329,58 @@ func TestParseLargeMessageThreshold(t *testing.T) {
 		if err != nil || got != want {
 			t.Errorf("%q: %d, %v; want %d", in, got, err, want)
 		}
+	}
+}
+
+// TestClusterSettings: the cluster flags need --cluster, which needs a
+// PostgreSQL store, a node id, a long enough secret, an internal listener
+// and timings that keep the trust window inside the session.
+func TestClusterSettings(t *testing.T) {
+	good := func() Server {
+		s := DefaultServer()
+		s.Store, s.Cluster, s.NodeID = "postgres://u@h/db", true, "node-1"
+		s.ClusterListen, s.ClusterSecret = "127.0.0.1:0", strings.Repeat("s", MinClusterSecret)
+		return s
+	}
+	if err := good().Validate(); err != nil {
+		t.Fatalf("a good cluster configuration: %v", err)
+	}
+	for _, tc := range []struct {
+		name  string
+		edit  func(*Server)
+		field string
+	}{
+		{"no store", func(s *Server) { s.Store = "" }, "cluster"},
+		{"no node id", func(s *Server) { s.NodeID = "" }, "node-id"},
+		{"bad node id", func(s *Server) { s.NodeID = "a b" }, "node-id"},
+		{"short secret", func(s *Server) { s.ClusterSecret = "short" }, "cluster-secret"},
+		{"no listener", func(s *Server) { s.ClusterListen = "" }, "cluster-listen"},
+		{"bad advertise", func(s *Server) { s.ClusterAdvertise = "nohost" }, "cluster-advertise"},
+		{"ttl under 3 heartbeats", func(s *Server) { s.ClusterLeaseTTL = 2 * time.Second }, "cluster-lease-ttl"},
+		{"margin under a heartbeat", func(s *Server) { s.ClusterTrustMargin = 500 * time.Millisecond }, "cluster-trust-margin"},
+		{"margin not below the ttl", func(s *Server) { s.ClusterTrustMargin = 5 * time.Second }, "cluster-trust-margin"},
+		{"zero poll", func(s *Server) { s.ClusterPoll = 0 }, "cluster-poll"},
+		{"node id without cluster", func(s *Server) { s.Cluster = false }, "cluster"},
+	} {
+		s := good()
+		tc.edit(&s)
+		err := s.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%s: %v, want an error about %s", tc.name, err, tc.field)
+		}
+	}
+	hidden := 0
+	for _, st := range ServerSettings() {
+		if strings.HasPrefix(st.Name, "cluster") || st.Name == "node-id" {
+			if !st.Hidden {
+				t.Errorf("--%s is not hidden", st.Name)
+			}
+			hidden++
+		} else if st.Hidden {
+			t.Errorf("--%s is hidden", st.Name)
+		}
+	}
+	if hidden != 9 {
+		t.Errorf("%d cluster settings, want 9", hidden)
 	}
 }

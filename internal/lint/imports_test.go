@@ -45,6 +45,10 @@ var rules = []rule{
 	// The PostgreSQL store: the store contract over pgx, below the broker
 	// and everything that speaks to clients.
 	{From: "internal/store/pgstore", Forbidden: []string{"internal/broker", "internal/amqp", "internal/servicebus", "internal/server", "internal/admin", "internal/metrics", "internal/config", "internal/cli", "net/http"}, Indirect: amqpCodec},
+	// The cluster node: sessions, placement, unit leases. It drives the
+	// broker and the store; only the server wires it (nothing else may
+	// import it: see TestClusterImporters).
+	{From: "internal/cluster", Forbidden: []string{"internal/amqp", "internal/servicebus", "internal/server", "internal/admin", "internal/config", "internal/metrics", "internal/cli", "internal/store/pgstore", "net/http"}, Indirect: amqpCodec},
 	{From: "internal/vfs", StdlibOnly: true},
 	// The Service Bus message model and its codecs (record and AMQP form).
 	{From: "internal/message", StdlibOnly: true, Allowed: amqpCodec},
@@ -99,6 +103,10 @@ func TestImportDirection(t *testing.T) {
 	}
 	for _, p := range pkgs {
 		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
+		// The cluster node is wired by the server alone.
+		if slices.Contains(p.Imports, module+"/internal/cluster") && rel != "internal/server" {
+			t.Errorf("%s must not import internal/cluster: only internal/server wires it", rel)
+		}
 		for _, r := range rules {
 			if rel != r.From && !strings.HasPrefix(rel, r.From+"/") {
 				continue

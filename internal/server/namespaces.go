@@ -115,6 +115,35 @@ func (r *nsRegistry) list() []*namespace {
 	return slices.Clone(r.all)
 }
 
+// openStore opens namespace name's store (recovering it): memory,
+// PostgreSQL (--store, the default namespace only) or the file store in
+// dir.
+func (r *nsRegistry) openStore(ctx context.Context, name, dir string, log *slog.Logger, obs store.SyncObserver) (store.Store, error) {
+	o := r.o
+	switch {
+	case o.Memory:
+		return memstore.New(), nil
+	case o.Store != "" && r.def != nil:
+		// One database holds one namespace's entities (its tables have no
+		// namespace column yet).
+		return nil, fmt.Errorf("--store %s keeps one namespace, the default; namespace %q needs the file store (or its own Busbar)", redactURL(o.Store), name)
+	case o.Store != "":
+		ps, err := pgstore.Open(ctx, o.Store, pgstore.Options{Log: log.With("component", "store"), SyncObserver: obs})
+		if err != nil {
+			return nil, fmt.Errorf("open the PostgreSQL store %s: %w", redactURL(o.Store), err)
+		}
+		return ps, nil
+	default:
+		fs, err := filestore.Open(filestore.Options{Dir: dir, Salvage: o.Salvage, Logger: log.With("component", "store"),
+			MinFreeBytes: o.MinFreeBytes, MinFreePercent: o.MinFreePercent, SegmentSize: o.SegmentSize, SyncObserver: obs,
+			BlobThreshold: int(o.LargeMessageThreshold)})
+		if err != nil {
+			return nil, fmt.Errorf("open data directory %s: %w", dir, err)
+		}
+		return fs, nil
+	}
+}
+
 // open opens a namespace's store and broker, declares its entities and
 // builds its admin API; policies nil means the server's. Its timers run
 // until the registry's timer context is cancelled.
@@ -139,27 +168,8 @@ func (r *nsRegistry) open(ctx context.Context, name, dir string, entities *confi
 	if r.labelled {
 		n.metrics = r.root.ForNamespace(nsLabel(name))
 	}
-	switch {
-	case o.Memory:
-		n.store = memstore.New()
-	case o.Store != "" && r.def != nil:
-		// One database holds one namespace's entities (its tables have no
-		// namespace column yet).
-		return nil, fmt.Errorf("--store %s keeps one namespace, the default; namespace %q needs the file store (or its own Busbar)", redactURL(o.Store), name)
-	case o.Store != "":
-		ps, err := pgstore.Open(ctx, o.Store, pgstore.Options{Log: log.With("component", "store"), SyncObserver: n.metrics})
-		if err != nil {
-			return nil, fmt.Errorf("open the PostgreSQL store %s: %w", redactURL(o.Store), err)
-		}
-		n.store = ps
-	default:
-		fs, err := filestore.Open(filestore.Options{Dir: dir, Salvage: o.Salvage, Logger: log.With("component", "store"),
-			MinFreeBytes: o.MinFreeBytes, MinFreePercent: o.MinFreePercent, SegmentSize: o.SegmentSize, SyncObserver: n.metrics,
-			BlobThreshold: int(o.LargeMessageThreshold)})
-		if err != nil {
-			return nil, fmt.Errorf("open data directory %s: %w", dir, err)
-		}
-		n.store = fs
+	if n.store, err = r.openStore(ctx, name, dir, log, n.metrics); err != nil {
+		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err

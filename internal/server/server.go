@@ -135,11 +135,19 @@ type Server struct {
 	shutdownErr  error
 }
 
+// errClusterNotServing refuses --cluster: stage 2 of the cluster (node
+// sessions, unit leases, placement, fencing: package cluster) is built,
+// but a node serves clients only once relaying is (stage 3).
+var errClusterNotServing = errors.New("--cluster: a cluster node does not serve clients yet (stage 2 of docs/design/cluster.md); run without --cluster")
+
 // Start brings a broker up and returns once it is serving. ctx bounds
 // start-up only. Its phases follow the start-up order in the package
 // comment: startHTTP, openCore (store, broker, entities, admin API,
 // tracing, timers), startAMQP, then ready.
 func Start(ctx context.Context, o Options) (_ *Server, err error) {
+	if o.Cluster {
+		return nil, errClusterNotServing
+	}
 	begin := time.Now()
 	log := o.Logger
 	if log == nil {

@@ -350,6 +350,7 @@ func (s *Store) failUnits(ps []*pending, units []uint64) []*pending {
 		delete(s.units, u)
 	}
 	s.mu.Unlock()
+	s.tellLost(units)
 	s.o.Log.Error("entities fenced off: another process owns them now", "units", units)
 	rest := ps[:0]
 	for _, p := range ps {
@@ -813,6 +814,9 @@ func (s *Store) send(b *pgx.Batch, slot int, mark int64, fenceAt int) error {
 // turns out committed, the broker's memory lags the database and the
 // store stops until a restart reloads it; if not, the store goes on.
 func (s *Store) unknown(slot int, mark int64, cause error) error {
+	if s.o.Cluster {
+		return s.unknownUnits(cause)
+	}
 	s.mu.Lock()
 	s.unresolved[slot] = mark
 	s.mu.Unlock()

@@ -48,6 +48,23 @@
 // epoch is the one this store holds, so a process whose units were taken
 // over cannot write, whatever it believes (ErrNotOwner).
 //
+// # Cluster mode
+//
+// With Options.Cluster (stage 2) Open neither registers nor takes any unit:
+// the store is also a store.Membership (Register, Renew, Nodes, Units,
+// Kill: membership.go) and a store.UnitStore (Acquire, Release,
+// RecoverUnit, Lost: units.go), driven by internal/cluster. Acquire is one
+// transaction that locks both node rows (this node's and the owner's) in
+// node-id order and then the unit row, kills an expired owner session and
+// raises the epoch; it first fails the unit's queued commits and waits for
+// the one in flight. Release waits for the unit's commits, forgets the
+// unit (later commits are ErrNotOwner) and frees its row, reserved for a
+// chosen next owner for a while. RecoverUnit replays one unit in one
+// snapshot. A commit fenced off reports its units on Lost. A commit whose
+// outcome cannot be learned makes the store give up every unit it owns
+// (reported on Lost) instead of refusing commits: the node takes them
+// again with a higher epoch and reloads them (§6.3).
+//
 // # Failures
 //
 // A transaction that cannot start or that the server refused is

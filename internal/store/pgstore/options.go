@@ -47,6 +47,11 @@ type Options struct {
 	// (store.Follower), so that their batches share the next transaction
 	// (default 1 ms; negative: never wait).
 	FollowerWait time.Duration
+	// Cluster opens the store for a node of a cluster: it registers no
+	// session and takes no unit at Open; the node does both through
+	// Membership (Register, Renew) and UnitLeases (Acquire, Release), and
+	// replays each unit it takes with RecoverUnit.
+	Cluster bool
 	// SyncObserver, if set, is told of every commit transaction.
 	SyncObserver store.SyncObserver
 }
@@ -63,6 +68,8 @@ const (
 	maxBatchBytes      = 8 << 20
 	maxBatchUnits      = 64
 	maxRetries         = 5
+	lostBuffer         = 256
+	defaultReserve     = 10 * time.Second
 )
 
 func (o *Options) defaults() {

@@ -47,6 +47,11 @@ type Store struct {
 	marks      atomic.Int64        // the last commit mark (bb_commit_mark)
 	unresolved map[int]int64       // committer slot -> mark of a commit whose outcome is not known yet
 
+	// Cluster mode (membership.go, units.go): the session is registered
+	// through Membership and units are taken one by one.
+	reg  store.NodeRegistration
+	lost chan uint64
+
 	statsMu sync.Mutex
 	stats   store.Stats
 	statsAt time.Time
@@ -101,7 +106,7 @@ func Open(ctx context.Context, url string, o Options) (*Store, error) {
 		o: o, pool: pool, lease: lease,
 		busy: map[uint64]bool{}, unitOf: map[uint64]uint64{}, live: map[uint64]bool{},
 		units: map[uint64]int64{}, counters: map[uint64]uint32{}, chunked: map[msgKey]struct{}{}, unresolved: map[int]int64{},
-		stop: make(chan struct{}),
+		stop: make(chan struct{}), lost: make(chan uint64, lostBuffer),
 	}
 	s.cond = sync.NewCond(&s.mu)
 	for range o.Conns {
@@ -112,8 +117,11 @@ func Open(ctx context.Context, url string, o Options) (*Store, error) {
 		lease.Close()
 		return nil, err
 	}
-	s.wg.Add(1 + o.Conns)
-	go s.renewer()
+	s.wg.Add(o.Conns)
+	if !o.Cluster {
+		s.wg.Add(1)
+		go s.renewer()
+	}
 	for i := range o.Conns {
 		go s.committer(i)
 	}
@@ -130,11 +138,13 @@ func (s *Store) open(ctx context.Context) error {
 	if err := migrate(ctx, s.pool, s.o.NodeID+" "+version.Version()); err != nil {
 		return err
 	}
-	if err := s.register(ctx); err != nil {
-		return err
-	}
-	if err := s.acquireAll(ctx); err != nil {
-		return err
+	if !s.o.Cluster {
+		if err := s.register(ctx); err != nil {
+			return err
+		}
+		if err := s.acquireAll(ctx); err != nil {
+			return err
+		}
 	}
 	// One commit-mark row per committer, reset for this session.
 	if _, err := s.pool.Exec(ctx, `INSERT INTO bb_commit_mark (node_id, slot, mark)
