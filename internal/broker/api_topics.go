@@ -197,6 +197,32 @@ func (b *Broker) UpdateTopic(name string, p TopicProperties) (TopicInfo, error) 
 	return info, nil
 }
 
+// forget stops topic t (gone: the error its callers get from now on)
+// and its subscriptions' timers, and drops its index once in-flight
+// fan-outs and commits have finished; the caller then stops the
+// subscriptions themselves. Shared by deletion and a cluster unit's
+// unload.
+func (t *topic) forget(subs []*entity, gone *Error) {
+	b := t.b
+	b.timers.Lock()
+	delete(b.timers.byID, t.id)
+	for _, q := range subs {
+		delete(b.timers.byID, q.id)
+	}
+	b.timers.Unlock()
+	t.deleted.Store(true)
+	t.fanout.Lock() // in-flight fan-outs finish first
+	t.lockAndPublish()
+	t.mu.gone = gone
+	t.mu.idx.reset()
+	t.mu.timers.Reset()
+	t.mu.dedup = dedupHistory{}
+	t.mu.garbage = nil
+	t.mu.Unlock()
+	t.fanout.Unlock()
+	t.inflight.Wait()
+}
+
 // DeleteTopic deletes a topic with its subscriptions, their rules and
 // messages, and its scheduled messages.
 func (b *Broker) DeleteTopic(name string) error {
@@ -228,24 +254,7 @@ func (b *Broker) deleteTopicLocked(t *topic) error {
 		delete(b.mu.topics, entityKey(t.name))
 	}
 	b.mu.Unlock()
-	b.timers.Lock()
-	delete(b.timers.byID, t.id)
-	for _, q := range subs {
-		delete(b.timers.byID, q.id)
-	}
-	b.timers.Unlock()
-
-	t.deleted.Store(true)
-	t.fanout.Lock() // in-flight fan-outs finish first
-	t.lockAndPublish()
-	t.mu.gone = errEntityNotFound(t.name)
-	t.mu.idx.reset()
-	t.mu.timers.Reset()
-	t.mu.dedup = dedupHistory{}
-	t.mu.garbage = nil
-	t.mu.Unlock()
-	t.fanout.Unlock()
-	t.inflight.Wait()
+	t.forget(subs, errEntityNotFound(t.name))
 
 	for _, q := range subs {
 		q.deleted.Store(true)

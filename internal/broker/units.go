@@ -100,24 +100,8 @@ func (b *Broker) unloadLocked(unit uint64, cause error) {
 	case t != nil:
 		b.log.Info("unit unloaded", "unit", unit, "topic", t.name, "cause", cause)
 		subs := t.subs.Load().list
-		b.timers.Lock()
-		delete(b.timers.byID, t.id)
-		for _, q := range subs {
-			delete(b.timers.byID, q.id)
-		}
-		b.timers.Unlock()
 		t.moved.Store(true)
-		t.deleted.Store(true)
-		t.fanout.Lock() // in-flight fan-outs finish first
-		t.lockAndPublish()
-		t.mu.gone = &Error{Kind: KindMoved, Msg: goneErr(t.name, true).Msg, Err: cause}
-		t.mu.idx.reset()
-		t.mu.timers.Reset()
-		t.mu.dedup = dedupHistory{}
-		t.mu.garbage = nil
-		t.mu.Unlock()
-		t.fanout.Unlock()
-		t.inflight.Wait()
+		t.forget(subs, &Error{Kind: KindMoved, Msg: goneErr(t.name, true).Msg, Err: cause})
 		for _, q := range subs {
 			unloadEntity(q, cause)
 		}

@@ -238,13 +238,15 @@ func (c *Console) sessionOf(w http.ResponseWriter, r *http.Request) *session {
 			return s
 		}
 	}
-	if c.auto != nil && isLoopback(r.RemoteAddr) {
+	if c.auto != nil && IsLoopback(r.RemoteAddr) {
 		return c.newSession(w, r, *c.auto, true)
 	}
 	return nil
 }
 
-func isLoopback(remote string) bool {
+// IsLoopback reports whether remote (an http.Request's RemoteAddr, or a
+// bare host) is a loopback address: auto sign-in is offered only there.
+func IsLoopback(remote string) bool {
 	host, _, err := net.SplitHostPort(remote)
 	if err != nil {
 		host = remote

@@ -228,7 +228,7 @@ func (cs *consoles) close() {
 func (cs *consoles) switcher(cur *namespace) func(*http.Request, auth.Grant) []console.NamespaceLink {
 	return func(r *http.Request, g auth.Grant) []console.NamespaceLink {
 		operator := cur == cs.reg.def && g.Rights.Has(auth.Manage) && g.Resource == ""
-		loopback := remoteIsLoopback(r.RemoteAddr)
+		loopback := console.IsLoopback(r.RemoteAddr)
 		hostDefault := cs.reg.byHost(r.Host) == nil
 		var out []console.NamespaceLink
 		for _, n := range cs.reg.list() {
@@ -251,13 +251,4 @@ func (cs *consoles) switcher(cur *namespace) func(*http.Request, auth.Grant) []c
 		}
 		return out
 	}
-}
-
-func remoteIsLoopback(remote string) bool {
-	host, _, err := net.SplitHostPort(remote)
-	if err != nil {
-		host = remote
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
