@@ -178,7 +178,7 @@ func (cs *consoles) forNamespace(n *namespace) (*console.Console, error) {
 		return c, nil
 	}
 	if cs.closed || n.noConsole {
-		return nil, errors.New("The namespace's console is closed: the broker is shutting down or the namespace was deleted.")
+		return nil, errors.New("the namespace's console is closed: the broker is shutting down or the namespace was deleted")
 	}
 	c, err := console.New(cs.options(n, nsConsolePrefix(n)))
 	if err != nil {

@@ -67,11 +67,9 @@ func (c *conn) attachReply(l *amqp.OutgoingLink, a address) {
 	c.mu.Unlock()
 }
 
-// send sends an encoded reply, or keeps it until the client grants credit.
-func (rl *replyLink) send(payload []byte) { rl.sendParts(payload, nil) }
-
-// sendParts is send for a reply that continues in parts; the link owns
-// (closes) their streams from now on.
+// sendParts sends an encoded reply that may continue in parts, or keeps
+// it until the client grants credit; the link owns (closes) the parts'
+// streams from now on.
 func (rl *replyLink) sendParts(payload []byte, parts []amqp.Part) {
 	rl.mu.Lock()
 	defer rl.mu.Unlock()

@@ -53,11 +53,10 @@ type valState struct {
 }
 
 type entPut struct {
-	unit       uint64
-	name       string
-	spec       []byte
-	created    bool
-	entityUnit bool
+	unit    uint64
+	name    string
+	spec    []byte
+	created bool
 }
 
 // Commit applies b in one SQL transaction, usually shared with other
