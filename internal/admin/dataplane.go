@@ -259,6 +259,7 @@ func (h *Handler) dataReceive(rq *request, entity string, mode broker.ReceiveMod
 	}
 	defer rcv.Close()
 	rcv.SetHolder("http " + rq.r.RemoteAddr)
+	rcv.StreamBodies(dataStreamFrom)
 	ds, err := rcv.TryReceive(1)
 	if err != nil || len(ds) == 1 || timeout == 0 {
 		return h.received(rq, entity, mode, ds, err)
@@ -300,7 +301,14 @@ func (h *Handler) received(rq *request, entity string, mode broker.ReceiveMode, 
 		return &reply{status: http.StatusNoContent}, nil
 	}
 	d := ds[0]
-	body, _ := decodeAMQPBody(d.Message.Body)
+	rep := &reply{status: http.StatusOK}
+	if d.Body != nil {
+		if err := streamBody(rep, d.Body); err != nil {
+			return nil, err
+		}
+	} else {
+		rep.body, _ = decodeAMQPBody(d.Message.Body)
+	}
 	hdr := http.Header{}
 	setPropHeaders(hdr, d.Message.ApplicationProperties)
 	hdr.Set("BrokerProperties", brokerPropsOf(d, mode == broker.PeekLock))
@@ -308,7 +316,7 @@ func (h *Handler) received(rq *request, entity string, mode broker.ReceiveMode, 
 	if ct == "" {
 		ct = "application/octet-stream"
 	}
-	rep := &reply{status: http.StatusOK, contentType: ct, body: body, header: hdr}
+	rep.contentType, rep.header = ct, hdr
 	if mode == broker.PeekLock {
 		rep.status = http.StatusCreated
 		hdr.Set("Location", rq.site.url(entity+"/messages/"+strconv.FormatInt(d.SequenceNumber, 10)+"/"+d.LockToken.String(), ""))
