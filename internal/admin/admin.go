@@ -68,9 +68,10 @@ type Handler struct {
 	namespace  string
 	clock      clock.Clock
 	log        *slog.Logger
-	obs        Observer  // nil: none
-	started    time.Time // the namespace's CreatedTime and ModifiedTime
-	waiters    *waiters  // the data plane's waiting receives (dataplane.go)
+	obs        Observer      // nil: none
+	started    time.Time     // the namespace's CreatedTime and ModifiedTime
+	waiters    *waiters      // the data plane's waiting receives (dataplane.go)
+	dataSpools chan struct{} // the data plane's large sends in progress (dpstream.go)
 	faults     *faults.Set
 	testClock  *clock.Test
 	namespaces NamespaceManager // nil: /$namespaces answers 404
@@ -86,7 +87,7 @@ func New(o Options) (*Handler, error) {
 	if o.Auth == nil {
 		return nil, errors.New("admin: Options.Auth is required")
 	}
-	h := &Handler{broker: o.Broker, auth: o.Auth, namespace: o.Namespace, clock: o.Clock, log: o.Logger, obs: o.Observer, waiters: newWaiters(), faults: o.Faults, testClock: o.TestClock, namespaces: o.Namespaces}
+	h := &Handler{broker: o.Broker, auth: o.Auth, namespace: o.Namespace, clock: o.Clock, log: o.Logger, obs: o.Observer, waiters: newWaiters(), dataSpools: make(chan struct{}, maxDataSpools), faults: o.Faults, testClock: o.TestClock, namespaces: o.Namespaces}
 	if h.namespace == "" {
 		h.namespace = "busbar"
 	}

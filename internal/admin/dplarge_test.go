@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/busbarmq/busbar/internal/broker"
 	"github.com/busbarmq/busbar/internal/message"
@@ -166,4 +167,140 @@ func FuzzStreamedPayload(f *testing.F) {
 			t.Fatalf("read %x (%v), %d bytes said; want %x", got, err, n, want)
 		}
 	})
+}
+
+// TestDataPlaneLargeSend: a large POST body goes to a spool as it
+// arrives and from there to the store, so the handler allocates a
+// fraction of it; the message is received back whole. A body shorter than
+// its Content-Length is refused and leaves nothing behind.
+func TestDataPlaneLargeSend(t *testing.T) {
+	e := newFileEnv(t)
+	e.queue("big", func(p *broker.QueueProperties) { p.MaxMessageSizeInKilobytes = 102400 })
+	size := int64(largeSize())
+	post := func(body io.Reader, n int64) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest("POST", e.srv.URL+"/big/messages", body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.ContentLength = n
+		req.Header.Set("Authorization", e.token())
+		req.Header.Set("Content-Type", "application/octet-stream")
+		req.Header.Set("BrokerProperties", `{"MessageId":"posted"}`)
+		resp, err := e.srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	h := sha256.New()
+	before := heapAlloc()
+	status, msg := post(io.TeeReader(io.LimitReader(rand.NewChaCha8([32]byte{7}), size), h), size)
+	grew := heapAlloc() - before
+	if status != http.StatusCreated {
+		t.Fatalf("POST: %d %s", status, msg)
+	}
+	const bound = 4 << 20
+	if grew > bound {
+		t.Errorf("POST of %d bytes allocated %d KiB; bound %d KiB", size, grew>>10, bound>>10)
+	}
+	t.Logf("POST of %d bytes: %d KiB allocated", size, grew>>10)
+
+	// Cut short: the client says more than it sends.
+	pr, pw := io.Pipe()
+	go func() {
+		pw.Write(make([]byte, 300<<10))
+		pw.CloseWithError(io.ErrUnexpectedEOF)
+	}()
+	req, _ := http.NewRequest("POST", e.srv.URL+"/big/messages", pr)
+	req.ContentLength = 1 << 20
+	req.Header.Set("Authorization", e.token())
+	if resp, err := e.srv.Client().Do(req); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusCreated {
+			t.Errorf("a short body was accepted")
+		}
+	}
+
+	status, hdr, body := e.do("DELETE", "/big/messages/head?timeout=0", "")
+	if status != http.StatusOK || int64(len(body)) != size || sha256.Sum256([]byte(body)) != [32]byte(h.Sum(nil)) {
+		t.Fatalf("receive: %d, %d bytes", status, len(body))
+	}
+	if !strings.Contains(hdr.Get("BrokerProperties"), `"MessageId":"posted"`) {
+		t.Errorf("BrokerProperties %s", hdr.Get("BrokerProperties"))
+	}
+	if status, _, _ := e.do("DELETE", "/big/messages/head?timeout=0", ""); status != http.StatusNoContent {
+		t.Errorf("a second message: %d", status)
+	}
+	if n := len(e.h.dataSpools); n != 0 {
+		t.Errorf("%d spools still counted", n)
+	}
+}
+
+// TestDataPlaneSpoolLimit: at most maxDataSpools large sends are in
+// progress at once; the next is refused with 403 until one ends.
+func TestDataPlaneSpoolLimit(t *testing.T) {
+	e := newFileEnv(t)
+	e.queue("big", func(p *broker.QueueProperties) { p.MaxMessageSizeInKilobytes = 102400 })
+	send := func(body io.Reader) (*http.Response, error) {
+		req, _ := http.NewRequest("POST", e.srv.URL+"/big/messages", body)
+		req.ContentLength = 1 << 20
+		req.Header.Set("Authorization", e.token())
+		return e.srv.Client().Do(req)
+	}
+	type result struct {
+		status int
+		err    error
+	}
+	done := make(chan result, maxDataSpools)
+	var writers []*io.PipeWriter
+	for range maxDataSpools {
+		pr, pw := io.Pipe()
+		writers = append(writers, pw)
+		go func() {
+			resp, err := send(pr)
+			if err != nil {
+				done <- result{err: err}
+				return
+			}
+			resp.Body.Close()
+			done <- result{status: resp.StatusCode}
+		}()
+		go pw.Write(make([]byte, 1024)) // the request starts; it waits for the rest
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(e.h.dataSpools) < maxDataSpools {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d sends spooling", len(e.h.dataSpools), maxDataSpools)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	resp, err := send(bytes.NewReader(make([]byte, 1<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(b), "being sent over HTTP already") {
+		t.Errorf("send past the limit: %d %s", resp.StatusCode, b)
+	}
+	for _, pw := range writers {
+		pw.CloseWithError(io.ErrUnexpectedEOF)
+	}
+	for range maxDataSpools {
+		if r := <-done; r.err == nil && r.status == http.StatusCreated {
+			t.Errorf("a cut send was accepted")
+		}
+	}
+	if status, _ := postSmall(e); status != http.StatusCreated {
+		t.Errorf("a send after the others ended: %d", status)
+	}
+}
+
+// postSmall sends one large message of 512 KiB whole.
+func postSmall(e *env) (int, string) {
+	status, _, body := e.do("POST", "/big/messages", strings.Repeat("x", 512<<10))
+	return status, body
 }

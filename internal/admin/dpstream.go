@@ -1,22 +1,32 @@
 package admin
 
-// Large messages on the HTTP data plane: a received message of at least
-// dataStreamFrom stored bytes comes with its body left in the store
-// (broker.Receiver.StreamBodies), and its payload is written to the
-// response from there as the client reads it, never held whole.
+// Large messages on the HTTP data plane, never held whole: a received
+// message of at least dataStreamFrom stored bytes comes with its body
+// left in the store (broker.Receiver.StreamBodies), and its payload is
+// written to the response from there as the client reads it; a sent one
+// whose Content-Length is at least dataStreamFrom goes to a spool file of
+// the store's as it arrives (broker.NewSpool) and reaches the store from
+// there, as a spooled AMQP transfer does. At most maxDataSpools such
+// sends are in progress at once, in all.
 
 import (
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"strconv"
 
 	"github.com/busbarmq/busbar/internal/broker"
+	"github.com/busbarmq/busbar/internal/message"
 )
 
 // dataStreamFrom is the stored size from which the data plane streams a
 // received message's body: the large-message threshold's default.
 const dataStreamFrom = 256 << 10
+
+// maxDataSpools bounds the data plane's large sends in progress.
+const maxDataSpools = 16
 
 // maxSectionHead is the longest section head: a ulong descriptor (10
 // bytes) and a vbin32/str32 constructor with its length (5).
@@ -129,4 +139,56 @@ func streamBody(rep *reply, b *broker.BodyStream) error {
 	}
 	rep.body, _ = decodeAMQPBody(raw)
 	return nil
+}
+
+// dataSendSpooled sends the request's body, of Content-Length at least
+// dataStreamFrom, as one message whose body is a data section spooled to
+// the store as it is read.
+func (h *Handler) dataSendSpooled(rq *request, entity string, limit int64, ct string) (*reply, error) {
+	n := rq.r.ContentLength
+	if n > limit {
+		return nil, &broker.Error{Kind: broker.KindMessageTooLarge, Msg: "The request body is over " + strconv.FormatInt(limit, 10) + " bytes, more than the entity's maximum message size allows."}
+	}
+	m := &message.Message{ContentType: ct}
+	if err := headerProps(rq, m); err != nil {
+		return nil, err
+	}
+	select {
+	case h.dataSpools <- struct{}{}:
+		defer func() { <-h.dataSpools }()
+	default:
+		return nil, &broker.Error{Kind: broker.KindQuotaExceeded, Msg: fmt.Sprintf("%d large messages are being sent over HTTP already; retry later.", maxDataSpools)}
+	}
+	sp, err := h.broker.NewSpool()
+	if err != nil {
+		return nil, err
+	}
+	defer sp.Close()
+	// One data section: its head, then the body as it arrives.
+	if err := sp.Write(binary.BigEndian.AppendUint32([]byte{0x00, 0x53, descData, 0xb0}, uint32(n))); err != nil {
+		return nil, err
+	}
+	buf := make([]byte, 64<<10)
+	var got int64
+	body := http.MaxBytesReader(nil, rq.r.Body, n)
+	for {
+		k, err := body.Read(buf)
+		if k > 0 {
+			if werr := sp.Write(buf[:k]); werr != nil {
+				return nil, werr
+			}
+			got += int64(k)
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, badRequest("Reading the request body failed: %v.", err)
+		}
+	}
+	if got != n {
+		return nil, badRequest("The request body has %d bytes; its Content-Length says %d.", got, n)
+	}
+	m.BodyTail = io.NewSectionReader(sp, 0, sp.Size())
+	return h.sendMessages(rq, entity, []*message.Message{m})
 }
