@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
-	"errors"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -136,37 +135,6 @@ func TestDataPlaneLargeReceive(t *testing.T) {
 		}
 		t.Logf("%s head of %d bytes: %d KiB allocated", c.method, size, grew>>10)
 	}
-}
-
-// FuzzStreamedPayload: whatever payloadLen accepts, decodeAMQPBody takes
-// apart to the same payload, which payloadReader reads, payloadLen bytes
-// of it. The corpus is in testdata/fuzz/FuzzStreamedPayload.
-func FuzzStreamedPayload(f *testing.F) {
-	data := func(p []byte) []byte { return encodeDataBody(p) }
-	f.Add([]byte{})
-	f.Add(data([]byte("hello")))
-	f.Add(append(data(bytes.Repeat([]byte{1}, 300)), data([]byte("x"))...))
-	f.Add([]byte{0x00, 0x53, descValue, 0xa1, 3, 'a', 'b', 'c'})
-	f.Add([]byte{0x00, 0x80, 0, 0, 0, 0, 0, 0, 0, descData, 0xa0, 1, 'z'})
-	f.Add([]byte{0x00, 0x53, 0x76, 0x45})
-	f.Fuzz(func(t *testing.T, raw []byte) {
-		ra := bytes.NewReader(raw)
-		n, err := payloadLen(ra, int64(len(raw)))
-		if err != nil {
-			if !errors.Is(err, errNotPayload) {
-				t.Fatalf("payloadLen: %v", err)
-			}
-			return
-		}
-		want, ok := decodeAMQPBody(raw)
-		if !ok {
-			t.Fatalf("payloadLen took %x, decodeAMQPBody did not", raw)
-		}
-		got, err := io.ReadAll(&payloadReader{b: ra, size: int64(len(raw))})
-		if err != nil || int64(len(got)) != n || !bytes.Equal(got, want) {
-			t.Fatalf("read %x (%v), %d bytes said; want %x", got, err, n, want)
-		}
-	})
 }
 
 // TestDataPlaneLargeSend: a large POST body goes to a spool as it
