@@ -68,9 +68,10 @@ type Handler struct {
 	namespace  string
 	clock      clock.Clock
 	log        *slog.Logger
-	obs        Observer  // nil: none
-	started    time.Time // the namespace's CreatedTime and ModifiedTime
-	waiters    *waiters  // the data plane's waiting receives (dataplane.go)
+	obs        Observer      // nil: none
+	started    time.Time     // the namespace's CreatedTime and ModifiedTime
+	waiters    *waiters      // the data plane's waiting receives (dataplane.go)
+	dataSpools chan struct{} // the data plane's large sends in progress (dpstream.go)
 	faults     *faults.Set
 	testClock  *clock.Test
 	namespaces NamespaceManager // nil: /$namespaces answers 404
@@ -86,7 +87,7 @@ func New(o Options) (*Handler, error) {
 	if o.Auth == nil {
 		return nil, errors.New("admin: Options.Auth is required")
 	}
-	h := &Handler{broker: o.Broker, auth: o.Auth, namespace: o.Namespace, clock: o.Clock, log: o.Logger, obs: o.Observer, waiters: newWaiters(), faults: o.Faults, testClock: o.TestClock, namespaces: o.Namespaces}
+	h := &Handler{broker: o.Broker, auth: o.Auth, namespace: o.Namespace, clock: o.Clock, log: o.Logger, obs: o.Observer, waiters: newWaiters(), dataSpools: make(chan struct{}, maxDataSpools), faults: o.Faults, testClock: o.TestClock, namespaces: o.Namespaces}
 	if h.namespace == "" {
 		h.namespace = "busbar"
 	}
@@ -115,6 +116,11 @@ type reply struct {
 	contentType string // empty for an empty body
 	body        []byte
 	header      http.Header // more response headers (the data plane's); nil if none
+	// stream, if set, is the body instead of body: streamLen bytes read
+	// from it as they are written (a large message's payload, from the
+	// store). ServeHTTP closes it, whatever happens.
+	stream    io.ReadCloser
+	streamLen int64
 }
 
 // site is what rendering needs to know of the request: how the client
@@ -189,11 +195,22 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, rq, err)
 		return
 	}
+	if rep.stream != nil {
+		defer rep.stream.Close()
+	}
 	for k, v := range rep.header {
 		w.Header()[k] = v
 	}
 	if rep.contentType != "" {
 		w.Header().Set("Content-Type", rep.contentType)
+	}
+	if rep.stream != nil {
+		w.Header().Set("Content-Length", strconv.FormatInt(rep.streamLen, 10))
+		w.WriteHeader(rep.status)
+		// A read error past the header can only cut the response short
+		// (the client sees fewer bytes than Content-Length says).
+		_, _ = io.Copy(w, io.LimitReader(rep.stream, rep.streamLen))
+		return
 	}
 	w.Header().Set("Content-Length", strconv.Itoa(len(rep.body)))
 	w.WriteHeader(rep.status)

@@ -198,6 +198,12 @@ func (h *Handler) dataSend(rq *request, entity string) (*reply, error) {
 	if err != nil {
 		return nil, err
 	}
+	ct := rq.r.Header.Get("Content-Type")
+	mt, _, _ := mime.ParseMediaType(ct)
+	batch := strings.EqualFold(mt, contentTypeBatch)
+	if !batch && rq.r.ContentLength >= dataStreamFrom && h.broker.CanSpool() {
+		return h.dataSendSpooled(rq, entity, limit, ct)
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(nil, rq.r.Body, limit))
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -206,22 +212,33 @@ func (h *Handler) dataSend(rq *request, entity string) (*reply, error) {
 		}
 		return nil, badRequest("Reading the request body failed: %v.", err)
 	}
-	ct := rq.r.Header.Get("Content-Type")
 	var msgs []*message.Message
-	if mt, _, _ := mime.ParseMediaType(ct); strings.EqualFold(mt, contentTypeBatch) {
+	if batch {
 		if msgs, err = parseBatch(body, maxBatchMessages); err != nil {
 			return nil, err
 		}
 	} else {
 		m := &message.Message{Body: encodeDataBody(body), ContentType: ct}
-		if err := parseBrokerProps(rq.r.Header.Get("BrokerProperties"), m); err != nil {
-			return nil, err
-		}
-		if m.ApplicationProperties, err = customProps(rq.r.Header); err != nil {
+		if err := headerProps(rq, m); err != nil {
 			return nil, err
 		}
 		msgs = []*message.Message{m}
 	}
+	return h.sendMessages(rq, entity, msgs)
+}
+
+// headerProps sets m's properties from the request's headers.
+func headerProps(rq *request, m *message.Message) error {
+	if err := parseBrokerProps(rq.r.Header.Get("BrokerProperties"), m); err != nil {
+		return err
+	}
+	var err error
+	m.ApplicationProperties, err = customProps(rq.r.Header)
+	return err
+}
+
+// sendMessages sends msgs, durable, each with a message id.
+func (h *Handler) sendMessages(rq *request, entity string, msgs []*message.Message) (*reply, error) {
 	for _, m := range msgs {
 		m.Durable = true
 		if m.MessageID == nil {
@@ -259,6 +276,7 @@ func (h *Handler) dataReceive(rq *request, entity string, mode broker.ReceiveMod
 	}
 	defer rcv.Close()
 	rcv.SetHolder("http " + rq.r.RemoteAddr)
+	rcv.StreamBodies(dataStreamFrom)
 	ds, err := rcv.TryReceive(1)
 	if err != nil || len(ds) == 1 || timeout == 0 {
 		return h.received(rq, entity, mode, ds, err)
@@ -300,7 +318,14 @@ func (h *Handler) received(rq *request, entity string, mode broker.ReceiveMode, 
 		return &reply{status: http.StatusNoContent}, nil
 	}
 	d := ds[0]
-	body, _ := decodeAMQPBody(d.Message.Body)
+	rep := &reply{status: http.StatusOK}
+	if d.Body != nil {
+		if err := streamBody(rep, d.Body); err != nil {
+			return nil, err
+		}
+	} else {
+		rep.body, _ = decodeAMQPBody(d.Message.Body)
+	}
 	hdr := http.Header{}
 	setPropHeaders(hdr, d.Message.ApplicationProperties)
 	hdr.Set("BrokerProperties", brokerPropsOf(d, mode == broker.PeekLock))
@@ -308,7 +333,7 @@ func (h *Handler) received(rq *request, entity string, mode broker.ReceiveMode, 
 	if ct == "" {
 		ct = "application/octet-stream"
 	}
-	rep := &reply{status: http.StatusOK, contentType: ct, body: body, header: hdr}
+	rep.contentType, rep.header = ct, hdr
 	if mode == broker.PeekLock {
 		rep.status = http.StatusCreated
 		hdr.Set("Location", rq.site.url(entity+"/messages/"+strconv.FormatInt(d.SequenceNumber, 10)+"/"+d.LockToken.String(), ""))

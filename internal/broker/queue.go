@@ -1050,6 +1050,13 @@ func (t *rewriteTail) ReadAt(p []byte, off int64) (int, error) { return t.body.R
 func (t *rewriteTail) Size() int64                             { return t.body.Size() }
 func (t *rewriteTail) Close() error                            { return t.rd.Close() }
 
+// DataSection implements store.DataSection: the body is a section of the
+// old data, which the store may refer to rather than copy.
+func (t *rewriteTail) DataSection() (store.DataReader, int64, int64) {
+	_, off, n := t.body.Outer()
+	return t.rd, off, n
+}
+
 // openTail opens the data of r for a rewrite that leaves its body where
 // it is.
 func (q *entity) openTail(r *rec) (*rewriteTail, error) {

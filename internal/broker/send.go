@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"io"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -127,6 +128,24 @@ func tailReader(t message.BodyReader) store.DataReader {
 type bodyTail struct{ message.BodyReader }
 
 func (bodyTail) Close() error { return nil }
+
+// DataSection implements store.DataSection for a body that is a section
+// of a message's data in the store (an auto-forwarded large message's,
+// see forwardedTail); r is nil for any other body (a spool).
+func (t bodyTail) DataSection() (r store.DataReader, off, n int64) {
+	if ds, ok := t.BodyReader.(store.DataSection); ok {
+		return ds.DataSection() // a rewriteTail
+	}
+	sr, ok := t.BodyReader.(*io.SectionReader)
+	if !ok {
+		return nil, 0, 0
+	}
+	outer, off, n := sr.Outer()
+	if rd, ok := outer.(store.DataReader); ok {
+		return rd, off, n
+	}
+	return nil, 0, 0
+}
 
 // sendData is a pooled buffer for a message's encoding. A send takes one
 // per message and gives it back once the store commit has returned: the

@@ -45,7 +45,9 @@ type TriageResult struct {
 // sub-queue) from fromSeq on, every state, with each lock's expiry in
 // LockedUntil and its holder in LockHolder. Unlike Peek it does not count as use of the entity (idle
 // deletion). On a topic it shows the scheduled messages not yet fanned
-// out (the only messages a topic holds).
+// out (the only messages a topic holds). With a ctx of
+// WithStreamedBodies it streams large bodies as Peek does (a topic's
+// scheduled messages are read whole).
 func (b *Broker) Inspect(ctx context.Context, path string, fromSeq int64, max int) ([]*Delivery, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -64,6 +66,7 @@ func (b *Broker) Inspect(ctx context.Context, path string, fromSeq int64, max in
 	}
 	var snap []rec
 	var holders map[int64]string // seq → lock holder, of locked ones that named one
+	stream, nstreamed := peekStream(ctx), 0
 	if max > 0 {
 		q.mu.subs[p.SubQueue].idx.ascend(fromSeq, func(r *rec) bool {
 			if r.flags&flagPending != 0 {
@@ -78,11 +81,11 @@ func (b *Broker) Inspect(ctx context.Context, path string, fromSeq int64, max in
 					holders[r.seq] = h
 				}
 			}
-			return len(snap) < max
+			return peekMore(snap, max, stream, &nstreamed)
 		})
 	}
 	q.mu.Unlock()
-	ds, err := q.peekDeliveries(snap, path, 0)
+	ds, err := q.peekDeliveries(snap, path, stream)
 	for _, d := range ds {
 		d.LockHolder = holders[d.SequenceNumber]
 	}

@@ -37,6 +37,10 @@ type body struct {
 	Value any    // an amqp-value or amqp-sequence's decoded value
 	Guess string // the best view: json, xml, text or hex
 	Err   string
+	// Large says Bytes are the first previewBytes of a large message's
+	// payload (large.go), whose length is Total.
+	Large bool
+	Total int64
 }
 
 // decodeBody decodes encoded body sections. It never fails: a body it

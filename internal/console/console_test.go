@@ -22,6 +22,7 @@ import (
 	"github.com/busbarmq/busbar/internal/clock"
 	"github.com/busbarmq/busbar/internal/config"
 	"github.com/busbarmq/busbar/internal/message"
+	"github.com/busbarmq/busbar/internal/store"
 	"github.com/busbarmq/busbar/internal/store/memstore"
 )
 
@@ -38,8 +39,14 @@ type env struct {
 
 func newEnv(t *testing.T, auto *auth.Grant) *env {
 	t.Helper()
+	return newEnvOn(t, auto, memstore.New())
+}
+
+// newEnvOn is newEnv on the store st, which the env closes.
+func newEnvOn(t *testing.T, auto *auth.Grant, st store.Store) *env {
+	t.Helper()
 	clk := clock.NewFake(t0)
-	b, err := broker.Open(broker.Options{Store: memstore.New(), Clock: clk})
+	b, err := broker.Open(broker.Options{Store: st, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +63,7 @@ func newEnv(t *testing.T, auto *auth.Grant) *env {
 	}
 	e := &env{t: t, b: b, c: c, clk: clk, logs: logs}
 	e.srv = httptest.NewServer(c)
-	t.Cleanup(func() { e.srv.Close(); c.Close(); b.Close() })
+	t.Cleanup(func() { e.srv.Close(); c.Close(); b.Close(); st.Close() })
 	return e
 }
 

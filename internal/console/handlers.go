@@ -50,6 +50,7 @@ func (c *Console) routes() {
 	m.Handle("POST "+c.prefix+"entity/delete", c.page(auth.Manage, c.entityDelete))
 	m.Handle("GET "+c.prefix+"messages", c.page(auth.Listen, c.messagesPage))
 	m.Handle("GET "+c.prefix+"message", c.page(auth.Listen, c.messagePage))
+	m.Handle("GET "+c.prefix+"message/body", c.page(auth.Listen, c.messageBody))
 	m.Handle("GET "+c.prefix+"history", c.page(auth.Listen, c.historyPage))
 	m.Handle("POST "+c.prefix+"send", c.page(auth.Send, c.send))
 	m.Handle("POST "+c.prefix+"purge", c.page(auth.Manage, c.purge))
@@ -614,7 +615,7 @@ func (c *Console) scan(ctx context.Context, path string, from, n int64, f msgFil
 	var out []*broker.Delivery
 	scanned := 0
 	for scanned < limit {
-		ds, err := c.b.Inspect(ctx, path, from, 500)
+		ds, err := c.inspect(ctx, path, from, 500)
 		if err != nil {
 			return nil, 0, scanned, err
 		}
@@ -680,9 +681,15 @@ func (c *Console) messagePage(w http.ResponseWriter, r *http.Request, s *session
 	}
 	ctx, cancel := c.ctx(r)
 	defer cancel()
-	ds, err := c.b.Inspect(ctx, subQueuePath(entity, sub), seq, 1)
+	ds, err := c.b.Inspect(broker.WithStreamedBodies(ctx, largeFrom), subQueuePath(entity, sub), seq, 1)
 	if err != nil {
 		return err
+	}
+	total := int64(-1)
+	for _, d := range ds {
+		if total, err = takePreview(d); err != nil {
+			return err
+		}
 	}
 	if len(ds) == 0 || ds[0].SequenceNumber != seq {
 		return &userError{status: http.StatusNotFound, msg: fmt.Sprintf("Message %d is not in '%s' (any more).", seq, subQueuePath(entity, sub))}
@@ -690,6 +697,9 @@ func (c *Console) messagePage(w http.ResponseWriter, r *http.Request, s *session
 	d := ds[0]
 	view := q.Get("view")
 	body := decodeBody(d.Message.Body)
+	if total >= 0 {
+		body.Large, body.Total = true, total
+	}
 	if view == "" {
 		view = body.Guess
 	}

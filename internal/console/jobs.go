@@ -176,10 +176,16 @@ func (js *jobs) run(ctx context.Context, j *job) {
 			finish("cancelled", nil)
 			return
 		}
-		ds, err := b.Inspect(ctx, j.spec.path, from, scanPage)
+		// Only properties are looked at: large bodies stay in the store.
+		ds, err := b.Inspect(broker.WithStreamedBodies(ctx, largeFrom), j.spec.path, from, scanPage)
 		if err != nil {
 			finish("failed", err)
 			return
+		}
+		for _, d := range ds {
+			if d.Body != nil {
+				d.Body.Close()
+			}
 		}
 		if len(ds) == 0 {
 			break

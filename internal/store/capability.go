@@ -72,6 +72,16 @@ type DataReader interface {
 	Close() error
 }
 
+// DataSection is implemented by an Op.Tail that is a section of Data
+// the same store handed out (DataOpener.OpenData): the n bytes at off of
+// r. A store may then make the new Data refer to those bytes where they
+// lie instead of copying them (a large message dead-lettered or
+// forwarded keeps its body); any other store just reads the Tail. r is
+// nil if the Tail is not such a section.
+type DataSection interface {
+	DataSection() (r DataReader, off, n int64)
+}
+
 // DataOpener is implemented by stores that can hand out a message's Data
 // without reading it whole into memory (large messages are sent to
 // receivers a frame at a time). The reader stays valid after the message

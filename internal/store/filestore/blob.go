@@ -100,13 +100,28 @@ type blobRef struct {
 	id   uint32
 	size uint32
 	crc  uint32
+	base uint32 // a composite's base, pinned until the commit is done; 0: none
+}
+
+// pinnedBases lists the bases refs pinned, once per composite.
+func pinnedBases(refs []blobRef) []uint32 {
+	var ids, seen []uint32
+	for _, r := range refs {
+		if r.base != 0 && !slices.Contains(seen, r.id) {
+			seen = append(seen, r.id)
+			ids = append(ids, r.base)
+		}
+	}
+	return ids
 }
 
 // writeBlobs writes the Data of b's large ops to new blob files, each
 // synced, then syncs the blob directory, so that the log record that
 // refers to them is written only once they are durable. refs[i] is op i's
-// blob (id 0: none); ops whose Data is the same slice share one blob. On
-// error the files written are removed again.
+// blob (id 0: none); ops whose Data is the same slice share one blob. An
+// op whose Tail is the body of a blob of this store gets a composite blob
+// holding only its Data (composite.go), its base pinned until the caller
+// unpins it (pinnedBases). On error the files written are removed again.
 func (s *Store) writeBlobs(b *store.Batch) (refs []blobRef, err error) {
 	type key struct {
 		p    *byte
@@ -115,8 +130,11 @@ func (s *Store) writeBlobs(b *store.Batch) (refs []blobRef, err error) {
 	}
 	var seen map[key]blobRef
 	var made []uint32
+	var pins []uint32 // bases of the composites written
 	defer func() {
 		if err != nil {
+			s.unpinBases(pins)
+			s.forgetComposites(made)
 			s.removeBlobs(made)
 			refs = nil
 		}
@@ -144,6 +162,18 @@ func (s *Store) writeBlobs(b *store.Batch) (refs []blobRef, err error) {
 			return nil, errors.New("filestore: blob ids exhausted")
 		}
 		made = append(made, id)
+		if c, br, ok := s.compositeTail(op); ok {
+			sum, ok, err := s.writeComposite(id, c, op.Data, br)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				pins = append(pins, c.base)
+				r := blobRef{id: id, size: uint32(size), crc: sum, base: c.base}
+				refs[i], seen[k] = r, r
+				continue
+			}
+		}
 		sum, err := s.writeBlob(id, op.Data, op.Tail)
 		if err != nil {
 			return nil, err
@@ -216,38 +246,48 @@ func (s *Store) blobWriteError(err error) error {
 	return fmt.Errorf("filestore: blob: %w", err)
 }
 
-// removeBlobs deletes blob files no record refers to (best effort: what
-// is left is found by the next Open).
+// removeBlobs deletes blob files no record refers to, plain or
+// composite (best effort: what is left is found by the next Open).
 func (s *Store) removeBlobs(ids []uint32) {
 	for _, id := range ids {
-		if err := s.fs.Remove(blobName(s.blobDir(), id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			s.log.Warn("cannot remove blob file", "id", id, "err", err)
+		for _, name := range []string{blobName(s.blobDir(), id), refName(s.blobDir(), id)} {
+			if err := s.fs.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				s.log.Warn("cannot remove blob file", "file", name, "err", err)
+			}
 		}
 	}
 }
 
+// forgetComposites drops what the store knows of blobs about to be
+// removed.
+func (s *Store) forgetComposites(ids []uint32) {
+	s.mu.Lock()
+	for _, id := range ids {
+		delete(s.mu.composites, id)
+	}
+	s.mu.Unlock()
+}
+
 // blobRefLocked and blobUnrefLocked count an entry's reference to its
-// blob; the last one gone makes the blob dead. mu is held exclusively.
+// blob; the last one gone makes the blob dead. A composite that comes to
+// life (or back to it) takes a reference to its base, and gives it back
+// when it dies. mu is held exclusively.
 func (s *Store) blobRefLocked(ent entry) {
 	b := s.mu.blobs[ent.off]
+	if b.refs == 0 {
+		if c, ok := s.mu.composites[ent.off]; ok {
+			base := s.mu.blobs[c.base]
+			base.refs++
+			base.size = c.baseSize()
+			s.mu.blobs[c.base] = base
+		}
+	}
 	b.refs++
 	b.size = ent.size
 	s.mu.blobs[ent.off] = b
 }
 
-func (s *Store) blobUnrefLocked(ent entry) {
-	b, ok := s.mu.blobs[ent.off]
-	if !ok {
-		return
-	}
-	if b.refs--; b.refs > 0 {
-		s.mu.blobs[ent.off] = b
-		return
-	}
-	delete(s.mu.blobs, ent.off)
-	s.mu.deadBlobs = append(s.mu.deadBlobs, deadBlob{id: ent.off})
-	s.nDeadBlobs.Store(int64(len(s.mu.deadBlobs)))
-}
+func (s *Store) blobUnrefLocked(ent entry) { s.unrefBlobLocked(ent.off) }
 
 // unusedBlobLocked notes a blob a record named but that no entry took
 // (an append to a deleted entity, a rewrite of a removed message): it is
@@ -285,6 +325,7 @@ func (s *Store) sweepBlobs() {
 			// take): not dead.
 		case d.lsn <= synced:
 			del = append(del, d.id)
+			delete(s.mu.composites, d.id)
 		default:
 			keep = append(keep, d)
 		}
@@ -329,7 +370,9 @@ func (s *Store) sweepOrphanBlobs() error {
 		}
 		v, ok := parseName(name, blobSuffix, 32)
 		if !ok {
-			continue
+			if v, ok = parseName(name, refSuffix, 32); !ok {
+				continue
+			}
 		}
 		id := uint32(v)
 		top = max(top, id)
@@ -347,6 +390,11 @@ func (s *Store) sweepOrphanBlobs() error {
 			return fmt.Errorf("filestore: %w", err)
 		}
 	}
+	for id := range s.mu.composites {
+		if s.mu.blobs[id].refs == 0 {
+			delete(s.mu.composites, id)
+		}
+	}
 	s.mu.deadBlobs = nil
 	s.nDeadBlobs.Store(0)
 	s.nextBlob.Store(top)
@@ -357,9 +405,26 @@ func (s *Store) sweepOrphanBlobs() error {
 // of its recorded length: a missing or short one is corruption (or, with
 // Salvage, its messages are dropped).
 func (s *Store) checkBlobsLocked() error {
-	var bad []uint32
+	bad := slices.Clone(s.mu.badRefs)
+	s.mu.badRefs = nil
 	for id, b := range s.mu.blobs {
-		f, err := s.fs.Open(blobName(s.blobDir(), id))
+		if slices.Contains(bad, id) {
+			continue
+		}
+		name, want := blobName(s.blobDir(), id), int64(b.size)
+		c, isComp := s.mu.composites[id]
+		if isComp {
+			name, want = refName(s.blobDir(), id), refHeaderLen+int64(c.headLen)
+			if uint64(c.headLen)+uint64(c.baseLen) != uint64(b.size) {
+				why := fmt.Sprintf("composite blob %d holds %d+%d bytes, the log says %d", id, c.headLen, c.baseLen, b.size)
+				if cerr := s.corrupt(name, 0, why); cerr != nil {
+					return cerr
+				}
+				bad = append(bad, id)
+				continue
+			}
+		}
+		f, err := s.fs.Open(name)
 		var size int64
 		if err == nil {
 			size, err = f.Size()
@@ -368,12 +433,21 @@ func (s *Store) checkBlobsLocked() error {
 		switch {
 		case err != nil && !errors.Is(err, fs.ErrNotExist):
 			return fmt.Errorf("filestore: %w", err)
-		case err != nil || size != int64(b.size):
+		case err != nil || size != want:
 			why := fmt.Sprintf("blob %d is missing", id)
 			if err == nil {
-				why = fmt.Sprintf("blob %d holds %d bytes, the log says %d", id, size, b.size)
+				why = fmt.Sprintf("blob %d holds %d bytes, the log says %d", id, size, want)
 			}
-			if cerr := s.corrupt(blobName(s.blobDir(), id), 0, why); cerr != nil {
+			if cerr := s.corrupt(name, 0, why); cerr != nil {
+				return cerr
+			}
+			bad = append(bad, id)
+		}
+	}
+	// A composite whose base is bad has lost its body.
+	for id, c := range s.mu.composites {
+		if slices.Contains(bad, c.base) && !slices.Contains(bad, id) && s.mu.blobs[id].refs > 0 {
+			if cerr := s.corrupt(refName(s.blobDir(), id), 0, fmt.Sprintf("composite blob %d lost its base %d", id, c.base)); cerr != nil {
 				return cerr
 			}
 			bad = append(bad, id)
@@ -468,22 +542,32 @@ func (s *Store) openBlobFile(entityID, seq uint64, ent entry) (vfs.File, string,
 // readBlob reads the Data of ent (a blob entry) and checks its length and
 // checksum (errBlobMoved: see openBlobFile).
 func (s *Store) readBlob(entityID, seq uint64, ent entry) ([]byte, error) {
+	r, err := s.openBlobReader(entityID, seq, ent)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	buf := make([]byte, ent.size)
+	if _, err := r.ReadAt(buf, 0); err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
+// openBlobReader opens the blob of ent, plain or composite (errBlobMoved:
+// see openBlobFile).
+func (s *Store) openBlobReader(entityID, seq uint64, ent entry) (*blobReader, error) {
+	s.mu.RLock()
+	c, isComp := s.mu.composites[ent.off]
+	s.mu.RUnlock()
+	if isComp {
+		return s.openComposite(entityID, seq, ent, c)
+	}
 	f, name, err := s.openBlobFile(entityID, seq, ent)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	buf := make([]byte, ent.size)
-	if n, err := f.ReadAt(buf, 0); n < len(buf) {
-		if err == nil || err == io.EOF {
-			return nil, fmt.Errorf("filestore: %s: blob shorter (%d bytes) than recorded (%d): %w", name, n, ent.size, store.ErrCorrupt)
-		}
-		return nil, fmt.Errorf("filestore: %w", err)
-	}
-	if crc(buf) != ent.crc {
-		return nil, fmt.Errorf("filestore: %s: blob checksum mismatch: %w", name, store.ErrCorrupt)
-	}
-	return buf, nil
+	return &blobReader{s: s, id: ent.off, f: f, name: name, size: int64(ent.size), want: ent.crc}, nil
 }
 
 // stillRefers says whether message (entityID, seq) still has ent's blob.
@@ -501,8 +585,12 @@ func (s *Store) stillRefers(entityID, seq uint64, ent entry) bool {
 // blobDiskBytesLocked is the space the live blobs take.
 func (s *Store) blobDiskBytesLocked() int64 {
 	var n int64
-	for _, b := range s.mu.blobs {
-		n += int64(b.size)
+	for id, b := range s.mu.blobs {
+		if c, ok := s.mu.composites[id]; ok {
+			n += refHeaderLen + int64(c.headLen)
+		} else {
+			n += int64(b.size)
+		}
 	}
 	return n
 }
@@ -532,28 +620,36 @@ func (s *Store) OpenData(entityID, seq uint64) (store.DataReader, error) {
 			}
 			return store.BytesReader(d), nil
 		}
-		f, name, err := s.openBlobFile(entityID, seq, ent)
+		r, err := s.openBlobReader(entityID, seq, ent)
 		if err == errBlobMoved {
 			continue // its Data changed: look again
 		}
 		if err != nil {
 			return nil, err
 		}
-		return &blobReader{f: f, name: name, size: int64(ent.size), want: ent.crc}, nil
+		return r, nil
 	}
 	return nil, store.ErrNotFound
 }
 
-// blobReader reads a blob. It checks the blob's CRC as long as each read
-// starts within what was read before (reads in order, re-reads allowed),
-// failing the read that reaches the end if it does not match.
+// blobReader reads a blob, plain or composite. It checks the blob's CRC
+// as long as each read starts within what was read before (reads in
+// order, re-reads allowed), failing the read that reaches the end if it
+// does not match.
 type blobReader struct {
-	f    vfs.File
+	s    *Store
+	id   uint32
+	f    vfs.File // the blob file, or a composite's .ref file
 	name string
 	size int64
 	want uint32
 	sum  uint32 // CRC of [0, next)
 	next int64  // -1 once a read left a gap
+
+	// A composite's: what it is, and its base's file.
+	comp     *composite
+	base     vfs.File
+	baseName string
 }
 
 func (r *blobReader) Size() int64 { return r.size }
@@ -569,8 +665,13 @@ func (r *blobReader) ReadAt(p []byte, off int64) (int, error) {
 	if rest := r.size - off; int64(want) > rest {
 		want = int(rest)
 	}
-	n, err := r.f.ReadAt(p[:want], off)
-	if n < want {
+	var n int
+	var err error
+	if r.comp != nil {
+		if n, err = r.readComposite(p[:want], off); err != nil {
+			return n, err
+		}
+	} else if n, err = r.f.ReadAt(p[:want], off); n < want {
 		if err == nil || err == io.EOF {
 			return n, fmt.Errorf("filestore: %s: blob shorter than recorded (%d bytes): %w", r.name, r.size, store.ErrCorrupt)
 		}
@@ -600,6 +701,10 @@ func (r *blobReader) Close() error {
 	}
 	err := r.f.Close()
 	r.f = nil
+	if r.base != nil {
+		err = errors.Join(err, r.base.Close())
+		r.base = nil
+	}
 	return err
 }
 

@@ -24,6 +24,8 @@ type crashWorker struct {
 	// number known durable (every batch up to the last synced one that
 	// returned, since the log keeps commit order per worker).
 	issued, durable atomic.Int64
+	// s is the store the workload runs on (for batches that read it).
+	s *Store
 }
 
 // crashImage is the file system at one simulated power loss.
@@ -86,7 +88,7 @@ func runCrashWorkloadOf(t *testing.T, seed int64, workers, batches int, next fun
 		t.Fatal(err)
 	}
 	for i := range workers {
-		w := &crashWorker{base: uint64(i+1) * 1_000_000,
+		w := &crashWorker{s: s, base: uint64(i+1) * 1_000_000,
 			gen: &storetest.Gen{Rng: rand.New(rand.NewSource(seed*100 + int64(i))), MaxData: 400}}
 		w.models = []*storetest.State{storetest.NewState()}
 		// Seed the worker's entity range.

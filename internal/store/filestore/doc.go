@@ -67,6 +67,7 @@
 //	*.tmp                        also: a checkpoint being written; both removed on open
 //	*.corrupt                    a file Salvage set aside
 //	blobs/0000000001.blob ...    the Data of large messages, one file each (see Blob files)
+//	blobs/0000000002.ref ...     a new head on another blob's body (see Composite blobs)
 //
 // # Segment file
 //
@@ -151,6 +152,27 @@
 //
 // A commit refused (a full disk: store.NoSpaceError) removes the blobs it
 // wrote; after ErrFailed they are left for the next Open to judge.
+//
+// # Composite blobs
+//
+// An Append or Rewrite whose Tail is the body of a blob of this store
+// (store.DataSection: a large message dead-lettered with new properties,
+// or auto-forwarded, whose body is unchanged) does not copy the body: its
+// blob is a composite, blobs/<id>.ref, holding a 32-byte header (the base
+// blob's id, where the body starts in it and its length, the base's CRC)
+// and the new head; its Data is the head followed by the base's bytes
+// from there to the base's end. The log record is the ordinary
+// AppendBlob or RewriteBlob, with the whole Data's size and CRC (combined
+// from the head's, the base's and that of the base's bytes before the
+// body, so the body is not read either). The record format is unchanged;
+// a data directory without .ref files opens as before. A composite made
+// from a composite refers to the first one's base, so there are no
+// chains. A live composite counts as one reference to its base, which is
+// pinned from the moment the .ref file is written until its record is
+// applied; Open reads the headers of the live composites after replaying
+// the log and counts those references again. A damaged base is
+// corruption of every composite's Data it holds the body of. See
+// composite.go.
 //
 // # Index
 //

@@ -21,6 +21,7 @@ import (
 //	openActive            reopen the last segment for appending (or start one)
 //	installState          writer, LSNs and checkpoint references
 //	removeUnreferenced    segments no longer needed by anything
+//	linkComposites        composite blobs' references to their bases (composite.go)
 //	checkBlobsLocked      every referenced blob file is there, whole
 //	sweepOrphanBlobs      blob files nothing refers to (blob.go)
 func (s *Store) recover() error {
@@ -56,6 +57,9 @@ func (s *Store) recover() error {
 		s.dropDanglingLocked()
 	}
 	if err := s.removeUnreferenced(active); err != nil {
+		return err
+	}
+	if err := s.linkComposites(); err != nil {
 		return err
 	}
 	if err := s.checkBlobsLocked(); err != nil {

@@ -65,6 +65,10 @@ type Store struct {
 		// refers to any more, waiting to be deleted (blob.go).
 		blobs     map[uint32]blobInfo
 		deadBlobs []deadBlob
+		// composites are the composite blobs whose files exist, by id
+		// (composite.go); badRefs those whose header Open could not read.
+		composites map[uint32]composite
+		badRefs    []uint32
 	}
 	nextBlob  atomic.Uint32 // the last blob id handed out
 	nextSpool atomic.Uint64 // the last spool file number handed out
@@ -136,6 +140,7 @@ func Open(opts Options) (*Store, error) {
 	s.mu.ix = newIndex()
 	s.mu.segs = make(map[uint32]*segment)
 	s.mu.blobs = make(map[uint32]blobInfo)
+	s.mu.composites = make(map[uint32]composite)
 	if err := s.fs.MkdirAll(opts.Dir); err != nil {
 		return nil, fmt.Errorf("filestore: %w", err)
 	}
@@ -213,6 +218,7 @@ func (s *Store) Commit(b *store.Batch, sync bool) error {
 		rec, err := encodeBatchBlobs(r.rec[:0], b, blobs)
 		if err != nil {
 			s.dropBlobs(blobs)
+			s.unpinBases(pinnedBases(blobs))
 			return err
 		}
 		r.rec = rec
@@ -229,6 +235,7 @@ func (s *Store) Commit(b *store.Batch, sync bool) error {
 		// the record may be on disk; the next Open decides.)
 		s.dropBlobs(blobs)
 	}
+	s.unpinBases(pinnedBases(blobs)) // the record is applied, or never will be
 	if sync {
 		s.sweepBlobs()
 	}
@@ -243,6 +250,7 @@ func (s *Store) dropBlobs(blobs []blobRef) {
 			ids = append(ids, r.id)
 		}
 	}
+	s.forgetComposites(ids)
 	s.removeBlobs(ids)
 }
 

@@ -83,7 +83,7 @@ func (s *State) Apply(b *store.Batch) {
 		case store.OpDeleteEntity:
 			delete(s.Entities, op.EntityID)
 		case store.OpAppend:
-			e.Msgs[op.Seq] = MsgState{Meta: bytes.Clone(op.Meta), Data: bytes.Clone(op.Data)}
+			e.Msgs[op.Seq] = MsgState{Meta: bytes.Clone(op.Meta), Data: fullData(&op)}
 			e.LastSeq = max(e.LastSeq, op.Seq)
 		case store.OpSetMeta:
 			if m, ok := e.Msgs[op.Seq]; ok {
@@ -91,7 +91,7 @@ func (s *State) Apply(b *store.Batch) {
 			}
 		case store.OpRewrite:
 			if _, ok := e.Msgs[op.Seq]; ok {
-				e.Msgs[op.Seq] = MsgState{Meta: bytes.Clone(op.Meta), Data: bytes.Clone(op.Data)}
+				e.Msgs[op.Seq] = MsgState{Meta: bytes.Clone(op.Meta), Data: fullData(&op)}
 			}
 		case store.OpRemove:
 			delete(e.Msgs, op.Seq)
@@ -101,6 +101,19 @@ func (s *State) Apply(b *store.Batch) {
 			delete(e.Values, op.Key)
 		}
 	}
+}
+
+// fullData is op's Data followed by its Tail's bytes, a copy. A Tail
+// that cannot be read is a broken test: it panics.
+func fullData(op *store.Op) []byte {
+	if op.Tail == nil {
+		return bytes.Clone(op.Data)
+	}
+	d, err := op.ReadTail()
+	if err != nil {
+		panic(fmt.Sprintf("storetest: reading an op's Tail: %v", err))
+	}
+	return bytes.Clone(d)
 }
 
 // Dump reads the whole state of s through Recover and ReadData, checking

@@ -1,8 +1,10 @@
 // Sending to a queue with @azure/service-bus: single messages with every
 // property, batches from createMessageBatch, scheduled messages and their
-// cancellation, a message near the size limit and one over it.
+// cancellation, a message near the size limit and one over it, and a 10 MB
+// message on a queue allowed more.
 
 import assert from "node:assert/strict";
+import crypto from "node:crypto";
 import { after, before, describe, test } from "node:test";
 
 import { startBroker } from "../lib/broker.mjs";
@@ -274,6 +276,27 @@ describe("send to a queue", () => {
     const got = await receiveAll(receiver, 2);
     assert.ok(Buffer.from(got[0].body).equals(near));
     assert.equal(got[1].body, "after");
+    await receiver.close();
+    await sender.close();
+  });
+
+  test("a 10 MB message is sent, peeked, received and completed whole", async () => {
+    // Over the broker's large-message threshold: spooled as it arrives,
+    // stored in a file of its own, sent back a frame at a time.
+    const q = await createQueue(broker, { maxMessageSizeInKilobytes: 11 * 1024 });
+    const big = crypto.randomBytes(10 * 1024 * 1024);
+    const sha = (b) => crypto.createHash("sha256").update(b).digest("hex");
+    const want = sha(big);
+    const sender = client.createSender(q);
+    await sender.sendMessages({ body: big, applicationProperties: { sha256: want } });
+    const receiver = client.createReceiver(q);
+    const [peeked] = await receiver.peekMessages(1);
+    assert.equal(sha(Buffer.from(peeked.body)), want, "the peeked body");
+    const [m] = await receiveAll(receiver, 1, { waitMs: 10000, deadlineMs: 60000 });
+    assert.equal(sha(Buffer.from(m.body)), want, "the received body");
+    assert.equal(m.applicationProperties.sha256, want);
+    await receiver.completeMessage(m);
+    assert.equal((await receiver.peekMessages(1)).length, 0, "completed");
     await receiver.close();
     await sender.close();
   });
