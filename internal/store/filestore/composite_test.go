@@ -142,7 +142,6 @@ func TestCompositeBlob(t *testing.T) {
 	if len(files) != 1 {
 		t.Fatalf("blob files %v", files)
 	}
-	base := "/db/" + blobDirName + "/" + files[0]
 
 	// Forward: a new head and the old body, in another entity; the old
 	// message goes in the same batch.
@@ -243,7 +242,7 @@ func TestCompositeBlob(t *testing.T) {
 	commitTo(t, s, m, true, store.Op{Kind: store.OpRewrite, EntityID: 1, Seq: 2, Data: head2, Tail: tail})
 	tail.Close()
 	files = blobFiles(t, mem)
-	base = "/db/" + blobDirName + "/" + files[0]
+	base := "/db/" + blobDirName + "/" + files[0]
 	patch(t, mem, base, int64(len(data)-10), []byte("x"))
 	if _, err := s.ReadData(1, 2); err == nil || !strings.Contains(err.Error(), "checksum") {
 		t.Fatalf("ReadData of a composite with a damaged base: %v", err)
