@@ -106,6 +106,9 @@ func entityNotFoundText(entity string) string {
 // settlement that failed had succeeded. The SDKs treat
 // resource-limit-exceeded as final and hand it to the application.
 //
+// A delivery larger than the receiving client's max-message-size (the
+// endpoint refuses to send it) is amqp:link:message-size-exceeded.
+//
 // An injected fault (package faults) maps as the failure it imitates:
 // server-busy to com.microsoft:server-busy / 503 (retried by every SDK,
 // counted as throttled), lock-lost to message-lock-lost / 410, a detach
@@ -115,7 +118,12 @@ func classify(err error) (frames.Symbol, int32) {
 	var ue *errUnauthorized
 	var te *txnError
 	var fe *faults.Error
+	var le *frames.Error
 	switch {
+	case errors.As(err, &le) && le.Condition == frames.ErrCondMessageSizeExceeded:
+		// The endpoint's own refusal: a delivery larger than the
+		// client's max-message-size (uamqp attaches with 1 MiB).
+		return frames.ErrCondMessageSizeExceeded, statusTooLarge
 	case errors.As(err, &te):
 		// Transactions (txn.go): unknown-id, rollback, timeout; a global
 		// transaction is not-implemented.

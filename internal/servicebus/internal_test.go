@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/busbarmq/busbar/internal/amqp/encoding"
+	"github.com/busbarmq/busbar/internal/amqp"
 	"github.com/busbarmq/busbar/internal/amqp/frames"
 	"github.com/busbarmq/busbar/internal/auth"
 	"github.com/busbarmq/busbar/internal/broker"
@@ -88,6 +89,7 @@ func TestClassify(t *testing.T) {
 		{broker.ErrAlreadyExists, "com.microsoft:entity-already-exists", 409},
 		{broker.ErrLockLost, "com.microsoft:message-lock-lost", 410},
 		{broker.ErrMessageTooLarge, "amqp:link:message-size-exceeded", 413},
+		{amqp.Errorf(amqp.CondMessageSizeExceeded, "message of 2 bytes exceeds the client's max-message-size 1"), "amqp:link:message-size-exceeded", 413},
 		{broker.ErrQuotaExceeded, "amqp:resource-limit-exceeded", 403},
 		{broker.ErrEntityDisabled, "com.microsoft:entity-disabled", 400},
 		{badRequest("x"), "amqp:not-allowed", 400},
