@@ -77,6 +77,12 @@ func (s *Session) receiveTransfer(t *frames.Transfer) (handedOver bool) {
 		in.partial = d
 		in.oversize, in.refused, in.spooledBytes = false, nil, 0
 		d.Payload = nil
+		if n := uint64(2 * len(t.Payload)); !t.Aborted && n > 0 {
+			// Room for a second frame, so that the common two-frame
+			// message (64 KB in 65536-byte frames) is copied once, not
+			// regrown; longer ones grow as append grows them.
+			d.Payload = make([]byte, 0, min(n, in.maxSize()))
+		}
 		d.Tag = bytes.Clone(d.Tag) // the frame's buffer is released below
 	} else if t.DeliveryID != nil && *t.DeliveryID != d.ID {
 		s.protocolError(Errorf(CondNotAllowed, "continuation transfer with delivery-id %d inside delivery %d", *t.DeliveryID, d.ID))
