@@ -1,7 +1,8 @@
 // Package relay is the node-to-node side of a Busbar cluster
 // (docs/design/cluster.md §8): how one node proves to another that it
-// belongs to the cluster, and the internal listener that admits only
-// such nodes.
+// belongs to the cluster, the internal listener that admits only such
+// nodes, and the gateway that relays a client's links and management
+// requests for an entity another node owns to that owner.
 //
 // # The node proof
 //
@@ -40,6 +41,38 @@
 // accepts nothing a client-facing listener does (no ANONYMOUS, no CBS, no
 // ordinary PLAIN login), and a client-facing listener never accepts a
 // node proof. On an admitted connection it serves the $cluster control
-// link; relayed entity links are not served yet (they are refused with
-// amqp:not-implemented).
+// link, and every other link through ListenerConfig.Owner
+// (servicebus.Handler.ConnectRelayed), which trusts the client rights a
+// relayed link carries in its com.busbar:relay attach property.
+//
+// # The gateway
+//
+// Gateway implements servicebus.Router. The node a client reached keeps
+// the client's $cbs tokens and checks the attach's right; then
+//
+//		client link ──► gateway (servicebus conn) ──► internal go-amqp link ──► owner (servicebus conn, relayed)
+//
+//	  - a sender link's transfers go to the owner one at a time, in order
+//	    (senderCredit at most held), each settled with the owner's outcome;
+//	  - a receiver link's credit is passed on (the internal receiver uses
+//	    manual credit, topped up to the client's; a drain is drained on the
+//	    owner first), deliveries come back with the owner's delivery tags
+//	    (the lock tokens), the client's dispositions go to the owner and its
+//	    answer settles them;
+//	  - a management request goes to the owner's management node on an
+//	    internal link pair and its response comes back unchanged.
+//
+// Each client connection has its own internal connection per owner
+// (dialled at its first relayed link, closed with it), so the owner's
+// grants are that one client's rights. The relay never repeats a
+// transfer whose outcome it does not know: when the internal link fails
+// the delivery is rejected com.microsoft:server-busy and the client link
+// detached (amqp:link:detach-forced), and the SDK's retry goes through
+// the gateway again. An owner that cannot be reached fails the attach
+// with server-busy.
+//
+// Not relayed yet: transactions and send-via links (refused), entity-level
+// SAS rules of remote entities (the gateway checks the namespace's
+// policies only), spooled large messages (a relayed transfer is held in
+// memory up to the owner's max-message-size).
 package relay

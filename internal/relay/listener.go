@@ -27,6 +27,9 @@ type Listener struct {
 	self     string
 	verifier *Verifier
 	log      *slog.Logger
+	owner    interface {
+		ConnectRelayed(c *amqp.Conn) (amqp.ConnHandler, error)
+	}
 }
 
 // ListenerConfig configures a Listener.
@@ -36,6 +39,11 @@ type ListenerConfig struct {
 	Clock    clock.Clock // for the proofs' time; nil is the wall clock
 	Sessions Sessions    // the live sessions of the nodes; required
 	Logger   *slog.Logger
+	// Owner serves the relayed links of an admitted connection
+	// (servicebus.Handler); nil refuses them.
+	Owner interface {
+		ConnectRelayed(c *amqp.Conn) (amqp.ConnHandler, error)
+	}
 }
 
 // NewListener returns the internal listener's handler.
@@ -47,7 +55,7 @@ func NewListener(cfg ListenerConfig) (*Listener, error) {
 	if log == nil {
 		log = discard()
 	}
-	return &Listener{secret: cfg.Secret, self: cfg.Self, verifier: NewVerifier(cfg.Secret, cfg.Self, cfg.Clock, cfg.Sessions), log: log}, nil
+	return &Listener{secret: cfg.Secret, self: cfg.Self, verifier: NewVerifier(cfg.Secret, cfg.Self, cfg.Clock, cfg.Sessions), log: log, owner: cfg.Owner}, nil
 }
 
 func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -75,24 +83,40 @@ func (l *Listener) Connect(c *amqp.Conn) (amqp.ConnHandler, error) {
 	if !ok {
 		return nil, amqp.Errorf(amqp.CondUnauthorizedAccess, "the internal listener admits cluster nodes only")
 	}
-	return &peer{l: l, proof: p}, nil
+	pr := &peer{l: l, proof: p}
+	if l.owner != nil {
+		h, err := l.owner.ConnectRelayed(c)
+		if err != nil {
+			return nil, err
+		}
+		pr.owner = h
+	}
+	return pr, nil
 }
 
-// peer serves one admitted node's connection.
+// peer serves one admitted node's connection: the control link here,
+// relayed links by the owner's handler.
 type peer struct {
 	l     *Listener
 	proof Proof
+	owner amqp.ConnHandler // nil: relayed links refused
 }
 
 func (p *peer) AttachIncoming(l *amqp.IncomingLink) error {
-	return amqp.Errorf(amqp.CondNotImplemented, "this node does not serve relayed links yet")
+	if p.owner == nil {
+		return amqp.Errorf(amqp.CondNotImplemented, "this node does not serve relayed links")
+	}
+	return p.owner.AttachIncoming(l)
 }
 
 // AttachOutgoing serves the control link: its first message is the
 // owner's proof.
 func (p *peer) AttachOutgoing(l *amqp.OutgoingLink) error {
 	if l.SourceAddress() != ControlAddress {
-		return amqp.Errorf(amqp.CondNotImplemented, "this node does not serve relayed links yet")
+		if p.owner == nil {
+			return amqp.Errorf(amqp.CondNotImplemented, "this node does not serve relayed links")
+		}
+		return p.owner.AttachOutgoing(l)
 	}
 	proof := frames.AppendDataSection(nil, OwnerProof(p.l.secret, p.l.self, p.proof.Nonce))
 	sent := false
@@ -104,7 +128,11 @@ func (p *peer) AttachOutgoing(l *amqp.OutgoingLink) error {
 	return nil
 }
 
-func (p *peer) Disconnected(err error) {}
+func (p *peer) Disconnected(err error) {
+	if p.owner != nil {
+		p.owner.Disconnected(err)
+	}
+}
 
 // DialConfig says who dials whom.
 type DialConfig struct {
