@@ -58,6 +58,9 @@ func (g *Gateway) AttachSender(l *amqp.IncomingLink, r servicebus.Relayed) error
 		acancel()
 		if err != nil {
 			l.CompleteAttach(amqpError(err))
+			if r.Refused != nil {
+				r.Refused()
+			}
 			return
 		}
 		defer closeLink(snd.Close)
@@ -187,6 +190,9 @@ func (g *Gateway) AttachReceiver(l *amqp.OutgoingLink, r servicebus.Relayed) err
 		acancel()
 		if err != nil {
 			l.CompleteAttach(amqpError(err))
+			if r.Refused != nil {
+				r.Refused()
+			}
 			return
 		}
 		defer closeLink(rp.rcv.Close)

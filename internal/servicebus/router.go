@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/busbarmq/busbar/internal/amqp"
 	"github.com/busbarmq/busbar/internal/amqp/frames"
@@ -27,8 +28,9 @@ type Router interface {
 	Remote(unit string) bool
 	// AttachSender serves a client's sender link to a remote entity and
 	// AttachReceiver a client's receiver link, as amqp.ConnHandler's
-	// methods do (they may defer the attach). They set the link's
-	// callbacks before returning.
+	// methods do. They set the link's callbacks before returning; when
+	// they defer the attach and later refuse it (OnDetach then never
+	// runs) they call r.Refused.
 	AttachSender(l *amqp.IncomingLink, r Relayed) error
 	AttachReceiver(l *amqp.OutgoingLink, r Relayed) error
 	// Request sends one encoded management request to the owner of
@@ -41,6 +43,9 @@ type Router interface {
 type Relayed struct {
 	Unit   string      // the queue or topic
 	Rights auth.Rights // the client's rights on the entity
+	// Refused, when set, is called once if a deferred attach is
+	// refused.
+	Refused func()
 }
 
 // RelayProperty is the attach property of a relayed link: the client's
@@ -122,8 +127,9 @@ func (c *conn) relayIncoming(l *amqp.IncomingLink, a address) error {
 	if err := c.authorize(a.path(), auth.Send); err != nil {
 		return c.refuse("attach", a.path(), err)
 	}
-	err := c.h.router.AttachSender(l, Relayed{Unit: unitOf(a), Rights: c.rightsOn(a.path())})
-	c.guardRelayed(&l.Link, &l.OnDetach, a.path(), auth.Send, err)
+	gone, refused := relayGone()
+	err := c.h.router.AttachSender(l, Relayed{Unit: unitOf(a), Rights: c.rightsOn(a.path()), Refused: refused})
+	c.guardRelayed(&l.Link, &l.OnDetach, gone, refused, a.path(), auth.Send, err)
 	return err
 }
 
@@ -131,10 +137,11 @@ func (c *conn) relayOutgoing(l *amqp.OutgoingLink, a address) error {
 	if err := c.authorize(a.path(), auth.Listen); err != nil {
 		return c.refuse("attach", a.path(), err)
 	}
-	err := c.h.router.AttachReceiver(l, Relayed{Unit: unitOf(a), Rights: c.rightsOn(a.path())})
+	gone, refused := relayGone()
+	err := c.h.router.AttachReceiver(l, Relayed{Unit: unitOf(a), Rights: c.rightsOn(a.path()), Refused: refused})
 	prev := l.OnDetach
 	var detach func(error)
-	c.guardRelayed(&l.Link, &detach, a.path(), auth.Listen, err)
+	c.guardRelayed(&l.Link, &detach, gone, refused, a.path(), auth.Listen, err)
 	if detach != nil {
 		l.OnDetach = func(err error, unsent []*amqp.OutgoingDelivery) {
 			detach(err)
@@ -146,21 +153,29 @@ func (c *conn) relayOutgoing(l *amqp.OutgoingLink, a address) error {
 	return err
 }
 
-// guardRelayed puts an accepted relayed link under the token watch:
-// detached when the client's token expires unrenewed.
-func (c *conn) guardRelayed(l *amqp.Link, onDetach *func(error), path string, want auth.Rights, attachErr error) {
+// relayGone returns the channel closed when a relayed link is gone, and
+// the function that closes it (once).
+func relayGone() (<-chan struct{}, func()) {
+	done := make(chan struct{})
+	var once sync.Once
+	return done, func() { once.Do(func() { close(done) }) }
+}
+
+// guardRelayed puts an accepted (or deferred) relayed link under the
+// token watch: detached when the client's token expires unrenewed, and
+// forgotten when it is gone or its deferred attach was refused.
+func (c *conn) guardRelayed(l *amqp.Link, onDetach *func(error), gone <-chan struct{}, close func(), path string, want auth.Rights, attachErr error) {
 	if attachErr != nil && attachErr != amqp.ErrAttachDeferred {
 		return
 	}
-	done := make(chan struct{})
 	prev := *onDetach
 	*onDetach = func(err error) {
-		close(done)
+		close()
 		if prev != nil {
 			prev(err)
 		}
 	}
-	c.guard(l, done, path, want)
+	c.guard(l, gone, path, want)
 }
 
 // relayRequest sends a management request to the owner of its entity
