@@ -165,10 +165,10 @@ func (g *Gateway) peer(ctx context.Context, c *amqp.Conn, unit string) (*peerCon
 		}()
 	}
 	p := m[o.Node]
+	var stale *peerConn // the node moved to another address
 	if p != nil && p.owner.Addr != o.Addr {
 		delete(m, o.Node)
-		go p.close()
-		p = nil
+		stale, p = p, nil
 	}
 	if p == nil {
 		p = &peerConn{g: g, owner: o, ready: make(chan struct{}), mgmt: make(map[string]*mgmtPair)}
@@ -197,6 +197,9 @@ func (g *Gateway) peer(ctx context.Context, c *amqp.Conn, unit string) (*peerCon
 		}()
 	}
 	g.mu.Unlock()
+	if stale != nil {
+		stale.close()
+	}
 	select {
 	case <-p.ready:
 	case <-ctx.Done():

@@ -28,7 +28,14 @@ func (g *Gateway) AttachSender(l *amqp.IncomingLink, r servicebus.Relayed) error
 	queue := make(chan *amqp.IncomingDelivery, senderCredit)
 	gone := make(chan struct{})
 	l.Credit, l.MaxUnsettled = senderCredit, senderCredit
-	l.OnDelivery = func(d *amqp.IncomingDelivery) { queue <- d } // never full: MaxUnsettled
+	l.OnDelivery = func(d *amqp.IncomingDelivery) {
+		select {
+		case queue <- d: // room for every unsettled one: MaxUnsettled
+		default: // presettled ones past the credit the gateway gave
+			d.Settle(&frames.Rejected{Error: &frames.Error{Condition: frames.Symbol(goamqp.ErrCondResourceLimitExceeded),
+				Description: "Too many transfers in flight on a relayed link; wait for their outcomes."}})
+		}
+	}
 	var once sync.Once
 	l.OnDetach = func(error) { once.Do(func() { close(gone) }) }
 	ok := g.spawn(func() {
