@@ -25,6 +25,12 @@ import (
 // those to b. It returns a's connection string and b.
 func twoNodes(t *testing.T) (connStr string, owner *servicebustest.Server, internal string) {
 	t.Helper()
+	return twoNodesWith(t, &servicebustest.Options{})
+}
+
+// twoNodesWith is twoNodes with node a's options (its Router is set).
+func twoNodesWith(t *testing.T, aOpts *servicebustest.Options) (connStr string, owner *servicebustest.Server, internal string) {
+	t.Helper()
 	sq := broker.DefaultQueueProperties()
 	sq.RequiresSession = true
 	b := servicebustest.Start(t, &servicebustest.Options{Queues: []string{"q", "sq"}, QueueProps: map[string]broker.QueueProperties{"sq": sq}})
@@ -55,7 +61,8 @@ func twoNodes(t *testing.T) (connStr string, owner *servicebustest.Server, inter
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := servicebustest.Start(t, &servicebustest.Options{Router: g})
+	aOpts.Router = g
+	a := servicebustest.Start(t, aOpts)
 	t.Cleanup(func() { // before a's and b's own clean-ups (LIFO)
 		a.Close()
 		g.Close()
@@ -318,5 +325,35 @@ func TestRelayedLinkNeedsRights(t *testing.T) {
 	var ae *goamqp.Error
 	if !errors.As(err, &ae) || ae.Condition != goamqp.ErrCondUnauthorizedAccess {
 		t.Fatalf("send with Listen rights: %v", err)
+	}
+}
+
+// A relayed link lives under the client's token at the gateway: when
+// the token expires unrenewed the gateway detaches it, and the client
+// cannot go on with the expired token.
+func TestRelayTokenExpiry(t *testing.T) {
+	connStr, _, _ := twoNodesWith(t, &servicebustest.Options{TokenCheckInterval: 50 * time.Millisecond})
+	endpoint, _, _ := strings.Cut(connStr, ";")
+	tok := auth.NewToken(auth.DefaultKeyName, auth.DefaultKey, "127.0.0.1", time.Now().Add(3*time.Second))
+	c, err := azservicebus.NewClientFromConnectionString(endpoint+";SharedAccessSignature="+tok+";UseDevelopmentEmulator=true",
+		&azservicebus.ClientOptions{RetryOptions: azservicebus.RetryOptions{MaxRetries: 1, RetryDelay: 50 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	snd, err := c.NewSender("q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := snd.SendMessage(ctx, &azservicebus.Message{Body: []byte("x")}, nil); err != nil {
+		t.Fatalf("send under a live token: %v", err)
+	}
+	time.Sleep(3500 * time.Millisecond) // past the token's expiry (the SDK signs with the wall clock)
+	err = snd.SendMessage(ctx, &azservicebus.Message{Body: []byte("y")}, nil)
+	var se *azservicebus.Error
+	if !errors.As(err, &se) || se.Code != azservicebus.CodeUnauthorizedAccess {
+		t.Fatalf("send after the token expired: %v", err)
 	}
 }
