@@ -43,6 +43,12 @@
 // connected to, else its first token's audience or key name; each
 // namespace has its own broker, authenticator, observer and faults.
 //
+// router.go is the cluster's seam (Config.Router, implemented by package
+// relay): links and management requests for an entity another node owns
+// are handed to the router after the attach's right was checked here;
+// ConnectRelayed serves the owner side, trusting the rights a relayed
+// link carries (com.busbar:relay) on the internal listener only.
+//
 // faults.go applies injected faults (Config.Faults, package faults) at
 // attach, send, delivery, settlement and management requests.
 //
