@@ -164,6 +164,14 @@ type SASLConfig struct {
 	// ValidatePlain checks PLAIN credentials. nil accepts any.
 	ValidatePlain func(username, password string) error
 
+	// PlainOnly offers PLAIN alone and refuses every other mechanism
+	// (for a listener that is not for Service Bus clients, such as a
+	// cluster's internal one). CheckPlain, when set, replaces
+	// ValidatePlain: what it returns for an accepted login is kept as
+	// the connection's Conn.SASLInfo.
+	PlainOnly  bool
+	CheckPlain func(username, password string) (info any, err error)
+
 	// RequireSASL refuses clients that skip SASL. Off by default: like
 	// Service Bus, the server also accepts the plain AMQP protocol header
 	// (a client configured with a SAS token and no key name sends it) and

@@ -32,6 +32,7 @@ type Conn struct {
 	peerOpen      *frames.Open
 	saslMechanism frames.Symbol
 	saslUser      string
+	saslInfo      any    // SASLConfig.CheckPlain's answer
 	maxOutFrame   uint32 // largest frame we send: min(peer's max, ours)
 	channelMax    uint16 // highest channel the client may use
 	handleMax     uint32 // highest handle the client may use per session
@@ -160,6 +161,10 @@ func (c *Conn) ServerName() string {
 // SASLMechanism returns the SASL mechanism the client chose, or "" if it
 // skipped SASL.
 func (c *Conn) SASLMechanism() frames.Symbol { return c.saslMechanism }
+
+// SASLInfo returns what SASLConfig.CheckPlain answered for the
+// connection's PLAIN login, or nil.
+func (c *Conn) SASLInfo() any { return c.saslInfo }
 
 // SASLUser returns the PLAIN authentication identity, or "".
 func (c *Conn) SASLUser() string { return c.saslUser }

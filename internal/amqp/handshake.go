@@ -175,9 +175,14 @@ func (c *Conn) writeDirect(body frames.Body) error {
 
 // saslExchange offers the mechanisms and checks the client's choice.
 // ANONYMOUS and MSSBCBS always succeed (Service Bus authorises through
-// CBS afterwards); PLAIN goes through SASLConfig.ValidatePlain.
+// CBS afterwards) unless SASLConfig.PlainOnly; PLAIN goes through
+// SASLConfig.CheckPlain or ValidatePlain.
 func (c *Conn) saslExchange() error {
-	if err := c.writeDirect(&frames.SASLMechanisms{Mechanisms: saslMechanisms}); err != nil {
+	offer := saslMechanisms
+	if c.cfg.SASL.PlainOnly {
+		offer = []frames.Symbol{frames.SASLMechanismPlain}
+	}
+	if err := c.writeDirect(&frames.SASLMechanisms{Mechanisms: offer}); err != nil {
 		return err
 	}
 	fr, err := frames.ReadFrame(c.br, c.cfg.MaxFrameSize)
@@ -193,17 +198,26 @@ func (c *Conn) saslExchange() error {
 	code := frames.SASLCodeOK
 	switch init.Mechanism {
 	case frames.SASLMechanismAnonymous, frames.SASLMechanismMSSBCBS:
+		if c.cfg.SASL.PlainOnly {
+			code = frames.SASLCodeAuth
+		}
 	case frames.SASLMechanismPlain:
 		user, pass, ok := parsePlain(init.InitialResponse)
+		var err error
 		switch {
 		case !ok:
 			code = frames.SASLCodeAuth
+		case c.cfg.SASL.CheckPlain != nil:
+			if c.saslInfo, err = c.cfg.SASL.CheckPlain(user, pass); err != nil {
+				code = frames.SASLCodeAuth
+			}
 		case c.cfg.SASL.ValidatePlain != nil && c.cfg.SASL.ValidatePlain(user, pass) != nil:
 			code = frames.SASLCodeAuth
-		default:
+		}
+		if code == frames.SASLCodeOK {
 			c.saslUser = user
 		}
-		if code == frames.SASLCodeOK && c.cfg.SASL.ValidatePlain != nil {
+		if code == frames.SASLCodeOK && (c.cfg.SASL.ValidatePlain != nil || c.cfg.SASL.CheckPlain != nil) {
 			defer c.Authenticated() // after the outcome is written
 		}
 	default:

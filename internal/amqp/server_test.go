@@ -152,6 +152,41 @@ func TestSASLPlain(t *testing.T) {
 	}
 }
 
+// TestSASLPlainOnly: a listener with PlainOnly refuses ANONYMOUS (and
+// skipping SASL, with RequireSASL); CheckPlain's answer is the
+// connection's SASLInfo, and a login it refuses is refused.
+func TestSASLPlainOnly(t *testing.T) {
+	b := newTestBroker()
+	_, addr := startServer(t, b, Config{SASL: SASLConfig{PlainOnly: true, RequireSASL: true,
+		CheckPlain: func(user, pass string) (any, error) {
+			if pass == "proof" {
+				return "info:" + user, nil
+			}
+			return nil, errors.New("no proof")
+		}}})
+	c := dial(t, addr, &goamqp.ConnOptions{SASLType: goamqp.SASLTypePlain("node-a", "proof")})
+	var sc *Conn
+	select {
+	case sc = <-b.conns:
+	case <-time.After(testTimeout):
+		t.Fatal("no connection")
+	}
+	if sc.SASLInfo() != "info:node-a" || sc.SASLUser() != "node-a" || !sc.IsAuthenticated() {
+		t.Errorf("info %v user %q authenticated %v", sc.SASLInfo(), sc.SASLUser(), sc.IsAuthenticated())
+	}
+	openSession(t, c)
+	for name, opts := range map[string]*goamqp.ConnOptions{
+		"anonymous":   {SASLType: goamqp.SASLTypeAnonymous()},
+		"wrong proof": {SASLType: goamqp.SASLTypePlain("node-a", "guess")},
+		"no SASL":     nil,
+	} {
+		if c, err := goamqp.Dial(testCtx(t), "amqp://"+addr, opts); err == nil {
+			c.Close()
+			t.Errorf("%s: admitted", name)
+		}
+	}
+}
+
 // TestSettleModes checks that every requested settle mode is echoed:
 // go-amqp fails the attach otherwise (docs/wire/amqp.md §0.1).
 func TestSettleModes(t *testing.T) {

@@ -48,7 +48,7 @@ var rules = []rule{
 	// The cluster node: sessions, placement, unit leases. It drives the
 	// broker and the store; only the server wires it (nothing else may
 	// import it: see TestClusterImporters).
-	{From: "internal/cluster", Forbidden: []string{"internal/amqp", "internal/servicebus", "internal/server", "internal/admin", "internal/config", "internal/metrics", "internal/cli", "internal/store/pgstore", "net/http"}, Indirect: amqpCodec},
+	{From: "internal/cluster", Forbidden: []string{"internal/amqp", "internal/relay", "internal/servicebus", "internal/server", "internal/admin", "internal/config", "internal/metrics", "internal/cli", "internal/store/pgstore", "net/http"}, Indirect: amqpCodec},
 	{From: "internal/vfs", StdlibOnly: true},
 	// The Service Bus message model and its codecs (record and AMQP form).
 	{From: "internal/message", StdlibOnly: true, Allowed: amqpCodec},
@@ -68,7 +68,11 @@ var rules = []rule{
 	{From: "internal/auth", StdlibOnly: true, Allowed: []string{"internal/clock"}},
 	// The admin API speaks HTTP to the broker; it knows nothing of AMQP.
 	{From: "internal/admin", Forbidden: []string{"internal/amqp", "internal/servicebus", "internal/server"}, Indirect: amqpCodec},
-	{From: "internal/servicebus", Forbidden: []string{"internal/server", "internal/admin", "internal/metrics", "internal/tracing", "net/http"}},
+	{From: "internal/servicebus", Forbidden: []string{"internal/server", "internal/admin", "internal/metrics", "internal/tracing", "internal/relay", "net/http"}},
+	// The relay between nodes: it proves nodes to each other and
+	// proxies links (to servicebus's Router interface); the server
+	// wires it to the cluster node and the store, which it never sees.
+	{From: "internal/relay", Forbidden: []string{"internal/server", "internal/admin", "internal/cluster", "internal/store/pgstore", "internal/config", "internal/cli", "internal/metrics"}, Indirect: amqpCodec},
 	// The web console is a front end of the broker beside the admin API:
 	// no AMQP endpoint (only the body encoding), no server. It links the
 	// frame codec only through package message.

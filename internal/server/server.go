@@ -137,8 +137,10 @@ type Server struct {
 
 // errClusterNotServing refuses --cluster: stage 2 of the cluster (node
 // sessions, unit leases, placement, fencing: package cluster) is built,
-// but a node serves clients only once relaying is (stage 3).
-var errClusterNotServing = errors.New("--cluster: a cluster node does not serve clients yet (stage 2 of docs/design/cluster.md); run without --cluster")
+// and of stage 3 the relay (package relay: node proof, internal listener,
+// link and management relaying), but a node serves clients only once a
+// catalog maps entity names to units and the server wires the two.
+var errClusterNotServing = errors.New("--cluster: a cluster node does not serve clients yet (the relay of docs/design/cluster.md stage 3 is built but not wired: no catalog maps entity names to their owners); run without --cluster")
 
 // Start brings a broker up and returns once it is serving. ctx bounds
 // start-up only. Its phases follow the start-up order in the package

@@ -51,7 +51,7 @@ func (c *conn) cbsRequest(req *frames.Message) *response {
 	}
 	if g.Audience != "" {
 		a, err := parseAddress(g.Audience)
-		if err == nil && a.kind != nodeCBS {
+		if err == nil && a.kind != nodeCBS && !c.remote(a) { // the owner checks a relayed one
 			if _, err := c.checkEntity(a); err != nil {
 				return failed(c.fail("put-token", a.path(), err))
 			}

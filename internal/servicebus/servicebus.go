@@ -43,6 +43,12 @@
 // connected to, else its first token's audience or key name; each
 // namespace has its own broker, authenticator, observer and faults.
 //
+// router.go is the cluster's seam (Config.Router, implemented by package
+// relay): links and management requests for an entity another node owns
+// are handed to the router after the attach's right was checked here;
+// ConnectRelayed serves the owner side, trusting the rights a relayed
+// link carries (com.busbar:relay) on the internal listener only.
+//
 // faults.go applies injected faults (Config.Faults, package faults) at
 // attach, send, delivery, settlement and management requests.
 //
@@ -146,6 +152,10 @@ type Config struct {
 	// with amqp:resource-limit-exceeded.
 	MaxSpoolsPerConnection int
 	MaxSpoolBytes          int64
+	// Router, when set, relays the links and management requests of
+	// entities another node of a cluster serves (router.go); nil serves
+	// every entity from Broker.
+	Router Router
 }
 
 // DefaultStreamFrom is Config.StreamFrom's default.
@@ -160,6 +170,7 @@ type Handler struct {
 	namespace  string
 	tokenCheck time.Duration
 	tracer     trace.Tracer // nil: tracing off
+	router     Router       // nil: no cluster
 
 	maxUnsettled int
 	streamFrom   int64       // Config.StreamFrom; 0: never
@@ -176,7 +187,7 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Auth == nil {
 		return nil, errors.New("servicebus: Config.Auth is required")
 	}
-	h := &Handler{clock: cfg.Clock, log: cfg.Logger, namespace: cfg.Namespace, tokenCheck: cfg.TokenCheckInterval, tracer: cfg.Tracer, nss: cfg.Namespaces}
+	h := &Handler{clock: cfg.Clock, log: cfg.Logger, namespace: cfg.Namespace, tokenCheck: cfg.TokenCheckInterval, tracer: cfg.Tracer, nss: cfg.Namespaces, router: cfg.Router}
 	h.def = &Namespace{Broker: cfg.Broker, Auth: cfg.Auth, Observer: cfg.Observer, Faults: cfg.Faults}
 	if h.tokenCheck <= 0 {
 		h.tokenCheck = time.Second
@@ -264,6 +275,10 @@ type conn struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	// relayed: the connection came from another node of the cluster on
+	// the internal listener (router.go); its links carry the rights.
+	relayed bool
 
 	mu      sync.Mutex
 	closed  bool
@@ -445,6 +460,14 @@ func (c *conn) AttachIncoming(l *amqp.IncomingLink) error {
 	if err != nil {
 		return c.refuse("attach", "", badRequest("The target address %q of link '%s' names no entity.", l.TargetAddress(), l.Name()))
 	}
+	if c.relayed {
+		if err := c.trustRelay(&l.Link, a); err != nil {
+			return c.refuse("attach", a.path(), err)
+		}
+	}
+	if c.remote(a) && a.kind == nodeEntity {
+		return c.relayIncoming(l, a) // router.go
+	}
 	switch a.kind {
 	case nodeCBS:
 		if err := c.claimCBS(true, &l.Link); err != nil {
@@ -456,7 +479,8 @@ func (c *conn) AttachIncoming(l *amqp.IncomingLink) error {
 		if err := c.authorize(a.String(), 0); err != nil {
 			return c.refuse("attach", a.path(), err)
 		}
-		if _, err := c.checkEntity(a); err != nil {
+		if c.remote(a) { // requests go to the owner (router.go)
+		} else if _, err := c.checkEntity(a); err != nil {
 			return c.refuse("attach", a.path(), err)
 		}
 		return c.attachRequests(l, a)
@@ -479,6 +503,14 @@ func (c *conn) AttachOutgoing(l *amqp.OutgoingLink) error {
 	if err != nil {
 		return c.refuse("attach", "", badRequest("The source address %q of link '%s' names no entity.", l.SourceAddress(), l.Name()))
 	}
+	if c.relayed {
+		if err := c.trustRelay(&l.Link, a); err != nil {
+			return c.refuse("attach", a.path(), err)
+		}
+	}
+	if c.remote(a) && a.kind == nodeEntity {
+		return c.relayOutgoing(l, a) // router.go
+	}
 	switch a.kind {
 	case nodeCBS:
 		if err := c.claimCBS(false, &l.Link); err != nil {
@@ -495,7 +527,8 @@ func (c *conn) AttachOutgoing(l *amqp.OutgoingLink) error {
 		if err := c.authorize(a.String(), 0); err != nil {
 			return c.refuse("attach", a.path(), err)
 		}
-		if _, err := c.checkEntity(a); err != nil {
+		if c.remote(a) { // requests go to the owner (router.go)
+		} else if _, err := c.checkEntity(a); err != nil {
 			return c.refuse("attach", a.path(), err)
 		}
 		c.attachReply(l, a)

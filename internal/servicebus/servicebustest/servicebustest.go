@@ -65,6 +65,8 @@ type Options struct {
 	// (Close, or the test's end); with it a test can start a second
 	// server on the same data (a restart).
 	Store store.Store
+	// Router is servicebus.Config.Router: entities other nodes serve.
+	Router servicebus.Router
 }
 
 // Server is a running endpoint.
@@ -113,7 +115,7 @@ func Start(t testing.TB, opts *Options) *Server {
 	if err != nil {
 		t.Fatalf("servicebustest: auth.New: %v", err)
 	}
-	h, err := servicebus.New(servicebus.Config{Broker: b, Auth: a, Logger: log, Clock: opts.TokenClock, TokenCheckInterval: opts.TokenCheckInterval, MaxUnsettledPerLink: opts.MaxUnsettledPerLink})
+	h, err := servicebus.New(servicebus.Config{Broker: b, Auth: a, Logger: log, Clock: opts.TokenClock, TokenCheckInterval: opts.TokenCheckInterval, MaxUnsettledPerLink: opts.MaxUnsettledPerLink, Router: opts.Router})
 	if err != nil {
 		t.Fatalf("servicebustest: servicebus.New: %v", err)
 	}

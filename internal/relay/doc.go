@@ -1,0 +1,78 @@
+// Package relay is the node-to-node side of a Busbar cluster
+// (docs/design/cluster.md §8): how one node proves to another that it
+// belongs to the cluster, the internal listener that admits only such
+// nodes, and the gateway that relays a client's links and management
+// requests for an entity another node owns to that owner.
+//
+// # The node proof
+//
+// Nodes share a secret (--cluster-secret) and never send it. A gateway
+// node opening the internal connection to an owner logs in with SASL
+// PLAIN carrying a one-time proof instead of a password:
+//
+//	authcid = node-id                       (1..128 bytes)
+//	passwd  = unix-ms "." nonce "." mac
+//	          unix-ms  decimal milliseconds since the epoch, the gateway's clock
+//	          nonce    32 lower-case hex digits (16 random bytes)
+//	          mac      64 lower-case hex digits:
+//	                   HMAC-SHA256(secret, "busbar-node|" node-id "|" owner-id "|"
+//	                                       session "|" unix-ms "|" nonce)
+//
+// where owner-id is the node being connected to and session the
+// gateway's live session (bb_node.session), which the owner looks up: a
+// proof made for another owner, by a node without a live session, or
+// with a time more than ProofWindow off the owner's clock is refused, and
+// so is a nonce seen within the window (the set of seen nonces is
+// bounded by MaxNonces; when it is full of unexpired nonces new proofs
+// are refused, never admitted unchecked).
+//
+// The owner proves itself back on the control link "$cluster": its
+// first message is a data section holding
+//
+//	HMAC-SHA256(secret, "busbar-owner|" owner-id "|" nonce)   (32 bytes)
+//
+// and Dial sends nothing else on the connection until it arrived and
+// matched, so both sides showed they hold the secret.
+//
+// # The internal listener
+//
+// Listener's Handler serves an amqp.Server configured by ServerSASL:
+// PLAIN only, SASL required, every login checked by the Verifier. It
+// accepts nothing a client-facing listener does (no ANONYMOUS, no CBS, no
+// ordinary PLAIN login), and a client-facing listener never accepts a
+// node proof. On an admitted connection it serves the $cluster control
+// link, and every other link through ListenerConfig.Owner
+// (servicebus.Handler.ConnectRelayed), which trusts the client rights a
+// relayed link carries in its com.busbar:relay attach property.
+//
+// # The gateway
+//
+// Gateway implements servicebus.Router. The node a client reached keeps
+// the client's $cbs tokens and checks the attach's right; then
+//
+//		client link ──► gateway (servicebus conn) ──► internal go-amqp link ──► owner (servicebus conn, relayed)
+//
+//	  - a sender link's transfers go to the owner one at a time, in order
+//	    (senderCredit at most held), each settled with the owner's outcome;
+//	  - a receiver link's credit is passed on (the internal receiver uses
+//	    manual credit, topped up to the client's; a drain is drained on the
+//	    owner first), deliveries come back with the owner's delivery tags
+//	    (the lock tokens), the client's dispositions go to the owner and its
+//	    answer settles them;
+//	  - a management request goes to the owner's management node on an
+//	    internal link pair and its response comes back unchanged.
+//
+// Each client connection has its own internal connection per owner
+// (dialled at its first relayed link, closed with it), so the owner's
+// grants are that one client's rights. The relay never repeats a
+// transfer whose outcome it does not know: when the internal link fails
+// the delivery is rejected com.microsoft:server-busy and the client link
+// detached (amqp:link:detach-forced), and the SDK's retry goes through
+// the gateway again. An owner that cannot be reached fails the attach
+// with server-busy.
+//
+// Not relayed yet: transactions and send-via links (refused), entity-level
+// SAS rules of remote entities (the gateway checks the namespace's
+// policies only), spooled large messages (a relayed transfer is held in
+// memory up to the owner's max-message-size).
+package relay
