@@ -221,7 +221,7 @@ func (g *Gateway) AttachReceiver(l *amqp.OutgoingLink, r servicebus.Relayed) err
 			l.Reply.Source = &echo
 		}
 		l.CompleteAttach(nil)
-		if err := rp.run(ctx); err != nil && ctx.Err() == nil {
+		if err := rp.run(ctx); ctx.Err() == nil {
 			l.Close(amqpError(err))
 			if !isRemote(err) {
 				g.forget(c, p)
@@ -234,12 +234,9 @@ func (g *Gateway) AttachReceiver(l *amqp.OutgoingLink, r servicebus.Relayed) err
 	return amqp.ErrAttachDeferred
 }
 
-// run forwards deliveries and credit until the link or ctx ends.
+// run forwards deliveries and credit until the link or ctx ends, and
+// returns why (never nil).
 func (rp *receiverProxy) run(ctx context.Context) error {
-	type got struct {
-		m   *goamqp.Message
-		err error
-	}
 	for {
 		rp.flow()
 		rp.mu.Lock()

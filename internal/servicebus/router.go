@@ -209,5 +209,5 @@ func (c *conn) serveRelayed(payload []byte, node address, session *amqp.Session)
 		c.log.Info("no link to reply on", "node", node.String(), "replyTo", req.Properties.ReplyTo)
 		return
 	}
-	rl.send(out)
+	rl.sendParts(out, nil)
 }
