@@ -8,10 +8,13 @@
 //	          -> broker -> its Config.json entities -> its admin API -> its
 //	          timers (namespaces.go) -> /metrics, web console -> tracer
 //	          provider (if OTEL_* turns it on)
-//	          -> AMQP listener -> AMQP over WebSockets -> health 200
+//	          -> [--cluster: internal listener bound, node, gateway]
+//	          -> AMQP listener -> AMQP over WebSockets
+//	          -> [--cluster: internal AMQP server, node joins] -> health 200
 //	Shutdown: health 503 -> WebSocket upgrades refused -> AMQP (stop
 //	          accepting, close connections, WebSocket ones included)
-//	          -> HTTP -> console bulk jobs -> no more namespaces opened
+//	          -> [--cluster: gateway, hand-offs and leave, internal
+//	          listener (cluster.go)] -> HTTP -> console bulk jobs -> no more namespaces opened
 //	          -> broker timers -> each namespace's broker and store
 //	          (sync, close)
 //	          -> tracer provider (flush spans, stop exporter)
@@ -24,7 +27,10 @@
 // Goroutines: one per listener (owned by Server, stopped by Shutdown), each
 // namespace's broker timer loop (owned by Server, stopped by cancelling
 // their context) and, with tracing on, the span batcher (owned by the tracer
-// provider, stopped by its Shutdown). Shutdown waits for all of them.
+// provider, stopped by its Shutdown). With --cluster the internal
+// listener's loop is the Server's too; the node's renewer and poller
+// belong to cluster.Node (stopped by its Stop, in Shutdown) and the relay's
+// to relay.Gateway (Close). Shutdown waits for all of them.
 //
 // The web console (package console) is served at /$console/ on the HTTP
 // and HTTPS listeners; "$" cannot appear in an entity name, so it never
