@@ -371,7 +371,10 @@ func (b *Broker) CreateSubscription(topicName, name string, p SubscriptionProper
 		return SubscriptionInfo{}, err
 	}
 	var batch store.Batch
-	id := b.allocIDLocked(&batch)
+	id, err := b.allocIDLocked(&batch)
+	if err != nil {
+		return SubscriptionInfo{}, err
+	}
 	now := b.clock.Now().UTC()
 	rule.desc.CreatedAt = now
 	q := newSubscription(b, id, t, name, p, now)

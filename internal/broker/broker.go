@@ -65,6 +65,9 @@ type Broker struct {
 	admin  sync.Mutex
 	nsID   uint64 // the "$namespace" bookkeeping entity; 0 until created
 	nextID uint64 // next entity id to allocate
+	// catalog, with Options.Units on a store.Catalog, allocates the
+	// entity ids and knows the names of every node's units.
+	catalog store.Catalog
 
 	mu struct {
 		sync.RWMutex
@@ -115,6 +118,9 @@ func newBroker(opts Options) *Broker {
 		b.obs = noObserver{}
 	}
 	b.retries.log = b.log
+	if c, ok := opts.Store.(store.Catalog); ok && opts.Units {
+		b.catalog = c
+	}
 	b.mu.queues = make(map[string]*entity)
 	b.mu.topics = make(map[string]*topic)
 	b.timers.byID = make(map[uint64]timerOwner)
@@ -295,8 +301,14 @@ func createEntity[E newQueueOrTopic[I], I any](b *Broker, kind, name string, val
 	if err := check(); err != nil {
 		return none, err
 	}
+	if err := b.checkCatalogLocked(name); err != nil {
+		return none, err
+	}
 	var batch store.Batch
-	id := b.allocIDLocked(&batch)
+	id, err := b.allocIDLocked(&batch)
+	if err != nil {
+		return none, err
+	}
 	e := build(id, b.clock.Now().UTC())
 	batch.Add(store.Op{Kind: store.OpPutEntity, EntityID: id, Name: name, Data: encodeSpec(e.specLocked())})
 	if err := b.commitCreateLocked(&batch); err != nil {
@@ -381,8 +393,21 @@ func (b *Broker) Health() error {
 
 // allocIDLocked returns a fresh entity id and adds to batch the ops that
 // persist the allocation (creating the namespace entity on first use), so
-// ids are never reused, even after the highest one is deleted.
-func (b *Broker) allocIDLocked(batch *store.Batch) uint64 {
+// ids are never reused, even after the highest one is deleted. A cluster
+// node takes it from the catalog instead (no namespace entity).
+func (b *Broker) allocIDLocked(batch *store.Batch) (uint64, error) {
+	if b.catalog != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), catalogTimeout)
+		defer cancel()
+		id, err := b.catalog.NewEntityID(ctx)
+		if err != nil {
+			if e := storeError(err); e != nil {
+				return 0, e
+			}
+			return 0, internal(err, "allocating an entity id")
+		}
+		return id, nil
+	}
 	if b.nsID == 0 {
 		b.nsID = b.nextID
 		b.nextID++
@@ -392,7 +417,32 @@ func (b *Broker) allocIDLocked(batch *store.Batch) uint64 {
 	id := b.nextID
 	b.nextID++
 	batch.Add(store.Op{Kind: store.OpPutValue, EntityID: b.nsID, Key: valueNextEntityID, Data: be64(int64(b.nextID))})
-	return id
+	return id, nil
+}
+
+// catalogTimeout bounds a question to the cluster's catalog.
+const catalogTimeout = 10 * time.Second
+
+// checkCatalogLocked refuses, on a cluster node, a queue or topic name
+// that another node's unit holds (this node's are in its maps). The
+// catalog's unique name key refuses a race of two creations at commit.
+func (b *Broker) checkCatalogLocked(name string) error {
+	if b.catalog == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), catalogTimeout)
+	defer cancel()
+	_, ok, err := b.catalog.UnitNamed(ctx, name)
+	if err != nil {
+		if e := storeError(err); e != nil {
+			return e
+		}
+		return internal(err, "looking up %q in the catalog", name)
+	}
+	if ok {
+		return errorf(KindAlreadyExists, "The messaging entity '%s' already exists.", name)
+	}
+	return nil
 }
 
 // checkForwardLocked validates the queue's forwarding (see

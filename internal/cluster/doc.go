@@ -51,4 +51,8 @@
 // everything acknowledged is committed before the next owner loads.
 // Stop hands off every unit the same way (the drain bounded by its
 // context), marks the node draining first and ends its session last.
+// Halt stops the loops without any of that, as a crash would.
+//
+// OwnerOf answers, from the last poll, which node owns a unit and the
+// internal address it registered: the server's relay gateway asks it.
 package cluster

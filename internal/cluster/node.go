@@ -163,12 +163,14 @@ type Node struct {
 	lapsed     bool      // the window ended; units unloaded
 	units      map[uint64]*owned
 	rows       map[uint64]store.Unit
-	orphan     map[uint64]time.Time // units seen takeable but untaken, since
-	since      time.Time            // the Units watermark
+	nodes      map[string]store.Node // the last poll's membership
+	orphan     map[uint64]time.Time  // units seen takeable but untaken, since
+	since      time.Time             // the Units watermark
 	polls      int
 	lastNodes  []string // live, non-draining node ids, sorted
 	gen        uint64   // +1 at every unloadAll: a load racing it is undone
 	stopping   bool
+	halted     bool // Halt ran: Stop does nothing
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -371,7 +373,7 @@ func (n *Node) poll(ctx context.Context) {
 		return
 	}
 	n.mu.Lock()
-	n.lastNodes, n.since = live, next
+	n.lastNodes, n.since, n.nodes = live, next, byID
 	if full {
 		clear(n.rows)
 	}
@@ -577,6 +579,35 @@ func (n *Node) Owned() map[uint64]uint64 {
 	return out
 }
 
+// OwnerOf answers, from the last poll, the node whose session owns unit
+// and the internal address it registered; ok false when the unit row was
+// not seen, node "" when it is free.
+func (n *Node) OwnerOf(unit uint64) (node, addr string, ok bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	r, ok := n.rows[unit]
+	if !ok {
+		return "", "", false
+	}
+	if nd, live := n.nodes[r.Owner]; live && nd.Live && nd.Session == r.OwnerSession {
+		return r.Owner, nd.Addr, true
+	}
+	return r.Owner, "", true // owned by a session that is gone, or free
+}
+
+// Halt stops the renewer and the poller without handing anything off or
+// leaving: the node's units stay its own in the database until its
+// session expires, as after a crash. Stop after Halt does nothing.
+func (n *Node) Halt() {
+	if n.cancel != nil {
+		n.cancel()
+	}
+	n.wg.Wait()
+	n.mu.Lock()
+	n.halted = true
+	n.mu.Unlock()
+}
+
 // Session is the node's current session.
 func (n *Node) Session() int64 {
 	n.mu.Lock()
@@ -596,8 +627,12 @@ func (n *Node) Stop(ctx context.Context) error {
 	n.step.Lock()
 	defer n.step.Unlock()
 	n.mu.Lock()
+	halted := n.halted
 	n.stopping = true
 	n.mu.Unlock()
+	if halted {
+		return nil
+	}
 	var first error
 	if err := n.o.Membership.SetDraining(ctx, true); err != nil {
 		first = err

@@ -543,3 +543,87 @@ func forceTake(c *cluster, u uint64) error {
 	}
 	return nil
 }
+
+// TestOwnerOf: every node answers, from its last poll, the owner of a
+// unit and the address it registered; a unit whose owner's session is
+// gone has no address; an unknown unit is not known.
+func TestOwnerOf(t *testing.T) {
+	const units = 6
+	c := newCluster(t, units)
+	c.add("a")
+	c.add("b")
+	c.settle()
+	for u := uint64(1); u <= units; u++ {
+		w := Winner(u, []string{"a", "b"})
+		for _, id := range []string{"a", "b"} {
+			node, addr, ok := c.nodes[id].n.OwnerOf(u)
+			if !ok || node != w || addr != w+":1" {
+				t.Fatalf("%s: OwnerOf(%d) = %q %q %v, want %s at %s:1", id, u, node, addr, ok, w, w)
+			}
+		}
+	}
+	if _, _, ok := c.nodes["a"].n.OwnerOf(units + 1); ok {
+		t.Fatal("an unknown unit is known")
+	}
+	// b stops renewing; after its TTL a sees its units without an address
+	// until it took them.
+	var ofB uint64
+	for u := uint64(1); u <= units; u++ {
+		if Winner(u, []string{"a", "b"}) == "b" {
+			ofB = u
+		}
+	}
+	if ofB == 0 {
+		t.Fatal("placement gave b nothing")
+	}
+	c.advance(6*time.Second, "b")
+	c.nodes["a"].n.renew(context.Background())
+	c.nodes["a"].n.poll(context.Background())
+	node, _, ok := c.nodes["a"].n.OwnerOf(ofB)
+	if !ok || node != "a" {
+		t.Fatalf("after b's death OwnerOf(%d) = %q, %v; want a (taken over)", ofB, node, ok)
+	}
+}
+
+// TestHalt: Halt stops the loops as a crash would: the units stay the
+// node's in the database and its session live until it expires; Stop
+// after it hands nothing off and does not leave.
+func TestHalt(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	c := newCluster(t, 4)
+	h := c.db.Node("a")
+	ab := newLoader(h)
+	renewTick, pollTick := make(chan time.Time), make(chan time.Time)
+	ticker := func(d time.Duration) (<-chan time.Time, func()) {
+		if d == time.Second {
+			return renewTick, func() {}
+		}
+		return pollTick, func() {}
+	}
+	n, err := New(Options{ID: "a", Membership: h, Leases: h, Units: ab, Clock: c.dbClk,
+		Heartbeat: time.Second, TTL: 5 * time.Second, Margin: time.Second, Poll: 2 * time.Second, NewTicker: ticker})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	renewTick <- time.Time{}
+	pollTick <- time.Time{}
+	pollTick <- time.Time{} // the first poll is done once the second is taken
+	if len(n.Owned()) != 4 {
+		t.Fatalf("a owns %v", n.Owned())
+	}
+	n.Halt()
+	if err := n.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for u := uint64(1); u <= 4; u++ {
+		if r, _ := c.db.Unit(u); r.Owner != "a" || r.State != store.UnitOwned {
+			t.Fatalf("unit %d after Halt and Stop: %+v, want still a's", u, r)
+		}
+	}
+	if nodes, _ := h.Nodes(context.Background()); !nodes[0].Live || nodes[0].Draining {
+		t.Fatalf("a after Halt: %+v, want live until its session expires", nodes[0])
+	}
+}

@@ -117,7 +117,7 @@ type Server struct {
 	HistoryMessages    int
 	HistoryWindow      time.Duration
 	HistoryMaxBytes    int64
-	// Cluster (stage 2 of docs/design/cluster.md, hidden flags): this
+	// Cluster (docs/cluster.md, hidden flags while incomplete): this
 	// process is node NodeID of a cluster whose nodes share the
 	// PostgreSQL database of Store. ClusterListen is the internal
 	// listener's address and ClusterAdvertise the address other nodes
@@ -169,7 +169,7 @@ type Setting struct {
 	Usage   string
 	Bool    bool
 	// Hidden settings are parsed and documented but left out of
-	// busbar serve --help (the cluster's, until it serves clients).
+	// busbar serve --help (the cluster's, until it is complete).
 	Hidden bool
 
 	set func(s *Server, value string) error // parses value into s
@@ -287,8 +287,9 @@ var serverSettings = []Setting{
 		historySize, func(s *Server) *int64 { return &s.HistoryMaxBytes }),
 	setting("pprof", "BUSBAR_PPROF", "", "serve Go runtime profiles (/debug/pprof/) on this address (host:port, unauthenticated: keep it on loopback); off when empty",
 		text, func(s *Server) *string { return &s.PprofAddr }),
-	// The cluster (stage 2: not yet serving clients), hidden until it does.
-	hidden(setting("cluster", "BUSBAR_CLUSTER", "false", "run as a node of a cluster sharing the --store database (stage 2: not yet serving clients)",
+	// The cluster (docs/cluster.md: serves clients, not complete yet),
+	// hidden until it is.
+	hidden(setting("cluster", "BUSBAR_CLUSTER", "false", "run as a node of a cluster sharing the --store database (experimental: docs/cluster.md)",
 		parseBool, func(s *Server) *bool { return &s.Cluster })),
 	hidden(setting("node-id", "BUSBAR_NODE_ID", "", "this node's name in the cluster, unique among its nodes",
 		trimmed, func(s *Server) *string { return &s.NodeID })),

@@ -18,7 +18,10 @@ import (
 // newAMQPServer builds the AMQP endpoint speaking Service Bus's dialect.
 // With several namespaces, the registry chooses each connection's
 // (servicebus.Namespaces); the first one is the default.
-func newAMQPServer(reg *nsRegistry, tracer trace.Tracer, o Options, log *slog.Logger) (*amqp.Server, error) {
+// router, when not nil, relays the entities other nodes of a cluster serve
+// (cluster.go); the handler is returned for the cluster's internal
+// listener.
+func newAMQPServer(reg *nsRegistry, tracer trace.Tracer, o Options, log *slog.Logger, router servicebus.Router) (*amqp.Server, *servicebus.Handler, error) {
 	def := reg.list()[0]
 	cfg := servicebus.Config{
 		Broker:   def.broker,
@@ -32,17 +35,19 @@ func newAMQPServer(reg *nsRegistry, tracer trace.Tracer, o Options, log *slog.Lo
 		StreamFrom:          o.LargeMessageThreshold,
 		MaxSpoolBytes:       o.MaxSpoolBytes,
 		Faults:              def.faults,
+		Router:              router,
 	}
 	if reg.multi() {
 		cfg.Namespaces = reg
 	}
 	h, err := servicebus.New(cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	acfg := amqpConfig(o.Server)
 	acfg.Logger = log.With("component", "amqp")
-	return amqp.NewServer(h, acfg)
+	srv, err := amqp.NewServer(h, acfg)
+	return srv, h, err
 }
 
 // amqpConfig maps the AMQP limits of the settings, where 0 turns a limit

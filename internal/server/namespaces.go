@@ -128,7 +128,8 @@ func (r *nsRegistry) openStore(ctx context.Context, name, dir string, log *slog.
 		// namespace column yet).
 		return nil, fmt.Errorf("--store %s keeps one namespace, the default; namespace %q needs the file store (or its own Busbar)", redactURL(o.Store), name)
 	case o.Store != "":
-		ps, err := pgstore.Open(ctx, o.Store, pgstore.Options{Log: log.With("component", "store"), SyncObserver: obs})
+		ps, err := pgstore.Open(ctx, o.Store, pgstore.Options{Log: log.With("component", "store"), SyncObserver: obs,
+			Cluster: o.Cluster, NodeID: o.NodeID})
 		if err != nil {
 			return nil, fmt.Errorf("open the PostgreSQL store %s: %w", redactURL(o.Store), err)
 		}
@@ -193,7 +194,7 @@ func (r *nsRegistry) open(ctx context.Context, name, dir string, entities *confi
 		n.testClk = clock.NewTest(o.Clock)
 		brokerClock = n.testClk
 	}
-	n.broker, err = broker.Open(broker.Options{Store: brokerStore, Clock: brokerClock, Logger: log.With("component", "broker"), Observer: n.metrics, Tier: tier, History: historyLog(o.Server, log)})
+	n.broker, err = broker.Open(broker.Options{Store: brokerStore, Clock: brokerClock, Logger: log.With("component", "broker"), Observer: n.metrics, Tier: tier, History: historyLog(o.Server, log), Units: o.Cluster})
 	if err != nil {
 		return nil, fmt.Errorf("recover broker state: %w", err)
 	}
@@ -206,7 +207,9 @@ func (r *nsRegistry) open(ctx context.Context, name, dir string, entities *confi
 	if n.faults != nil {
 		n.faults.SetResolver(n.broker.EntityStoreID)
 	}
-	if entities != nil {
+	if entities != nil && o.Cluster {
+		log.Warn("--cluster: the entities of the config file are not declared; create them through the admin API of any node")
+	} else if entities != nil {
 		created, updated, err := applyEntities(n.broker, &config.EmulatorConfig{Namespaces: []config.Namespace{*entities}})
 		if err != nil {
 			return nil, err

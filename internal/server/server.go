@@ -8,10 +8,13 @@
 //	          -> broker -> its Config.json entities -> its admin API -> its
 //	          timers (namespaces.go) -> /metrics, web console -> tracer
 //	          provider (if OTEL_* turns it on)
-//	          -> AMQP listener -> AMQP over WebSockets -> health 200
+//	          -> [--cluster: internal listener bound, node, gateway]
+//	          -> AMQP listener -> AMQP over WebSockets
+//	          -> [--cluster: internal AMQP server, node joins] -> health 200
 //	Shutdown: health 503 -> WebSocket upgrades refused -> AMQP (stop
 //	          accepting, close connections, WebSocket ones included)
-//	          -> HTTP -> console bulk jobs -> no more namespaces opened
+//	          -> [--cluster: gateway, hand-offs and leave, internal
+//	          listener (cluster.go)] -> HTTP -> console bulk jobs -> no more namespaces opened
 //	          -> broker timers -> each namespace's broker and store
 //	          (sync, close)
 //	          -> tracer provider (flush spans, stop exporter)
@@ -24,7 +27,10 @@
 // Goroutines: one per listener (owned by Server, stopped by Shutdown), each
 // namespace's broker timer loop (owned by Server, stopped by cancelling
 // their context) and, with tracing on, the span batcher (owned by the tracer
-// provider, stopped by its Shutdown). Shutdown waits for all of them.
+// provider, stopped by its Shutdown). With --cluster the internal
+// listener's loop is the Server's too; the node's renewer and poller
+// belong to cluster.Node (stopped by its Stop, in Shutdown) and the relay's
+// to relay.Gateway (Close). Shutdown waits for all of them.
 //
 // The web console (package console) is served at /$console/ on the HTTP
 // and HTTPS listeners; "$" cannot appear in an entity name, so it never
@@ -66,6 +72,7 @@ import (
 	"github.com/busbarmq/busbar/internal/faults"
 	"github.com/busbarmq/busbar/internal/history"
 	"github.com/busbarmq/busbar/internal/metrics"
+	"github.com/busbarmq/busbar/internal/servicebus"
 	"github.com/busbarmq/busbar/internal/store"
 	"github.com/busbarmq/busbar/internal/tracing"
 	"github.com/busbarmq/busbar/internal/version"
@@ -101,21 +108,23 @@ type Options struct {
 
 // Server is a running broker.
 type Server struct {
-	log      *slog.Logger
-	store    store.Store
-	broker   *broker.Broker
-	health   health
-	admin    lateHandler
-	ws       lateHandler // AMQP over WebSockets, set once the AMQP server exists
-	wsH      *amqpws.Handler
-	metrics  *metrics.Metrics
-	metricH  lateHandler // GET /metrics, set once the admin API's check exists
-	console  lateHandler // the web console (package console) under console.Prefix
-	consoles *consoles   // the web consoles, one per namespace (console.go)
-	tracing  *tracing.Provider
-	faults   *faults.Set // nil unless --faults
-	testClk  *clock.Test // the broker's clock with --test-clock, else nil
-	ns       *nsRegistry // the namespaces; the fields above are the default one's
+	log       *slog.Logger
+	store     store.Store
+	broker    *broker.Broker
+	health    health
+	admin     lateHandler
+	ws        lateHandler // AMQP over WebSockets, set once the AMQP server exists
+	wsH       *amqpws.Handler
+	metrics   *metrics.Metrics
+	metricH   lateHandler // GET /metrics, set once the admin API's check exists
+	console   lateHandler // the web console (package console) under console.Prefix
+	consoles  *consoles   // the web consoles, one per namespace (console.go)
+	tracing   *tracing.Provider
+	faults    *faults.Set         // nil unless --faults
+	testClk   *clock.Test         // the broker's clock with --test-clock, else nil
+	ns        *nsRegistry         // the namespaces; the fields above are the default one's
+	cluster   *clusterPart        // nil without --cluster (cluster.go)
+	sbHandler *servicebus.Handler // the AMQP endpoint's handler
 
 	httpLn  net.Listener
 	httpSrv *http.Server
@@ -135,20 +144,13 @@ type Server struct {
 	shutdownErr  error
 }
 
-// errClusterNotServing refuses --cluster: stage 2 of the cluster (node
-// sessions, unit leases, placement, fencing: package cluster) is built,
-// and of stage 3 the relay (package relay: node proof, internal listener,
-// link and management relaying), but a node serves clients only once a
-// catalog maps entity names to units and the server wires the two.
-var errClusterNotServing = errors.New("--cluster: a cluster node does not serve clients yet (the relay of docs/design/cluster.md stage 3 is built but not wired: no catalog maps entity names to their owners); run without --cluster")
-
 // Start brings a broker up and returns once it is serving. ctx bounds
 // start-up only. Its phases follow the start-up order in the package
 // comment: startHTTP, openCore (store, broker, entities, admin API,
 // tracing, timers), startAMQP, then ready.
 func Start(ctx context.Context, o Options) (_ *Server, err error) {
-	if o.Cluster {
-		return nil, errClusterNotServing
+	if o.Cluster && (o.Faults || o.NamespacePerKeyName) {
+		return nil, errors.New("--cluster does not work with --faults or --namespace-per-key-name yet")
 	}
 	begin := time.Now()
 	log := o.Logger
@@ -194,8 +196,18 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 	if err := s.openCore(ctx, o, entities); err != nil {
 		return nil, err
 	}
+	if o.Cluster {
+		if s.cluster, err = openCluster(o, s.ns.list()[0], log); err != nil {
+			return nil, err
+		}
+	}
 	if err := s.startAMQP(o, tlsCfg); err != nil {
 		return nil, err
+	}
+	if s.cluster != nil {
+		if err := s.cluster.serve(ctx, o, s.sbHandler, s.goServe); err != nil {
+			return nil, err
+		}
 	}
 	s.health.setCheck(s.ns.health)
 	s.health.ready.Store(true)
@@ -358,7 +370,11 @@ func (s *Server) startAMQP(o Options, tlsCfg *tls.Config) error {
 	if s.amqpLn, err = net.Listen("tcp", o.AMQPAddr); err != nil {
 		return fmt.Errorf("amqp listener: %w", err)
 	}
-	if s.amqp, err = newAMQPServer(s.ns, s.tracing.Tracer(), o, s.log); err != nil {
+	var router servicebus.Router
+	if s.cluster != nil {
+		router = s.cluster.gateway
+	}
+	if s.amqp, s.sbHandler, err = newAMQPServer(s.ns, s.tracing.Tracer(), o, s.log, router); err != nil {
 		return err
 	}
 	s.goServe("amqp", func() error { return s.amqp.Serve(s.amqpLn) })
@@ -506,6 +522,11 @@ func (s *Server) close(ctx context.Context) error {
 		if err := ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 			errs = append(errs, err)
 		}
+	}
+	if s.cluster != nil {
+		// Clients are gone: hand the units off, leave, close the
+		// internal listener; the store closes last, with the namespaces.
+		errs = append(errs, s.cluster.close(ctx))
 	}
 	if s.httpSrv != nil {
 		errs = append(errs, s.httpSrv.Shutdown(ctx))

@@ -126,3 +126,15 @@ type UnitStore interface {
 	// messages in (entity, seq) order, then their values.
 	RecoverUnit(ctx context.Context, unit uint64, v Visitor) error
 }
+
+// Catalog is the cluster-wide side of a store shared by several nodes
+// (pgstore in cluster mode): entity ids come from one allocator, so two
+// nodes creating entities at once never collide, and every queue's and
+// topic's name is known to every node, loaded here or not.
+type Catalog interface {
+	// NewEntityID allocates an entity id no other node is given.
+	NewEntityID(ctx context.Context) (uint64, error)
+	// UnitNamed returns the unit of the queue or topic named name (case
+	// folded), whichever node serves it; ok false when there is none.
+	UnitNamed(ctx context.Context, name string) (unit uint64, ok bool, err error)
+}

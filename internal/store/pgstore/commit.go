@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -591,8 +592,9 @@ SELECT 1 / (count(*) = cardinality($1::bigint[]))::int
 	sqlEntDel       = `DELETE FROM bb_entity t USING unnest($1::bigint[], $2::bigint[]) AS x(u, e) WHERE t.unit_id = x.u AND t.entity_id = x.e`
 	sqlUnitDel      = `DELETE FROM bb_unit WHERE unit_id = ANY($1::bigint[])`
 	sqlUnitNew      = `INSERT INTO bb_unit (unit_id, name_key, owner_node, owner_session, epoch, state, changed_at)
-SELECT u, '#' || u, $2, $3, 1, 'owned', clock_timestamp() FROM unnest($1::bigint[]) AS x(u)`
-	sqlEntPut = `INSERT INTO bb_entity (unit_id, entity_id, name, spec)
+SELECT u, k, $3, $4, 1, 'owned', clock_timestamp() FROM unnest($1::bigint[], $2::text[]) AS x(u, k)`
+	sqlCatalogBump = `UPDATE bb_catalog SET version = version + 1 WHERE id = 1`
+	sqlEntPut      = `INSERT INTO bb_entity (unit_id, entity_id, name, spec)
 SELECT u, e, n, coalesce(s, '\x') FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bytea[]) AS x(u, e, n, s)
 ON CONFLICT (unit_id, entity_id) DO UPDATE SET name = EXCLUDED.name, spec = EXCLUDED.spec`
 	sqlMsgDel = `WITH d AS (DELETE FROM bb_msg m USING unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS x(u, e, s)
@@ -651,7 +653,17 @@ func (s *Store) exec(slot int, t *txn) error {
 			us = append(us, int64(u))
 		}
 		slices.Sort(us)
-		b.Queue(sqlUnitNew, us, s.o.NodeID, s.session)
+		keys := make([]string, len(us))
+		for i, u := range us {
+			keys[i] = "#" + strconv.FormatInt(u, 10) // a subscription's unit is never new
+			if p := t.entPuts[uint64(u)]; p != nil {
+				keys[i] = NameKey(p.name)
+			}
+		}
+		b.Queue(sqlUnitNew, us, keys, s.o.NodeID, s.session)
+	}
+	if len(t.delUnits) > 0 || len(t.newUnits) > 0 {
+		b.Queue(sqlCatalogBump)
 	}
 	if len(t.entPuts) > 0 {
 		var us, es []int64

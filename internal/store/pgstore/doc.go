@@ -10,12 +10,13 @@
 // is a queue, or a topic with its subscriptions (store.Op.Unit).
 //
 //	bb_node    (node_id) -> session, expires_at, …   this process's session (its lease)
-//	bb_unit    (unit_id) -> owner_node, owner_session, epoch   the fence row of a queue or topic
+//	bb_unit    (unit_id) -> name_key, owner_node, owner_session, epoch   the fence row of a queue or topic
 //	bb_entity  (unit_id, entity_id) -> name, spec, last_seq
 //	bb_msg     (unit_id, entity_id, seq) -> meta, size, data | body_id
 //	bb_body    (unit_id, body_id, part) -> data   Data above InlineLimit, in ChunkSize parts
 //	bb_value   (unit_id, entity_id, key) -> value
-//	bb_catalog (1) -> namespace_id, …
+//	bb_catalog (1) -> namespace_id, version, …   version: +1 per unit created or deleted
+//	bb_entity_id_seq                          entity ids of a cluster (NewEntityID)
 //	bb_commit_mark (node_id, slot) -> mark   the last transaction of each committer
 //
 // A body id is (writer's epoch << 32) | counter, so bodies written under
@@ -60,7 +61,10 @@
 // the one in flight. Release waits for the unit's commits, forgets the
 // unit (later commits are ErrNotOwner) and frees its row, reserved for a
 // chosen next owner for a while. RecoverUnit replays one unit in one
-// snapshot. A commit fenced off reports its units on Lost. A commit whose
+// snapshot. The catalog (catalog.go, store.Catalog) maps a queue's or
+// topic's name (name_key: lower-cased, unique) to its unit and owner for
+// any node, cached until bb_catalog.version moves, and hands out entity
+// ids from one sequence, so nodes creating entities never collide. A commit fenced off reports its units on Lost. A commit whose
 // outcome cannot be learned makes the store give up every unit it owns
 // (reported on Lost) instead of refusing commits: the node takes them
 // again with a higher epoch and reloads them (§6.3).

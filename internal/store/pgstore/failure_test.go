@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,7 +39,7 @@ func commit(s store.Store, sync bool, ops ...store.Op) error {
 }
 
 func putOp(id uint64) store.Op {
-	return store.Op{Kind: store.OpPutEntity, EntityID: id, Name: "q", Data: []byte("spec")}
+	return store.Op{Kind: store.OpPutEntity, EntityID: id, Name: fmt.Sprint("q", id), Data: []byte("spec")}
 }
 
 func appendOp(id, seq uint64, data string) store.Op {

@@ -74,6 +74,11 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, by string) error {
 	if err != nil {
 		return err
 	}
+	return migrateTo(ctx, pool, ms, by)
+}
+
+// migrateTo applies the migrations ms (a prefix of the binary's).
+func migrateTo(ctx context.Context, pool *pgxpool.Pool, ms []migration, by string) error {
 	const bookkeeping = `CREATE TABLE IF NOT EXISTS bb_schema_migration (
   version     integer     PRIMARY KEY,
   name        text        NOT NULL,

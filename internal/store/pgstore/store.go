@@ -24,6 +24,7 @@ type Store struct {
 	pool    *pgxpool.Pool
 	lease   *pgxpool.Pool // one connection of its own for the session renewals
 	session int64
+	catalog catalogCache // catalog.go
 
 	// gate: commit transactions hold it shared; re-taking the units after
 	// a lapsed session holds it exclusively.

@@ -135,7 +135,7 @@ func TestAcquireTakeover(t *testing.T) {
 		Message: func(m store.Message) error { got = append(got, "m:"+string(m.Meta)); return nil },
 		Value:   func(v store.Value) error { got = append(got, "v:"+v.Key+"="+string(v.Value)); return nil },
 	})
-	if err != nil || len(got) != 3 || got[0] != "e:q" || got[1] != "m:m" || got[2] != "v:k=v" {
+	if err != nil || len(got) != 3 || got[0] != "e:q1" || got[1] != "m:m" || got[2] != "v:k=v" {
 		t.Fatalf("recover unit: %v, %v", got, err)
 	}
 	if d, err := b.ReadData(1, 1); err != nil || string(d) != "one" {
