@@ -669,13 +669,20 @@ func (c *Console) messagesPage(w http.ResponseWriter, r *http.Request, s *sessio
 	return nil
 }
 
-func (c *Console) messagePage(w http.ResponseWriter, r *http.Request, s *session) error {
+// messageRef reads the message a request names (?path=&sub=&seq=) and
+// checks that the session's grant covers its entity.
+func messageRef(r *http.Request, s *session) (entity, sub string, seq int64, err error) {
 	q := r.URL.Query()
-	entity, sub := q.Get("path"), q.Get("sub")
+	entity, sub = q.Get("path"), q.Get("sub")
 	if err := covers(s, entity); err != nil {
-		return err
+		return "", "", 0, err
 	}
-	seq, err := formInt(q.Get("seq"), 0, 1, 1<<62)
+	seq, err = formInt(q.Get("seq"), 0, 1, 1<<62)
+	return entity, sub, seq, err
+}
+
+func (c *Console) messagePage(w http.ResponseWriter, r *http.Request, s *session) error {
+	entity, sub, seq, err := messageRef(r, s)
 	if err != nil {
 		return err
 	}
@@ -695,7 +702,7 @@ func (c *Console) messagePage(w http.ResponseWriter, r *http.Request, s *session
 		return &userError{status: http.StatusNotFound, msg: fmt.Sprintf("Message %d is not in '%s' (any more).", seq, subQueuePath(entity, sub))}
 	}
 	d := ds[0]
-	view := q.Get("view")
+	view := r.URL.Query().Get("view")
 	body := decodeBody(d.Message.Body)
 	if total >= 0 {
 		body.Large, body.Total = true, total

@@ -84,12 +84,7 @@ func takePreview(d *broker.Delivery) (int64, error) {
 // message/body?path=&sub=&seq=): application/octet-stream, whatever the
 // message's content type, so that a browser never renders it.
 func (c *Console) messageBody(w http.ResponseWriter, r *http.Request, s *session) error {
-	q := r.URL.Query()
-	entity, sub := q.Get("path"), q.Get("sub")
-	if err := covers(s, entity); err != nil {
-		return err
-	}
-	seq, err := formInt(q.Get("seq"), 0, 1, 1<<62)
+	entity, sub, seq, err := messageRef(r, s)
 	if err != nil {
 		return err
 	}

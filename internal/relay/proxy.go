@@ -39,15 +39,8 @@ func (g *Gateway) AttachSender(l *amqp.IncomingLink, r servicebus.Relayed) error
 	var once sync.Once
 	l.OnDetach = func(error) { once.Do(func() { close(gone) }) }
 	ok := g.spawn(func() {
-		ctx, cancel := context.WithCancel(g.ctx)
+		ctx, cancel := g.linkContext(gone)
 		defer cancel()
-		go func() {
-			select {
-			case <-gone:
-			case <-ctx.Done():
-			}
-			cancel()
-		}()
 		actx, acancel := context.WithTimeout(ctx, g.cfg.Timeout)
 		p, err := g.peer(actx, c, r.Unit)
 		var snd *goamqp.Sender
@@ -162,15 +155,8 @@ func (g *Gateway) AttachReceiver(l *amqp.OutgoingLink, r servicebus.Relayed) err
 	}
 	l.OnDisposition = rp.onDisposition
 	ok := g.spawn(func() {
-		ctx, cancel := context.WithCancel(g.ctx)
+		ctx, cancel := g.linkContext(gone)
 		defer cancel()
-		go func() {
-			select {
-			case <-gone:
-			case <-ctx.Done():
-			}
-			cancel()
-		}()
 		actx, acancel := context.WithTimeout(ctx, g.cfg.Timeout)
 		p, err := g.peer(actx, c, r.Unit)
 		if err == nil {
@@ -461,3 +447,18 @@ func (g *Gateway) Request(ctx context.Context, c *amqp.Conn, node string, payloa
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// linkContext is the context of one relayed link's goroutine: done when
+// the client's link goes (gone is closed) or the gateway stops. Its
+// watcher ends with it.
+func (g *Gateway) linkContext(gone <-chan struct{}) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(g.ctx)
+	go func() {
+		select {
+		case <-gone:
+		case <-ctx.Done():
+		}
+		cancel()
+	}()
+	return ctx, cancel
+}
