@@ -329,6 +329,12 @@ func (n *Node) unloadAll(err error) {
 func (n *Node) lost(u uint64) {
 	n.step.Lock()
 	defer n.step.Unlock()
+	if n.o.Leases.Holds(u) {
+		// A stale hint: a poll has taken the unit back (a higher epoch)
+		// and reloaded it since the fenced commit; unloading now would
+		// drop that fresh load.
+		return
+	}
 	n.mu.Lock()
 	_, ok := n.units[u]
 	delete(n.units, u)

@@ -175,6 +175,7 @@ func (p *paused) Release(ctx context.Context, u uint64, next string) error {
 	return p.l.Release(ctx, u, next)
 }
 func (p *paused) Lost() <-chan uint64 { return p.l.Lost() }
+func (p *paused) Holds(u uint64) bool { return p.l.Holds(u) }
 
 // freezable is the real clock that a pause stops.
 type freezable struct {

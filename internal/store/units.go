@@ -113,6 +113,11 @@ type UnitLeases interface {
 	// falls behind misses some, and the poller's reconciliation finds
 	// them.
 	Lost() <-chan uint64
+	// Holds reports whether this store writes unit now: acquired, and
+	// neither fenced off nor released since. A Lost hint for a unit the
+	// store holds again is stale (the unit was taken back and reloaded
+	// after the hint was sent).
+	Holds(unit uint64) bool
 }
 
 // UnitStore is a Store whose units are taken and released one by one

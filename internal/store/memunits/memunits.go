@@ -358,6 +358,14 @@ func (h *Handle) Release(ctx context.Context, unit uint64, next string) error {
 // Lost delivers units whose writes were fenced off.
 func (h *Handle) Lost() <-chan uint64 { return h.lost }
 
+// Holds reports whether this handle writes unit now (store.UnitLeases).
+func (h *Handle) Holds(unit uint64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, ok := h.epochs[unit]
+	return ok
+}
+
 // Write is a fenced write of unit: it succeeds only while the unit's
 // epoch is the one this handle acquired; otherwise it fails with
 // store.ErrNotOwner, forgets the unit and reports it on Lost.

@@ -24,6 +24,14 @@ const recoverPage = 10000
 // is dropped from it, and the cluster's poller finds it.
 func (s *Store) Lost() <-chan uint64 { return s.lost }
 
+// Holds reports whether this store writes unit now (store.UnitLeases).
+func (s *Store) Holds(unit uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.units[unit]
+	return ok
+}
+
 func (s *Store) tellLost(units []uint64) {
 	for _, u := range units {
 		select {
