@@ -34,15 +34,6 @@ import (
 // maxHistoryID bounds a ?message-id= (Service Bus allows 128 characters).
 const maxHistoryID = 256
 
-type historyAnswer struct {
-	Entity         string            `json:"entity"`
-	SequenceNumber int64             `json:"sequenceNumber,omitempty"`
-	MessageID      string            `json:"messageId,omitempty"`
-	Now            string            `json:"now"`
-	Mode           string            `json:"mode"`
-	Messages       []history.Message `json:"messages"`
-}
-
 func getHistory(h *Handler, rq *request) (*reply, error) {
 	log := h.broker.History()
 	if log == nil {
@@ -53,7 +44,7 @@ func getHistory(h *Handler, rq *request) (*reply, error) {
 		return nil, badRequest("'%s' is not a queue, topic or subscription path.", rq.res.entity)
 	}
 	now := h.broker.Now()
-	ans := historyAnswer{Entity: p.Entity, Now: now.UTC().Format(time.RFC3339Nano), Mode: log.Config().Mode.String()}
+	ans := history.Answer{Entity: p.Entity, Now: now.UTC().Format(time.RFC3339Nano), Mode: log.Config().Mode.String()}
 	q := rq.r.URL.Query()
 	id, byID := q.Get("message-id"), q.Has("message-id")
 	switch {

@@ -46,7 +46,7 @@ func FuzzHistoryRequest(f *testing.F) {
 			}
 			return
 		}
-		var ans historyAnswer
+		var ans history.Answer
 		if rep.status != http.StatusOK || json.Unmarshal(rep.body, &ans) != nil || len(ans.Messages) == 0 {
 			t.Fatalf("answered %d %s", rep.status, rep.body)
 		}

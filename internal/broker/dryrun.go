@@ -94,20 +94,9 @@ func (b *Broker) DryRun(topicName string, m *message.Message) (DryRun, error) {
 		out.Subscriptions = append(out.Subscriptions, dryRunSubscription(q.subName, rt, &env, m))
 	}
 	slices.SortFunc(out.Subscriptions, func(a, b SubscriptionDryRun) int {
-		return compareFold(a.Name, b.Name)
+		return compareKeys(a.Name, b.Name)
 	})
 	return out, nil
-}
-
-func compareFold(a, b string) int {
-	ka, kb := entityKey(a), entityKey(b)
-	switch {
-	case ka < kb:
-		return -1
-	case ka > kb:
-		return 1
-	}
-	return 0
 }
 
 // dryRunSubscription mirrors routing.evaluate and fanOut.route, keeping

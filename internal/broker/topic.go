@@ -2,6 +2,7 @@ package broker
 
 import (
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -117,15 +118,9 @@ func (s *subscriptionSet) without(q *entity) *subscriptionSet {
 	return n
 }
 
+// compareKeys orders entity names as their keys (case-insensitively).
 func compareKeys(a, b string) int {
-	ka, kb := entityKey(a), entityKey(b)
-	switch {
-	case ka < kb:
-		return -1
-	case ka > kb:
-		return 1
-	}
-	return 0
+	return strings.Compare(entityKey(a), entityKey(b))
 }
 
 // Timer kind in topic.mu.timers.

@@ -14,16 +14,6 @@ import (
 	"github.com/busbarmq/busbar/internal/history"
 )
 
-// historyAnswer is the answer of GET /$history.
-type historyAnswer struct {
-	Entity         string            `json:"entity"`
-	SequenceNumber int64             `json:"sequenceNumber,omitempty"`
-	MessageID      string            `json:"messageId,omitempty"`
-	Now            string            `json:"now"`
-	Mode           string            `json:"mode"`
-	Messages       []history.Message `json:"messages"`
-}
-
 func newHistoryCmd(a *app) *cobra.Command {
 	var (
 		seq    int64
@@ -66,7 +56,7 @@ clock under --test-clock).`,
 			} else {
 				path += "?message-id=" + url.QueryEscape(id)
 			}
-			var ans historyAnswer
+			var ans history.Answer
 			if err := a.busbarAPI(cmd.Context(), http.MethodGet, path, nil, &ans); err != nil {
 				return err
 			}

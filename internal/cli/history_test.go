@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/busbarmq/busbar/internal/config"
+	"github.com/busbarmq/busbar/internal/history"
 	"github.com/busbarmq/busbar/internal/server"
 )
 
@@ -37,7 +38,7 @@ func TestHistoryCommand(t *testing.T) {
 			t.Errorf("history output lacks %q:\n%s", want, out)
 		}
 	}
-	ans := decode[historyAnswer](t, b.run("history", "q", "--message-id", "m-1", "--json").ok(t))
+	ans := decode[history.Answer](t, b.run("history", "q", "--message-id", "m-1", "--json").ok(t))
 	if len(ans.Messages) != 1 || ans.Messages[0].SequenceNumber != 1 || len(ans.Messages[0].Events) != 3 || ans.Mode != "on" {
 		t.Errorf("--json: %+v", ans)
 	}

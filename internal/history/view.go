@@ -19,6 +19,18 @@ type Message struct {
 	Events  []EventView `json:"events"`
 }
 
+// Answer is the admin API's answer to GET /$history (JSON): the
+// histories of the message asked for, by sequence number or message id,
+// with those of its copies and forwarding hops.
+type Answer struct {
+	Entity         string    `json:"entity"`
+	SequenceNumber int64     `json:"sequenceNumber,omitempty"`
+	MessageID      string    `json:"messageId,omitempty"`
+	Now            string    `json:"now"`
+	Mode           string    `json:"mode"`
+	Messages       []Message `json:"messages"`
+}
+
 // EventView is an Event as the admin API shows it.
 type EventView struct {
 	Time          time.Time  `json:"time"`

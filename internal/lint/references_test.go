@@ -23,7 +23,7 @@ var outsideRef = regexp.MustCompile(strings.Join([]string{
 	`scale` + `-out\.md`,
 	`aesthetics` + `\.md`,
 	`\.\./[s]hared`,
-	`/work/[s]hared`,
+	`/[w]ork/[s]hared`,
 	`[s]eed [0-9]{3}`,
 	`[s]eeds?/`,
 }, "|"))

@@ -170,10 +170,6 @@ func (c *conn) attachRequests(l *amqp.IncomingLink, node address) error {
 // serveRequest decodes one request, runs it and routes the reply.
 // txnID is the transaction a management request was sent in (nil: none).
 func (c *conn) serveRequest(payload []byte, node address, session *amqp.Session, mark amqp.DispositionMark, txnID []byte) {
-	if node.kind == nodeManagement && c.remote(node) {
-		c.serveRelayed(payload, node, session) // router.go
-		return
-	}
 	var req frames.Message
 	if err := req.UnmarshalBinary(payload); err != nil {
 		c.log.Info("undecodable request", "node", node.String(), "err", err)
@@ -181,6 +177,10 @@ func (c *conn) serveRequest(payload []byte, node address, session *amqp.Session,
 	}
 	if req.Properties == nil {
 		req.Properties = &frames.Properties{}
+	}
+	if node.kind == nodeManagement && c.remote(node) {
+		c.serveRelayed(payload, &req, node, session) // router.go
+		return
 	}
 	var resp *response
 	if node.kind == nodeCBS {

@@ -184,22 +184,15 @@ func (c *conn) relayRequest(payload []byte, node address) ([]byte, error) {
 	return c.h.router.Request(c.ctx, c.c, node.String(), payload, Relayed{Unit: unitOf(node), Rights: c.rightsOn(node.path())})
 }
 
-// serveRelayed relays one management request and routes the owner's
-// response as serveRequest routes a local one. A request the owner could
-// not be asked is answered with its failure.
-func (c *conn) serveRelayed(payload []byte, node address, session *amqp.Session) {
-	var req frames.Message
-	if err := req.UnmarshalBinary(payload); err != nil {
-		c.log.Info("undecodable request", "node", node.String(), "err", err)
-		return
-	}
-	if req.Properties == nil {
-		req.Properties = &frames.Properties{}
-	}
+// serveRelayed relays one management request (payload, decoded as req
+// by serveRequest) and routes the owner's response as serveRequest routes
+// a local one. A request the owner could not be asked is answered with
+// its failure.
+func (c *conn) serveRelayed(payload []byte, req *frames.Message, node address, session *amqp.Session) {
 	out, err := c.relayRequest(payload, node)
 	if err != nil {
-		resp := failed(c.fail(appProp(&req, "operation"), node.path(), err))
-		if out, err = resp.encode(&req); err != nil {
+		resp := failed(c.fail(appProp(req, "operation"), node.path(), err))
+		if out, err = resp.encode(req); err != nil {
 			c.log.Error("cannot encode reply", "node", node.String(), "err", err)
 			return
 		}
