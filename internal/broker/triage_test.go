@@ -10,7 +10,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/busbarmq/busbar/internal/filter"
 	"github.com/busbarmq/busbar/internal/message"
 	"github.com/busbarmq/busbar/internal/store"
 	"github.com/busbarmq/busbar/internal/store/memstore"
@@ -181,8 +180,8 @@ func TestRemoveMessages(t *testing.T) {
 	}
 }
 
-// TestTestRules: the rule tester reports each rule's verdict and changes
-// nothing.
+// TestTestRules: the rule tester (the console's, on DryRun) reports each
+// rule's verdict and changes nothing.
 func TestTestRules(t *testing.T) {
 	e := newEnv(t)
 	if _, err := e.b.CreateTopic("t", DefaultTopicProperties()); err != nil {
@@ -199,29 +198,39 @@ func TestTestRules(t *testing.T) {
 		Action: &SQLAction{Expression: "SET tagged = 'yes'"}}); err != nil {
 		t.Fatal(err)
 	}
-	vs, err := e.b.TestRules("t", &message.Message{ApplicationProperties: map[string]any{"region": "us"}}, filter.SystemProps{})
+	verdicts := func(dr DryRun) (sub, rule []string, vs []RuleDryRun) {
+		for _, sd := range dr.Subscriptions {
+			for _, v := range sd.Rules {
+				sub, rule, vs = append(sub, sd.Name), append(rule, v.Name), append(vs, v)
+			}
+		}
+		return sub, rule, vs
+	}
+	dr, err := e.b.DryRun("t", &message.Message{ApplicationProperties: map[string]any{"region": "us"}})
+	subs, rules, vs := verdicts(dr)
 	if err != nil || len(vs) != 3 {
 		t.Fatalf("%v %v", vs, err)
 	}
-	for _, v := range vs {
-		want := v.Rule.Name == "$Default"
+	for i, v := range vs {
+		want := rules[i] == "$Default"
 		if v.Matched != want {
-			t.Fatalf("%s/%s matched %v", v.Subscription, v.Rule.Name, v.Matched)
+			t.Fatalf("%s/%s matched %v", subs[i], rules[i], v.Matched)
 		}
 	}
-	vs, _ = e.b.TestRules("t", &message.Message{ApplicationProperties: map[string]any{"region": "eu"}}, filter.SystemProps{})
-	for _, v := range vs {
+	dr, _ = e.b.DryRun("t", &message.Message{ApplicationProperties: map[string]any{"region": "eu"}})
+	subs, rules, vs = verdicts(dr)
+	for i, v := range vs {
 		if !v.Matched {
-			t.Fatalf("%s/%s did not match region = eu", v.Subscription, v.Rule.Name)
+			t.Fatalf("%s/%s did not match region = eu", subs[i], rules[i])
 		}
-		if v.Rule.Name == "tag" && v.Result["tagged"] != "yes" {
-			t.Fatalf("action result %v", v.Result)
+		if rules[i] == "tag" && v.Sets["tagged"] != "yes" {
+			t.Fatalf("action result %v", v.Sets)
 		}
 	}
 	if si, err := e.b.GetSubscription("t", "b"); err != nil || si.Counts.Total != 0 {
 		t.Fatalf("the tester sent something: %+v %v", si.Counts, err)
 	}
-	if _, err := e.b.TestRules("nope", &message.Message{}, filter.SystemProps{}); KindOf(err) != KindNotFound {
+	if _, err := e.b.DryRun("nope", &message.Message{}); KindOf(err) != KindNotFound {
 		t.Fatalf("missing topic: %v", err)
 	}
 }

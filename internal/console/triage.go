@@ -11,7 +11,6 @@ import (
 
 	"github.com/busbarmq/busbar/internal/admin"
 	"github.com/busbarmq/busbar/internal/broker"
-	"github.com/busbarmq/busbar/internal/filter"
 	"github.com/busbarmq/busbar/internal/message"
 )
 
@@ -286,10 +285,34 @@ func (c *Console) ruleDelete(w http.ResponseWriter, r *http.Request, s *session)
 
 type testerRow struct {
 	Sub      string
-	Accepts  bool
-	Verdicts []broker.RuleVerdict
+	Verdicts []broker.RuleDryRun
 	Gets     bool
 	Why      string
+}
+
+// testerRows turns a dry run into the tester's rows: per subscription,
+// whether it gets the message and why, and its rules' verdicts.
+func testerRows(dr broker.DryRun) []testerRow {
+	rows := make([]testerRow, 0, len(dr.Subscriptions))
+	for _, sd := range dr.Subscriptions {
+		row := testerRow{Sub: sd.Name, Verdicts: sd.Rules, Gets: sd.Accepted || sd.DeadLettered}
+		switch {
+		case sd.Inactive:
+			row.Why = "its status keeps new messages out"
+		case sd.DeadLettered && sd.DeadLetterReason == broker.ReasonSessionIDNull:
+			row.Why = "it requires sessions and the message has none: the message goes to its dead-letter queue"
+		case sd.DeadLettered:
+			row.Why = "a rule fails to evaluate: the message goes to its dead-letter queue"
+		case row.Gets:
+			row.Why = "a rule matches"
+		case len(sd.Rules) == 0:
+			row.Why = "it has no rules"
+		default:
+			row.Why = "no rule matches"
+		}
+		rows = append(rows, row)
+	}
+	return rows
 }
 
 func (c *Console) testerPage(w http.ResponseWriter, r *http.Request, s *session) error {
@@ -307,40 +330,11 @@ func (c *Console) testerPage(w http.ResponseWriter, r *http.Request, s *session)
 		m := &message.Message{ApplicationProperties: props, Subject: q.Get("subject"), ContentType: q.Get("contentType"),
 			SessionID: q.Get("sessionId"), CorrelationID: nilIfEmpty(q.Get("correlationId")), MessageID: nilIfEmpty(q.Get("messageId")),
 			To: q.Get("to"), ReplyTo: q.Get("replyTo"), Body: encodeDataBody([]byte(q.Get("body")))}
-		vs, err := c.b.TestRules(topic, m, filter.SystemProps{EnqueuedTime: c.b.Now(), Size: int64(len(m.Body))})
+		dr, err := c.b.DryRun(topic, m)
 		if err != nil {
 			return err
 		}
-		var rows []testerRow
-		for _, v := range vs {
-			if len(rows) == 0 || rows[len(rows)-1].Sub != v.Subscription {
-				rows = append(rows, testerRow{Sub: v.Subscription, Accepts: v.Accepting})
-			}
-			row := &rows[len(rows)-1]
-			row.Verdicts = append(row.Verdicts, v)
-			if v.Matched || v.DeadLetters {
-				row.Gets = true
-			}
-		}
-		for i := range rows {
-			row := &rows[i]
-			switch {
-			case !row.Accepts:
-				row.Gets, row.Why = false, "its status keeps new messages out"
-			case row.Gets:
-				row.Why = "a rule matches"
-				for _, v := range row.Verdicts {
-					if v.DeadLetters {
-						row.Why = "a rule fails to evaluate: the message goes to its dead-letter queue"
-					}
-				}
-			case len(row.Verdicts) == 0:
-				row.Why = "it has no rules"
-			default:
-				row.Why = "no rule matches"
-			}
-		}
-		data["Rows"] = rows
+		data["Rows"] = testerRows(dr)
 	}
 	c.render(w, r, s, "tester", data, false)
 	return nil
