@@ -88,18 +88,9 @@ func propertyValue(raw json.RawMessage) (any, error) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, err
 	}
-	switch x := v.(type) {
-	case string, bool:
-		return x, nil
-	case json.Number:
-		if n, err := x.Int64(); err == nil {
-			return n, nil
-		}
-		f, err := x.Float64()
-		if err != nil {
-			return nil, err
-		}
-		return f, nil
+	switch v.(type) {
+	case string, bool, json.Number:
+		return userPropValue(v) // as the data plane reads a custom property
 	}
 	return nil, errorf(http.StatusBadRequest, "a property value is a string, a number or a boolean")
 }
