@@ -10,7 +10,10 @@
 // detail; send; purge with confirmation), dead-letter triage (grouped by
 // reason; resubmit or delete chosen messages or all that match, as a
 // background job with progress), a subscription's rules and the rule
-// tester, sessions (list, state), and the scheduled timeline.
+// tester, sessions (list, state), and the scheduled timeline. With the
+// testing tools on, Manage rights also get a Time page (Options.TestClock:
+// show, advance and set the test clock) and a Faults page (Options.Faults:
+// list, add and clear fault rules), tools.go.
 //
 // # Sign-in and rights
 //
@@ -74,6 +77,7 @@ import (
 	"github.com/busbarmq/busbar/internal/auth"
 	"github.com/busbarmq/busbar/internal/broker"
 	"github.com/busbarmq/busbar/internal/clock"
+	"github.com/busbarmq/busbar/internal/faults"
 )
 
 // Prefix is where the console is served.
@@ -110,6 +114,13 @@ type Options struct {
 	// Namespace is the name of the namespace shown, for the header; ""
 	// shows none.
 	Namespace string
+	// TestClock is the namespace's test clock (--test-clock): the Time
+	// page moves it. nil: no Time page.
+	TestClock *clock.Test
+	// Faults is the namespace's fault injector (--faults): the Faults
+	// page manages its rules. nil: no Faults page.
+	Faults *faults.Set
+
 	// Switcher, when set, lists the namespaces the header offers to
 	// switch to, for a request signed in with grant g.
 	Switcher func(r *http.Request, g auth.Grant) []NamespaceLink
@@ -141,6 +152,8 @@ type Console struct {
 	cookie    string
 	namespace string
 	switcher  func(*http.Request, auth.Grant) []NamespaceLink
+	testClock *clock.Test // nil: no Time page (tools.go)
+	faults    *faults.Set // nil: no Faults page (tools.go)
 
 	mu       sync.Mutex
 	sessions map[string]*session
@@ -162,7 +175,8 @@ func New(o Options) (*Console, error) {
 		return nil, errors.New("console: Broker and Auth are required")
 	}
 	c := &Console{b: o.Broker, auth: o.Auth, auto: o.AutoSignIn, clk: o.Clock, log: o.Logger, totals: o.Totals,
-		sessions: make(map[string]*session), prefix: Prefix, cookie: cookieName, namespace: o.Namespace, switcher: o.Switcher}
+		sessions: make(map[string]*session), prefix: Prefix, cookie: cookieName, namespace: o.Namespace, switcher: o.Switcher,
+		testClock: o.TestClock, faults: o.Faults}
 	if o.Prefix != "" && o.Prefix != Prefix {
 		if !strings.HasPrefix(o.Prefix, Prefix) || !strings.HasSuffix(o.Prefix, "/") {
 			return nil, fmt.Errorf("console: Prefix %q is not a path under %s ending in /", o.Prefix, Prefix)

@@ -68,6 +68,16 @@ func (c *Console) routes() {
 	m.Handle("POST "+c.prefix+"sessions/state", c.page(auth.Manage, c.sessionState))
 	m.Handle("GET "+c.prefix+"scheduled", c.page(auth.Listen, c.scheduledPage))
 	m.Handle("GET "+c.prefix+"export", c.page(auth.Manage, c.export))
+	if c.testClock != nil {
+		m.Handle("GET "+c.prefix+"time", c.page(auth.Manage, c.timePage))
+		m.Handle("POST "+c.prefix+"time/advance", c.page(auth.Manage, c.timeAdvance))
+		m.Handle("POST "+c.prefix+"time/set", c.page(auth.Manage, c.timeSet))
+	}
+	if c.faults != nil {
+		m.Handle("GET "+c.prefix+"faults", c.page(auth.Manage, c.faultsPage))
+		m.Handle("POST "+c.prefix+"faults/add", c.page(auth.Manage, c.faultAdd))
+		m.Handle("POST "+c.prefix+"faults/clear", c.page(auth.Manage, c.faultClear))
+	}
 	c.mux = m
 }
 
@@ -138,11 +148,13 @@ type view struct {
 
 	Namespace  string          // the namespace shown ("" without a name)
 	Namespaces []NamespaceLink // the switcher's; none without one
+
+	TimeTool, FaultsTool bool // the Time and Faults pages are served (tools.go)
 }
 
 func (c *Console) render(w http.ResponseWriter, r *http.Request, s *session, name string, data any, statusWritten bool) {
 	t := c.pages[name]
-	v := view{Title: name, Session: s, Data: data, Namespace: c.namespace}
+	v := view{Title: name, Session: s, Data: data, Namespace: c.namespace, TimeTool: c.testClock != nil, FaultsTool: c.faults != nil}
 	if s != nil && c.switcher != nil {
 		v.Namespaces = c.switcher(r, s.grant)
 	}

@@ -116,7 +116,7 @@ func (cs *consoles) options(n *namespace, prefix string) console.Options {
 	if cs.reg.labelled {
 		label = nsLabel(n.name)
 	}
-	o := console.Options{Broker: n.broker, Auth: n.auth, Clock: cs.o.Clock, Prefix: prefix,
+	o := console.Options{Broker: n.broker, Auth: n.auth, Clock: cs.o.Clock, Prefix: prefix, TestClock: n.testClk, Faults: n.faults,
 		AutoSignIn: consoleAutoSignIn(n.auth, cs.httpAddr), Totals: consoleTotals(cs.metrics, label),
 		Logger: cs.log.With("component", "console", "namespace", nsLabel(n.name))}
 	if cs.reg.multi() {
