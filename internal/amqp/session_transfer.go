@@ -81,7 +81,12 @@ func (s *Session) receiveTransfer(t *frames.Transfer) (handedOver bool) {
 			// Room for a second frame, so that the common two-frame
 			// message (64 KB in 65536-byte frames) is copied once, not
 			// regrown; longer ones grow as append grows them.
-			d.Payload = make([]byte, 0, min(n, in.maxSize()))
+			if c := min(n, in.maxSize()); c <= frames.ReassemblyCap {
+				d.buf = frames.GetReassembly() // the frame's own is released below
+				d.Payload = d.buf.Bytes()[:0]
+			} else {
+				d.Payload = make([]byte, 0, c)
+			}
 		}
 		d.Tag = bytes.Clone(d.Tag) // the frame's buffer is released below
 	} else if t.DeliveryID != nil && *t.DeliveryID != d.ID {

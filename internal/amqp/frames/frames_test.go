@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"unsafe"
@@ -564,6 +565,38 @@ func TestBufferClasses(t *testing.T) {
 	}
 	var nilBuf *Buffer
 	nilBuf.Release()
+}
+
+// Reassembly buffers come back from a release (not from a sync.Pool a
+// collection empties), and a full free list drops the extra ones.
+func TestReassemblyBuffers(t *testing.T) {
+	b := GetReassembly()
+	if len(b.Bytes()) != 0 || cap(b.Bytes()) != ReassemblyCap {
+		t.Fatalf("GetReassembly: len %d cap %d", len(b.Bytes()), cap(b.Bytes()))
+	}
+	b.b = append(b.b, "frame one, frame two"...)
+	b.Release()
+	runtime.GC()
+	runtime.GC()
+	found := false
+	var held []*Buffer
+	for range cap(reassembly) + 1 {
+		g := GetReassembly()
+		found = found || g == b
+		if len(g.Bytes()) != 0 {
+			t.Fatalf("a released reassembly buffer came back with length %d", len(g.Bytes()))
+		}
+		held = append(held, g)
+	}
+	if !found {
+		t.Fatal("a released reassembly buffer was not handed out again after two collections")
+	}
+	for _, g := range held {
+		g.Release() // one more than the free list holds: no block, no panic
+	}
+	if n := len(reassembly); n != cap(reassembly) {
+		t.Fatalf("free list holds %d, want %d", n, cap(reassembly))
+	}
 }
 
 // TestReadFramePools: transfers up to MaxPooledBody are read into a pooled

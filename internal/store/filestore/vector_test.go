@@ -115,3 +115,31 @@ func TestLargeRecordBufferReused(t *testing.T) {
 		defer putRequest(r)
 	}
 }
+
+// The kept record buffers never add up to more than largeRecBudget, however
+// many large ones are given back.
+func TestLargeRecordBufferBudget(t *testing.T) {
+	var held []*request
+	for range cap(largeRecs) {
+		r := getRequest()
+		r.rec = make([]byte, 0, maxPooledRec)
+		held = append(held, r)
+	}
+	for _, r := range held {
+		putRequest(r)
+	}
+	if n := largeRecBytes.Load(); n > largeRecBudget {
+		t.Fatalf("%d bytes of record buffers kept, budget %d", n, largeRecBudget)
+	}
+	kept := 0
+	for range cap(largeRecs) {
+		r := getRequest()
+		if cap(r.rec) == maxPooledRec {
+			kept++
+		}
+		defer putRequest(r)
+	}
+	if want := int(largeRecBudget / maxPooledRec); kept > want || kept == 0 {
+		t.Fatalf("%d buffers of %d bytes kept, want 1..%d", kept, maxPooledRec, want)
+	}
+}

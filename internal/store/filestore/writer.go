@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -27,19 +28,25 @@ type request struct {
 
 var requestPool = sync.Pool{New: func() any { return &request{done: make(chan error, 1)} }}
 
-// largeRecs keeps a few large record buffers (vecMin to maxPooledRec)
-// across garbage collections, which empty requestPool: 64 KB messages
-// make collections frequent, and a fresh buffer is cleared before
-// encodeBatch overwrites it, which cost about 6 % of the broker's CPU in
-// a 64 KB send profile. Shared by a process's stores; at most 8 MiB stays
+// largeRecs keeps large record buffers (vecMin to maxPooledRec) across
+// garbage collections, which empty requestPool: 64 KB messages make
+// collections frequent, and a fresh buffer is cleared by the runtime
+// before encodeBatch overwrites it (about 6 % of the broker's CPU in a
+// 64 KB send profile when a sender link's groups of up to 4 MiB were not
+// kept). Shared by a process's stores; at most largeRecBudget bytes wait
 // here.
-var largeRecs = make(chan []byte, 8)
+var (
+	largeRecs      = make(chan []byte, 16)
+	largeRecBytes  atomic.Int64 // capacity of the buffers in largeRecs
+	largeRecBudget = int64(16 << 20)
+)
 
 func getRequest() *request {
 	r := requestPool.Get().(*request)
 	if cap(r.rec) < vecMin {
 		select {
 		case b := <-largeRecs:
+			largeRecBytes.Add(-int64(cap(b)))
 			r.rec = b
 		default:
 		}
@@ -47,20 +54,27 @@ func getRequest() *request {
 	return r
 }
 
-// maxPooledRec bounds the record buffers kept in requestPool: a batch of a
-// few hundred 1 KB messages (a sender link's group) reuses its buffer, one
-// of large messages does not pin it.
-const maxPooledRec = 1 << 20
+// maxPooledRec bounds the record buffers kept: a sender link's group (up
+// to 4 MiB of messages, internal/servicebus) reuses its buffer, a batch
+// of larger messages does not pin one.
+const maxPooledRec = 5 << 20
 
 func putRequest(r *request) {
 	switch c := cap(r.rec); {
 	case c > maxPooledRec:
 		r.rec = nil
 	case c >= vecMin:
-		select {
-		case largeRecs <- r.rec[:0]:
+		if largeRecBytes.Add(int64(c)) <= largeRecBudget {
+			select {
+			case largeRecs <- r.rec[:0]:
+				r.rec = nil
+			default:
+				largeRecBytes.Add(-int64(c))
+				r.rec = nil // a large buffer does not go to requestPool
+			}
+		} else {
+			largeRecBytes.Add(-int64(c))
 			r.rec = nil
-		default:
 		}
 	}
 	r.rec = r.rec[:0]
