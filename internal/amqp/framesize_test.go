@@ -165,3 +165,53 @@ func (r *rawClient) transferSplit(handle, id uint32, payload []byte, max int) in
 	}
 	return n
 }
+
+// TestTwoFrameMessages: a message split over two or three frames of
+// 65536 bytes, whose first frame is kept and the rest appended in place
+// (gatherInPlace), arrives whole, with released buffers poisoned so that
+// a payload still aliasing a released buffer would show.
+func TestTwoFrameMessages(t *testing.T) {
+	frames.PoisonReleased(true)
+	t.Cleanup(func() { frames.PoisonReleased(false) })
+	b := newTestBroker()
+	_, addr := startServer(t, b, Config{MaxMessageSize: 1 << 20})
+	for _, size := range []int{65536 + 100, 100000, frames.ReassemblyCap - 200, frames.ReassemblyCap + 5000} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			payload := make([]byte, size)
+			for i := range payload {
+				payload[i] = byte(i*7 + size)
+			}
+			q := fmt.Sprintf("two-%d", size)
+			r := dialRaw(t, addr)
+			r.handshake(nil)
+			r.send(0, &frames.Begin{IncomingWindow: 1000, OutgoingWindow: 1000})
+			if _, ok := r.next().(*frames.Begin); !ok {
+				t.Fatal("no begin reply")
+			}
+			r.attachSender(0, "s", q)
+			if n := r.transferSplit(0, 0, payload, DefaultMaxFrameSize); n < 2 {
+				t.Fatalf("sent in %d frames", n)
+			}
+			if d, ok := r.next().(*frames.Disposition); !ok || d.First != 0 {
+				t.Fatalf("got %v; want the disposition of delivery 0", d)
+			}
+			r.attachReceiver(1, "r", q)
+			r.send(0, &frames.Flow{NextIncomingID: ptr(uint32(0)), IncomingWindow: 1000, OutgoingWindow: 1000,
+				Handle: ptr(uint32(1)), DeliveryCount: ptr(uint32(0)), LinkCredit: ptr(uint32(1))})
+			var got []byte
+			for {
+				tr, ok := r.next().(*frames.Transfer)
+				if !ok || tr.Handle != 1 {
+					t.Fatalf("got %v; want a transfer on handle 1", tr)
+				}
+				got = append(got, tr.Payload...)
+				if !tr.More {
+					break
+				}
+			}
+			if !bytes.Equal(got, payload) {
+				t.Fatalf("received %d bytes, not the %d sent (or not the same)", len(got), len(payload))
+			}
+		})
+	}
+}

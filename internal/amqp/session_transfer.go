@@ -77,6 +77,14 @@ func (s *Session) receiveTransfer(t *frames.Transfer) (handedOver bool) {
 		in.partial = d
 		in.oversize, in.refused, in.spooledBytes = false, nil, 0
 		d.Payload = nil
+		if t.More && !t.Aborted && in.gatherInPlace(t) {
+			// The first frame's buffer has room for the rest (frames
+			// read large transfers into reassembly-sized buffers): the
+			// delivery keeps it and the next frames are appended in
+			// place, so the first frame is never copied.
+			d.Payload, d.buf = t.Payload, t.Buf
+			return true
+		}
 		if n := uint64(2 * len(t.Payload)); !t.Aborted && n > 0 {
 			// Room for a second frame, so that the common two-frame
 			// message (64 KB in 65536-byte frames) is copied once, not
@@ -115,6 +123,16 @@ func (s *Session) receiveTransfer(t *frames.Transfer) (handedOver bool) {
 	}
 	in.deliver(s, d)
 	return false
+}
+
+// gatherInPlace reports whether the first frame t of a delivery can be
+// kept as the start of its payload: its buffer has room for a second
+// frame as large, and its payload would go to memory as it is (within
+// the size limit and below any spooling threshold).
+func (in *IncomingLink) gatherInPlace(t *frames.Transfer) bool {
+	n := len(t.Payload)
+	return t.Buf != nil && n > 0 && cap(t.Payload)-n >= n &&
+		uint64(n) <= in.maxSize() && (in.Spool == nil || in.SpoolFrom <= 0 || n <= in.SpoolFrom)
 }
 
 // take adds a frame's payload to the partial delivery d: in memory, or in
