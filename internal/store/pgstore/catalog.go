@@ -114,6 +114,17 @@ func (s *Store) Lookup(ctx context.Context, name string) (CatalogEntry, bool, er
 	return e, ok, nil
 }
 
+// UnitCount implements store.Catalog from the cached catalog, read
+// again first when bb_catalog.version moved.
+func (s *Store) UnitCount(ctx context.Context) (int, error) {
+	if _, _, err := s.Lookup(ctx, ""); err != nil {
+		return 0, err
+	}
+	s.catalog.mu.Lock()
+	defer s.catalog.mu.Unlock()
+	return len(s.catalog.byName), nil
+}
+
 // UnitNamed implements store.Catalog.
 func (s *Store) UnitNamed(ctx context.Context, name string) (uint64, bool, error) {
 	e, ok, err := s.Lookup(ctx, name)
