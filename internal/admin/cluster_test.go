@@ -95,6 +95,9 @@ func TestClusterForwarding(t *testing.T) {
 		if _, err := owner.b.GetSubscription("events", "audit"); err != nil {
 			t.Fatalf("the owner has no subscription: %v", err)
 		}
+		if status, _, body := gw.do("POST", "/$rules/dry-run", `{"topic": "events", "message": {"subject": "x"}}`); status != http.StatusOK || !strings.Contains(body, `"accepted":["audit"]`) {
+			t.Fatalf("dry run on a remote topic: %d\n%s", status, body)
+		}
 		if status, _, body := gw.do("POST", "/d-remote/messages", "hi"); status != http.StatusCreated {
 			t.Fatalf("send to a remote queue: %d\n%s", status, body)
 		}

@@ -146,12 +146,14 @@ type Mux struct {
 	amqp   *subListener
 	http   *subListener
 
-	wg sync.WaitGroup
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	sniffing map[net.Conn]struct{} // connections not sorted yet
 }
 
 // NewMux returns the Mux of ln for the listener l; Serve runs it.
 func NewMux(ln net.Listener, l *Listener) *Mux {
-	m := &Mux{ln: ln, secret: l.secret, self: l.self, verify: l.verifier, log: l.log}
+	m := &Mux{ln: ln, secret: l.secret, self: l.self, verify: l.verifier, log: l.log, sniffing: make(map[net.Conn]struct{})}
 	m.amqp = &subListener{m: m, ch: make(chan net.Conn), done: make(chan struct{})}
 	m.http = &subListener{m: m, ch: make(chan net.Conn), done: make(chan struct{})}
 	return m
@@ -163,8 +165,8 @@ func (m *Mux) AMQP() net.Listener { return m.amqp }
 // HTTP is the listener of the proven HTTP connections.
 func (m *Mux) HTTP() net.Listener { return m.http }
 
-// Serve accepts connections until ln is closed, then waits for the
-// connections being sorted.
+// Serve accepts connections until ln is closed, then closes the
+// connections not sorted yet and waits for their goroutines.
 func (m *Mux) Serve() error {
 	defer m.wg.Wait()
 	for {
@@ -174,8 +176,16 @@ func (m *Mux) Serve() error {
 			if errors.As(err, &ne) && ne.Timeout() {
 				continue
 			}
+			m.mu.Lock()
+			for c := range m.sniffing {
+				c.Close()
+			}
+			m.mu.Unlock()
 			return err
 		}
+		m.mu.Lock()
+		m.sniffing[c] = struct{}{}
+		m.mu.Unlock()
 		m.wg.Add(1)
 		go func() { defer m.wg.Done(); m.sort(c) }()
 	}
@@ -183,6 +193,11 @@ func (m *Mux) Serve() error {
 
 // sort reads what c is and hands it on, or closes it.
 func (m *Mux) sort(c net.Conn) {
+	defer func() {
+		m.mu.Lock()
+		delete(m.sniffing, c)
+		m.mu.Unlock()
+	}()
 	_ = c.SetDeadline(time.Now().Add(sniffTimeout))
 	br := bufio.NewReaderSize(c, maxPreamble+16)
 	head, err := br.Peek(4)

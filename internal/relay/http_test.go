@@ -47,8 +47,12 @@ func startMux(t *testing.T, sessions Sessions, handler func(w http.ResponseWrite
 		_ = srv.Shutdown(ctx)
 		_ = hs.Shutdown(ctx)
 		ln.Close()
+		began := time.Now()
 		for range 3 {
 			<-done
+		}
+		if d := time.Since(began); d > sniffTimeout/2 {
+			t.Errorf("the mux took %v to stop (a connection still being sorted was not closed)", d)
 		}
 	})
 	return ln.Addr().String()
@@ -66,6 +70,12 @@ func newForwarder(t *testing.T, secret []byte) *HTTPForwarder {
 
 func TestHTTPOverInternalListener(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t) })
+	var silentConn net.Conn
+	t.Cleanup(func() {
+		if silentConn != nil {
+			silentConn.Close()
+		}
+	})
 	var misdirect atomic.Int32 // answers 421 while positive
 	addr := startMux(t, sessionsOf(map[string]int64{"a": 7}), func(w http.ResponseWriter, r *http.Request, g auth.Grant) {
 		if misdirect.Add(-1) >= 0 {
@@ -155,6 +165,15 @@ func TestHTTPOverInternalListener(t *testing.T) {
 		}
 		conn.Close()
 	})
+
+	// A connection that says nothing is still being sorted when the
+	// listener closes (startMux's clean-up runs before silentConn's):
+	// closed then, not waited for.
+	silent, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	silentConn = silent
 
 	t.Run("a connection that is neither is closed", func(t *testing.T) {
 		for _, hello := range []string{"GET / HTTP/1.1\r\nHost: b\r\n\r\n", "BBH1 a 1.2.3\n"} {
