@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"slices"
 	"sync"
 	"time"
 
@@ -190,7 +189,7 @@ func (c *clusterPart) Units(ctx context.Context) ([]admin.RemoteUnit, error) {
 	if err != nil {
 		return nil, err
 	}
-	var nodes []pgstoreNode
+	var live map[string]bool
 	var out []admin.RemoteUnit
 	for _, e := range list {
 		if _, ok := c.broker.EntityStoreID(e.Name); ok {
@@ -207,12 +206,12 @@ func (c *clusterPart) Units(ctx context.Context) ([]admin.RemoteUnit, error) {
 			node = "" // not loaded yet, or being unloaded
 		}
 		if node != "" {
-			if nodes == nil {
-				if nodes, err = c.liveNodes(ctx); err != nil {
+			if live == nil {
+				if live, err = c.liveNodes(ctx); err != nil {
 					return nil, err
 				}
 			}
-			if !slices.ContainsFunc(nodes, func(n pgstoreNode) bool { return n.id == node }) {
+			if !live[node] {
 				node = "" // its node is gone: the unit is being taken over
 			}
 		}
@@ -221,21 +220,19 @@ func (c *clusterPart) Units(ctx context.Context) ([]admin.RemoteUnit, error) {
 	return out, nil
 }
 
-// pgstoreNode is a live node and its internal address.
-type pgstoreNode struct{ id, addr string }
-
-func (c *clusterPart) liveNodes(ctx context.Context) ([]pgstoreNode, error) {
+// liveNodes is the set of the nodes with a live session.
+func (c *clusterPart) liveNodes(ctx context.Context) (map[string]bool, error) {
 	nodes, err := c.store.Nodes(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var out []pgstoreNode
+	live := make(map[string]bool, len(nodes))
 	for _, n := range nodes {
 		if n.Live {
-			out = append(out, pgstoreNode{n.ID, n.Addr})
+			live[n.ID] = true
 		}
 	}
-	return out, nil
+	return live, nil
 }
 
 // ForwardNode implements admin.Cluster.
@@ -303,6 +300,7 @@ func (c *clusterPart) serve(ctx context.Context, o Options, owner relayOwner, go
 			adm.ServeHTTP(w, r.WithContext(admin.WithPrincipal(r.Context(), g)))
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute, // the forwarders close theirs after 30 s
 		ErrorLog:          slog.NewLogLogger(c.log.Handler(), slog.LevelWarn),
 	}
 	goServe("cluster", c.mux.Serve)
