@@ -403,3 +403,56 @@ func TestClusterConfigEntities(t *testing.T) {
 		t.Fatalf("the nodes serve %d queues and topics, want %d (each once)", total, len(ns.Queues)+len(ns.Topics))
 	}
 }
+
+// TestClusterAdminOwnerDown: while the node serving a queue is gone and
+// another takes it over, a's admin API answers 503 with Retry-After (or
+// already the new owner's answer), never a wrong one; then it answers
+// from the new owner.
+func TestClusterAdminOwnerDown(t *testing.T) {
+	nodes := startCluster(t, nil)
+	a := nodes["a"]
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cs := "Endpoint=sb://" + a.AMQPAddr().String() + ";SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;"
+	adm, err := admin.NewClientFromConnectionString(cs, &admin.ClientOptions{ClientOptions: azcore.ClientOptions{
+		Transport: plainHTTP{a.HTTPAddr().String()}, Retry: policy.RetryOptions{MaxRetries: -1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue, owner := remoteEntity(t, ctx, nodes, "orders", func(n string) error { _, err := adm.CreateQueue(ctx, n, nil); return err })
+	nodes[owner].cluster.halt()
+	stop(t, nodes[owner])
+	delete(nodes, owner)
+
+	base := "http://" + a.HTTPAddr().String()
+	statuses := map[int]int{}
+	for {
+		req, err := http.NewRequestWithContext(ctx, "GET", base+"/"+queue, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", auth.NewToken(auth.DefaultKeyName, auth.DefaultKey, base+"/"+queue, time.Now().Add(time.Hour)))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		statuses[resp.StatusCode]++
+		if resp.StatusCode == http.StatusOK {
+			if !strings.Contains(string(body), queue) {
+				t.Fatalf("200 without the queue:\n%s", body)
+			}
+			break
+		}
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+			t.Fatalf("while %s is down: %d (Retry-After %q)\n%s", owner, resp.StatusCode, resp.Header.Get("Retry-After"), body)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no node answered for %s: %v", queue, statuses)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	t.Logf("%s down: answers %v until %s took %s", owner, statuses, servedBy(nodes, queue), queue)
+}
