@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -74,7 +75,8 @@ type Handler struct {
 	dataSpools chan struct{} // the data plane's large sends in progress (dpstream.go)
 	faults     *faults.Set
 	testClock  *clock.Test
-	namespaces NamespaceManager // nil: /$namespaces answers 404
+	namespaces NamespaceManager        // nil: /$namespaces answers 404
+	cluster    atomic.Pointer[Cluster] // nil: not a cluster node (cluster.go)
 }
 
 var _ http.Handler = (*Handler)(nil)
@@ -121,6 +123,9 @@ type reply struct {
 	// store). ServeHTTP closes it, whatever happens.
 	stream    io.ReadCloser
 	streamLen int64
+	// passthrough, if set, is the whole answer: another node's, to a
+	// forwarded request (cluster.go).
+	passthrough *http.Response
 }
 
 // site is what rendering needs to know of the request: how the client
@@ -195,6 +200,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, rq, err)
 		return
 	}
+	if rep.passthrough != nil {
+		writePassthrough(w, rep.passthrough)
+		return
+	}
 	if rep.stream != nil {
 		defer rep.stream.Close()
 	}
@@ -264,7 +273,7 @@ func (h *Handler) newRequest(r *http.Request) *request {
 // admin API's own requests check Manage after parsing the resource, as
 // Azure answers "not found" before "unauthorized": see serve.)
 func (h *Handler) authorize(rq *request) error {
-	g, err := h.auth.AuthenticateHeader(rq.r.Context(), rq.r.Header.Get("Authorization"), rq.path, rq.r.Host)
+	g, err := h.authenticate(rq, rq.path)
 	if err != nil {
 		return err
 	}
@@ -279,7 +288,7 @@ func (h *Handler) serve(rq *request) (*reply, error) {
 	if dr, ok := parseDataPath(rq.r.Method, rq.path); ok {
 		return h.serveData(rq, dr) // dataplane.go
 	}
-	g, err := h.auth.AuthenticateHeader(rq.r.Context(), rq.r.Header.Get("Authorization"), rq.path, rq.r.Host)
+	g, err := h.authenticate(rq, rq.path)
 	if err != nil {
 		return nil, err
 	}
@@ -294,6 +303,11 @@ func (h *Handler) serve(rq *request) (*reply, error) {
 	ep := methods[rq.r.Method]
 	if ep == nil {
 		return nil, methodNotAllowed(rq.r.Method, rq.path, methods)
+	}
+	if unitScoped(rq.res.kind) {
+		if rep, ok, err := h.forward(rq, unitOf(rq.res.entity)); ok {
+			return rep, err
+		}
 	}
 	return ep(h, rq)
 }
@@ -359,6 +373,10 @@ func (h *Handler) writeError(w http.ResponseWriter, rq *request, err error) {
 	var ae *Error
 	if errors.As(err, &ae) && ae.Allow != "" {
 		w.Header().Set("Allow", ae.Allow)
+	}
+	var ue *UnavailableError
+	if errors.As(err, &ue) {
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
 	}
 	w.Header().Set("Content-Type", contentTypeError)
 	w.Header().Set("Content-Length", strconv.Itoa(len(xw.bytes())))

@@ -132,7 +132,7 @@ func (h *Handler) serveData(rq *request, dr dataRequest) (*reply, error) {
 }
 
 func (h *Handler) dataOp(rq *request, dr dataRequest) (*reply, error) {
-	g, err := h.auth.AuthenticateHeader(rq.r.Context(), rq.r.Header.Get("Authorization"), dr.entity, rq.r.Host)
+	g, err := h.authenticate(rq, dr.entity)
 	if err != nil {
 		return nil, err
 	}
@@ -144,6 +144,9 @@ func (h *Handler) dataOp(rq *request, dr dataRequest) (*reply, error) {
 		return nil, errorf(http.StatusUnauthorized, "Unauthorized access. '%s' claim(s) are required to perform this operation on '%s'; the key '%s' grants %s.", what, dr.entity, g.KeyName, g.Rights)
 	}
 	rq.grant = g
+	if rep, ok, err := h.forward(rq, unitOf(dr.entity)); ok {
+		return rep, err
+	}
 	ctx := rq.r.Context()
 	switch dr.op {
 	case opSend:

@@ -75,6 +75,14 @@
 // becomes an HTTP status and an <Error><Code/><Detail/></Error> body in one
 // place: httpStatus in errors.go.
 //
+// # Cluster nodes
+//
+// On a cluster node (SetCluster) requests scoped to a queue or topic
+// another node serves are authenticated here and forwarded to that node,
+// and lists merge every node's entries; a request forwarded to this
+// node carries its principal (WithPrincipal). The rules, the 421 and
+// 503 answers and the local-list format are in cluster.go.
+//
 // # XML
 //
 // Request bodies are read namespace-aware and order-insensitively: an

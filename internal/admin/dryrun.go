@@ -1,7 +1,9 @@
 package admin
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -127,11 +129,21 @@ type dryRunRule struct {
 
 func dryRun(h *Handler, rq *request) (*reply, error) {
 	var req dryRunRequest
+	var raw bytes.Buffer // the body, for a topic another node serves
+	body := rq.r.Body
+	rq.r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.TeeReader(body, &raw), body}
 	if err := readJSON(rq.r, &req); err != nil {
 		return nil, err
 	}
 	if strings.TrimSpace(req.Topic) == "" {
 		return nil, badRequest("The dry-run names no topic: send {\"topic\": …, \"message\": {…}}.")
+	}
+	rq.r.Body, rq.r.ContentLength = io.NopCloser(bytes.NewReader(raw.Bytes())), int64(raw.Len())
+	if rep, ok, err := h.forward(rq, unitOf(req.Topic)); ok {
+		return rep, err
 	}
 	m, err := req.Message.message()
 	if err != nil {

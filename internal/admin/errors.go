@@ -68,6 +68,12 @@ func httpStatus(err error) (status, subCode int, msg string) {
 		}
 		err = dp.err
 	}
+	var ue *UnavailableError
+	if errors.As(err, &ue) {
+		// A unit of another node that no node answered for (moving, or
+		// its node unreachable): writeError adds Retry-After.
+		return http.StatusServiceUnavailable, 0, ue.Error()
+	}
 	var ae *Error
 	if errors.As(err, &ae) {
 		if ae.Bare {

@@ -286,16 +286,7 @@ func deleteEntity(h *Handler, rq *request) (*reply, error) {
 // listQueues serves GET /$Resources/Queues?$skip=N&$top=M: a feed with
 // rel="next" while queues remain.
 func listQueues(h *Handler, rq *request) (*reply, error) {
-	o, err := listOptions(rq.r.URL.Query())
-	if err != nil {
-		return nil, err
-	}
-	page := h.ListQueues(o)
-	return feedReply(rq.site, "Queues", "$Resources/Queues", o, len(page.Queues), page.More, func(w *xmlWriter) {
-		for _, q := range page.Queues {
-			queueEntry(w, false, q, rq.site)
-		}
-	}), nil
+	return h.listReply(rq, "Queues")
 }
 
 // feedReply is a 200 feed of one page: n entries written by entries,

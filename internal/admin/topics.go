@@ -207,14 +207,5 @@ func putTopic(h *Handler, rq *request, desc *element) (*reply, error) {
 
 // listTopics serves GET /$Resources/Topics?$skip=N&$top=M.
 func listTopics(h *Handler, rq *request) (*reply, error) {
-	o, err := listOptions(rq.r.URL.Query())
-	if err != nil {
-		return nil, err
-	}
-	page := h.ListTopics(o)
-	return feedReply(rq.site, "Topics", "$Resources/Topics", o, len(page.Topics), page.More, func(w *xmlWriter) {
-		for _, t := range page.Topics {
-			topicEntry(w, false, t, rq.site)
-		}
-	}), nil
+	return h.listReply(rq, "Topics")
 }

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -163,6 +164,19 @@ func (b *Broker) checkEntityCount() error {
 	b.mu.RLock()
 	n := len(b.mu.queues) + len(b.mu.topics)
 	b.mu.RUnlock()
+	if b.catalog != nil {
+		// A cluster node counts every node's queues and topics.
+		ctx, cancel := context.WithTimeout(context.Background(), catalogTimeout)
+		defer cancel()
+		all, err := b.catalog.UnitCount(ctx)
+		if err != nil {
+			if e := storeError(err); e != nil {
+				return e
+			}
+			return internal(err, "counting the catalog's queues and topics")
+		}
+		n = max(n, all)
+	}
 	if n >= t.MaxEntities {
 		return errorf(KindQuotaExceeded, "The namespace already has %d queues and topics; the %s tier allows %d.", n, t.Name, t.MaxEntities)
 	}

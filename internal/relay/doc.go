@@ -2,7 +2,8 @@
 // (docs/design/cluster.md §8): how one node proves to another that it
 // belongs to the cluster, the internal listener that admits only such
 // nodes, and the gateway that relays a client's links and management
-// requests for an entity another node owns to that owner.
+// requests for an entity another node owns to that owner, and forwards
+// admin and REST data-plane requests to it over HTTP.
 //
 // # The node proof
 //
@@ -70,6 +71,37 @@
 // detached (amqp:link:detach-forced), and the SDK's retry goes through
 // the gateway again. An owner that cannot be reached fails the attach
 // with server-busy.
+//
+// # HTTP between nodes
+//
+// The admin API and the REST data plane of a unit another node serves
+// are forwarded to that node as HTTP requests (http.go). The internal
+// listener's Mux sorts each new connection by its first bytes: "AMQP"
+// goes to the internal amqp.Server, "BBH1" is a node's HTTP connection,
+// which proves itself once, before any request:
+//
+//	gateway → owner   "BBH1 " node-id " " proof "\n"      (the PLAIN user and
+//	                                                     password of a node proof;
+//	                                                     at most 253 bytes)
+//	owner → gateway   "BBH1 " hex(OwnerProof(nonce)) "\n"
+//	then              HTTP/1.1 requests and responses, kept alive
+//
+// The Verifier is the AMQP side's (same window, same nonce set); a
+// connection that fails it, or says nothing within 10 s, is closed.
+// Each forwarded request carries the principal the gateway
+// authenticated, in the Busbar-Principal header:
+//
+//	base64url, no padding, of the JSON object
+//	{"k": key name, "r": rights bits (1 Send, 2 Listen, 4 Manage),
+//	 "s": resource, "a": audience, "e": expiry, unix ms}   (at most 2048 bytes;
+//	                                                         unknown fields refused)
+//
+// The gateway replaces any such header a client sent; the owner's
+// handler reads it only on this listener. A body of known length up to
+// 1 MiB is kept so that the request can be sent again once, to the
+// owner looked up anew, after a 421 Misdirected Request (the node asked
+// does not serve the unit); larger or chunked bodies are streamed and
+// never sent twice. Responses stream back unchanged.
 //
 // Not relayed yet: transactions and send-via links (refused), entity-level
 // SAS rules of remote entities (the gateway checks the namespace's

@@ -6,12 +6,16 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"sync"
 	"time"
 
+	"github.com/busbarmq/busbar/internal/admin"
 	"github.com/busbarmq/busbar/internal/amqp"
+	"github.com/busbarmq/busbar/internal/auth"
 	"github.com/busbarmq/busbar/internal/broker"
 	"github.com/busbarmq/busbar/internal/cluster"
+	"github.com/busbarmq/busbar/internal/config"
 	"github.com/busbarmq/busbar/internal/relay"
 	"github.com/busbarmq/busbar/internal/store/pgstore"
 	"github.com/busbarmq/busbar/internal/version"
@@ -26,11 +30,27 @@ import (
 // node's last poll), over the internal listener (relay.Listener), which
 // only admits nodes that prove they hold --cluster-secret.
 //
+// The admin API and the REST data plane do the same over HTTP: the
+// admin.Handler asks clusterPart (its admin.Cluster) whether a unit is
+// another node's and forwards the request with relay.HTTPForwarder to
+// that node's internal listener, whose relay.Mux hands node-proven HTTP
+// connections to an http.Server running the default namespace's
+// admin.Handler with the forwarded principal (admin.WithPrincipal).
+//
+// Config.json entities (declareClusterEntities): every node creates the
+// queues and topics missing from the catalog at start (a name another
+// node created first counts as existing; existing entities are not
+// updated), and the node serving a topic creates its missing
+// subscriptions and rules whenever it loads the unit, and at once when it
+// created the topic itself (declaringUnits).
+//
 //	Start:    … store (cluster mode), broker (no units) … -> internal
-//	          listener bound -> gateway -> AMQP endpoint (Router) ->
-//	          internal AMQP server -> node (register, then poll: load units)
-//	Shutdown: AMQP (clients) -> gateway -> node.Stop (hand off every
-//	          unit, leave) -> internal listener -> … broker, store
+//	          listener bound -> gateway, HTTP forwarder -> AMQP endpoint
+//	          (Router) -> internal mux, AMQP and HTTP servers -> node
+//	          (register, then poll: load units) -> Config.json entities
+//	Shutdown: AMQP (clients) -> gateway, HTTP forwarder -> node.Stop
+//	          (hand off every unit, leave) -> internal AMQP and HTTP
+//	          servers -> internal listener -> … broker, store
 
 // clusterLookupTimeout bounds a catalog lookup made for one attach.
 const clusterLookupTimeout = 5 * time.Second
@@ -43,8 +63,15 @@ type clusterPart struct {
 	broker  *broker.Broker
 	node    *cluster.Node
 	gateway *relay.Gateway
+	fwd     *relay.HTTPForwarder
+	admin   *admin.Handler // the default namespace's
 	ln      net.Listener
+	mux     *relay.Mux
 	srv     *amqp.Server // the internal listener's, once serving
+	httpSrv *http.Server // the internal listener's HTTP side, once serving
+	// entities are the default namespace's Config.json entities; nil
+	// without a file.
+	entities *config.Namespace
 
 	mu      sync.Mutex
 	started bool // the node started: close hands off and leaves
@@ -57,7 +84,7 @@ func openCluster(o Options, n *namespace, log *slog.Logger) (*clusterPart, error
 	if !ok {
 		return nil, errors.New("--cluster: the store is not PostgreSQL") // Validate prevents it
 	}
-	c := &clusterPart{self: o.NodeID, log: log.With("component", "cluster"), store: ps, broker: n.broker}
+	c := &clusterPart{self: o.NodeID, log: log.With("component", "cluster"), store: ps, broker: n.broker, admin: n.admin, entities: n.entities}
 	var err error
 	if c.ln, err = net.Listen("tcp", o.ClusterListen); err != nil {
 		return nil, fmt.Errorf("cluster listener: %w", err)
@@ -66,7 +93,11 @@ func openCluster(o Options, n *namespace, log *slog.Logger) (*clusterPart, error
 	if addr == "" {
 		addr = c.ln.Addr().String()
 	}
-	c.node, err = cluster.New(cluster.Options{ID: o.NodeID, Addr: addr, Membership: ps, Leases: ps, Units: n.broker,
+	var units cluster.Units = n.broker
+	if c.entities != nil && len(c.entities.Topics) > 0 {
+		units = declaringUnits{Broker: n.broker, topics: c.entities.Topics, log: c.log}
+	}
+	c.node, err = cluster.New(cluster.Options{ID: o.NodeID, Addr: addr, Membership: ps, Leases: ps, Units: units,
 		Log: c.log, Heartbeat: o.ClusterHeartbeat, TTL: o.ClusterLeaseTTL, Margin: o.ClusterTrustMargin,
 		Poll: o.ClusterPoll, Version: version.Get().Version})
 	if err != nil {
@@ -79,6 +110,14 @@ func openCluster(o Options, n *namespace, log *slog.Logger) (*clusterPart, error
 		c.ln.Close()
 		return nil, err
 	}
+	c.fwd, err = relay.NewHTTPForwarder(relay.HTTPConfig{Secret: []byte(o.ClusterSecret), Node: o.NodeID,
+		Session: c.node.Session, Logger: c.log})
+	if err != nil {
+		c.gateway.Close()
+		c.ln.Close()
+		return nil, err
+	}
+	c.admin.SetCluster(c)
 	return c, nil
 }
 
@@ -88,28 +127,123 @@ func openCluster(o Options, n *namespace, log *slog.Logger) (*clusterPart, error
 // is unknown, gone or this node (not loaded yet) gets an owner without
 // an address: the attach fails with server-busy and the client retries.
 func (c *clusterPart) ownerOf(unit string) (relay.Owner, bool) {
-	if _, ok := c.broker.EntityStoreID(unit); ok {
-		return relay.Owner{}, false
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), clusterLookupTimeout)
 	defer cancel()
-	e, ok, err := c.store.Lookup(ctx, unit)
+	o, remote, err := c.remoteOwner(ctx, unit)
 	if err != nil {
 		c.log.Warn("catalog lookup failed", "entity", unit, "err", err)
 		return relay.Owner{Node: "(catalog unavailable)"}, true
 	}
-	if !ok {
-		return relay.Owner{}, false
+	return o, remote
+}
+
+// remoteOwner is ownerOf with the catalog's failure as an error: remote
+// false when this broker serves unit or no unit has that name; an owner
+// without an address while the unit moves.
+func (c *clusterPart) remoteOwner(ctx context.Context, unit string) (o relay.Owner, remote bool, err error) {
+	if _, ok := c.broker.EntityStoreID(unit); ok {
+		return relay.Owner{}, false, nil
+	}
+	e, ok, err := c.store.Lookup(ctx, unit)
+	if err != nil || !ok {
+		return relay.Owner{}, false, err
 	}
 	node, addr, known := c.node.OwnerOf(e.Unit)
-	if !known {
-		node = e.Owner // created since the last poll: its creator owns it
+	if !known || node == "" || node == c.self {
+		// Created or moved since the last poll: read its row.
+		if node, err = c.store.UnitOwner(ctx, e.Unit); err != nil {
+			return relay.Owner{}, false, err
+		}
 		addr = c.addrOf(ctx, node)
 	}
 	if node == "" || node == c.self {
-		return relay.Owner{Node: "(moving)"}, true
+		return relay.Owner{Node: "(moving)"}, true, nil
 	}
-	return relay.Owner{Node: node, Addr: addr}, true
+	return relay.Owner{Node: node, Addr: addr}, true, nil
+}
+
+var _ admin.Cluster = (*clusterPart)(nil)
+
+// Remote implements admin.Cluster.
+func (c *clusterPart) Remote(ctx context.Context, unit string) (bool, error) {
+	_, remote, err := c.remoteOwner(ctx, unit)
+	return remote, err
+}
+
+// Forward implements admin.Cluster: the owner is looked up again for the
+// forwarder's one retry after a not-owner answer.
+func (c *clusterPart) Forward(ctx context.Context, unit string, r *http.Request, g auth.Grant) (*http.Response, error) {
+	return c.fwd.Forward(ctx, func() (relay.Owner, error) {
+		o, remote, err := c.remoteOwner(ctx, unit)
+		if err == nil && !remote {
+			err = errors.New("the unit is served by this node now")
+		}
+		return o, err
+	}, r, g)
+}
+
+// Units implements admin.Cluster from the catalog and the node's last
+// poll.
+func (c *clusterPart) Units(ctx context.Context) ([]admin.RemoteUnit, error) {
+	list, _, err := c.store.CatalogList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var live map[string]bool
+	var out []admin.RemoteUnit
+	for _, e := range list {
+		if _, ok := c.broker.EntityStoreID(e.Name); ok {
+			continue
+		}
+		node, _, known := c.node.OwnerOf(e.Unit)
+		if !known || node == "" || node == c.self {
+			// Created or moved since the last poll: read its row.
+			if node, err = c.store.UnitOwner(ctx, e.Unit); err != nil {
+				return nil, err
+			}
+		}
+		if node == c.self {
+			node = "" // not loaded yet, or being unloaded
+		}
+		if node != "" {
+			if live == nil {
+				if live, err = c.liveNodes(ctx); err != nil {
+					return nil, err
+				}
+			}
+			if !live[node] {
+				node = "" // its node is gone: the unit is being taken over
+			}
+		}
+		out = append(out, admin.RemoteUnit{Name: e.Name, Node: node})
+	}
+	return out, nil
+}
+
+// liveNodes is the set of the nodes with a live session.
+func (c *clusterPart) liveNodes(ctx context.Context) (map[string]bool, error) {
+	nodes, err := c.store.Nodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	live := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		if n.Live {
+			live[n.ID] = true
+		}
+	}
+	return live, nil
+}
+
+// ForwardNode implements admin.Cluster.
+func (c *clusterPart) ForwardNode(ctx context.Context, node string, r *http.Request, g auth.Grant) (*http.Response, error) {
+	return c.fwd.Forward(ctx, func() (relay.Owner, error) {
+		addr := c.addrOf(ctx, node)
+		if addr == "" {
+			return relay.Owner{}, fmt.Errorf("node %s is not live", node)
+		}
+		return relay.Owner{Node: node, Addr: addr}, nil
+	}, r, g)
 }
 
 // addrOf is the internal address node registered, "" if not live.
@@ -159,7 +293,19 @@ func (c *clusterPart) serve(ctx context.Context, o Options, owner relayOwner, go
 	if c.srv, err = amqp.NewServer(l, acfg); err != nil {
 		return err
 	}
-	goServe("cluster", func() error { return c.srv.Serve(c.ln) })
+	c.mux = relay.NewMux(c.ln, l)
+	adm := c.admin
+	c.httpSrv = &http.Server{
+		Handler: relay.OwnerHTTP(func(w http.ResponseWriter, r *http.Request, g auth.Grant) {
+			adm.ServeHTTP(w, r.WithContext(admin.WithPrincipal(r.Context(), g)))
+		}),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute, // the forwarders close theirs after 30 s
+		ErrorLog:          slog.NewLogLogger(c.log.Handler(), slog.LevelWarn),
+	}
+	goServe("cluster", c.mux.Serve)
+	goServe("cluster-amqp", func() error { return c.srv.Serve(c.mux.AMQP()) })
+	goServe("cluster-http", func() error { return c.httpSrv.Serve(c.mux.HTTP()) })
 	if err := c.node.Start(ctx); err != nil {
 		return fmt.Errorf("--cluster: join: %w", err)
 	}
@@ -167,6 +313,11 @@ func (c *clusterPart) serve(ctx context.Context, o Options, owner relayOwner, go
 	c.started = true
 	c.mu.Unlock()
 	c.log.Info("cluster node started", "node", o.NodeID, "internal", c.ln.Addr().String())
+	if c.entities != nil {
+		if err := declareClusterEntities(ctx, c.broker, c.entities, c.log); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -183,6 +334,7 @@ func (c *clusterPart) halt() { c.node.Halt() }
 func (c *clusterPart) close(ctx context.Context) error {
 	var errs []error
 	c.gateway.Close()
+	c.fwd.Close()
 	c.mu.Lock()
 	started := c.started
 	c.mu.Unlock()
@@ -193,6 +345,9 @@ func (c *clusterPart) close(ctx context.Context) error {
 	}
 	if c.srv != nil {
 		errs = append(errs, c.srv.Shutdown(ctx))
+	}
+	if c.httpSrv != nil {
+		errs = append(errs, c.httpSrv.Shutdown(ctx))
 	}
 	if err := c.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 		errs = append(errs, err)

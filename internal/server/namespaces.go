@@ -53,14 +53,17 @@ import (
 
 // namespace is one namespace the server runs.
 type namespace struct {
-	name      string // as Config.json spells it; "" for the default without one
-	store     store.Store
-	broker    *broker.Broker
-	auth      *auth.Authenticator
-	metrics   *metrics.Metrics
-	faults    *faults.Set // nil unless --faults
-	testClk   *clock.Test // nil unless --test-clock
-	admin     *admin.Handler
+	name    string // as Config.json spells it; "" for the default without one
+	store   store.Store
+	broker  *broker.Broker
+	auth    *auth.Authenticator
+	metrics *metrics.Metrics
+	faults  *faults.Set // nil unless --faults
+	testClk *clock.Test // nil unless --test-clock
+	admin   *admin.Handler
+	// entities are a cluster node's Config.json entities, declared by
+	// the cluster part once the node joined; nil otherwise.
+	entities  *config.Namespace
 	sb        *servicebus.Namespace
 	hosts     []string // lower-case
 	keyName   bool     // made for a key name (--namespace-per-key-name)
@@ -208,7 +211,7 @@ func (r *nsRegistry) open(ctx context.Context, name, dir string, entities *confi
 		n.faults.SetResolver(n.broker.EntityStoreID)
 	}
 	if entities != nil && o.Cluster {
-		log.Warn("--cluster: the entities of the config file are not declared; create them through the admin API of any node")
+		n.entities = entities // declared once the node joined (cluster.go)
 	} else if entities != nil {
 		created, updated, err := applyEntities(n.broker, &config.EmulatorConfig{Namespaces: []config.Namespace{*entities}})
 		if err != nil {

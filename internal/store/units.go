@@ -142,4 +142,7 @@ type Catalog interface {
 	// UnitNamed returns the unit of the queue or topic named name (case
 	// folded), whichever node serves it; ok false when there is none.
 	UnitNamed(ctx context.Context, name string) (unit uint64, ok bool, err error)
+	// UnitCount returns how many queues and topics the cluster has, on
+	// every node: what the tier's entity quota counts.
+	UnitCount(ctx context.Context) (int, error)
 }

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -113,8 +114,34 @@ func (s *Store) Lookup(ctx context.Context, name string) (CatalogEntry, bool, er
 	return e, ok, nil
 }
 
+// UnitCount implements store.Catalog from the cached catalog, read
+// again first when bb_catalog.version moved.
+func (s *Store) UnitCount(ctx context.Context) (int, error) {
+	if _, _, err := s.Lookup(ctx, ""); err != nil {
+		return 0, err
+	}
+	s.catalog.mu.Lock()
+	defer s.catalog.mu.Unlock()
+	return len(s.catalog.byName), nil
+}
+
 // UnitNamed implements store.Catalog.
 func (s *Store) UnitNamed(ctx context.Context, name string) (uint64, bool, error) {
 	e, ok, err := s.Lookup(ctx, name)
 	return e.Unit, ok, err
+}
+
+// UnitOwner reads the owner of unit from its row, "" while it is free
+// (being handed off or taken over) or gone: fresher than the cached
+// catalog's owners, for a node whose own view of the unit is stale.
+func (s *Store) UnitOwner(ctx context.Context, unit uint64) (string, error) {
+	var owner string
+	err := s.pool.QueryRow(ctx, `SELECT coalesce(owner_node, '') FROM bb_unit WHERE unit_id = $1`, int64(unit)).Scan(&owner)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("%w: reading the owner of unit %d: %w", store.ErrUnavailable, unit, err)
+	}
+	return owner, nil
 }

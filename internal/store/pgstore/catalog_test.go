@@ -103,6 +103,12 @@ func TestCatalogCluster(t *testing.T) {
 	if u, ok, err := b.UnitNamed(ctx, "JOBS"); !ok || u != qid || err != nil {
 		t.Fatalf("b.UnitNamed(JOBS) = %d, %v, %v", u, ok, err)
 	}
+	if n, err := b.UnitCount(ctx); n != 1 || err != nil {
+		t.Fatalf("b.UnitCount() = %d, %v; want 1", n, err)
+	}
+	if o, err := b.UnitOwner(ctx, qid); o != "a" || err != nil {
+		t.Fatalf("b.UnitOwner(jobs) = %q, %v; want a", o, err)
+	}
 	if v, _ := b.CatalogVersion(ctx); v <= v0 {
 		t.Fatalf("catalog version %d after a creation, was %d", v, v0)
 	}
@@ -119,5 +125,11 @@ func TestCatalogCluster(t *testing.T) {
 	}
 	if _, ok, err := b.Lookup(ctx, "jobs"); ok || err != nil {
 		t.Fatalf("jobs after deletion: %v, %v", ok, err)
+	}
+	if n, err := b.UnitCount(ctx); n != 0 || err != nil {
+		t.Fatalf("b.UnitCount() after deletion = %d, %v; want 0", n, err)
+	}
+	if o, err := b.UnitOwner(ctx, qid); o != "" || err != nil {
+		t.Fatalf("b.UnitOwner(jobs) after deletion = %q, %v; want none", o, err)
 	}
 }
