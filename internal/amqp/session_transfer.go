@@ -76,27 +76,9 @@ func (s *Session) receiveTransfer(t *frames.Transfer) (handedOver bool) {
 		}
 		in.partial = d
 		in.oversize, in.refused, in.spooledBytes = false, nil, 0
-		d.Payload = nil
-		if t.More && !t.Aborted && in.gatherInPlace(t) {
-			// The first frame's buffer has room for the rest (frames
-			// read large transfers into reassembly-sized buffers): the
-			// delivery keeps it and the next frames are appended in
-			// place, so the first frame is never copied.
-			d.Payload, d.buf = t.Payload, t.Buf
+		if in.startPartial(d, t) {
 			return true
 		}
-		if n := uint64(2 * len(t.Payload)); !t.Aborted && n > 0 {
-			// Room for a second frame, so that the common two-frame
-			// message (64 KB in 65536-byte frames) is copied once, not
-			// regrown; longer ones grow as append grows them.
-			if c := min(n, in.maxSize()); c <= frames.ReassemblyCap {
-				d.buf = frames.GetReassembly() // the frame's own is released below
-				d.Payload = d.buf.Bytes()[:0]
-			} else {
-				d.Payload = make([]byte, 0, c)
-			}
-		}
-		d.Tag = bytes.Clone(d.Tag) // the frame's buffer is released below
 	} else if t.DeliveryID != nil && *t.DeliveryID != d.ID {
 		s.protocolError(Errorf(CondNotAllowed, "continuation transfer with delivery-id %d inside delivery %d", *t.DeliveryID, d.ID))
 		return false
@@ -122,6 +104,33 @@ func (s *Session) receiveTransfer(t *frames.Transfer) (handedOver bool) {
 		return false
 	}
 	in.deliver(s, d)
+	return false
+}
+
+// startPartial sets up the payload of d, a delivery whose first frame t
+// does not hold it whole, and reports whether d took t's buffer (the
+// caller must not release it then).
+func (in *IncomingLink) startPartial(d *IncomingDelivery, t *frames.Transfer) (kept bool) {
+	d.Payload = nil
+	if t.More && !t.Aborted && in.gatherInPlace(t) {
+		// The first frame's buffer has room for the rest (frames reads
+		// large transfers into reassembly-sized buffers): the delivery
+		// keeps it and the next frames are appended in place, so the
+		// first frame is never copied.
+		d.Payload, d.buf = t.Payload, t.Buf
+		return true
+	}
+	if n := uint64(2 * len(t.Payload)); !t.Aborted && n > 0 {
+		// Room for a second frame, so that a two-frame message is copied
+		// once, not regrown; longer ones grow as append grows them.
+		if c := min(n, in.maxSize()); c <= frames.ReassemblyCap {
+			d.buf = frames.GetReassembly() // t's own buffer is released
+			d.Payload = d.buf.Bytes()[:0]
+		} else {
+			d.Payload = make([]byte, 0, c)
+		}
+	}
+	d.Tag = bytes.Clone(d.Tag) // t's buffer is released
 	return false
 }
 
