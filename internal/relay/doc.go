@@ -71,8 +71,13 @@
 // the gateway again. An owner that cannot be reached fails the attach
 // with server-busy.
 //
-// Not relayed yet: transactions and send-via links (refused), entity-level
-// SAS rules of remote entities (the gateway checks the namespace's
+// Transactions (txn.go) are declared on the owner at their first
+// operation on a remote entity and travel there as the markers
+// servicebus.RelayTxnProperty describes; send-via links are relayed when
+// one owner serves the via entity and the destination (refused
+// otherwise).
+//
+// Not relayed yet: entity-level SAS rules of remote entities (the gateway checks the namespace's
 // policies only), spooled large messages (a relayed transfer is held in
 // memory up to the owner's max-message-size).
 package relay

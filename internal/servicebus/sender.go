@@ -33,6 +33,9 @@ type senderLink struct {
 	l      *amqp.IncomingLink
 	path   string
 	via    string // a send-via link's via entity (txn.go); "" otherwise
+	// relayTxn is the owner's txn-id every transfer of a relayed
+	// transactional link is sent in (relaytxn.go); nil otherwise.
+	relayTxn []byte
 	wake   chan struct{}
 	done   chan struct{}
 	detach sync.Once
@@ -83,7 +86,7 @@ func (c *conn) attachSender(l *amqp.IncomingLink, a address) error {
 	if err != nil {
 		return c.refuse("attach", a.path(), err)
 	}
-	s := &senderLink{c: c, l: l, path: name, via: via, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	s := &senderLink{c: c, l: l, path: name, via: via, wake: make(chan struct{}, 1), done: make(chan struct{}), relayTxn: c.relayLinkTxn(l.Properties())}
 	s.snd = c.ns().Broker.NewSender(name)
 	s.snd.SetHolder("link " + l.Name() + " on connection " + c.containerOrAddr()) // for message histories
 	// §0.2, §3.4: a non-zero max-message-size, the entity's limit; the
@@ -210,7 +213,12 @@ func (s *senderLink) store(ds []*amqp.IncomingDelivery) {
 		}
 		if ts, ok := d.State.(*frames.TransactionalState); ok {
 			flush()
-			s.txnSend(d, ts) // txn.go: recorded, applied on commit
+			s.txnSend(d, ts, false) // txn.go: recorded, applied on commit
+			continue
+		}
+		if s.relayTxn != nil { // relaytxn.go
+			flush()
+			s.txnSend(d, &frames.TransactionalState{TxnID: s.relayTxn}, true)
 			continue
 		}
 		lo := len(msgs)
