@@ -29,16 +29,16 @@ const (
 // grouped into one broker.Send (one store commit), and each delivery is
 // settled once its messages are stored.
 type senderLink struct {
-	c      *conn
-	l      *amqp.IncomingLink
-	path   string
-	via    string // a send-via link's via entity (txn.go); "" otherwise
+	c    *conn
+	l    *amqp.IncomingLink
+	path string
+	via  string // a send-via link's via entity (txn.go); "" otherwise
 	// relayTxn is the owner's txn-id every transfer of a relayed
 	// transactional link is sent in (relaytxn.go); nil otherwise.
 	relayTxn []byte
-	wake   chan struct{}
-	done   chan struct{}
-	detach sync.Once
+	wake     chan struct{}
+	done     chan struct{}
+	detach   sync.Once
 
 	// snd is the link's broker handle: a closed-loop committer whose
 	// Sends are paced (see run), so the store can wait for it before an
