@@ -68,8 +68,10 @@
 // transfer whose outcome it does not know: when the internal link fails
 // the delivery is rejected com.microsoft:server-busy and the client link
 // detached (amqp:link:detach-forced), and the SDK's retry goes through
-// the gateway again. An owner that cannot be reached fails the attach
-// with server-busy.
+// the gateway again. An attach for a unit that is moving (no owner known,
+// an owner that cannot be reached or says it no longer serves the unit)
+// is parked (park.go): tried again until the new owner serves it, or
+// failed with server-busy after GatewayConfig.Park.
 //
 // Transactions (txn.go) are declared on the owner at their first
 // operation on a remote entity and travel there as the markers

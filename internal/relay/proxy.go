@@ -41,16 +41,13 @@ func (g *Gateway) AttachSender(l *amqp.IncomingLink, r servicebus.Relayed) error
 	ok := g.spawn(func() {
 		ctx, cancel := g.linkContext(gone)
 		defer cancel()
-		actx, acancel := context.WithTimeout(ctx, g.cfg.Timeout)
-		p, err := g.peer(actx, c, r.Unit)
+		var p *peerConn
 		var snd *goamqp.Sender
-		if err == nil {
-			snd, err = p.sess.NewSender(actx, l.TargetAddress(), senderOptions(l.Name(), r, nil))
-			if err != nil && !isRemote(err) {
-				g.forget(c, p)
-			}
-		}
-		acancel()
+		err := g.attachParked(ctx, c, r.Unit, func(actx context.Context, q *peerConn) (err error) {
+			p = q
+			snd, err = q.sess.NewSender(actx, l.TargetAddress(), senderOptions(l.Name(), r, nil))
+			return err
+		})
 		if err != nil {
 			l.CompleteAttach(amqpError(err))
 			if r.Refused != nil {
@@ -113,8 +110,14 @@ func (g *Gateway) AttachSender(l *amqp.IncomingLink, r servicebus.Relayed) error
 }
 
 // isRemote says whether err is the owner's answer (the connection is
-// fine) rather than a failure of the internal connection.
+// fine) rather than a failure of the internal connection (which may
+// carry the owner's close error: it is shutting down).
 func isRemote(err error) bool {
+	var ce *goamqp.ConnError
+	var se *goamqp.SessionError
+	if errors.As(err, &ce) || errors.As(err, &se) {
+		return false
+	}
 	var ae *goamqp.Error
 	var le *goamqp.LinkError
 	return errors.As(err, &ae) || errors.As(err, &le) && le.RemoteErr != nil
@@ -167,10 +170,8 @@ func (g *Gateway) AttachReceiver(l *amqp.OutgoingLink, r servicebus.Relayed) err
 	ok := g.spawn(func() {
 		ctx, cancel := g.linkContext(gone)
 		defer cancel()
-		actx, acancel := context.WithTimeout(ctx, g.cfg.Timeout)
-		p, err := g.peer(actx, c, r.Unit)
-		rp.p = p
-		if err == nil {
+		err := g.attachParked(ctx, c, r.Unit, func(actx context.Context, p *peerConn) (err error) {
+			rp.p = p
 			rcvMode := goamqp.ReceiverSettleModeFirst
 			if l.ReceiverSettleMode() == frames.ReceiverSettleModeSecond {
 				rcvMode = goamqp.ReceiverSettleModeSecond
@@ -187,11 +188,9 @@ func (g *Gateway) AttachReceiver(l *amqp.OutgoingLink, r servicebus.Relayed) err
 				RequestedSenderSettleMode: sndMode.Ptr(),
 				Filters:                   filters(l.Source()),
 			})
-			if err != nil && !isRemote(err) {
-				g.forget(c, p)
-			}
-		}
-		acancel()
+			return err
+		})
+		p := rp.p
 		if err != nil {
 			l.CompleteAttach(amqpError(err))
 			if r.Refused != nil {

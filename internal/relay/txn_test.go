@@ -23,6 +23,7 @@ import (
 // changed while it runs.
 type txnCluster struct {
 	a, b *servicebustest.Server
+	g    *Gateway
 
 	mu     sync.Mutex
 	owners map[string]Owner
@@ -35,6 +36,13 @@ func (tc *txnCluster) setOwner(unit string, o Owner) {
 }
 
 func startTxnCluster(t *testing.T) *txnCluster {
+	t.Helper()
+	return startTxnClusterWith(t, nil)
+}
+
+// startTxnClusterWith is startTxnCluster with the gateway's configuration
+// adjusted by adjust.
+func startTxnClusterWith(t *testing.T, adjust func(*GatewayConfig)) *txnCluster {
 	t.Helper()
 	tc := &txnCluster{owners: map[string]Owner{}}
 	tc.b = servicebustest.Start(t, &servicebustest.Options{AllowAnyKey: true, Queues: []string{"in", "out"}})
@@ -54,13 +62,18 @@ func startTxnCluster(t *testing.T) *txnCluster {
 	go func() { defer close(done); _ = srv.Serve(ln) }()
 	tc.owners["in"] = Owner{Node: "b", Addr: ln.Addr().String()}
 	tc.owners["out"] = tc.owners["in"]
-	g, err := NewGateway(GatewayConfig{Secret: testSecret, Node: "a", Session: func() int64 { return 7 }, Timeout: 5 * time.Second,
+	cfg := GatewayConfig{Secret: testSecret, Node: "a", Session: func() int64 { return 7 }, Timeout: 5 * time.Second,
 		OwnerOf: func(unit string) (Owner, bool) {
 			tc.mu.Lock()
 			defer tc.mu.Unlock()
 			o, ok := tc.owners[unit]
 			return o, ok
-		}})
+		}}
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	g, err := NewGateway(cfg)
+	tc.g = g
 	if err != nil {
 		t.Fatal(err)
 	}

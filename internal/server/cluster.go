@@ -73,8 +73,8 @@ func openCluster(o Options, n *namespace, log *slog.Logger) (*clusterPart, error
 		c.ln.Close()
 		return nil, err
 	}
-	c.gateway, err = relay.NewGateway(relay.GatewayConfig{Secret: []byte(o.ClusterSecret), Node: o.NodeID,
-		Session: c.node.Session, OwnerOf: c.ownerOf, Logger: c.log})
+	c.gateway, err = relay.NewGateway(relay.GatewayConfig{Secret: []byte(o.ClusterSecret), Node: o.NodeID, Addr: addr,
+		Session: c.node.Session, OwnerOf: c.ownerOf, Logger: c.log, Park: o.ClusterPark})
 	if err != nil {
 		c.ln.Close()
 		return nil, err
