@@ -68,7 +68,7 @@ func openCluster(o Options, n *namespace, log *slog.Logger) (*clusterPart, error
 	}
 	c.node, err = cluster.New(cluster.Options{ID: o.NodeID, Addr: addr, Membership: ps, Leases: ps, Units: n.broker,
 		Log: c.log, Heartbeat: o.ClusterHeartbeat, TTL: o.ClusterLeaseTTL, Margin: o.ClusterTrustMargin,
-		Poll: o.ClusterPoll, Version: version.Get().Version})
+		Poll: o.ClusterPoll, Drain: o.ClusterDrain, Version: version.Get().Version})
 	if err != nil {
 		c.ln.Close()
 		return nil, err

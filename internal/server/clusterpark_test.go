@@ -11,6 +11,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 	goamqp "github.com/Azure/go-amqp"
 
@@ -179,4 +180,90 @@ func mapValues(m map[string]string) []string {
 		out = append(out, v)
 	}
 	return out
+}
+
+// TestClusterGracefulHandoffSettles: a client of node a holds locks on
+// messages of a queue node b serves. b leaves gracefully: while its units
+// drain (no new deliveries, sends refused retriably) the client completes
+// every locked message through a without a lock-lost, and the new owner
+// has none of them.
+func TestClusterGracefulHandoffSettles(t *testing.T) {
+	nodes, adm := startCluster(t, nil, "a", "b", "c")
+	a := nodes["a"]
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	var queue string
+	for i := 0; queue == ""; i++ {
+		if i == 40 {
+			t.Fatal("no queue placed on b")
+		}
+		name := fmt.Sprint("drain", i)
+		if _, err := adm.CreateQueue(ctx, name, nil); err != nil {
+			t.Fatalf("create %s: %v", name, err)
+		}
+		if u, _ := a.Broker().EntityStoreID(name); cluster.Winner(u, []string{"a", "b", "c"}) == "b" {
+			queue = name
+		}
+	}
+	waitFor(t, ctx, func() bool { _, ok := nodes["b"].Broker().EntityStoreID(queue); return ok }, queue+" to move to b")
+
+	cs := "Endpoint=sb://" + a.AMQPAddr().String() + ";SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;"
+	client, err := azservicebus.NewClientFromConnectionString(cs, &azservicebus.ClientOptions{RetryOptions: azservicebus.RetryOptions{
+		MaxRetries: 10, RetryDelay: 100 * time.Millisecond, MaxRetryDelay: time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close(context.Background())
+	snd, err := client.NewSender(queue, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snd.Close(context.Background())
+	for i := range 5 {
+		if err := snd.SendMessage(ctx, &azservicebus.Message{Body: []byte(fmt.Sprint("m", i))}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rcv, err := client.NewReceiverForQueue(queue, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rcv.Close(context.Background())
+	var locked []*azservicebus.ReceivedMessage
+	for len(locked) < 5 {
+		ms, err := rcv.ReceiveMessages(ctx, 5-len(locked), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		locked = append(locked, ms...)
+	}
+
+	left := make(chan error, 1)
+	go func() {
+		sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
+		defer scancel()
+		left <- nodes["b"].Shutdown(sctx)
+	}()
+	waitFor(t, ctx, func() bool { return nodes["b"].Broker().Moving(queue) != nil }, "b to drain "+queue)
+	for _, m := range locked {
+		if err := rcv.CompleteMessage(ctx, m, nil); err != nil {
+			t.Errorf("complete %s while its queue drains: %v", m.Body, err)
+		}
+	}
+	if err := <-left; err != nil {
+		t.Errorf("b's shutdown: %v", err)
+	}
+	var taker string
+	waitFor(t, ctx, func() bool {
+		for _, id := range []string{"a", "c"} {
+			if _, ok := nodes[id].Broker().EntityStoreID(queue); ok {
+				taker = id
+				return true
+			}
+		}
+		return false
+	}, "a or c to take "+queue)
+	if info, err := nodes[taker].Broker().GetQueue(queue); err != nil || info.Counts.Total != 0 {
+		t.Fatalf("the new owner %s holds %+v, %v; want none (all were completed)", taker, info.Counts, err)
+	}
 }

@@ -83,6 +83,9 @@ func (c *conn) attachSender(l *amqp.IncomingLink, a address) error {
 		return c.refuse("attach", a.path(), err)
 	}
 	name, maxSize, err := c.sendTarget(a, ref) // a queue or a topic
+	if err == nil {
+		err = c.ns().Broker.Moving(name) // being handed off: retriable
+	}
 	if err != nil {
 		return c.refuse("attach", a.path(), err)
 	}
