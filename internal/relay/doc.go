@@ -79,7 +79,10 @@
 // one owner serves the via entity and the destination (refused
 // otherwise).
 //
-// Not relayed yet: entity-level SAS rules of remote entities (the gateway checks the namespace's
-// policies only), spooled large messages (a relayed transfer is held in
+// A token signed with a remote queue's or topic's own shared access rule
+// is checked by the gateway with the rule read from the shared catalog
+// (the server wires servicebus.EntityRulesOr).
+//
+// Not relayed yet: spooled large messages (a relayed transfer is held in
 // memory up to the owner's max-message-size).
 package relay

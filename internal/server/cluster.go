@@ -112,6 +112,37 @@ func (c *clusterPart) ownerOf(unit string) (relay.Owner, bool) {
 	return relay.Owner{Node: node, Addr: addr}, true
 }
 
+// catalogRules reads the shared access rules of a queue or topic another
+// node serves from the shared store (its catalog entry and stored spec),
+// for checking a token signed with one of them on this node; none when
+// it cannot be read (the token is then refused, never admitted
+// unchecked).
+func catalogRules(ps *pgstore.Store, log *slog.Logger) func(entity string) []broker.AuthorizationRule {
+	return func(entity string) []broker.AuthorizationRule {
+		ctx, cancel := context.WithTimeout(context.Background(), clusterLookupTimeout)
+		defer cancel()
+		e, ok, err := ps.Lookup(ctx, entity)
+		if err != nil || !ok {
+			if err != nil {
+				log.Warn("catalog lookup for an entity's access rules failed", "entity", entity, "err", err)
+			}
+			return nil
+		}
+		spec, ok, err := ps.UnitSpec(ctx, e.Unit)
+		if err != nil || !ok {
+			if err != nil {
+				log.Warn("reading an entity's access rules failed", "entity", entity, "err", err)
+			}
+			return nil
+		}
+		rules, err := broker.AuthorizationRulesOf(spec)
+		if err != nil {
+			log.Warn("an entity's stored spec cannot be read", "entity", entity, "err", err)
+		}
+		return rules
+	}
+}
+
 // addrOf is the internal address node registered, "" if not live.
 func (c *clusterPart) addrOf(ctx context.Context, node string) string {
 	nodes, err := c.store.Nodes(ctx)

@@ -267,3 +267,86 @@ func TestClusterGracefulHandoffSettles(t *testing.T) {
 		t.Fatalf("the new owner %s holds %+v, %v; want none (all were completed)", taker, info.Counts, err)
 	}
 }
+
+// TestClusterEntityRuleThroughGateway: a queue served by node b has its
+// own shared access rule; a client of node a with that rule's key (a
+// connection string naming the rule, as Azure's portal gives one for an
+// entity) sends and receives through a, which reads the rule from the
+// shared catalog. The rule's key is good for that queue only, and a
+// wrong key is refused.
+func TestClusterEntityRuleThroughGateway(t *testing.T) {
+	nodes, adm := startCluster(t, nil, "a", "b")
+	a := nodes["a"]
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	rule := admin.AuthorizationRule{KeyName: ptrTo("orders-app"), PrimaryKey: ptrTo("orders-app-key-0123456789"),
+		AccessRights: []admin.AccessRight{admin.AccessRightSend, admin.AccessRightListen}}
+	var queue string
+	for i := 0; queue == ""; i++ {
+		if i == 40 {
+			t.Fatal("no queue placed on b")
+		}
+		name := fmt.Sprint("ruled", i)
+		if _, err := adm.CreateQueue(ctx, name, &admin.CreateQueueOptions{Properties: &admin.QueueProperties{
+			AuthorizationRules: []admin.AuthorizationRule{rule}}}); err != nil {
+			t.Fatalf("create %s: %v", name, err)
+		}
+		if u, _ := a.Broker().EntityStoreID(name); cluster.Winner(u, []string{"a", "b"}) == "b" {
+			queue = name
+		}
+	}
+	if _, err := adm.CreateQueue(ctx, "other", nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, func() bool {
+		_, onB := nodes["b"].Broker().EntityStoreID(queue)
+		_, onA := a.Broker().EntityStoreID(queue)
+		return onB && !onA
+	}, queue+" to move to b")
+
+	connect := func(key string) *azservicebus.Client {
+		cs := "Endpoint=sb://" + a.AMQPAddr().String() + ";SharedAccessKeyName=orders-app;SharedAccessKey=" + key + ";UseDevelopmentEmulator=true;"
+		c, err := azservicebus.NewClientFromConnectionString(cs, &azservicebus.ClientOptions{RetryOptions: azservicebus.RetryOptions{
+			MaxRetries: 2, RetryDelay: 100 * time.Millisecond, MaxRetryDelay: time.Second}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close(context.Background()) })
+		return c
+	}
+	c := connect(*rule.PrimaryKey)
+	snd, err := c.NewSender(queue, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := snd.SendMessage(ctx, &azservicebus.Message{Body: []byte("ruled")}, nil); err != nil {
+		t.Fatalf("send with the queue's own rule through a: %v", err)
+	}
+	rcv, err := c.NewReceiverForQueue(queue, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := rcv.ReceiveMessages(ctx, 1, nil)
+	if err != nil || len(ms) != 1 || string(ms[0].Body) != "ruled" {
+		t.Fatalf("receive with the queue's own rule through a: %v %v", ms, err)
+	}
+	if err := rcv.CompleteMessage(ctx, ms[0], nil); err != nil {
+		t.Fatal(err)
+	}
+	other, err := c.NewSender("other", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.SendMessage(ctx, &azservicebus.Message{Body: []byte("x")}, nil); err == nil {
+		t.Fatal("the queue's rule was good for another queue")
+	}
+	bad, err := connect("not-the-key").NewSender(queue, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bad.SendMessage(ctx, &azservicebus.Message{Body: []byte("x")}, nil); err == nil {
+		t.Fatal("a wrong key for the queue's rule was accepted")
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
