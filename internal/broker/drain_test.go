@@ -83,3 +83,47 @@ func TestDrainUnit(t *testing.T) {
 		t.Fatalf("new subscription receiver while draining: %v, want KindMoved", err)
 	}
 }
+
+// UnitDrained tells a draining unit with locks held from one without.
+func TestUnitDrained(t *testing.T) {
+	e := newEnv(t)
+	if _, err := e.b.CreateQueue("q", DefaultQueueProperties()); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.b.Send(ctx, "q", []*message.Message{{Body: []byte("a")}}); err != nil {
+		t.Fatal(err)
+	}
+	id, _ := e.b.EntityStoreID("q")
+	if e.b.UnitDrained(id) {
+		t.Fatal("a unit not draining is drained")
+	}
+	r, err := e.b.OpenReceiver("q", PeekLock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ds, err := r.TryReceive(1)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("receive: %v %v", ds, err)
+	}
+	e.b.DrainUnit(id)
+	if e.b.UnitDrained(id) {
+		t.Fatal("drained with a message locked")
+	}
+	if err := e.b.Complete(ctx, "q", ds[0].LockToken); err != nil {
+		t.Fatal(err)
+	}
+	if !e.b.UnitDrained(id) {
+		t.Fatal("not drained once its last lock was settled")
+	}
+
+	// A topic without subscriptions holds no locks.
+	if _, err := e.b.CreateTopic("t", DefaultTopicProperties()); err != nil {
+		t.Fatal(err)
+	}
+	tid, _ := e.b.EntityStoreID("t")
+	e.b.DrainUnit(tid)
+	if !e.b.UnitDrained(tid) {
+		t.Fatal("a draining topic without subscriptions is not drained")
+	}
+}

@@ -102,6 +102,51 @@ func (b *Broker) DrainUnit(unit uint64) {
 	}
 }
 
+// UnitDrained reports whether a draining unit holds nothing a client
+// could still settle: no message locked, no session held
+// (cluster.DrainWatcher). A unit that is not loaded or not draining is
+// not drained.
+func (b *Broker) UnitDrained(unit uint64) bool {
+	b.mu.RLock()
+	var ents []*entity
+	draining := false
+	for _, x := range b.mu.queues {
+		if x.id == unit {
+			ents, draining = []*entity{x}, x.draining.Load()
+			break
+		}
+	}
+	if ents == nil {
+		for _, x := range b.mu.topics {
+			if x.id == unit {
+				ents, draining = x.subs.Load().list, x.draining.Load()
+				break
+			}
+		}
+	}
+	b.mu.RUnlock()
+	if !draining {
+		return false
+	}
+	for _, q := range ents {
+		q.lockAndPublish()
+		held := len(q.mu.locks) > 0
+		if q.ss != nil && !held {
+			for _, s := range q.ss.byID {
+				if s.owner != nil {
+					held = true
+					break
+				}
+			}
+		}
+		q.mu.Unlock()
+		if held {
+			return false
+		}
+	}
+	return true
+}
+
 // Moving reports, for a queue or topic path, whether its unit is being
 // handed off (DrainUnit): KindMoved then, nil otherwise (or unknown).
 func (b *Broker) Moving(path string) error {

@@ -47,7 +47,8 @@
 // admits no new work for the unit: sends and new receivers are refused
 // retriably, receivers get no new deliveries; outstanding locks may still
 // be settled, so a graceful move loses none that are settled within
-// Drain. The release waits for
+// Drain. A broker that is also a DrainWatcher ends the drain early, at
+// the next poll, once the unit holds no locks. The release waits for
 // the unit's commits queued or in flight (the store's Release), so
 // everything acknowledged is committed before the next owner loads.
 // Stop hands off every unit the same way (the drain bounded by its
