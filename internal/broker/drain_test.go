@@ -82,6 +82,12 @@ func TestDrainUnit(t *testing.T) {
 	if _, err := e.b.OpenReceiver("t/Subscriptions/s", PeekLock); KindOf(err) != KindMoved {
 		t.Fatalf("new subscription receiver while draining: %v, want KindMoved", err)
 	}
+	if _, err := e.b.CreateSubscription("t", "s2", DefaultSubscriptionProperties(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.b.OpenReceiver("t/Subscriptions/s2", PeekLock); KindOf(err) != KindMoved {
+		t.Fatalf("receiver of a subscription created while its topic drains: %v, want KindMoved", err)
+	}
 }
 
 // UnitDrained tells a draining unit with locks held from one without.

@@ -71,6 +71,8 @@ func errDraining(name string) *Error {
 // waits for the commits in flight: the flush). A unit loaded again
 // starts undrained. Draining a unit that is not loaded does nothing.
 func (b *Broker) DrainUnit(unit uint64) {
+	b.admin.Lock() // against a subscription created meanwhile
+	defer b.admin.Unlock()
 	b.mu.RLock()
 	var q *entity
 	var t *topic
