@@ -384,6 +384,7 @@ func (b *Broker) CreateSubscription(topicName, name string, p SubscriptionProper
 	if err := b.commitCreateLocked(&batch); err != nil {
 		return SubscriptionInfo{}, internal(err, "creating subscription %q", q.name)
 	}
+	q.draining.Store(t.draining.Load()) // a topic handed off: its new subscription too (DrainUnit)
 	t.subs.Store(set.with(q))
 	b.timers.Lock()
 	b.timers.byID[id] = q

@@ -210,6 +210,8 @@ func storeError(err error) *Error {
 		return &Error{Kind: KindStoreUnavailable, Msg: "the broker's database did not answer; the change may or may not have been saved, retry"}
 	case errors.Is(err, store.ErrUnavailable):
 		return &Error{Kind: KindStoreUnavailable, Msg: "the broker's database is unavailable; nothing was changed, retry"}
+	case errors.Is(err, store.ErrNameTaken):
+		return &Error{Kind: KindAlreadyExists, Msg: "another node of the cluster has just created an entity of that name"}
 	case errors.Is(err, store.ErrNotOwner):
 		return &Error{Kind: KindMoved, Msg: "another broker process serves this entity now; nothing was changed, retry"}
 	}

@@ -326,6 +326,24 @@ func decodeSpec(b []byte) (entitySpec, error) {
 	return s, nil
 }
 
+// AuthorizationRulesOf returns the shared access rules of a queue's or a
+// topic's stored spec (store.OpPutEntity's data): what a cluster node
+// that does not serve the entity reads from the shared store to check a
+// token signed with one of them. Any other spec has none.
+func AuthorizationRulesOf(spec []byte) ([]AuthorizationRule, error) {
+	s, err := decodeSpec(spec)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case s.Kind == specKindQueue && s.Properties != nil:
+		return s.Properties.AuthorizationRules, nil
+	case s.Kind == specKindTopic && s.Topic != nil:
+		return s.Topic.AuthorizationRules, nil
+	}
+	return nil, nil
+}
+
 func be64(v int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(v)) }
 
 func readBE64(b []byte) (int64, bool) {

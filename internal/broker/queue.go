@@ -66,6 +66,10 @@ type entity struct {
 	// moved is set (before deleted) when the entity's unit is unloaded
 	// because another node owns it now: senders then get KindMoved.
 	moved atomic.Bool
+	// draining is set when the entity's unit is about to be handed off
+	// (units.go DrainUnit): no new messages are delivered or forwarded,
+	// new receivers are refused; settlements go on.
+	draining atomic.Bool
 	// forwarding mirrors "ForwardTo or ForwardDeadLetteredMessagesTo is
 	// set" for senders on the lock-free path: they take mu after pushing,
 	// so the forwarder is armed (see forward.go).
@@ -470,6 +474,9 @@ func (q *entity) makeAvailableLocked(sub SubQueue, r *rec) {
 // the cursor over unavailable records on the way. Taking the record (lock
 // or busy mark) makes it unavailable, so the next call moves past it.
 func (q *entity) peekAvailableLocked(sub SubQueue) *rec {
+	if q.draining.Load() {
+		return nil // nothing new is delivered while the unit drains
+	}
 	sq := &q.mu.subs[sub]
 	for len(sq.ready) > 0 {
 		if r := sq.idx.get(sq.ready.min()); r != nil && r.available() {

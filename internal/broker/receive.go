@@ -145,6 +145,9 @@ func (b *Broker) OpenReceiver(path string, mode ReceiveMode) (*Receiver, error) 
 	if err != nil {
 		return nil, err
 	}
+	if q.draining.Load() {
+		return nil, errDraining(q.name)
+	}
 	q.lockAndPublish()
 	defer q.mu.Unlock()
 	if err := q.receiveCheckLocked(p.SubQueue); err != nil {

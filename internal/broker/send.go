@@ -243,6 +243,8 @@ func (b *Broker) lookupSend(path string) (*entity, *topic, Path, error) {
 		return nil, nil, p, errEntityNotFound(path) // a topic has no sub-queues
 	case p.SubQueue != SubQueueMain:
 		return nil, nil, p, errorf(KindNotAllowed, "'%s' is a sub-queue; messages can only reach it by dead-lettering", path)
+	case q != nil && q.draining.Load(), t != nil && t.draining.Load():
+		return nil, nil, p, errDraining(p.Entity)
 	}
 	return q, t, p, nil
 }

@@ -351,6 +351,9 @@ func (q *entity) releaseSessionsLocked() {
 // sessionPeekAvailableLocked returns s's first available message in
 // sequence order without taking it, dropping stale entries on the way.
 func (q *entity) sessionPeekAvailableLocked(s *session) *rec {
+	if q.draining.Load() {
+		return nil // nothing new is delivered while the unit drains
+	}
 	idx := &q.mu.subs[SubQueueMain].idx
 	for len(s.ready) > 0 {
 		if r := idx.get(s.ready.min()); r != nil && r.sess == s.num && r.available() {
@@ -530,6 +533,9 @@ func (b *Broker) AcceptSession(path, sessionID string, mode ReceiveMode) (*Recei
 	if err != nil {
 		return nil, err
 	}
+	if q.draining.Load() {
+		return nil, errDraining(q.name)
+	}
 	now := b.now()
 	q.lockAt(now)
 	defer q.mu.Unlock()
@@ -556,6 +562,9 @@ func (b *Broker) AcceptNextSession(ctx context.Context, path string, mode Receiv
 		return nil, err
 	}
 	for {
+		if q.draining.Load() {
+			return nil, errDraining(q.name)
+		}
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("no session of '%s' could be accepted in time: %w", q.name, err)
 		}

@@ -62,6 +62,7 @@ type topic struct {
 	accessed atomic.Int64 // last use, Unix ns (its subscriptions' uses count)
 	deleted  atomic.Bool
 	moved    atomic.Bool  // set before deleted when the unit is unloaded
+	draining atomic.Bool  // the unit is about to be handed off: sends refused (DrainUnit)
 	disabled atomic.Bool  // Status Disabled: the subscriptions refuse receives too
 	garbageN atomic.Int32 // len(mu.garbage), read without the lock
 

@@ -55,6 +55,117 @@ func (b *Broker) LoadUnit(ctx context.Context, unit uint64) error {
 	return nil
 }
 
+// errDraining refuses new work on an entity whose unit is being handed
+// off: retriable, as a move.
+func errDraining(name string) *Error {
+	return errorf(KindMoved, "the messaging entity '%s' is moving to another node of the cluster; retry", name)
+}
+
+// DrainUnit prepares unit for a hand-off (cluster.Drainer;
+// docs/design/cluster.md §10.3 steps 2 and 3): from now on it admits no
+// new work — sends and schedules to it are refused (KindMoved, retriable),
+// new receivers and session accepts are refused alike, its receivers get
+// no new deliveries and its forwarder stops — while the locks already
+// held may still be settled, renewed or dead-lettered. The node then
+// waits out its drain budget and unloads the unit (UnloadUnit, which
+// waits for the commits in flight: the flush). A unit loaded again
+// starts undrained. Draining a unit that is not loaded does nothing.
+func (b *Broker) DrainUnit(unit uint64) {
+	b.admin.Lock() // against a subscription created meanwhile
+	defer b.admin.Unlock()
+	b.mu.RLock()
+	var q *entity
+	var t *topic
+	for _, x := range b.mu.queues {
+		if x.id == unit {
+			q = x
+			break
+		}
+	}
+	if q == nil {
+		for _, x := range b.mu.topics {
+			if x.id == unit {
+				t = x
+				break
+			}
+		}
+	}
+	b.mu.RUnlock()
+	switch {
+	case q != nil:
+		q.draining.Store(true)
+		b.log.Info("unit draining", "unit", unit, "queue", q.name)
+	case t != nil:
+		t.draining.Store(true)
+		for _, s := range t.subs.Load().list {
+			s.draining.Store(true)
+		}
+		b.log.Info("unit draining", "unit", unit, "topic", t.name)
+	}
+}
+
+// UnitDrained reports whether a draining unit holds nothing a client
+// could still settle: no message locked, no session held
+// (cluster.DrainWatcher). A unit that is not loaded or not draining is
+// not drained.
+func (b *Broker) UnitDrained(unit uint64) bool {
+	b.mu.RLock()
+	var ents []*entity
+	draining := false
+	for _, x := range b.mu.queues {
+		if x.id == unit {
+			ents, draining = []*entity{x}, x.draining.Load()
+			break
+		}
+	}
+	if ents == nil {
+		for _, x := range b.mu.topics {
+			if x.id == unit {
+				ents, draining = x.subs.Load().list, x.draining.Load()
+				break
+			}
+		}
+	}
+	b.mu.RUnlock()
+	if !draining {
+		return false
+	}
+	for _, q := range ents {
+		q.lockAndPublish()
+		held := len(q.mu.locks) > 0
+		if q.ss != nil && !held {
+			for _, s := range q.ss.byID {
+				if s.owner != nil {
+					held = true
+					break
+				}
+			}
+		}
+		q.mu.Unlock()
+		if held {
+			return false
+		}
+	}
+	return true
+}
+
+// Moving reports, for a queue or topic path, whether its unit is being
+// handed off (DrainUnit): KindMoved then, nil otherwise (or unknown).
+func (b *Broker) Moving(path string) error {
+	p, err := ParsePath(path)
+	if err != nil {
+		return nil
+	}
+	b.mu.RLock()
+	q := b.mu.queues[entityKey(p.Entity)]
+	t := b.mu.topics[entityKey(p.Entity)]
+	b.mu.RUnlock()
+	if q != nil && q.draining.Load() || t != nil && t.draining.Load() {
+		return errDraining(p.Entity)
+	}
+	return nil
+}
+
 // UnloadUnit stops serving unit: its queue, or its topic and
 // subscriptions, leave the broker's maps; receivers waiting on them and
 // operations that reach them fail with KindMoved (cause is kept for the

@@ -146,15 +146,16 @@ func TestFencingPausedBroker(t *testing.T) {
 		t.Fatal(err)
 	}
 	id, _ := a.b.EntityStoreID("orders")
-	var x, y *brokerNode
-	waitUntil(t, "the queue's unit served", 15*time.Second, func() bool {
-		_, onA := a.n.Owned()[id]
-		_, onB := b.n.Owned()[id]
-		return onA || onB
-	})
-	if x, y = a, b; func() bool { _, ok := b.n.Owned()[id]; return ok }() {
+	// The unit on the node placement gives it to (not draining towards
+	// it: a draining unit refuses sends).
+	x, y := a, b
+	if Winner(id, []string{"a", "b"}) == "b" {
 		x, y = b, a
 	}
+	waitUntil(t, "the queue's unit served by its winner", 15*time.Second, func() bool {
+		_, ok := x.n.Owned()[id]
+		return ok
+	})
 	epoch := x.n.Owned()[id]
 	if err := x.b.Send(ctx, "orders", []*message.Message{{Body: []byte("before-pause")}}); err != nil {
 		t.Fatalf("send on the owner: %v", err)

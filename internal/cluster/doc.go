@@ -43,10 +43,12 @@
 //
 //	serving ──(another node wins)──► draining ──(Drain elapsed)──► unload ──► release(next) ──► gone
 //
-// While draining, a broker that implements Drainer admits no new work for
-// the unit; outstanding locks may still be settled. (internal/broker does
-// not implement it yet: the drain is then only time in which outstanding
-// locks can be settled before the unload drops them.) The release waits for
+// While draining, a broker that implements Drainer (internal/broker does)
+// admits no new work for the unit: sends and new receivers are refused
+// retriably, receivers get no new deliveries; outstanding locks may still
+// be settled, so a graceful move loses none that are settled within
+// Drain. A broker that is also a DrainWatcher ends the drain early, at
+// the next poll, once the unit holds no locks. The release waits for
 // the unit's commits queued or in flight (the store's Release), so
 // everything acknowledged is committed before the next owner loads.
 // Stop hands off every unit the same way (the drain bounded by its

@@ -28,6 +28,14 @@ type Drainer interface {
 	DrainUnit(unit uint64)
 }
 
+// DrainWatcher is implemented by a Drainer that can tell when a draining
+// unit holds nothing a client could still settle (no message or session
+// locks): its hand-off then goes ahead at the next poll instead of
+// waiting out the whole drain.
+type DrainWatcher interface {
+	UnitDrained(unit uint64) bool
+}
+
 // Errors a node gives the broker when it unloads a unit. Both match
 // store.ErrNotOwner, which the broker reports as a move.
 var (
@@ -519,11 +527,12 @@ func (n *Node) handoffs(ctx context.Context, live []string) {
 		ids = append(ids, u)
 	}
 	slices.Sort(ids)
+	watcher, _ := n.o.Units.(DrainWatcher)
 	for _, u := range ids {
 		o := n.units[u]
 		if o.phase == draining {
 			moves++
-			if now.Sub(o.since) >= n.o.Drain {
+			if now.Sub(o.since) >= n.o.Drain || watcher != nil && watcher.UnitDrained(u) {
 				finish = append(finish, u)
 			}
 			continue

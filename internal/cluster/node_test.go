@@ -25,6 +25,9 @@ type loader struct {
 	loaded  map[uint64]bool
 	unloads []unload
 	drained []uint64
+	// empty: UnitDrained answers that every draining unit holds nothing
+	// (DrainWatcher); false keeps the whole drain.
+	empty bool
 }
 
 type unload struct {
@@ -49,6 +52,12 @@ func (b *loader) UnloadUnit(u uint64, err error) {
 	defer b.mu.Unlock()
 	delete(b.loaded, u)
 	b.unloads = append(b.unloads, unload{u, err})
+}
+
+func (b *loader) UnitDrained(u uint64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.empty && slices.Contains(b.drained, u)
 }
 
 func (b *loader) DrainUnit(u uint64) {

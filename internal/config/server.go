@@ -134,6 +134,9 @@ type Server struct {
 	ClusterLeaseTTL    time.Duration
 	ClusterTrustMargin time.Duration
 	ClusterPoll        time.Duration
+	// ClusterPark bounds how long an attach for an entity that is moving
+	// between nodes is held before it fails retriably.
+	ClusterPark time.Duration
 }
 
 // DefaultMaxNamespaces is the default of MaxNamespaces.
@@ -307,6 +310,8 @@ var serverSettings = []Setting{
 		timeout, func(s *Server) *time.Duration { return &s.ClusterTrustMargin })),
 	hidden(setting("cluster-poll", "BUSBAR_CLUSTER_POLL", "1s", "how often a node looks for dead sessions and units to take or hand off",
 		timeout, func(s *Server) *time.Duration { return &s.ClusterPoll })),
+	hidden(setting("cluster-park", "BUSBAR_CLUSTER_PARK", "15s", "how long an attach for an entity moving between nodes waits for its new node before it fails retriably",
+		timeout, func(s *Server) *time.Duration { return &s.ClusterPark })),
 }
 
 // hidden marks st as left out of --help.
@@ -541,6 +546,9 @@ func (s Server) validateCluster(add func(name, format string, args ...any)) {
 	}
 	if s.ClusterPoll <= 0 {
 		add("cluster-poll", "must be longer than 0")
+	}
+	if s.ClusterPark <= 0 {
+		add("cluster-park", "must be longer than 0")
 	}
 }
 

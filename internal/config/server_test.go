@@ -25,7 +25,7 @@ func TestDefaultServer(t *testing.T) {
 		MaxNamespaces: DefaultMaxNamespaces,
 		History:       "off", HistorySampleEvery: 100, HistoryMessages: 1000, HistoryWindow: time.Hour, HistoryMaxBytes: 64 << 20,
 		LargeMessageThreshold: 256 << 10,
-		ClusterHeartbeat:      time.Second, ClusterLeaseTTL: 5 * time.Second, ClusterTrustMargin: time.Second, ClusterPoll: time.Second,
+		ClusterHeartbeat:      time.Second, ClusterLeaseTTL: 5 * time.Second, ClusterTrustMargin: time.Second, ClusterPoll: time.Second, ClusterPark: 15 * time.Second,
 	}
 	if s != want {
 		t.Errorf("got %+v, want %+v", s, want)
@@ -71,7 +71,7 @@ func TestServerFromEnv(t *testing.T) {
 		MaxNamespaces: DefaultMaxNamespaces,
 		History:       "off", HistorySampleEvery: 100, HistoryMessages: 1000, HistoryWindow: time.Hour, HistoryMaxBytes: 64 << 20,
 		LargeMessageThreshold: 256 << 10,
-		ClusterHeartbeat:      time.Second, ClusterLeaseTTL: 5 * time.Second, ClusterTrustMargin: time.Second, ClusterPoll: time.Second,
+		ClusterHeartbeat:      time.Second, ClusterLeaseTTL: 5 * time.Second, ClusterTrustMargin: time.Second, ClusterPoll: time.Second, ClusterPark: 15 * time.Second,
 	}
 	if s != want {
 		t.Errorf("got %+v\nwant %+v", s, want)
@@ -360,6 +360,7 @@ func TestClusterSettings(t *testing.T) {
 		{"margin under a heartbeat", func(s *Server) { s.ClusterTrustMargin = 500 * time.Millisecond }, "cluster-trust-margin"},
 		{"margin not below the ttl", func(s *Server) { s.ClusterTrustMargin = 5 * time.Second }, "cluster-trust-margin"},
 		{"zero poll", func(s *Server) { s.ClusterPoll = 0 }, "cluster-poll"},
+		{"zero park", func(s *Server) { s.ClusterPark = 0 }, "cluster-park"},
 		{"node id without cluster", func(s *Server) { s.Cluster = false }, "cluster"},
 	} {
 		s := good()
@@ -380,7 +381,7 @@ func TestClusterSettings(t *testing.T) {
 			t.Errorf("--%s is hidden", st.Name)
 		}
 	}
-	if hidden != 9 {
-		t.Errorf("%d cluster settings, want 9", hidden)
+	if hidden != 10 {
+		t.Errorf("%d cluster settings, want 10", hidden)
 	}
 }

@@ -69,8 +69,10 @@
 // transfer whose outcome it does not know: when the internal link fails
 // the delivery is rejected com.microsoft:server-busy and the client link
 // detached (amqp:link:detach-forced), and the SDK's retry goes through
-// the gateway again. An owner that cannot be reached fails the attach
-// with server-busy.
+// the gateway again. An attach for a unit that is moving (no owner known,
+// an owner that cannot be reached or says it no longer serves the unit)
+// is parked (park.go): tried again until the new owner serves it, or
+// failed with server-busy after GatewayConfig.Park.
 //
 // # HTTP between nodes
 //
@@ -103,8 +105,16 @@
 // does not serve the unit); larger or chunked bodies are streamed and
 // never sent twice. Responses stream back unchanged.
 //
-// Not relayed yet: transactions and send-via links (refused), entity-level
-// SAS rules of remote entities (the gateway checks the namespace's
-// policies only), spooled large messages (a relayed transfer is held in
+// Transactions (txn.go) are declared on the owner at their first
+// operation on a remote entity and travel there as the markers
+// servicebus.RelayTxnProperty describes; send-via links are relayed when
+// one owner serves the via entity and the destination (refused
+// otherwise).
+//
+// A token signed with a remote queue's or topic's own shared access rule
+// is checked by the gateway with the rule read from the shared catalog
+// (the server wires servicebus.EntityRulesOr).
+//
+// Not relayed yet: spooled large messages (a relayed transfer is held in
 // memory up to the owner's max-message-size).
 package relay

@@ -28,8 +28,11 @@ type Owner struct {
 type GatewayConfig struct {
 	Secret []byte
 	// Node is this node's id and Session its live session (asked at
-	// each dial: it changes when the node registers anew).
+	// each dial: it changes when the node registers anew). Addr, when
+	// set, is this node's internal address: an attach parked for a unit
+	// that this node then takes is served through it (park.go).
 	Node    string
+	Addr    string
 	Session func() int64
 	// OwnerOf answers the owner of a unit; ok false when this node
 	// serves it, or no one does yet (then the local broker answers).
@@ -40,6 +43,13 @@ type GatewayConfig struct {
 	// Timeout bounds a dial, an attach and a management request on the
 	// owner. Default 30 s.
 	Timeout time.Duration
+	// Park bounds how long an attach for a unit that is moving is held
+	// (park.go; --cluster-park). Default DefaultPark.
+	Park time.Duration
+	// MaxParked and MaxParkedPerConn bound the attaches held at once, in
+	// all and per client connection. Defaults DefaultMaxParked and
+	// DefaultMaxParkedPerConn.
+	MaxParked, MaxParkedPerConn int
 }
 
 // Gateway is the gateway side of the relay: servicebus.Router over
@@ -57,6 +67,10 @@ type Gateway struct {
 
 	mu    sync.Mutex
 	peers map[*amqp.Conn]map[string]*peerConn // client connection → owner node → internal connection
+
+	parkMu     sync.Mutex
+	parked     int                // attaches held (park.go)
+	parkedConn map[*amqp.Conn]int // of them, by client connection
 }
 
 var _ servicebus.Router = (*Gateway)(nil)
@@ -69,12 +83,22 @@ func NewGateway(cfg GatewayConfig) (*Gateway, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 30 * time.Second
 	}
+	if cfg.Park <= 0 {
+		cfg.Park = DefaultPark
+	}
+	if cfg.MaxParked <= 0 {
+		cfg.MaxParked = DefaultMaxParked
+	}
+	if cfg.MaxParkedPerConn <= 0 {
+		cfg.MaxParkedPerConn = DefaultMaxParkedPerConn
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = discard()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Gateway{cfg: cfg, log: log, ctx: ctx, cancel: cancel, peers: make(map[*amqp.Conn]map[string]*peerConn)}, nil
+	return &Gateway{cfg: cfg, log: log, ctx: ctx, cancel: cancel, peers: make(map[*amqp.Conn]map[string]*peerConn),
+		parkedConn: make(map[*amqp.Conn]int)}, nil
 }
 
 // Close closes every internal connection and waits for the relay's
@@ -139,6 +163,11 @@ func (g *Gateway) peer(ctx context.Context, c *amqp.Conn, unit string) (*peerCon
 	if !ok {
 		return nil, errMoved(unit)
 	}
+	return g.peerAt(ctx, c, unit, o)
+}
+
+// peerAt is peer for owner o.
+func (g *Gateway) peerAt(ctx context.Context, c *amqp.Conn, unit string, o Owner) (*peerConn, error) {
 	g.mu.Lock()
 	if g.ctx.Err() != nil {
 		g.mu.Unlock()
@@ -247,6 +276,10 @@ func relayProps(r servicebus.Relayed) map[string]any {
 // gets: the owner's condition as it is, or server-busy for a failure
 // that is not the owner's answer (the internal connection failed).
 func amqpError(err error) *amqp.Error {
+	var own *amqp.Error
+	if errors.As(err, &own) {
+		return own // the gateway's own refusal
+	}
 	var ae *goamqp.Error
 	if errors.As(err, &ae) {
 		return &amqp.Error{Condition: frames.Symbol(ae.Condition), Description: ae.Description, Info: symbolKeys(ae.Info)}

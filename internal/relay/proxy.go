@@ -41,21 +41,13 @@ func (g *Gateway) AttachSender(l *amqp.IncomingLink, r servicebus.Relayed) error
 	ok := g.spawn(func() {
 		ctx, cancel := g.linkContext(gone)
 		defer cancel()
-		actx, acancel := context.WithTimeout(ctx, g.cfg.Timeout)
-		p, err := g.peer(actx, c, r.Unit)
+		var p *peerConn
 		var snd *goamqp.Sender
-		if err == nil {
-			snd, err = p.sess.NewSender(actx, l.TargetAddress(), &goamqp.SenderOptions{
-				Name:                        l.Name(),
-				Properties:                  relayProps(r),
-				SettlementMode:              goamqp.SenderSettleModeUnsettled.Ptr(),
-				RequestedReceiverSettleMode: goamqp.ReceiverSettleModeFirst.Ptr(),
-			})
-			if err != nil && !isRemote(err) {
-				g.forget(c, p)
-			}
-		}
-		acancel()
+		err := g.attachParked(ctx, c, r.Unit, func(actx context.Context, q *peerConn) (err error) {
+			p = q
+			snd, err = q.sess.NewSender(actx, l.TargetAddress(), senderOptions(l.Name(), r, nil))
+			return err
+		})
 		if err != nil {
 			l.CompleteAttach(amqpError(err))
 			if r.Refused != nil {
@@ -67,6 +59,8 @@ func (g *Gateway) AttachSender(l *amqp.IncomingLink, r servicebus.Relayed) error
 		l.Reply.MaxMessageSize = snd.MaxMessageSize()
 		l.Reply.Properties = symbolKeys(snd.Properties())
 		l.CompleteAttach(nil)
+		txs := &txnSenders{p: p, target: l.TargetAddress(), name: l.Name(), r: r}
+		defer txs.close()
 		for {
 			var d *amqp.IncomingDelivery
 			select {
@@ -80,9 +74,20 @@ func (g *Gateway) AttachSender(l *amqp.IncomingLink, r servicebus.Relayed) error
 				continue
 			}
 			m.Format = d.MessageFormat
-			err := snd.Send(ctx, &m, nil)
+			var ts *frames.TransactionalState
+			to := snd
+			if ts, _ = d.State.(*frames.TransactionalState); ts != nil { // txn.go
+				var ferr *frames.Error
+				if to, ferr = txs.get(ctx, ts.TxnID); ferr != nil {
+					d.Settle(&frames.Rejected{Error: ferr})
+					continue
+				}
+			}
+			err := to.Send(ctx, &m, nil)
 			var ae *goamqp.Error
 			switch {
+			case err == nil && ts != nil:
+				d.Settle(&frames.TransactionalState{TxnID: ts.TxnID, Outcome: &frames.Accepted{}})
 			case err == nil:
 				d.Settle(&frames.Accepted{})
 			case errors.As(err, &ae):
@@ -105,8 +110,14 @@ func (g *Gateway) AttachSender(l *amqp.IncomingLink, r servicebus.Relayed) error
 }
 
 // isRemote says whether err is the owner's answer (the connection is
-// fine) rather than a failure of the internal connection.
+// fine) rather than a failure of the internal connection (which may
+// carry the owner's close error: it is shutting down).
 func isRemote(err error) bool {
+	var ce *goamqp.ConnError
+	var se *goamqp.SessionError
+	if errors.As(err, &ce) || errors.As(err, &se) {
+		return false
+	}
 	var ae *goamqp.Error
 	var le *goamqp.LinkError
 	return errors.As(err, &ae) || errors.As(err, &le) && le.RemoteErr != nil
@@ -123,6 +134,8 @@ type receiverProxy struct {
 	g   *Gateway
 	l   *amqp.OutgoingLink
 	rcv *goamqp.Receiver
+	r   servicebus.Relayed
+	p   *peerConn // the internal connection rcv is on
 
 	mu      sync.Mutex
 	issued  uint32                                     // internal credit not yet used by the owner
@@ -137,7 +150,7 @@ type receiverProxy struct {
 // dispositions go to the owner, whose answer settles them.
 func (g *Gateway) AttachReceiver(l *amqp.OutgoingLink, r servicebus.Relayed) error {
 	c := l.Conn()
-	rp := &receiverProxy{g: g, l: l, pending: make(map[*amqp.OutgoingDelivery]*goamqp.Message), wake: make(chan struct{}, 1)}
+	rp := &receiverProxy{g: g, l: l, r: r, pending: make(map[*amqp.OutgoingDelivery]*goamqp.Message), wake: make(chan struct{}, 1)}
 	gone := make(chan struct{})
 	var once sync.Once
 	l.OnDetach = func(error, []*amqp.OutgoingDelivery) { once.Do(func() { close(gone) }) }
@@ -157,9 +170,8 @@ func (g *Gateway) AttachReceiver(l *amqp.OutgoingLink, r servicebus.Relayed) err
 	ok := g.spawn(func() {
 		ctx, cancel := g.linkContext(gone)
 		defer cancel()
-		actx, acancel := context.WithTimeout(ctx, g.cfg.Timeout)
-		p, err := g.peer(actx, c, r.Unit)
-		if err == nil {
+		err := g.attachParked(ctx, c, r.Unit, func(actx context.Context, p *peerConn) (err error) {
+			rp.p = p
 			rcvMode := goamqp.ReceiverSettleModeFirst
 			if l.ReceiverSettleMode() == frames.ReceiverSettleModeSecond {
 				rcvMode = goamqp.ReceiverSettleModeSecond
@@ -176,11 +188,9 @@ func (g *Gateway) AttachReceiver(l *amqp.OutgoingLink, r servicebus.Relayed) err
 				RequestedSenderSettleMode: sndMode.Ptr(),
 				Filters:                   filters(l.Source()),
 			})
-			if err != nil && !isRemote(err) {
-				g.forget(c, p)
-			}
-		}
-		acancel()
+			return err
+		})
+		p := rp.p
 		if err != nil {
 			l.CompleteAttach(amqpError(err))
 			if r.Refused != nil {
@@ -334,6 +344,17 @@ func (rp *receiverProxy) onDisposition(d *amqp.OutgoingDelivery, state frames.De
 		ctx, cancel := context.WithTimeout(rp.g.ctx, rp.g.cfg.Timeout)
 		defer cancel()
 		var err error
+		if ts, ok := state.(*frames.TransactionalState); ok { // txn.go
+			reply, ferr := rp.txnDisposition(ctx, m, ts)
+			switch {
+			case settled:
+			case ferr != nil:
+				d.Settle(&frames.Rejected{Error: ferr})
+			default:
+				d.Settle(reply)
+			}
+			return
+		}
 		switch s := state.(type) {
 		case *frames.Accepted, nil:
 			err = rp.rcv.AcceptMessage(ctx, m)
@@ -398,6 +419,21 @@ func (g *Gateway) Request(ctx context.Context, c *amqp.Conn, node string, payloa
 	if err != nil {
 		return nil, err
 	}
+	var txnID []byte
+	if r.InTxn != nil { // txn.go: on the connection the transaction is on
+		if p != r.InTxn.Peer {
+			return nil, errTxnMoved(r.Unit)
+		}
+		txnID = r.InTxn.ID
+	}
+	return p.request(ctx, c, node, payload, r, txnID)
+}
+
+// request sends one management request on p (in the owner's transaction
+// txnID, if not nil) and returns the response.
+func (p *peerConn) request(ctx context.Context, c *amqp.Conn, node string, payload []byte, r servicebus.Relayed, txnID []byte) ([]byte, error) {
+	g := p.g
+	var err error
 	p.mgmtMu.Lock()
 	defer p.mgmtMu.Unlock()
 	mp := p.mgmt[node]
@@ -427,6 +463,12 @@ func (g *Gateway) Request(ctx context.Context, c *amqp.Conn, node string, payloa
 		m.Properties = &goamqp.MessageProperties{}
 	}
 	m.Properties.ReplyTo = ptr(node + "-relay")
+	if txnID != nil {
+		if m.ApplicationProperties == nil {
+			m.ApplicationProperties = map[string]any{}
+		}
+		m.ApplicationProperties[servicebus.RelayTxnProperty] = txnID
+	}
 	if err := mp.snd.Send(ctx, &m, nil); err != nil {
 		delete(p.mgmt, node)
 		return nil, err

@@ -48,7 +48,7 @@ func twoNodesWith(t *testing.T, aOpts *servicebustest.Options) (connStr string, 
 	}
 	done := make(chan struct{})
 	go func() { defer close(done); _ = srv.Serve(ln) }()
-	g, err := NewGateway(GatewayConfig{Secret: testSecret, Node: "a", Session: func() int64 { return 7 },
+	g, err := NewGateway(GatewayConfig{Secret: testSecret, Node: "a", Session: func() int64 { return 7 }, Park: time.Second,
 		OwnerOf: func(unit string) (Owner, bool) {
 			switch unit {
 			case "q", "sq":

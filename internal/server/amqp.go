@@ -114,8 +114,9 @@ func authConfig(s config.Server) (auth.Config, error) {
 // newAuthenticator builds a namespace's authenticator, shared by its
 // AMQP connections and its admin API: the settings' policies, or
 // policies when not nil. Entity rules are read from the broker get
-// returns (nil until it is open).
-func newAuthenticator(o Options, policies []auth.Policy, get func() *broker.Broker) (*auth.Authenticator, error) {
+// returns (nil until it is open), and those of entities it does not
+// serve from remote if not nil (a cluster's catalog).
+func newAuthenticator(o Options, policies []auth.Policy, get func() *broker.Broker, remote ...func(string) []broker.AuthorizationRule) (*auth.Authenticator, error) {
 	cfg, err := authConfig(o.Server)
 	if err != nil {
 		return nil, err
@@ -126,6 +127,9 @@ func newAuthenticator(o Options, policies []auth.Policy, get func() *broker.Brok
 	var clk clock.Clock = o.Clock
 	cfg.Clock = clk
 	cfg.EntityRules = servicebus.EntityRules(get)
+	if len(remote) > 0 && remote[0] != nil {
+		cfg.EntityRules = servicebus.EntityRulesOr(get, remote[0])
+	}
 	return auth.New(cfg)
 }
 

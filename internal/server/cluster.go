@@ -99,13 +99,13 @@ func openCluster(o Options, n *namespace, log *slog.Logger) (*clusterPart, error
 	}
 	c.node, err = cluster.New(cluster.Options{ID: o.NodeID, Addr: addr, Membership: ps, Leases: ps, Units: units,
 		Log: c.log, Heartbeat: o.ClusterHeartbeat, TTL: o.ClusterLeaseTTL, Margin: o.ClusterTrustMargin,
-		Poll: o.ClusterPoll, Version: version.Get().Version})
+		Poll: o.ClusterPoll, Drain: o.ClusterDrain, Version: version.Get().Version})
 	if err != nil {
 		c.ln.Close()
 		return nil, err
 	}
-	c.gateway, err = relay.NewGateway(relay.GatewayConfig{Secret: []byte(o.ClusterSecret), Node: o.NodeID,
-		Session: c.node.Session, OwnerOf: c.ownerOf, Logger: c.log})
+	c.gateway, err = relay.NewGateway(relay.GatewayConfig{Secret: []byte(o.ClusterSecret), Node: o.NodeID, Addr: addr,
+		Session: c.node.Session, OwnerOf: c.ownerOf, Logger: c.log, Park: o.ClusterPark})
 	if err != nil {
 		c.ln.Close()
 		return nil, err
@@ -244,6 +244,37 @@ func (c *clusterPart) ForwardNode(ctx context.Context, node string, r *http.Requ
 		}
 		return relay.Owner{Node: node, Addr: addr}, nil
 	}, r, g)
+}
+
+// catalogRules reads the shared access rules of a queue or topic another
+// node serves from the shared store (its catalog entry and stored spec),
+// for checking a token signed with one of them on this node; none when
+// it cannot be read (the token is then refused, never admitted
+// unchecked).
+func catalogRules(ps *pgstore.Store, log *slog.Logger) func(entity string) []broker.AuthorizationRule {
+	return func(entity string) []broker.AuthorizationRule {
+		ctx, cancel := context.WithTimeout(context.Background(), clusterLookupTimeout)
+		defer cancel()
+		e, ok, err := ps.Lookup(ctx, entity)
+		if err != nil || !ok {
+			if err != nil {
+				log.Warn("catalog lookup for an entity's access rules failed", "entity", entity, "err", err)
+			}
+			return nil
+		}
+		spec, ok, err := ps.UnitSpec(ctx, e.Unit)
+		if err != nil || !ok {
+			if err != nil {
+				log.Warn("reading an entity's access rules failed", "entity", entity, "err", err)
+			}
+			return nil
+		}
+		rules, err := broker.AuthorizationRulesOf(spec)
+		if err != nil {
+			log.Warn("an entity's stored spec cannot be read", "entity", entity, "err", err)
+		}
+		return rules
+	}
 }
 
 // addrOf is the internal address node registered, "" if not live.

@@ -35,7 +35,7 @@ func clusterOptions(t *testing.T, url, id string) Options {
 	if err := s.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	return Options{Server: s}
+	return Options{Server: s, ClusterDrain: time.Second}
 }
 
 // Without a PostgreSQL store --cluster is refused by the settings.

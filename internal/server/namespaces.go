@@ -220,7 +220,11 @@ func (r *nsRegistry) open(ctx context.Context, name, dir string, entities *confi
 		log.Info("declared entities from config", "created", created, "updated", updated)
 	}
 	b := n.broker
-	if n.auth, err = newAuthenticator(o, policies, func() *broker.Broker { return b }); err != nil {
+	var remote func(string) []broker.AuthorizationRule
+	if ps, ok := n.store.(*pgstore.Store); ok && o.Cluster {
+		remote = catalogRules(ps, log) // cluster.go
+	}
+	if n.auth, err = newAuthenticator(o, policies, func() *broker.Broker { return b }, remote); err != nil {
 		return nil, err
 	}
 	adminName := name // the default namespace keeps the admin API's own name

@@ -101,6 +101,9 @@ type Options struct {
 	// MaxSpoolBytes bounds the large incoming messages spooled to disk at
 	// once (servicebus.Config.MaxSpoolBytes); 0 means its default.
 	MaxSpoolBytes int64
+	// ClusterDrain is how long a cluster node's unit drains before it is
+	// handed off (cluster.Options.Drain); 0 means its default (5 s).
+	ClusterDrain time.Duration
 
 	Logger *slog.Logger // nil discards
 	Clock  clock.Clock  // nil means the wall clock

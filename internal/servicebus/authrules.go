@@ -14,6 +14,13 @@ import (
 // run time take effect at once; get returns the broker (nil before it is
 // open, which has no rules).
 func EntityRules(get func() *broker.Broker) func(entity string) []auth.Policy {
+	return EntityRulesOr(get, nil)
+}
+
+// EntityRulesOr is EntityRules with the rules of a queue or topic the
+// broker does not serve read from remote (on a cluster node: the shared
+// catalog, for entities other nodes serve); remote may be nil.
+func EntityRulesOr(get func() *broker.Broker, remote func(entity string) []broker.AuthorizationRule) func(entity string) []auth.Policy {
 	return func(entity string) []auth.Policy {
 		b := get()
 		if b == nil {
@@ -24,6 +31,8 @@ func EntityRules(get func() *broker.Broker) func(entity string) []auth.Policy {
 			rules = q.Properties.AuthorizationRules
 		} else if t, err := b.GetTopic(entity); err == nil {
 			rules = t.Properties.AuthorizationRules
+		} else if remote != nil {
+			rules = remote(entity)
 		}
 		var out []auth.Policy
 		for _, r := range rules {

@@ -119,7 +119,15 @@ func classify(err error) (frames.Symbol, int32) {
 	var te *txnError
 	var fe *faults.Error
 	var le *frames.Error
+	var re *RemoteError
 	switch {
+	case errors.As(err, &re):
+		// The owner's answer, relayed (router.go): its condition.
+		status := re.Status
+		if status == 0 {
+			status = statusBadRequest
+		}
+		return re.Condition, status
 	case errors.As(err, &le) && le.Condition == frames.ErrCondMessageSizeExceeded:
 		// The endpoint's own refusal: a delivery larger than the
 		// client's max-message-size (uamqp attaches with 1 MiB).

@@ -92,6 +92,13 @@ func (c *conn) managementRequest(req *frames.Message, node address, mark amqp.Di
 
 // runManagement is managementRequest without its span.
 func (c *conn) runManagement(req *frames.Message, node address, opName, path string, mark amqp.DispositionMark, txnID []byte) *response {
+	if c.relayed && (opName == opRelayTxnDeclare || opName == opRelayTxnDischarge) {
+		b, err := requestBody(req)
+		if err != nil {
+			return failed(c.fail(opName, path, err))
+		}
+		return c.relayTxnRequest(opName, path, b) // relaytxn.go
+	}
 	op, ok := mgmtOps[opName]
 	if !ok {
 		return failed(c.fail(opName, path, &broker.Error{Kind: broker.KindNotAllowed,

@@ -408,8 +408,14 @@ func (rl *receiverLink) onDisposition(d *amqp.OutgoingDelivery, state frames.Del
 		return
 	}
 	if ts, ok := state.(*frames.TransactionalState); ok {
-		rl.txnSettle(d, uuid.UUID(tok), ts) // txn.go: recorded, applied on commit
+		rl.txnSettle(d, uuid.UUID(tok), ts, false) // txn.go: recorded, applied on commit
 		return
+	}
+	if rl.c.relayed {
+		if ts := relayedTxnState(state); ts != nil { // relaytxn.go
+			rl.txnSettle(d, uuid.UUID(tok), ts, true)
+			return
+		}
 	}
 	if f := rl.c.inject(faults.Point{Op: faults.OpSettle, Entity: rl.path, Link: rl.l.Name()}); f != nil {
 		switch f.Kind {

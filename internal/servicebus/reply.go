@@ -151,6 +151,13 @@ func (c *conn) attachRequests(l *amqp.IncomingLink, node address) error {
 			}
 			txnID = bytes.Clone(ts.TxnID)
 			d.Settle(&frames.TransactionalState{TxnID: ts.TxnID, Outcome: &frames.Accepted{}})
+		} else if id := c.relayedRequestTxn(d.Payload); id != nil { // relaytxn.go
+			if !txnManagementOp(d.Payload) {
+				d.Settle(c.txnRequest(&frames.TransactionalState{TxnID: id}, node))
+				return
+			}
+			txnID = id
+			d.Settle(&frames.Accepted{})
 		} else {
 			d.Settle(&frames.Accepted{})
 		}
@@ -179,7 +186,7 @@ func (c *conn) serveRequest(payload []byte, node address, session *amqp.Session,
 		req.Properties = &frames.Properties{}
 	}
 	if node.kind == nodeManagement && c.remote(node) {
-		c.serveRelayed(payload, &req, node, session) // router.go
+		c.serveRelayed(payload, &req, node, session, txnID) // router.go
 		return
 	}
 	var resp *response

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/busbarmq/busbar/internal/amqp"
+	"github.com/busbarmq/busbar/internal/amqp/encoding"
 	"github.com/busbarmq/busbar/internal/amqp/frames"
 	"github.com/busbarmq/busbar/internal/auth"
 	"github.com/busbarmq/busbar/internal/broker"
@@ -26,6 +27,9 @@ type Router interface {
 	// Remote says whether unit (a queue or topic name) is served by
 	// another node.
 	Remote(unit string) bool
+	// SameOwner says whether one node serves both units (a send-via
+	// link's via entity and destination).
+	SameOwner(unit, other string) bool
 	// AttachSender serves a client's sender link to a remote entity and
 	// AttachReceiver a client's receiver link, as amqp.ConnHandler's
 	// methods do. They set the link's callbacks before returning; when
@@ -37,6 +41,35 @@ type Router interface {
 	// r.Unit at node (an address ending in $management) and returns the
 	// encoded response, whose correlation-id is the request's message-id.
 	Request(ctx context.Context, c *amqp.Conn, node string, payload []byte, r Relayed) ([]byte, error)
+	// DeclareTxn declares a transaction on the owner of r.Unit for
+	// client connection c (at the transaction's first operation on a
+	// remote entity) and DischargeTxn commits (fail false) or rolls it
+	// back there. DischargeTxn fails, without committing, when the unit's
+	// owner is no longer the one the transaction was declared on.
+	DeclareTxn(ctx context.Context, c *amqp.Conn, r Relayed) (RemoteTxn, error)
+	DischargeTxn(ctx context.Context, c *amqp.Conn, t RemoteTxn, fail bool) error
+}
+
+// RemoteError is an owner's refusal passed on by the router as the owner
+// answered it: its condition (classify keeps it) and description.
+type RemoteError struct {
+	Condition frames.Symbol
+	Status    int32 // the management status, 0 on a link
+	Desc      string
+}
+
+func (e *RemoteError) Error() string {
+	text, _, _ := strings.Cut(e.Desc, " TrackingId:") // the owner's tracking suffix; ours is added
+	return text
+}
+
+// RemoteTxn is a client transaction declared on the owner of its entity:
+// the owner's txn-id, valid on one internal connection (Peer, the
+// router's own handle, compared to tell an owner change).
+type RemoteTxn struct {
+	Unit string
+	ID   []byte
+	Peer any
 }
 
 // Relayed says what a gateway passes on with a relayed link.
@@ -46,12 +79,47 @@ type Relayed struct {
 	// Refused, when set, is called once if a deferred attach is
 	// refused.
 	Refused func()
+	// Dest and DestRights are a send-via link's destination (an entity
+	// path) and the client's rights on it.
+	Dest       string
+	DestRights auth.Rights
+	// Txn binds the client's transaction id to Unit at a transactional
+	// transfer or disposition on a relayed link whose internal
+	// connection is peer: it declares the transaction on the owner at its
+	// first operation and returns it. A refusal (an unknown or finished
+	// transaction, another entity, another internal connection than the
+	// one it was declared on) makes the transaction rollback-only.
+	Txn func(id []byte, peer any) (RemoteTxn, *frames.Error)
+	// InTxn is the transaction a relayed management request was sent in
+	// (nil: none).
+	InTxn *RemoteTxn
 }
 
 // RelayProperty is the attach property of a relayed link: the client's
 // rights on the entity (auth.Rights as a long), which the owner trusts on
 // its internal listener (ConnectRelayed) and nowhere else.
 const RelayProperty = "com.busbar:relay"
+
+// Relay-only markers of transactions (internal listener only; go-amqp,
+// the gateway's client, has no transaction frames):
+//
+//   - RelayDestProperty, an attach property of a relayed send-via link:
+//     the client's rights on the destination (a long);
+//   - RelayTxnProperty, an attach property of a relayed sender link: the
+//     owner's txn-id (binary); every transfer on the link is a send in
+//     that transaction, answered accepted or rejected;
+//   - RelayTxnProperty, a message annotation of a modified outcome on a
+//     relayed receiver link: the encoded transactional-state(txn-id,
+//     outcome) the client's disposition carried, the owner's txn-id in
+//     it; answered with the plain outcome;
+//   - RelayTxnProperty, an application property of a relayed management
+//     request: the owner's txn-id it was sent in;
+//   - the management operations opRelayTxnDeclare (answers txn-id) and
+//     opRelayTxnDischarge (txn-id, fail).
+const (
+	RelayDestProperty = "com.busbar:relay-dest"
+	RelayTxnProperty  = "com.busbar:txn"
+)
 
 // ConnectRelayed serves a connection of the cluster's internal listener,
 // whose peer proved it is a node of the cluster: it puts no token on
@@ -110,15 +178,33 @@ func (c *conn) trustRelay(l *amqp.Link, a address) error {
 	if c.h.router != nil && c.h.router.Remote(unitOf(a)) {
 		return &broker.Error{Kind: broker.KindMoved, Msg: fmt.Sprintf("'%s' is not served by this node.", unitOf(a))}
 	}
-	return c.addGrant(auth.Grant{KeyName: "relayed", Rights: auth.Rights(rights), Resource: a.entity, Audience: a.entity})
+	if err := c.addGrant(auth.Grant{KeyName: "relayed", Rights: auth.Rights(rights), Resource: a.entity, Audience: a.entity}); err != nil {
+		return err
+	}
+	if dr, ok := l.Properties()[RelayDestProperty].(int64); ok {
+		if d, err := parseAddress(destOf(l)); err == nil && d.kind == nodeEntity {
+			return c.addGrant(auth.Grant{KeyName: "relayed", Rights: auth.Rights(dr), Resource: d.entity, Audience: d.entity})
+		}
+	}
+	return nil
 }
 
 // relayOut attaches a client's link to a remote entity through the
 // router, under the token watch of the gateway (cbs.go).
 func (c *conn) relayIncoming(l *amqp.IncomingLink, a address) error {
-	if l.Properties()[propTransferDestination] != nil {
-		return c.refuse("attach", a.path(), &broker.Error{Kind: broker.KindNotAllowed,
-			Msg: "Send-via links to an entity another node serves are not supported yet."})
+	r := Relayed{Unit: unitOf(a)}
+	if dest := destOf(&l.Link); dest != "" {
+		d, err := parseAddress(dest)
+		if err != nil || d.kind != nodeEntity {
+			return c.refuse("attach", a.path(), badRequest("The transfer destination %q names no entity.", dest))
+		}
+		if err := c.authorize(d.path(), auth.Send); err != nil {
+			return c.refuse("attach", d.path(), err)
+		}
+		if !c.h.router.SameOwner(unitOf(a), unitOf(d)) {
+			return c.refuse("attach", a.path(), errSendViaOwners(a.path(), d.path()))
+		}
+		r.Dest, r.DestRights = d.path(), c.rightsOn(d.path())
 	}
 	if a.sub != subNone {
 		return c.refuse("attach", a.path(), &broker.Error{Kind: broker.KindNotAllowed,
@@ -128,7 +214,9 @@ func (c *conn) relayIncoming(l *amqp.IncomingLink, a address) error {
 		return c.refuse("attach", a.path(), err)
 	}
 	gone, refused := relayGone()
-	err := c.h.router.AttachSender(l, Relayed{Unit: unitOf(a), Rights: c.rightsOn(a.path()), Refused: refused})
+	r.Rights, r.Refused = c.rightsOn(a.path()), refused
+	r.Txn = func(id []byte, peer any) (RemoteTxn, *frames.Error) { return c.bindRemoteTxn(id, r, peer) }
+	err := c.h.router.AttachSender(l, r)
 	c.guardRelayed(&l.Link, &l.OnDetach, gone, refused, a.path(), auth.Send, err)
 	return err
 }
@@ -138,7 +226,9 @@ func (c *conn) relayOutgoing(l *amqp.OutgoingLink, a address) error {
 		return c.refuse("attach", a.path(), err)
 	}
 	gone, refused := relayGone()
-	err := c.h.router.AttachReceiver(l, Relayed{Unit: unitOf(a), Rights: c.rightsOn(a.path()), Refused: refused})
+	r := Relayed{Unit: unitOf(a), Rights: c.rightsOn(a.path()), Refused: refused}
+	r.Txn = func(id []byte, peer any) (RemoteTxn, *frames.Error) { return c.bindRemoteTxn(id, r, peer) }
+	err := c.h.router.AttachReceiver(l, r)
 	prev := l.OnDetach
 	var detach func(error)
 	c.guardRelayed(&l.Link, &detach, gone, refused, a.path(), auth.Listen, err)
@@ -151,6 +241,17 @@ func (c *conn) relayOutgoing(l *amqp.OutgoingLink, a address) error {
 		}
 	}
 	return err
+}
+
+// destOf is a sender link's send-via destination ("" for none).
+func destOf(l *amqp.Link) string {
+	switch v := l.Properties()[propTransferDestination].(type) {
+	case string:
+		return v
+	case encoding.Symbol:
+		return string(v)
+	}
+	return ""
 }
 
 // relayGone returns the channel closed when a relayed link is gone, and
@@ -180,16 +281,29 @@ func (c *conn) guardRelayed(l *amqp.Link, onDetach *func(error), gone <-chan str
 
 // relayRequest sends a management request to the owner of its entity
 // and returns the owner's response as it is.
-func (c *conn) relayRequest(payload []byte, node address) ([]byte, error) {
-	return c.h.router.Request(c.ctx, c.c, node.String(), payload, Relayed{Unit: unitOf(node), Rights: c.rightsOn(node.path())})
+// txnID is the client's transaction it was sent in (nil: none).
+func (c *conn) relayRequest(payload []byte, node address, txnID []byte) ([]byte, error) {
+	r := Relayed{Unit: unitOf(node), Rights: c.rightsOn(node.path())}
+	if txnID != nil {
+		rt, err := c.remoteTxn(txnID, r, nil)
+		if err != nil {
+			return nil, err
+		}
+		r.InTxn = &rt
+	}
+	out, err := c.h.router.Request(c.ctx, c.c, node.String(), payload, r)
+	if err != nil && txnID != nil {
+		c.txnFail(txnID, err)
+	}
+	return out, err
 }
 
 // serveRelayed relays one management request (payload, decoded as req
 // by serveRequest) and routes the owner's response as serveRequest routes
 // a local one. A request the owner could not be asked is answered with
 // its failure.
-func (c *conn) serveRelayed(payload []byte, req *frames.Message, node address, session *amqp.Session) {
-	out, err := c.relayRequest(payload, node)
+func (c *conn) serveRelayed(payload []byte, req *frames.Message, node address, session *amqp.Session, txnID []byte) {
+	out, err := c.relayRequest(payload, node, txnID)
 	if err != nil {
 		resp := failed(c.fail(appProp(req, "operation"), node.path(), err))
 		if out, err = resp.encode(req); err != nil {

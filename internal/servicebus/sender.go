@@ -29,13 +29,16 @@ const (
 // grouped into one broker.Send (one store commit), and each delivery is
 // settled once its messages are stored.
 type senderLink struct {
-	c      *conn
-	l      *amqp.IncomingLink
-	path   string
-	via    string // a send-via link's via entity (txn.go); "" otherwise
-	wake   chan struct{}
-	done   chan struct{}
-	detach sync.Once
+	c    *conn
+	l    *amqp.IncomingLink
+	path string
+	via  string // a send-via link's via entity (txn.go); "" otherwise
+	// relayTxn is the owner's txn-id every transfer of a relayed
+	// transactional link is sent in (relaytxn.go); nil otherwise.
+	relayTxn []byte
+	wake     chan struct{}
+	done     chan struct{}
+	detach   sync.Once
 
 	// snd is the link's broker handle: a closed-loop committer whose
 	// Sends are paced (see run), so the store can wait for it before an
@@ -80,10 +83,13 @@ func (c *conn) attachSender(l *amqp.IncomingLink, a address) error {
 		return c.refuse("attach", a.path(), err)
 	}
 	name, maxSize, err := c.sendTarget(a, ref) // a queue or a topic
+	if err == nil {
+		err = c.ns().Broker.Moving(name) // being handed off: retriable
+	}
 	if err != nil {
 		return c.refuse("attach", a.path(), err)
 	}
-	s := &senderLink{c: c, l: l, path: name, via: via, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	s := &senderLink{c: c, l: l, path: name, via: via, wake: make(chan struct{}, 1), done: make(chan struct{}), relayTxn: c.relayLinkTxn(l.Properties())}
 	s.snd = c.ns().Broker.NewSender(name)
 	s.snd.SetHolder("link " + l.Name() + " on connection " + c.containerOrAddr()) // for message histories
 	// §0.2, §3.4: a non-zero max-message-size, the entity's limit; the
@@ -210,7 +216,12 @@ func (s *senderLink) store(ds []*amqp.IncomingDelivery) {
 		}
 		if ts, ok := d.State.(*frames.TransactionalState); ok {
 			flush()
-			s.txnSend(d, ts) // txn.go: recorded, applied on commit
+			s.txnSend(d, ts, false) // txn.go: recorded, applied on commit
+			continue
+		}
+		if s.relayTxn != nil { // relaytxn.go
+			flush()
+			s.txnSend(d, &frames.TransactionalState{TxnID: s.relayTxn}, true)
 			continue
 		}
 		lo := len(msgs)

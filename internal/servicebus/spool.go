@@ -56,7 +56,7 @@ func (s *senderLink) newSpool(d *amqp.IncomingDelivery) (amqp.Spool, error) {
 	if d.MessageFormat != 0 {
 		return nil, nil
 	}
-	if _, ok := d.State.(*frames.TransactionalState); ok {
+	if _, ok := d.State.(*frames.TransactionalState); ok || s.relayTxn != nil {
 		return nil, nil
 	}
 	c := s.c

@@ -115,6 +115,12 @@ type txn struct {
 	cancels     []int64
 	states      []broker.TxnSessionState // session states set on commit
 	failed      error                    // the first operation refused: rollback-only
+
+	// remote is the transaction on the owner of its entity, when another
+	// node serves it (router.go); its operations are recorded there, not
+	// here. bind is held while it is declared.
+	remote *RemoteTxn
+	bind   sync.Mutex
 }
 
 // txnTable is a connection's open transactions.
@@ -252,11 +258,16 @@ func (c *conn) discharge(id []byte, fail bool) frames.DeliveryState {
 	case x == nil:
 		err = errTxnUnknown(id)
 	case fail:
+		c.rollbackRemote(x)
 		return &frames.Accepted{}
 	case c.h.clock.Now().Sub(x.declared) > txnTimeout:
+		c.rollbackRemote(x)
 		err = errTxnTimeout(id)
 	case x.failed != nil:
+		c.rollbackRemote(x)
 		err = &txnError{cond: condTxnRollback, msg: "The transaction was rolled back: one of its operations failed: " + clientText(x.failed)}
+	case x.remote != nil:
+		err = c.commitRemote(x)
 	default:
 		if cerr := c.ns().Broker.CommitTxn(context.WithoutCancel(c.ctx), &broker.Txn{Settlements: x.settles, Sends: x.sends, CancelOn: x.cancelOn, Cancels: x.cancels, States: x.states}); cerr != nil {
 			err = &txnError{cond: condTxnRollback, msg: "The transaction was rolled back: " + clientText(cerr)}
@@ -266,6 +277,136 @@ func (c *conn) discharge(id []byte, fail bool) frames.DeliveryState {
 		return &frames.Rejected{Error: c.fail("transaction", x.entityName(), err).amqpError()}
 	}
 	return &frames.Accepted{}
+}
+
+// commitRemote commits x on the owner of its entity (Router.DischargeTxn).
+// The owner's refusal, or an owner change before the commit was sent, is
+// a rollback; a commit whose answer was lost is reported as such, never
+// as a success or a rollback.
+func (c *conn) commitRemote(x *txn) error {
+	x.bind.Lock() // a declare in progress ends first
+	rt := *x.remote
+	x.bind.Unlock()
+	err := c.h.router.DischargeTxn(context.WithoutCancel(c.ctx), c.c, rt, false)
+	var re *RemoteError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &re):
+		return &txnError{cond: condTxnRollback, msg: "The transaction was rolled back: " + strings.TrimSuffix(re.Error(), ".")}
+	}
+	return &txnError{cond: condTimeout, msg: fmt.Sprintf(
+		"The outcome of the commit is unknown: the connection to the node serving '%s' failed while it committed (%v); check before retrying.", rt.Unit, err)}
+}
+
+// rollbackRemote rolls x back on the owner of its entity, if it has one
+// there. Best effort: a transaction the owner does not hear of ends with
+// its internal connection or its timeout.
+func (c *conn) rollbackRemote(x *txn) {
+	if x == nil {
+		return
+	}
+	x.bind.Lock()
+	rt := x.remote
+	x.bind.Unlock()
+	if rt != nil {
+		_ = c.h.router.DischargeTxn(context.WithoutCancel(c.ctx), c.c, *rt, true)
+	}
+}
+
+// remoteTxn binds transaction id to r.Unit, which another node serves:
+// at the transaction's first operation it is declared on the unit's owner
+// (Router.DeclareTxn); every later operation must be on the same unit and,
+// on a relayed link (peer not nil), on the internal connection it was
+// declared on. A refusal makes the transaction rollback-only.
+func (c *conn) remoteTxn(id []byte, r Relayed, peer any) (RemoteTxn, error) {
+	t := &c.txns
+	t.mu.Lock()
+	x := t.m[string(id)]
+	t.mu.Unlock()
+	if x == nil {
+		return RemoteTxn{}, errTxnUnknown(id)
+	}
+	x.bind.Lock()
+	defer x.bind.Unlock()
+	t.mu.Lock()
+	rt, err := func() (*RemoteTxn, error) {
+		switch {
+		case c.h.clock.Now().Sub(x.declared) > txnTimeout:
+			return nil, errTxnTimeout(id)
+		case x.remote != nil && !strings.EqualFold(x.remote.Unit, r.Unit):
+			return nil, errTxnOtherEntity(x.remote.Unit, r.Unit)
+		case x.remote != nil && peer != nil && x.remote.Peer != peer:
+			return nil, errTxnMoved(r.Unit)
+		case x.remote != nil:
+			return x.remote, nil
+		case x.entity != "" && x.entity != txnEntityKey(r.Unit):
+			return nil, errTxnOtherEntity(x.entity, r.Unit)
+		case x.entity != "":
+			return nil, errTxnMoved(r.Unit) // begun here, served elsewhere now
+		}
+		return nil, nil
+	}()
+	if err != nil || rt != nil {
+		if err != nil && x.failed == nil {
+			x.failed = err
+		}
+		t.mu.Unlock()
+		if rt == nil {
+			return RemoteTxn{}, err
+		}
+		return *rt, nil
+	}
+	t.mu.Unlock()
+	declared, err := c.h.router.DeclareTxn(c.ctx, c.c, Relayed{Unit: r.Unit, Rights: r.Rights})
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case err != nil:
+	case t.m[string(id)] != x: // discharged meanwhile
+		c.spawn(func() { _ = c.h.router.DischargeTxn(context.WithoutCancel(c.ctx), c.c, declared, true) })
+		err = errTxnUnknown(id)
+	default:
+		x.remote, x.entity = &declared, txnEntityKey(r.Unit)
+		if peer != nil && declared.Peer != peer {
+			err = errTxnMoved(r.Unit)
+		}
+	}
+	if err != nil {
+		if x.failed == nil {
+			x.failed = err
+		}
+		return RemoteTxn{}, err
+	}
+	return declared, nil
+}
+
+// bindRemoteTxn is remoteTxn for a relayed link (Relayed.Txn): its
+// refusal as the AMQP error the client gets.
+func (c *conn) bindRemoteTxn(id []byte, r Relayed, peer any) (RemoteTxn, *frames.Error) {
+	rt, err := c.remoteTxn(id, r, peer)
+	if err != nil {
+		return rt, c.fail("transaction", r.Unit, err).amqpError()
+	}
+	return rt, nil
+}
+
+func errTxnOtherEntity(began, other string) error {
+	return &broker.Error{Kind: broker.KindNotAllowed, Msg: fmt.Sprintf(
+		"A transaction cannot span several top-level entities: it began on '%s', and '%s' is another one; send to other entities through the first one (send-via, cross-entity transactions).",
+		began, other)}
+}
+
+// errSendViaOwners refuses a send-via link whose via entity and
+// destination two nodes of a cluster serve.
+func errSendViaOwners(via, dest string) error {
+	return &broker.Error{Kind: broker.KindNotAllowed, Msg: fmt.Sprintf(
+		"Cannot send to '%s' via '%s': another node of the cluster serves '%s', and transfers between entities of different nodes are not supported yet.", dest, via, dest)}
+}
+
+func errTxnMoved(unit string) error {
+	return &txnError{cond: condTxnRollback, msg: fmt.Sprintf(
+		"'%s' moved to another node during the transaction; the transaction can only roll back.", unit)}
 }
 
 func (x *txn) entityName() string {
@@ -312,11 +453,12 @@ func (c *conn) txnOp(id []byte, via string, bytes int, add func(x *txn) error) e
 		if now.Sub(x.declared) > txnTimeout {
 			return errTxnTimeout(id)
 		}
+		if x.remote != nil {
+			return errTxnMoved(x.remote.Unit)
+		}
 		key := txnEntityKey(via)
 		if x.entity != "" && x.entity != key {
-			return &broker.Error{Kind: broker.KindNotAllowed, Msg: fmt.Sprintf(
-				"A transaction cannot span several top-level entities: it began on '%s', and '%s' is another one; send to other entities through the first one (send-via, cross-entity transactions).",
-				x.entity, via)}
+			return errTxnOtherEntity(x.entity, via)
 		}
 		if x.ops >= broker.MaxTxnOperations {
 			return &broker.Error{Kind: broker.KindQuotaExceeded, Msg: fmt.Sprintf(
@@ -351,8 +493,10 @@ func (c *conn) txnOp(id []byte, via string, bytes int, add func(x *txn) error) e
 }
 
 // txnSend records a transactional transfer's messages (sent on a link to
-// dest, through via) and answers it.
-func (s *senderLink) txnSend(d *amqp.IncomingDelivery, ts *frames.TransactionalState) {
+// dest, through via) and answers it: with the outcome in
+// transactional-state, or (plain, a relayed transaction) the outcome
+// alone.
+func (s *senderLink) txnSend(d *amqp.IncomingDelivery, ts *frames.TransactionalState, plain bool) {
 	c := s.c
 	// The messages are kept until the commit, so they must not alias the
 	// frame buffer, which store releases when this returns.
@@ -383,12 +527,17 @@ func (s *senderLink) txnSend(d *amqp.IncomingDelivery, ts *frames.TransactionalS
 		d.Settle(&frames.Rejected{Error: c.fail("send", s.path, err).amqpError()})
 		return
 	}
+	if plain {
+		d.Settle(&frames.Accepted{})
+		return
+	}
 	d.Settle(&frames.TransactionalState{TxnID: ts.TxnID, Outcome: &frames.Accepted{}})
 }
 
 // txnSettle records a transactional disposition of a peek-lock delivery
-// and answers it with the outcome inside transactional-state.
-func (rl *receiverLink) txnSettle(d *amqp.OutgoingDelivery, tok uuid.UUID, ts *frames.TransactionalState) {
+// and answers it with the outcome inside transactional-state, or (plain,
+// a relayed transaction) the outcome alone.
+func (rl *receiverLink) txnSettle(d *amqp.OutgoingDelivery, tok uuid.UUID, ts *frames.TransactionalState, plain bool) {
 	c := rl.c
 	s := broker.TxnSettlement{Path: rl.path, Token: tok}
 	var reply frames.DeliveryState
@@ -420,6 +569,10 @@ func (rl *receiverLink) txnSettle(d *amqp.OutgoingDelivery, tok uuid.UUID, ts *f
 	}()
 	if err != nil {
 		d.Settle(&frames.Rejected{Error: c.fail("settle", rl.path, err).amqpError()})
+		return
+	}
+	if plain {
+		d.Settle(reply)
 		return
 	}
 	d.Settle(&frames.TransactionalState{TxnID: ts.TxnID, Outcome: reply})
@@ -723,6 +876,9 @@ func (c *conn) sendVia(l *amqp.IncomingLink, a address) (address, string, error)
 	d, err := parseAddress(dest)
 	if err != nil || d.kind != nodeEntity {
 		return a, "", badRequest("The transfer destination %q names no entity.", dest)
+	}
+	if r := c.h.router; r != nil && r.Remote(unitOf(d)) {
+		return a, "", errSendViaOwners(a.path(), d.path())
 	}
 	return d, via, nil
 }

@@ -119,6 +119,11 @@ var (
 	// a unit it writes (another process raised its epoch): nothing was
 	// changed, and nothing of that unit will be. Test with errors.Is.
 	ErrNotOwner = errors.New("store: not the owner of the entity any more")
+	// ErrNameTaken marks a commit that creates a queue or topic refused
+	// because the shared database already holds one of that name
+	// (whatever its case), created meanwhile by another process: nothing
+	// was changed. Test with errors.Is.
+	ErrNameTaken = errors.New("store: another entity has that name")
 )
 
 // NoSpaceError is a refusal for lack of disk space: the disk is full, or

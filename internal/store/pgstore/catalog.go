@@ -125,6 +125,21 @@ func (s *Store) UnitCount(ctx context.Context) (int, error) {
 	return len(s.catalog.byName), nil
 }
 
+// UnitSpec returns the stored spec of the queue or topic of unit (its
+// entity's id is the unit's), whichever node serves it; ok false when
+// there is none.
+func (s *Store) UnitSpec(ctx context.Context, unit uint64) ([]byte, bool, error) {
+	var spec []byte
+	err := s.pool.QueryRow(ctx, `SELECT spec FROM bb_entity WHERE unit_id = $1 AND entity_id = $1`, int64(unit)).Scan(&spec)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, fmt.Errorf("%w: reading an entity's spec: %w", store.ErrUnavailable, err)
+	}
+	return spec, true, nil
+}
+
 // UnitNamed implements store.Catalog.
 func (s *Store) UnitNamed(ctx context.Context, name string) (uint64, bool, error) {
 	e, ok, err := s.Lookup(ctx, name)

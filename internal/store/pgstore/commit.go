@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -801,6 +802,11 @@ func (s *Store) send(b *pgx.Batch, slot int, mark int64, fenceAt int) error {
 		// the transaction rolled back.
 		if failedAt == fenceAt && pe.Code == "22012" {
 			return &notOwnerError{err: err}
+		}
+		if pe.Code == "23505" && pe.TableName == "bb_unit" && strings.Contains(pe.ConstraintName, "name_key") {
+			// Another node created a queue or topic of that name
+			// since this one looked.
+			return fmt.Errorf("pgstore: commit: %w: %w", store.ErrNameTaken, err)
 		}
 		if isRetryable(err) {
 			return err
