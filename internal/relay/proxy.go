@@ -295,7 +295,7 @@ func (rp *receiverProxy) forward(m *goamqp.Message) {
 		rp.issued--
 	}
 	rp.mu.Unlock()
-	payload, err := m.MarshalBinary()
+	payload, err := deliveryPayload(m)
 	if err != nil {
 		_ = rp.rcv.ReleaseMessage(context.Background(), m)
 		return
