@@ -414,8 +414,10 @@ func (g *Gateway) Request(ctx context.Context, c *amqp.Conn, node string, payloa
 			}
 			if !isRemote(err) {
 				g.forget(c, p)
+				return nil, err
 			}
-			return nil, err
+			e := amqpError(err)
+			return nil, &servicebus.OwnerRefusal{Condition: e.Condition, Description: e.Description}
 		}
 		p.mgmt[node] = mp
 	}

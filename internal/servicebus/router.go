@@ -39,6 +39,17 @@ type Router interface {
 	Request(ctx context.Context, c *amqp.Conn, node string, payload []byte, r Relayed) ([]byte, error)
 }
 
+// OwnerRefusal is a Router's error when the owner itself refused a
+// relayed request (the internal management link's attach: an entity under
+// the unit that does not exist there, for example): classify gives the
+// client the owner's condition, as a local refusal would have.
+type OwnerRefusal struct {
+	Condition   frames.Symbol
+	Description string
+}
+
+func (e *OwnerRefusal) Error() string { return string(e.Condition) + ": " + e.Description }
+
 // Relayed says what a gateway passes on with a relayed link.
 type Relayed struct {
 	Unit   string      // the queue or topic

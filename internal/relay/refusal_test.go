@@ -1,0 +1,85 @@
+package relay
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	goamqp "github.com/Azure/go-amqp"
+	"go.uber.org/goleak"
+
+	"github.com/busbarmq/busbar/internal/auth"
+)
+
+// TestRelayedRequestOwnerRefusal: a management request for an entity
+// under a remote unit that the owner does not have (a subscription of
+// "q": the owner refuses the internal management link) is answered
+// amqp:not-found / 404, as the owner would answer it, not as an internal
+// error of the gateway. Raw go-amqp: a peek with no receiver link first,
+// as the JS SDK's peekMessages does.
+func TestRelayedRequestOwnerRefusal(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) })
+	connStr, _, _ := twoNodes(t)
+	fields := map[string]string{}
+	for _, kv := range strings.Split(connStr, ";") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			fields[k] = v
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := goamqp.Dial(ctx, "amqp://"+strings.TrimPrefix(fields["Endpoint"], "sb://"), &goamqp.ConnOptions{
+		SASLType: goamqp.SASLTypePlain(fields["SharedAccessKeyName"], fields["SharedAccessKey"])})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	s, err := conn.NewSession(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A namespace token on $cbs, as the SDKs put one.
+	audience := "sb://" + strings.TrimPrefix(fields["Endpoint"], "sb://") + "/"
+	token := auth.NewToken(fields["SharedAccessKeyName"], fields["SharedAccessKey"], audience, time.Now().Add(time.Hour))
+	if resp := call(ctx, t, s, "$cbs", map[string]any{"operation": "put-token", "type": "servicebus.windows.net:sastoken",
+		"name": audience, "expiration": "0"}, token); resp.ApplicationProperties["status-code"] != int32(202) {
+		t.Fatalf("put-token: %v", resp.ApplicationProperties)
+	}
+	resp := call(ctx, t, s, "q/Subscriptions/no-such-sub/$management",
+		map[string]any{"operation": "com.microsoft:peek-message"},
+		map[string]any{"from-sequence-number": int64(0), "message-count": int32(1)})
+	status, cond := resp.ApplicationProperties["statusCode"], resp.ApplicationProperties["errorCondition"]
+	if status != int32(404) || cond != "amqp:not-found" {
+		t.Fatalf("peek of a missing subscription: status %v, condition %v (%v); want 404, amqp:not-found",
+			status, cond, resp.ApplicationProperties["statusDescription"])
+	}
+}
+
+// call sends one request to node on a new link pair and returns the
+// response.
+func call(ctx context.Context, t *testing.T, s *goamqp.Session, node string, props map[string]any, value any) *goamqp.Message {
+	t.Helper()
+	reply := node + "-reply"
+	rcv, err := s.NewReceiver(ctx, node, &goamqp.ReceiverOptions{TargetAddress: reply})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snd, err := s.NewSender(ctx, node, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &goamqp.Message{
+		Properties:            &goamqp.MessageProperties{MessageID: "req-1", ReplyTo: ptr(reply)},
+		ApplicationProperties: props,
+		Value:                 value,
+	}
+	if err := snd.Send(ctx, req, nil); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := rcv.Receive(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
