@@ -190,9 +190,12 @@ func (c *conn) guardRelayed(l *amqp.Link, onDetach *func(error), gone <-chan str
 }
 
 // relayRequest sends a management request to the owner of its entity
-// and returns the owner's response as it is.
+// and returns the owner's response as it is. The rights passed on are
+// those covering the management node, which is what a local request is
+// checked against (a token for "entity/$management" only, as the JS
+// SDK's rule manager puts, covers it but not the entity).
 func (c *conn) relayRequest(payload []byte, node address) ([]byte, error) {
-	return c.h.router.Request(c.ctx, c.c, node.String(), payload, Relayed{Unit: unitOf(node), Rights: c.rightsOn(node.path())})
+	return c.h.router.Request(c.ctx, c.c, node.String(), payload, Relayed{Unit: unitOf(node), Rights: c.rightsOn(node.String())})
 }
 
 // serveRelayed relays one management request (payload, decoded as req
