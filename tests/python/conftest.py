@@ -163,8 +163,8 @@ def _start_broker(extra_args=()):
 # pair for each broker of the run, so entities are created through one node
 # and used through another.
 _CLUSTER_TIMINGS = [
-    "--cluster-heartbeat", "200ms", "--cluster-lease-ttl", "1s",
-    "--cluster-trust-margin", "300ms", "--cluster-poll", "200ms",
+    "--cluster-heartbeat", "200ms", "--cluster-lease-ttl", "3s",
+    "--cluster-trust-margin", "1s", "--cluster-poll", "200ms",
 ]
 _cluster_instances = [0]
 
