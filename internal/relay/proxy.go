@@ -356,7 +356,7 @@ func (rp *receiverProxy) onDisposition(d *amqp.OutgoingDelivery, state frames.De
 		}
 		switch {
 		case err == nil:
-			d.Settle(state)
+			d.Settle(ownerOutcome(state))
 		case isRemote(err):
 			d.Settle(&frames.Rejected{Error: frameError(err)})
 		default:

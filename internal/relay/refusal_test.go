@@ -110,3 +110,38 @@ func call(ctx context.Context, t *testing.T, s *goamqp.Session, node string, pro
 	}
 	return resp
 }
+
+// TestRelayedDeadLetterOutcome: a client dead-letters through the gateway
+// (a rejected outcome whose error carries the reason) and the delivery is
+// settled as a local one is: rejected with no error, which the SDKs take
+// as success. Echoing the client's state made the JS SDK fail with
+// GeneralError although the message was dead-lettered.
+func TestRelayedDeadLetterOutcome(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) })
+	connStr, owner, _ := twoNodes(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := dialWithToken(ctx, t, connStr, "")
+	snd, err := s.NewSender(ctx, "q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := snd.Send(ctx, goamqp.NewMessage([]byte("x")), nil); err != nil {
+		t.Fatal(err)
+	}
+	rcv, err := s.NewReceiver(ctx, "q", &goamqp.ReceiverOptions{SettlementMode: goamqp.ReceiverSettleModeSecond.Ptr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := rcv.Receive(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reason := &goamqp.Error{Condition: "com.microsoft:dead-letter", Info: map[string]any{"DeadLetterReason": "why"}}
+	if err := rcv.RejectMessage(ctx, m, reason); err != nil {
+		t.Fatalf("dead-letter through the gateway: %v", err)
+	}
+	if info, err := owner.Broker.GetQueue("q"); err != nil || info.Counts.DeadLetter != 1 {
+		t.Fatalf("owner's counts %+v, %v; want one dead-lettered message", info.Counts, err)
+	}
+}
