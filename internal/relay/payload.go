@@ -6,6 +6,7 @@ import (
 	goamqp "github.com/Azure/go-amqp"
 
 	"github.com/busbarmq/busbar/internal/amqp/frames"
+	"github.com/busbarmq/busbar/internal/servicebus"
 )
 
 // deliveryPayload encodes an owner's delivery, decoded by go-amqp on the
@@ -53,4 +54,45 @@ func ownerOutcome(state frames.DeliveryState) frames.DeliveryState {
 		return &frames.Accepted{}
 	}
 	return state
+}
+
+// attachProps are the properties of a relayed link's attach to the owner:
+// the client's own (com.microsoft:timeout, how long a next-available
+// session receiver's attach may wait, among them) and the client's rights
+// in servicebus.RelayProperty, which only the gateway sets.
+func attachProps(client map[frames.Symbol]any, r servicebus.Relayed) map[string]any {
+	out := relayProps(r)
+	for k, v := range client {
+		if string(k) != servicebus.RelayProperty {
+			out[string(k)] = v
+		}
+	}
+	return out
+}
+
+// attachTimeoutKey is the attach property with which a client asks how
+// long a next-available session receiver's attach may wait (ms).
+const attachTimeoutKey frames.Symbol = "com.microsoft:timeout"
+
+// attachWait is how long the gateway waits for the owner's answer to a
+// relayed attach: base, or longer when the client asked the owner to hold
+// the attach longer (com.microsoft:timeout), plus base for the rest.
+func attachWait(client map[frames.Symbol]any, base time.Duration) time.Duration {
+	var ms int64
+	switch v := client[attachTimeoutKey].(type) {
+	case uint32:
+		ms = int64(v)
+	case int32:
+		ms = int64(v)
+	case uint64:
+		ms = int64(min(v, 1<<40))
+	case int64:
+		ms = v
+	case int:
+		ms = int64(v)
+	}
+	if ms <= 0 {
+		return base
+	}
+	return base + time.Duration(ms)*time.Millisecond
 }

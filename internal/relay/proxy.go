@@ -47,7 +47,7 @@ func (g *Gateway) AttachSender(l *amqp.IncomingLink, r servicebus.Relayed) error
 		if err == nil {
 			snd, err = p.sess.NewSender(actx, l.TargetAddress(), &goamqp.SenderOptions{
 				Name:                        l.Name(),
-				Properties:                  relayProps(r),
+				Properties:                  attachProps(l.Properties(), r),
 				SettlementMode:              goamqp.SenderSettleModeUnsettled.Ptr(),
 				RequestedReceiverSettleMode: goamqp.ReceiverSettleModeFirst.Ptr(),
 			})
@@ -157,7 +157,7 @@ func (g *Gateway) AttachReceiver(l *amqp.OutgoingLink, r servicebus.Relayed) err
 	ok := g.spawn(func() {
 		ctx, cancel := g.linkContext(gone)
 		defer cancel()
-		actx, acancel := context.WithTimeout(ctx, g.cfg.Timeout)
+		actx, acancel := context.WithTimeout(ctx, attachWait(l.Properties(), g.cfg.Timeout))
 		p, err := g.peer(actx, c, r.Unit)
 		if err == nil {
 			rcvMode := goamqp.ReceiverSettleModeFirst
@@ -171,7 +171,7 @@ func (g *Gateway) AttachReceiver(l *amqp.OutgoingLink, r servicebus.Relayed) err
 			rp.rcv, err = p.sess.NewReceiver(actx, l.SourceAddress(), &goamqp.ReceiverOptions{
 				Name:                      l.Name(),
 				Credit:                    -1,
-				Properties:                relayProps(r),
+				Properties:                attachProps(l.Properties(), r),
 				SettlementMode:            rcvMode.Ptr(),
 				RequestedSenderSettleMode: sndMode.Ptr(),
 				Filters:                   filters(l.Source()),

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -143,5 +144,30 @@ func TestRelayedDeadLetterOutcome(t *testing.T) {
 	}
 	if info, err := owner.Broker.GetQueue("q"); err != nil || info.Counts.DeadLetter != 1 {
 		t.Fatalf("owner's counts %+v, %v; want one dead-lettered message", info.Counts, err)
+	}
+}
+
+// TestRelayedNextSessionTimeout: a next-available session receiver's
+// attach through the gateway carries the client's com.microsoft:timeout
+// to the owner, which answers com.microsoft:timeout when it runs out
+// with no session available (JS ServiceTimeout, Go CodeTimeout), instead
+// of holding the attach for its one-minute default.
+func TestRelayedNextSessionTimeout(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) })
+	connStr, _, _ := twoNodes(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s := dialWithToken(ctx, t, connStr, "")
+	start := time.Now()
+	_, err := s.NewReceiver(ctx, "sq", &goamqp.ReceiverOptions{
+		Filters:    []goamqp.LinkFilter{goamqp.NewLinkFilter("com.microsoft:session-filter", 0x00000137000000C, nil)},
+		Properties: map[string]any{"com.microsoft:timeout": uint32(300)},
+	})
+	var ae *goamqp.Error
+	if !errors.As(err, &ae) || ae.Condition != "com.microsoft:timeout" {
+		t.Fatalf("next-available session with nothing to take: %v after %v; want com.microsoft:timeout", err, time.Since(start))
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("answered after %v, the client asked for 300 ms", d)
 	}
 }
