@@ -4,7 +4,8 @@ One `busbar serve --memory` per test session, on loopback ports the kernel
 picks, with TLS (--amqps, --https, --dev-tls): azure-servicebus 7.8.2 (on
 Azure's C uamqp) speaks AMQP only over TLS or WebSockets and ignores
 UseDevelopmentEmulator. Nothing here stands in for the SDK; every call goes
-through the real clients to the real broker.
+through the real clients to the real broker. With BUSBAR_TEST_CLUSTER (see
+_start_cluster) each broker is three cluster nodes.
 
 Two settings make the released SDK reach a broker on an ephemeral port:
 
@@ -192,7 +193,8 @@ def _start_cluster(extra_args):
         for k in (1, 2, 3):
             start(k)
     except BaseException:
-        Broker(nodes, work).stop() if nodes else None
+        if nodes:
+            Broker(nodes, work).stop()
         raise
     # Two polls, so that each node has seen the others before the first
     # entity is created (placement then sends it where it stays).

@@ -129,7 +129,12 @@ async function startCluster({ https = false, extraArgs = [] } = {}) {
   const stopAll = () => Promise.allSettled(nodes.map((n) => n.stop()));
   try {
     nodes.push(await start(1));
-    nodes.push(...(await Promise.all([start(2), start(3)])));
+    // Every node that got ready is kept (and so stopped) even when the
+    // other one failed.
+    const rest = await Promise.allSettled([start(2), start(3)]);
+    for (const r of rest) if (r.status === "fulfilled") nodes.push(r.value);
+    const failed = rest.find((r) => r.status === "rejected");
+    if (failed) throw failed.reason;
   } catch (err) {
     await stopAll();
     throw err;
