@@ -16,6 +16,10 @@
 # BUSBAR_BENCH_PEERS=1 (as CI does) to also run it against RabbitMQ and
 # nats-server, which installs nats-server and takes a few minutes more.
 #
+# The cluster parts run the JavaScript, Python and (as root) Go SDK suites
+# again against three `busbar serve --cluster` nodes on a throw-away
+# PostgreSQL (tests/cluster/run.sh; needs Debian's postgresql package).
+#
 # BUSBAR_LARGE_MESSAGE_TESTS=1 (set here for the Go tests) adds the runs of
 # 100 MB messages to TestLargeMessageMemory (internal/server).
 #
@@ -50,6 +54,14 @@ if [ "$(id -u)" -eq 0 ]; then
 else
 	echo "== tests/azsdk: skipped (needs root for port 443; run: sudo tests/azsdk/run.sh)"
 	results+=("skip  tests/azsdk (needs root)")
+fi
+part "tests/cluster js (the JS suite against a three-node cluster)" tests/cluster/run.sh js
+part "tests/cluster python (the Python suite against a three-node cluster)" tests/cluster/run.sh python
+if [ "$(id -u)" -eq 0 ]; then
+	part "tests/cluster azsdk (Microsoft's Go SDK live tests against a three-node cluster)" tests/cluster/run.sh azsdk
+else
+	echo "== tests/cluster azsdk: skipped (needs root for port 443)"
+	results+=("skip  tests/cluster azsdk (needs root)")
 fi
 if [ -f bench/go.mod ]; then
 	part "bench smoke (Busbar and the null broker; peers with BUSBAR_BENCH_PEERS=1)" \

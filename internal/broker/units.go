@@ -166,6 +166,24 @@ func (b *Broker) Moving(path string) error {
 	return nil
 }
 
+// ServesUnit tells whether unit is loaded: its queue or topic is served
+// here (loaded by LoadUnit, or created here).
+func (b *Broker) ServesUnit(unit uint64) bool {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	for _, q := range b.mu.queues {
+		if q.id == unit {
+			return true
+		}
+	}
+	for _, t := range b.mu.topics {
+		if t.id == unit {
+			return true
+		}
+	}
+	return false
+}
+
 // UnloadUnit stops serving unit: its queue, or its topic and
 // subscriptions, leave the broker's maps; receivers waiting on them and
 // operations that reach them fail with KindMoved (cause is kept for the

@@ -37,6 +37,9 @@
 //     free, reserved for it, or owned by a session that is no longer live,
 //     and the units whose winner left them untaken for 2 polls when it
 //     ranks second;
+//   - adopts, at its epoch, a unit its broker created (owned by this
+//     session, held by the store and served: the broker implements
+//     Serving) instead of taking it again and reloading it;
 //   - starts handing off up to MaxMoves units that another live node wins.
 //
 // # Hand-off

@@ -21,6 +21,16 @@ type Units interface {
 	UnloadUnit(unit uint64, err error)
 }
 
+// Serving is implemented by a broker that can tell whether it serves a
+// unit now. A unit the broker serves that the node has not acquired is one
+// the broker created here (the store took it for this node's session at
+// epoch 1 in the creating transaction): the node adopts it as it is
+// instead of taking it again and reloading it, which would drop the
+// locks and fail the operations of its first moments.
+type Serving interface {
+	ServesUnit(unit uint64) bool
+}
+
 // Drainer is implemented by a broker that can stop admitting new work for
 // a unit before it is handed off (new sends wait, receivers get no new
 // deliveries, settlements still go through).
@@ -470,6 +480,13 @@ func (n *Node) acquire(ctx context.Context, live []string, byID map[string]store
 		// or created here): re-take it; a hand-off moves it on if another
 		// node wins it.
 		ours := r.Owner == n.o.ID
+		if ours && n.createdHereLocked(r) {
+			// Created here and served already: adopt it at its epoch.
+			n.units[u] = &owned{epoch: r.Epoch, phase: serving}
+			delete(n.orphan, u)
+			n.o.Log.Info("unit created here adopted", "node", n.o.ID, "unit", u, "epoch", r.Epoch)
+			continue
+		}
 		if mine || late || handed || ours {
 			todo = append(todo, u)
 		}
@@ -513,6 +530,17 @@ func (n *Node) acquire(ctx context.Context, live []string, byID map[string]store
 		n.mu.Unlock()
 		n.o.Log.Info("unit acquired and loaded", "node", n.o.ID, "unit", u, "epoch", epoch)
 	}
+}
+
+// createdHereLocked tells whether r, a unit row this node owns but has not
+// acquired, is one its broker created and serves: owned by this session,
+// held by the store (which fences its writes with r.Epoch) and loaded. A
+// unit left over from a lapse is not loaded (unloadAll unloaded it), so
+// it is taken again with a higher epoch. n.mu is held.
+func (n *Node) createdHereLocked(r store.Unit) bool {
+	s, ok := n.o.Units.(Serving)
+	return ok && r.OwnerSession == n.session && r.State == store.UnitOwned && !n.stopping &&
+		n.o.Leases.Holds(r.ID) && s.ServesUnit(r.ID)
 }
 
 // handoffs starts hand-offs of units another live node wins and finishes

@@ -60,6 +60,21 @@ func (b *loader) UnitDrained(u uint64) bool {
 	return b.empty && slices.Contains(b.drained, u)
 }
 
+func (b *loader) ServesUnit(u uint64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.loaded[u]
+}
+
+// create is the broker creating unit u on its node: the store takes it at
+// epoch 1 and the broker serves it at once, without LoadUnit.
+func (b *loader) create(u uint64) {
+	b.h.CreateOwned(u)
+	b.mu.Lock()
+	b.loaded[u] = true
+	b.mu.Unlock()
+}
+
 func (b *loader) DrainUnit(u uint64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -407,6 +422,52 @@ func TestLapseRetake(t *testing.T) {
 	}
 	if got := len(a.b.unloads); got != 3 {
 		t.Fatalf("%d unloads, want 3", got)
+	}
+}
+
+// TestCreatedHereAdopted: a unit the broker created (owned at epoch 1,
+// served) is adopted by the next poll, not taken again and reloaded
+// (which would drop its locks and fail its first operations); when
+// another node wins it, it is handed off from epoch 1. A unit left over
+// from a lapse is still taken again.
+func TestCreatedHereAdopted(t *testing.T) {
+	c := newCluster(t, 0)
+	a := c.add("a")
+	c.round()
+	a.b.create(1)
+	if err := a.b.write(1); err != nil {
+		t.Fatalf("write to a unit just created: %v", err)
+	}
+	c.round()
+	if got := a.n.Owned()[1]; got != 1 {
+		t.Fatalf("node owns unit 1 at epoch %d, want 1 (adopted)", got)
+	}
+	if r, _ := c.db.Unit(1); r.Epoch != 1 || r.Owner != "a" {
+		t.Fatalf("row %+v after a poll, want a's at epoch 1", r)
+	}
+	if len(a.b.unloads) != 0 {
+		t.Fatalf("unloads %+v: the created unit was reloaded", a.b.unloads)
+	}
+	if err := a.b.write(1); err != nil {
+		t.Fatalf("write after the poll: %v", err)
+	}
+
+	// Another node that wins it: handed off after the drain.
+	var u uint64 = 2
+	for Winner(u, []string{"a", "b"}) != "b" {
+		u++
+	}
+	a.b.create(u)
+	c.add("b")
+	c.round()
+	c.advance(4 * time.Second) // past the 3 s drain
+	c.round()
+	c.settle()
+	if r, _ := c.db.Unit(u); r.Owner != "b" || r.Epoch != 2 {
+		t.Fatalf("unit %d row %+v, want b's at epoch 2", u, r)
+	}
+	if !slices.Contains(c.nodes["b"].b.served(), u) || slices.Contains(a.b.served(), u) {
+		t.Fatalf("unit %d served by a %v, b %v", u, a.b.served(), c.nodes["b"].b.served())
 	}
 }
 

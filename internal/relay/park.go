@@ -33,9 +33,10 @@ const (
 )
 
 // attachParked attaches an internal link for client connection c to
-// unit's owner with attach, parking it while the unit moves. A failure of
-// the internal connection (not the owner's answer) drops it.
-func (g *Gateway) attachParked(ctx context.Context, c *amqp.Conn, unit string, attach func(context.Context, *peerConn) error) error {
+// unit's owner with attach (each try given wait), parking it while the
+// unit moves. A failure of the internal connection (not the owner's
+// answer) drops it.
+func (g *Gateway) attachParked(ctx context.Context, c *amqp.Conn, unit string, wait time.Duration, attach func(context.Context, *peerConn) error) error {
 	var deadline time.Time
 	held := false
 	defer func() {
@@ -45,7 +46,7 @@ func (g *Gateway) attachParked(ctx context.Context, c *amqp.Conn, unit string, a
 	}()
 	delay := parkFirstRetry
 	for {
-		actx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
+		actx, cancel := context.WithTimeout(ctx, wait)
 		o, remote := g.cfg.OwnerOf(unit)
 		if !remote && g.cfg.Addr != "" {
 			// Served here now (or gone): through this node's own

@@ -43,9 +43,9 @@ func (g *Gateway) AttachSender(l *amqp.IncomingLink, r servicebus.Relayed) error
 		defer cancel()
 		var p *peerConn
 		var snd *goamqp.Sender
-		err := g.attachParked(ctx, c, r.Unit, func(actx context.Context, q *peerConn) (err error) {
+		err := g.attachParked(ctx, c, r.Unit, g.cfg.Timeout, func(actx context.Context, q *peerConn) (err error) {
 			p = q
-			snd, err = q.sess.NewSender(actx, l.TargetAddress(), senderOptions(l.Name(), r, nil))
+			snd, err = q.sess.NewSender(actx, l.TargetAddress(), senderOptions(l.Name(), l.Properties(), r, nil))
 			return err
 		})
 		if err != nil {
@@ -170,7 +170,7 @@ func (g *Gateway) AttachReceiver(l *amqp.OutgoingLink, r servicebus.Relayed) err
 	ok := g.spawn(func() {
 		ctx, cancel := g.linkContext(gone)
 		defer cancel()
-		err := g.attachParked(ctx, c, r.Unit, func(actx context.Context, p *peerConn) (err error) {
+		err := g.attachParked(ctx, c, r.Unit, attachWait(l.Properties(), g.cfg.Timeout), func(actx context.Context, p *peerConn) (err error) {
 			rp.p = p
 			rcvMode := goamqp.ReceiverSettleModeFirst
 			if l.ReceiverSettleMode() == frames.ReceiverSettleModeSecond {
@@ -183,7 +183,7 @@ func (g *Gateway) AttachReceiver(l *amqp.OutgoingLink, r servicebus.Relayed) err
 			rp.rcv, err = p.sess.NewReceiver(actx, l.SourceAddress(), &goamqp.ReceiverOptions{
 				Name:                      l.Name(),
 				Credit:                    -1,
-				Properties:                relayProps(r),
+				Properties:                attachProps(l.Properties(), r),
 				SettlementMode:            rcvMode.Ptr(),
 				RequestedSenderSettleMode: sndMode.Ptr(),
 				Filters:                   filters(l.Source()),
@@ -305,7 +305,7 @@ func (rp *receiverProxy) forward(m *goamqp.Message) {
 		rp.issued--
 	}
 	rp.mu.Unlock()
-	payload, err := m.MarshalBinary()
+	payload, err := deliveryPayload(m)
 	if err != nil {
 		_ = rp.rcv.ReleaseMessage(context.Background(), m)
 		return
@@ -377,7 +377,7 @@ func (rp *receiverProxy) onDisposition(d *amqp.OutgoingDelivery, state frames.De
 		}
 		switch {
 		case err == nil:
-			d.Settle(state)
+			d.Settle(ownerOutcome(state))
 		case isRemote(err):
 			d.Settle(&frames.Rejected{Error: frameError(err)})
 		default:
@@ -450,8 +450,10 @@ func (p *peerConn) request(ctx context.Context, c *amqp.Conn, node string, paylo
 			}
 			if !isRemote(err) {
 				g.forget(c, p)
+				return nil, err
 			}
-			return nil, err
+			e := amqpError(err)
+			return nil, &servicebus.OwnerRefusal{Condition: e.Condition, Description: e.Description}
 		}
 		p.mgmt[node] = mp
 	}

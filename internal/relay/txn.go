@@ -131,8 +131,8 @@ func (p *peerConn) txnRequest(ctx context.Context, c *amqp.Conn, r servicebus.Re
 // senderOptions are the options of a relayed sender link: the client's
 // rights, a send-via link's destination and the rights on it, and the
 // owner's transaction (txnID, nil for none).
-func senderOptions(name string, r servicebus.Relayed, txnID []byte) *goamqp.SenderOptions {
-	props := relayProps(r)
+func senderOptions(name string, client map[frames.Symbol]any, r servicebus.Relayed, txnID []byte) *goamqp.SenderOptions {
+	props := attachProps(client, r)
 	if r.Dest != "" {
 		props["com.microsoft:transfer-destination-address"] = r.Dest
 		props[servicebus.RelayDestProperty] = int64(r.DestRights)
@@ -188,7 +188,7 @@ func (t *txnSenders) get(ctx context.Context, id []byte) (*goamqp.Sender, *frame
 	}
 	actx, cancel := context.WithTimeout(ctx, t.p.g.cfg.Timeout)
 	defer cancel()
-	snd, err := t.p.sess.NewSender(actx, t.target, senderOptions(t.name, t.r, rt.ID))
+	snd, err := t.p.sess.NewSender(actx, t.target, senderOptions(t.name, nil, t.r, rt.ID))
 	if err != nil {
 		return nil, frameError(err)
 	}

@@ -19,9 +19,9 @@ import (
 	"github.com/busbarmq/busbar/internal/store/pgstore/pgtest"
 )
 
-// startCluster starts nodes ids on a fresh test database, with adjust
+// startNodes starts nodes ids on a fresh test database, with adjust
 // applied to each node's options, and an admin client of the first.
-func startCluster(t *testing.T, adjust func(*Options), ids ...string) (map[string]*Server, *admin.Client) {
+func startNodes(t *testing.T, adjust func(*Options), ids ...string) (map[string]*Server, *admin.Client) {
 	t.Helper()
 	pg, err := pgtest.Start()
 	if errors.Is(err, pgtest.ErrNoPostgres) {
@@ -64,7 +64,7 @@ func startCluster(t *testing.T, adjust func(*Options), ids ...string) (map[strin
 // are parked by a's gateway and served by the new owner (c over the relay,
 // a through its own internal listener).
 func TestClusterHandoffParksAttaches(t *testing.T) {
-	nodes, adm := startCluster(t, func(o *Options) { o.Server.AllowAnyKey = true }, "a", "b", "c")
+	nodes, adm := startNodes(t, func(o *Options) { o.Server.AllowAnyKey = true }, "a", "b", "c")
 	a := nodes["a"]
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
@@ -188,7 +188,7 @@ func mapValues(m map[string]string) []string {
 // every locked message through a without a lock-lost, and the new owner
 // has none of them.
 func TestClusterGracefulHandoffSettles(t *testing.T) {
-	nodes, adm := startCluster(t, nil, "a", "b", "c")
+	nodes, adm := startNodes(t, nil, "a", "b", "c")
 	a := nodes["a"]
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
@@ -275,7 +275,7 @@ func TestClusterGracefulHandoffSettles(t *testing.T) {
 // shared catalog. The rule's key is good for that queue only, and a
 // wrong key is refused.
 func TestClusterEntityRuleThroughGateway(t *testing.T) {
-	nodes, adm := startCluster(t, nil, "a", "b")
+	nodes, adm := startNodes(t, nil, "a", "b")
 	a := nodes["a"]
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()

@@ -120,6 +120,7 @@ func classify(err error) (frames.Symbol, int32) {
 	var fe *faults.Error
 	var le *frames.Error
 	var re *RemoteError
+	var or *OwnerRefusal
 	switch {
 	case errors.As(err, &re):
 		// The owner's answer, relayed (router.go): its condition.
@@ -128,6 +129,10 @@ func classify(err error) (frames.Symbol, int32) {
 			status = statusBadRequest
 		}
 		return re.Condition, status
+	case errors.As(err, &or):
+		// The owner of a relayed request refused it: its condition as it
+		// is, with the status a local refusal of that kind has.
+		return or.Condition, ownerStatus(or.Condition)
 	case errors.As(err, &le) && le.Condition == frames.ErrCondMessageSizeExceeded:
 		// The endpoint's own refusal: a delivery larger than the
 		// client's max-message-size (uamqp attaches with 1 MiB).
@@ -187,6 +192,31 @@ func classify(err error) (frames.Symbol, int32) {
 		return condServerBusy, statusUnavailable
 	}
 	return frames.ErrCondInternalError, statusInternal
+}
+
+// ownerStatus is the management status of an owner's refusal (an
+// OwnerRefusal), by its condition: the statuses classify gives the same
+// conditions.
+func ownerStatus(cond frames.Symbol) int32 {
+	switch cond {
+	case frames.ErrCondNotFound, condMessageMissing:
+		return statusNotFound
+	case frames.ErrCondUnauthorizedAccess:
+		return statusUnauthorized
+	case condEntityExists:
+		return statusConflict
+	case condLockLost, condSessionLockLost:
+		return statusGone
+	case condServerBusy, frames.ErrCondConnectionForced:
+		return statusUnavailable
+	case condTimeout:
+		return statusTimeout
+	case frames.ErrCondNotAllowed, condEntityDisabled:
+		return statusBadRequest
+	case frames.ErrCondResourceLimitExceeded:
+		return statusForbidden
+	}
+	return statusInternal
 }
 
 // failure is an error prepared for a client: condition, status and a

@@ -72,6 +72,17 @@ type RemoteTxn struct {
 	Peer any
 }
 
+// OwnerRefusal is a Router's error when the owner itself refused a
+// relayed request (the internal management link's attach: an entity under
+// the unit that does not exist there, for example): classify gives the
+// client the owner's condition, as a local refusal would have.
+type OwnerRefusal struct {
+	Condition   frames.Symbol
+	Description string
+}
+
+func (e *OwnerRefusal) Error() string { return string(e.Condition) + ": " + e.Description }
+
 // Relayed says what a gateway passes on with a relayed link.
 type Relayed struct {
 	Unit   string      // the queue or topic
@@ -281,9 +292,12 @@ func (c *conn) guardRelayed(l *amqp.Link, onDetach *func(error), gone <-chan str
 
 // relayRequest sends a management request to the owner of its entity
 // and returns the owner's response as it is.
-// txnID is the client's transaction it was sent in (nil: none).
+// txnID is the client's transaction it was sent in (nil: none). The rights
+// passed on are those covering the management node, which is what a local
+// request is checked against (a token for "entity/$management" only, as
+// the JS SDK's rule manager puts, covers it but not the entity).
 func (c *conn) relayRequest(payload []byte, node address, txnID []byte) ([]byte, error) {
-	r := Relayed{Unit: unitOf(node), Rights: c.rightsOn(node.path())}
+	r := Relayed{Unit: unitOf(node), Rights: c.rightsOn(node.String())}
 	if txnID != nil {
 		rt, err := c.remoteTxn(txnID, r, nil)
 		if err != nil {

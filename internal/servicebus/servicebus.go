@@ -416,6 +416,7 @@ func (c *conn) entityURI(path string) string {
 
 // fail prepares err for the client (see describe).
 func (c *conn) fail(op, entity string, err error) failure {
+	err = c.movedAway(op, entity, err)
 	topic := false
 	if entity != "" {
 		typ, _, rerr := c.ns().Broker.Resolve(entity)
@@ -424,6 +425,32 @@ func (c *conn) fail(op, entity string, err error) failure {
 	f := describe(c.log, c.h.clock.Now(), c.h.namespace, op, entity, topic, err)
 	c.ns().observer().RequestFailed(entity, string(f.cond), f.status)
 	return f
+}
+
+// movedAway turns a not-found for an entity this node no longer serves
+// but another node of the cluster does (its unit moved while the client's
+// link or lock was here) into what the move means for op: a settlement or
+// lock renewal is lock-lost (the locks did not move with the unit), any
+// other operation the retriable moved error (server-busy), never "the
+// entity could not be found". The catalog is asked only on that failure.
+func (c *conn) movedAway(op, entity string, err error) error {
+	if entity == "" || c.h.router == nil || broker.KindOf(err) != broker.KindNotFound {
+		return err
+	}
+	unit, _, _ := strings.Cut(entity, "/")
+	if !c.h.router.Remote(unit) {
+		return err
+	}
+	switch op {
+	case "settle", opRenewLock, opUpdateDisposition:
+		return &broker.Error{Kind: broker.KindLockLost,
+			Msg: "The lock supplied is invalid: the entity moved to another node of the cluster, and its locks with it."}
+	case opRenewSessionLock, opGetSessionState, opSetSessionState:
+		return &broker.Error{Kind: broker.KindSessionLockLost,
+			Msg: "The session lock was lost: the entity moved to another node of the cluster."}
+	}
+	return &broker.Error{Kind: broker.KindMoved,
+		Msg: fmt.Sprintf("The messaging entity '%s' moved to another node of the cluster; retry.", entity)}
 }
 
 // errLockGone is the reason of a delivery forgotten by its link because

@@ -24,6 +24,16 @@
 #   - runs `go test` on the module's root, admin and internal packages,
 #     skipping the tests listed in SKIP below, each with its reason.
 #
+# Cluster mode (BUSBAR_TEST_CLUSTER=postgres://… naming a PostgreSQL server,
+# set by tests/cluster/run.sh): three `busbar serve --cluster` nodes on a
+# database of their own on that server, each on its own 127.x.y.z with the
+# same ports, one certificate for the three addresses; the two queues are
+# created through node 1's admin API (a cluster node does not declare
+# Config.json entities), and the root, admin and internal packages run one
+# after another with SERVICEBUS_ENDPOINT (what most tests use, for messaging
+# and administration alike) at node 1, 2 and 3 in turn and the connection
+# strings at the next node.
+#
 # Needs root (port 443), go, openssl and network access to the Go module
 # proxy for the SDK's test-only dependencies (cached after the first run).
 # Environment: AZSDK_RUN (a -run pattern, default all), AZSDK_KEEP=1 keeps
@@ -58,12 +68,18 @@ SKIP=(
 )
 
 tmp=$(mktemp -d /tmp/busbar-azsdk.XXXXXX)
-busbar_pid=
+pids=()
+stop_busbar() {
+	for pid in "${pids[@]}"; do
+		kill "$pid" 2>/dev/null || true
+	done
+	for pid in "${pids[@]}"; do
+		wait "$pid" 2>/dev/null || true
+	done
+	pids=()
+}
 cleanup() {
-	if [ -n "$busbar_pid" ]; then
-		kill "$busbar_pid" 2>/dev/null || true
-		wait "$busbar_pid" 2>/dev/null || true
-	fi
+	stop_busbar
 	if [ "${AZSDK_KEEP:-}" = 1 ]; then
 		echo "azsdk: kept $tmp"
 	else
@@ -72,6 +88,10 @@ cleanup() {
 	fi
 }
 trap cleanup EXIT
+
+cluster=${BUSBAR_TEST_CLUSTER:-}
+nodes=1
+[ -n "$cluster" ] && nodes=3
 
 # The SDK's source, writable.
 src=$(go mod download -json "$mod@$version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
@@ -99,38 +119,77 @@ EOF
 key=SAS_KEY_VALUE # the well-known emulator key: development mode accepts unsigned JWTs
 policies="RootManageSharedAccessKey=$key:Manage;NoManage=busbar-no-manage:Send,Listen;SendOnly=busbar-send-only:Send;ListenOnly=busbar-listen-only:Listen"
 
-# A free loopback address with the three ports Busbar needs.
-started=
-for _ in 1 2 3 4 5 6 7 8; do
-	ip=127.0.$((RANDOM % 200 + 20)).$((RANDOM % 250 + 2))
-	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
-		-subj "/CN=busbar-azsdk" -addext "subjectAltName=IP:$ip" \
-		-keyout "$tmp/key.pem" -out "$tmp/cert.pem" 2>/dev/null
-	rm -rf "$tmp/data"
-	"$bin" serve --data "$tmp/data" --config "$tmp/config.json" --policies "$policies" \
+store=
+secret=
+if [ -n "$cluster" ]; then
+	db=t_azsdk_$$_$RANDOM
+	psql "$cluster" -qc "CREATE DATABASE $db" >/dev/null
+	base=${cluster%%\?*}
+	store="${base%/*}/$db${cluster#"$base"}"
+	secret=$(openssl rand -hex 32)
+fi
+
+# start_node K IP: starts busbar (node K of the cluster in cluster mode) on IP
+# with the ports the SDK needs; false unless it got healthy.
+start_node() {
+	local k=$1 ip=$2 args log=$tmp/busbar.log
+	if [ -n "$cluster" ]; then
+		args=(--cluster --store "$store" --node-id "n$k" --cluster-listen "$ip:0" --cluster-secret "$secret"
+			--cluster-heartbeat 200ms --cluster-lease-ttl 3s --cluster-trust-margin 1s --cluster-poll 200ms
+			--data "$tmp/data$k")
+		log=$tmp/busbar$k.log
+	else
+		args=(--data "$tmp/data" --config "$tmp/config.json")
+	fi
+	rm -rf "$tmp/data$k" "$tmp/data"
+	"$bin" serve "${args[@]}" --policies "$policies" \
 		--amqp "$ip:5672" --http "$ip:5300" --amqps "$ip:5671" --https "$ip:443" \
 		--tls-cert "$tmp/cert.pem" --tls-key "$tmp/key.pem" --log-level warn \
-		>"$tmp/busbar.log" 2>&1 &
-	busbar_pid=$!
+		>"$log" 2>&1 &
+	pids+=($!)
 	for _ in $(seq 100); do
-		if curl -fsS "http://$ip:5300/health" >/dev/null 2>&1; then
-			started=1
-			break
-		fi
-		kill -0 "$busbar_pid" 2>/dev/null || break
+		curl -fsS "http://$ip:5300/health" >/dev/null 2>&1 && return 0
+		kill -0 "${pids[-1]}" 2>/dev/null || return 1
 		sleep 0.1
 	done
+	return 1
+}
+
+# Free loopback addresses with the ports Busbar needs, one per node, and a
+# certificate for them.
+started=
+for _ in 1 2 3 4 5 6 7 8; do
+	ips=()
+	while [ ${#ips[@]} -lt "$nodes" ]; do
+		ip=127.0.$((RANDOM % 200 + 20)).$((RANDOM % 250 + 2))
+		[[ " ${ips[*]} " == *" $ip "* ]] || ips+=("$ip")
+	done
+	san=$(printf 'IP:%s,' "${ips[@]}")
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+		-subj "/CN=busbar-azsdk" -addext "subjectAltName=${san%,}" \
+		-keyout "$tmp/key.pem" -out "$tmp/cert.pem" 2>/dev/null
+	started=1
+	for k in $(seq "$nodes"); do
+		start_node "$k" "${ips[k-1]}" || { started=; break; }
+	done
 	[ -n "$started" ] && break
-	kill "$busbar_pid" 2>/dev/null || true
-	wait "$busbar_pid" 2>/dev/null || true
-	busbar_pid=
+	stop_busbar
 done
 if [ -z "$started" ]; then
-	echo "azsdk: could not start Busbar on a loopback address:" >&2
-	cat "$tmp/busbar.log" >&2
+	echo "azsdk: could not start Busbar on loopback addresses:" >&2
+	cat "$tmp"/busbar*.log >&2
 	exit 1
 fi
-echo "azsdk: Busbar on $ip (amqps 5671, https 443), SDK $mod@$version"
+ip=${ips[0]}
+if [ -n "$cluster" ]; then
+	# Config.json entities are not declared by cluster nodes: the queues
+	# the SDK's test template makes, through node 1's admin API.
+	"$bin" queue create testQueue --admin "$ip:5300" >/dev/null
+	"$bin" queue create testQueueWithSessions --requires-session --admin "$ip:5300" >/dev/null
+	echo "azsdk: a Busbar cluster on ${ips[*]} (amqps 5671, https 443), SDK $mod@$version"
+else
+	echo "azsdk: Busbar on $ip (amqps 5671, https 443), SDK $mod@$version"
+fi
 
 # The stand-in az.
 mkdir -p "$tmp/bin"
@@ -160,19 +219,24 @@ printf '{"accessToken":"%s.%s.%s","expiresOn":"%s","expires_on":%d,"subscription
 EOF
 chmod +x "$tmp/bin/az"
 
-cs() { echo "Endpoint=sb://$ip/;SharedAccessKeyName=$1;SharedAccessKey=$2"; }
+cs() { echo "Endpoint=sb://$1/;SharedAccessKeyName=$2;SharedAccessKey=$3"; }
 export AZURE_RECORD_MODE=live
 export AZURE_TOKEN_CREDENTIALS=AzureCLICredential
 export PATH="$tmp/bin:$PATH"
 export SSL_CERT_FILE="$tmp/cert.pem"
-export SERVICEBUS_ENDPOINT="$ip" SERVICEBUS_ENDPOINT_PREMIUM="$ip"
-SERVICEBUS_CONNECTION_STRING=$(cs RootManageSharedAccessKey "$key")
-export SERVICEBUS_CONNECTION_STRING
-export SERVICEBUS_CONNECTION_STRING_PREMIUM="$SERVICEBUS_CONNECTION_STRING"
-SERVICEBUS_CONNECTION_STRING_NO_MANAGE=$(cs NoManage busbar-no-manage)
-SERVICEBUS_CONNECTION_STRING_SEND_ONLY=$(cs SendOnly busbar-send-only)
-SERVICEBUS_CONNECTION_STRING_LISTEN_ONLY=$(cs ListenOnly busbar-listen-only)
-export SERVICEBUS_CONNECTION_STRING_NO_MANAGE SERVICEBUS_CONNECTION_STRING_SEND_ONLY SERVICEBUS_CONNECTION_STRING_LISTEN_ONLY
+
+# point A B: the endpoint (token credential: most tests, messaging and
+# administration) at address A, the connection strings at B.
+point() {
+	export SERVICEBUS_ENDPOINT="$1" SERVICEBUS_ENDPOINT_PREMIUM="$1"
+	SERVICEBUS_CONNECTION_STRING=$(cs "$2" RootManageSharedAccessKey "$key")
+	export SERVICEBUS_CONNECTION_STRING
+	export SERVICEBUS_CONNECTION_STRING_PREMIUM="$SERVICEBUS_CONNECTION_STRING"
+	SERVICEBUS_CONNECTION_STRING_NO_MANAGE=$(cs "$2" NoManage busbar-no-manage)
+	SERVICEBUS_CONNECTION_STRING_SEND_ONLY=$(cs "$2" SendOnly busbar-send-only)
+	SERVICEBUS_CONNECTION_STRING_LISTEN_ONLY=$(cs "$2" ListenOnly busbar-listen-only)
+	export SERVICEBUS_CONNECTION_STRING_NO_MANAGE SERVICEBUS_CONNECTION_STRING_SEND_ONLY SERVICEBUS_CONNECTION_STRING_LISTEN_ONLY
+}
 
 # One -skip pattern: alternatives joined with |, each test/subtest
 # element anchored (go test splits alternatives first, then elements).
@@ -182,9 +246,21 @@ for t in "${SKIP[@]}"; do
 done
 cd "$tmp/azservicebus"
 status=0
-go test -count=1 -timeout 10m -run "${AZSDK_RUN:-.}" ${skip:+-skip "$skip"} "$@" . ./admin ./internal || status=$?
+if [ -z "$cluster" ]; then
+	point "$ip" "$ip"
+	go test -count=1 -timeout 10m -run "${AZSDK_RUN:-.}" ${skip:+-skip "$skip"} "$@" . ./admin ./internal || status=$?
+else
+	pkgs=(. ./admin ./internal)
+	for k in 0 1 2; do
+		point "${ips[k]}" "${ips[(k + 1) % 3]}"
+		echo "azsdk: ${pkgs[k]} with the endpoint at node $((k + 1)), the connection strings at node $(((k + 1) % 3 + 1))"
+		go test -count=1 -timeout 10m -run "${AZSDK_RUN:-.}" ${skip:+-skip "$skip"} "$@" "${pkgs[k]}" || status=$?
+	done
+fi
 if [ "$status" != 0 ]; then
-	echo "azsdk: Busbar's log (last 50 lines):"
-	tail -n 50 "$tmp/busbar.log"
+	for f in "$tmp"/busbar*.log; do
+		echo "azsdk: $(basename "$f") (last 50 lines):"
+		tail -n 50 "$f"
+	done
 fi
 exit "$status"

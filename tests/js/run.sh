@@ -45,4 +45,4 @@ echo "== node --test"
 if [ $# -eq 0 ]; then
 	set -- suite/*.test.mjs
 fi
-node --test --test-concurrency=4 "$@"
+node --test --test-concurrency="${BUSBAR_JS_CONCURRENCY:-4}" "$@"

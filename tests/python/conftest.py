@@ -4,7 +4,8 @@ One `busbar serve --memory` per test session, on loopback ports the kernel
 picks, with TLS (--amqps, --https, --dev-tls): azure-servicebus 7.8.2 (on
 Azure's C uamqp) speaks AMQP only over TLS or WebSockets and ignores
 UseDevelopmentEmulator. Nothing here stands in for the SDK; every call goes
-through the real clients to the real broker.
+through the real clients to the real broker. With BUSBAR_TEST_CLUSTER (see
+_start_cluster) each broker is three cluster nodes.
 
 Two settings make the released SDK reach a broker on an ephemeral port:
 
@@ -29,6 +30,8 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
+import uuid
 from pathlib import Path
 
 import pytest
@@ -50,16 +53,20 @@ def _busbar_binary(tmp):
 
 
 class Broker:
-    """A running `busbar serve`; the fields come from its "busbar ready" line."""
+    """A running `busbar serve`, or three cluster nodes standing in for one:
+    the fields come from a "busbar ready" line."""
 
-    def __init__(self, ready, proc, work, log_path):
-        self.ready = ready
-        self.proc = proc
+    def __init__(self, nodes, work, admin=None):
+        # nodes: (ready record, Popen, log path, log pump thread) for each
+        # process. With several (a cluster), AMQP goes to the first and the
+        # admin client (its connection string's port) to admin.
+        self.nodes = nodes
         self.work = work
-        self.log_path = log_path
-        self.amqps_port = int(ready["amqps"].rsplit(":", 1)[1])
-        self.https_port = int(ready["https"].rsplit(":", 1)[1])
-        self.certificate = ready["dev_certificate"]
+        self.ready = nodes[0][0]
+        self.log_path = " ".join(n[2] for n in nodes)
+        self.amqps_port = int(self.ready["amqps"].rsplit(":", 1)[1])
+        self.https_port = int((admin or self.ready)["https"].rsplit(":", 1)[1])
+        self.certificate = self.ready["dev_certificate"]
 
     def connection_string(self, port=None):
         """The connection string an application would use. With port it
@@ -69,25 +76,35 @@ class Broker:
         return "Endpoint=sb://%s;SharedAccessKeyName=%s;SharedAccessKey=%s" % (host, KEY_NAME, KEY)
 
     def log_tail(self, n=40):
-        with open(self.log_path, encoding="utf-8", errors="replace") as f:
-            return "".join(f.readlines()[-n:])
+        out = []
+        for _, _, path, _ in self.nodes:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                out.append("".join(f.readlines()[-n:]))
+        return "\n".join(out)
+
+    def stop(self):
+        """Stops every process (SIGTERM, by its PID); their exit codes."""
+        for _, proc, _, _ in self.nodes:
+            proc.send_signal(signal.SIGTERM)
+        codes = []
+        for _, proc, _, pumper in self.nodes:
+            try:
+                codes.append(proc.wait(20))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                codes.append(proc.wait())
+            pumper.join(5)
+        return codes
 
 
-def _start_broker(extra_args=()):
-    work = tempfile.mkdtemp(prefix="busbar-py-")
-    binary = _busbar_binary(work)
-    log_path = os.path.join(work, "busbar.log")
-    args = [
-        binary, "serve", "--memory",
-        "--amqp", "127.0.0.1:0", "--http", "127.0.0.1:0",
-        "--amqps", "127.0.0.1:0", "--https", "127.0.0.1:0", "--dev-tls",
-        "--log-format", "json", "--log-level", os.environ.get("BUSBAR_PY_LOG_LEVEL", "info"),
-    ] + list(extra_args)
+def _spawn(binary, args, work, log_path):
+    """Runs busbar with args in work (also its TMPDIR) until it logs
+    "busbar ready": (that record, Popen, log_path, log pump thread)."""
     # A private TMPDIR keeps this broker's development certificate apart
     # from other brokers running in parallel (with --memory it is written
     # under the temporary directory).
     env = dict(os.environ, TMPDIR=work)
-    proc = subprocess.Popen(args, cwd=work, env=env, stdin=subprocess.DEVNULL,
+    proc = subprocess.Popen([binary] + args, cwd=work, env=env, stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     found = {}
     got_ready = threading.Event()
@@ -120,7 +137,72 @@ def _start_broker(extra_args=()):
             pumper.join(5)
             with open(log_path, encoding="utf-8", errors="replace") as f:
                 raise RuntimeError("busbar did not get ready (exit %s):\n%s" % (proc.returncode, f.read()))
-    return Broker(found, proc, work, log_path), pumper
+    return found, proc, log_path, pumper
+
+
+def _listeners():
+    return [
+        "--amqp", "127.0.0.1:0", "--http", "127.0.0.1:0",
+        "--amqps", "127.0.0.1:0", "--https", "127.0.0.1:0", "--dev-tls",
+        "--log-format", "json", "--log-level", os.environ.get("BUSBAR_PY_LOG_LEVEL", "info"),
+    ]
+
+
+def _start_broker(extra_args=()):
+    if os.environ.get("BUSBAR_TEST_CLUSTER"):
+        return _start_cluster(extra_args)
+    work = tempfile.mkdtemp(prefix="busbar-py-")
+    binary = _busbar_binary(work)
+    args = ["serve", "--memory"] + _listeners() + list(extra_args)
+    return Broker([_spawn(binary, args, work, os.path.join(work, "busbar.log"))], work)
+
+
+# Cluster mode (BUSBAR_TEST_CLUSTER=postgres://… naming a PostgreSQL
+# server, set by tests/cluster/run.sh): each broker is three `busbar serve
+# --cluster` nodes on a database of their own there, with short timings.
+# The AMQP clients dial one node and the admin client another, a different
+# pair for each broker of the run, so entities are created through one node
+# and used through another.
+_CLUSTER_TIMINGS = [
+    "--cluster-heartbeat", "200ms", "--cluster-lease-ttl", "3s",
+    "--cluster-trust-margin", "1s", "--cluster-poll", "200ms",
+]
+_cluster_instances = [0]
+
+
+def _start_cluster(extra_args):
+    server = os.environ["BUSBAR_TEST_CLUSTER"]
+    db = "t_" + uuid.uuid4().hex[:12]
+    subprocess.run(["psql", server, "-qc", "CREATE DATABASE " + db], check=True, stdout=subprocess.DEVNULL)
+    parts = urllib.parse.urlsplit(server)
+    store = urllib.parse.urlunsplit(parts._replace(path="/" + db))
+    work = tempfile.mkdtemp(prefix="busbar-py-cluster-")
+    binary = _busbar_binary(work)
+    secret = uuid.uuid4().hex + uuid.uuid4().hex
+    nodes = []
+
+    def start(k):
+        # --data is shared: node 1 writes the development certificate
+        # first, the others then use it, so one certificate serves all.
+        args = ["serve", "--cluster", "--store", store, "--data", os.path.join(work, "data"),
+                "--node-id", "n%d" % k, "--cluster-listen", "127.0.0.1:0", "--cluster-secret", secret,
+                ] + _CLUSTER_TIMINGS + _listeners() + list(extra_args)
+        nodes.append(_spawn(binary, args, work, os.path.join(work, "n%d.log" % k)))
+
+    try:
+        for k in (1, 2, 3):
+            start(k)
+    except BaseException:
+        if nodes:
+            Broker(nodes, work).stop()
+        raise
+    # Two polls, so that each node has seen the others before the first
+    # entity is created (placement then sends it where it stays).
+    time.sleep(0.5)
+    k = _cluster_instances[0]
+    _cluster_instances[0] += 1
+    amqp = nodes[k % 3:] + nodes[:k % 3]
+    return Broker(amqp, work, admin=amqp[1][0])
 
 
 @pytest.fixture(scope="session")
@@ -131,7 +213,7 @@ def broker():
 def serve_broker(extra_args=()):
     """Runs a broker (busbar serve with extra_args) for a fixture: yields
     it, pointed at by the SDK, and stops it."""
-    b, pumper = _start_broker(extra_args)
+    b = _start_broker(extra_args)
     # See the module doc: the AMQP port, and the certificate for the
     # admin client's HTTP stack.
     import azure.servicebus._common._configuration as sb_configuration
@@ -147,15 +229,9 @@ def serve_broker(extra_args=()):
             os.environ.pop("REQUESTS_CA_BUNDLE", None)
         else:
             os.environ["REQUESTS_CA_BUNDLE"] = saved_bundle
-        b.proc.send_signal(signal.SIGTERM)
-        try:
-            code = b.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            b.proc.kill()
-            code = b.proc.wait()
-        pumper.join(5)
-        if code != 0:
-            pytest.fail("busbar exited with %s; log: %s" % (code, b.log_path))
+        codes = b.stop()
+        if any(code != 0 for code in codes):
+            pytest.fail("busbar exited with %s; log: %s" % (codes, b.log_path))
         if os.environ.get("BUSBAR_PY_KEEP_LOGS") != "1":
             shutil.rmtree(b.work, ignore_errors=True)
 

@@ -326,6 +326,20 @@ func (h *Handle) Acquire(ctx context.Context, unit uint64) (uint64, error) {
 	return r.epoch, nil
 }
 
+// CreateOwned adds unit as created by this handle's node, as pgstore
+// does in the transaction that creates a queue or topic: owned by its
+// session at epoch 1, and writable by the handle at once.
+func (h *Handle) CreateOwned(unit uint64) {
+	session := h.Session()
+	d := h.db
+	d.mu.Lock()
+	d.units[unit] = &unitRow{owner: h.id, ownerSession: session, epoch: 1, state: store.UnitOwned, changed: d.clock.Now()}
+	d.mu.Unlock()
+	h.mu.Lock()
+	h.epochs[unit] = 1
+	h.mu.Unlock()
+}
+
 // Release frees unit, reserved for next, if this handle still owns it at
 // the epoch it acquired.
 func (h *Handle) Release(ctx context.Context, unit uint64, next string) error {
