@@ -29,6 +29,8 @@ type meter struct {
 	// all0, steal0: the machine's CPU ticks at the last mark (machineCPU);
 	// steal0 < 0 when unknown.
 	all0, steal0 int64
+	// db0 is the database's reading at the last mark (t.DB).
+	db0 pgReading
 }
 
 // pinNote says where the broker and the load generator ran when pinned
@@ -98,6 +100,7 @@ func (m *meter) cpuSplit() (total, sys time.Duration) {
 func (m *meter) mark() {
 	m.cpu0, m.sys0 = m.cpuSplit()
 	m.self0 = selfCPU()
+	m.db0 = m.t.DB.read()
 	m.all0, m.steal0 = -1, -1
 	if all, steal, ok := machineCPU(); ok {
 		m.all0, m.steal0 = all, steal
@@ -158,13 +161,17 @@ func (m *meter) sysPct() float64 {
 }
 
 // record sets res's broker CPU per message, broker system share,
-// client CPU per message for msgs messages and the machine's steal since
+// client CPU per message for msgs messages, the machine's steal and,
+// with a database meter, the database's CPU and WAL per message since
 // the last mark.
 func (m *meter) record(res *Result, msgs int64) {
 	res.CPUus = m.cpuPerMsg(msgs)
 	res.SysPct = m.sysPct()
 	res.ClientUs = m.clientPerMsg(msgs)
 	res.StealPct = m.stealPct()
+	if m.t.DB != nil {
+		res.DBus, res.WALBytes = perMsg(m.db0, m.t.DB.read(), msgs)
+	}
 }
 
 // finish ends the meter's cell: it records res's CPU figures (record),

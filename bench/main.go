@@ -76,6 +76,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	b.rounds()
+	b.db.close()
 	b.rabbit()
 	b.nats()
 	prog.set("", 0)
@@ -253,6 +254,25 @@ type benchRun struct {
 	exported bool   // src is an export of --rev
 	bin      string // the busbar binary
 	nullBin  string // the busbar-null binary
+	db       *pgMeter
+	dbTried  bool
+}
+
+// pgMeter returns the meter of -postgres's server, connecting on first
+// use; nil (and a log line) when it cannot be measured, e.g. on another
+// machine: the database columns are then empty.
+func (b *benchRun) pgMeter() *pgMeter {
+	if !b.dbTried {
+		b.dbTried = true
+		db, err := newPGMeter(b.ctx, b.f.postgres)
+		if err != nil {
+			b.prog.log("PostgreSQL's CPU and WAL not measured: %v", err)
+		} else {
+			b.db = db
+			b.prog.log("PostgreSQL measured: the processes under postmaster %d, WAL from pg_current_wal_lsn().", db.pid)
+		}
+	}
+	return b.db
 }
 
 // newRunner makes the Runner, logging each result as it comes.
@@ -407,6 +427,7 @@ func (b *benchRun) rounds() {
 		if want["busbar-postgres"] && ctx.Err() == nil {
 			pt, _, stopP := NewBusbarTargets(BusbarOptions{Bin: b.bin, WorkDir: work, AMQPPort: 25804 + b.f.portOffset, HTTPPort: 25805 + b.f.portOffset, Src: b.src, Postgres: b.f.postgres})
 			b.skipW4(pt, "busbar-postgres")
+			pt.DB = b.pgMeter()
 			b.runAll(pt)
 			stopP()
 		}

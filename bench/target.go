@@ -38,6 +38,9 @@ type Target struct {
 	NoPrefill bool
 	// Note is printed with every figure of this target (e.g. credit used).
 	Note string
+	// DB, when set, measures the broker's PostgreSQL during each cell
+	// (Result.DBus, Result.WALBytes).
+	DB *pgMeter
 }
 
 func (t *Target) pid() int {
