@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -164,5 +165,55 @@ func TestPGMeter(t *testing.T) {
 	}
 	if cpu <= 0 {
 		t.Errorf("database CPU %.0f µs, want some", cpu)
+	}
+}
+
+// twoProcs is a multiProcess of this process and a child.
+type twoProcs struct{ pids []int }
+
+func (p twoProcs) PID() int        { return p.pids[0] }
+func (p twoProcs) DataDir() string { return "" }
+func (p twoProcs) PIDs() []int     { return p.pids }
+func (p twoProcs) Roles() []string { return []string{"owner", "other node"} }
+
+// TestMeterMultiProcess: a broker of two processes (a cluster) is
+// metered as their sum, and the note gives each one's share.
+func TestMeterMultiProcess(t *testing.T) {
+	cmd := exec.Command("sh", "-c", `read go; i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; echo done; exec sleep 60`)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	procs := twoProcs{[]int{os.Getpid(), cmd.Process.Pid}}
+	tg := &Target{Proc: func() Process { return procs }}
+	m := &meter{t: tg, pid: tg.pid(), stop: make(chan struct{})}
+	m.mark()
+	c0, _ := procCPU(cmd.Process.Pid)
+	if _, err := in.Write([]byte("go\n")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := out.Read(make([]byte, 5)); err != nil {
+		t.Fatal(err)
+	}
+	c1, _ := procCPU(cmd.Process.Pid)
+	res := Result{}
+	m.record(&res, 1000)
+	child := float64(c1-c0) / 1e3 / 1000
+	if child < 10 || res.CPUus < child {
+		t.Fatalf("CPU %.1f µs/msg for both, the child alone %.1f", res.CPUus, child)
+	}
+	if note := m.pinNote(); !strings.Contains(note, "; CPU µs/msg: owner ") || !strings.Contains(note, ", other node ") {
+		t.Fatalf("note %q", note)
+	}
+	if res.DBus != 0 || res.WALBytes != 0 {
+		t.Fatalf("database figures set without a database meter: %v, %v", res.DBus, res.WALBytes)
 	}
 }
