@@ -80,7 +80,10 @@ func NewClusterTargets(o ClusterOptions) (owner, relayed *Target, stop func()) {
 		t := &Target{Client: cl, Proc: func() Process { return clusterProc{c} },
 			Workloads: map[string]bool{"W1": true, "W2": true, "W3": true}, WorkloadsNA: "not run on the cluster (W1, W2, W3 only)",
 			TopicsNA: "not run on the cluster", SkipW4: "not run on the cluster",
-			Note: note}
+			Note: note,
+			StoreMetrics: func() string {
+				return fmt.Sprintf("http://127.0.0.1:%d/metrics", c.nodes[c.owner].httpPort)
+			}}
 		t.Fresh = func(ctx context.Context, queues []string, topics map[string][]string) error {
 			if len(topics) > 0 {
 				return fmt.Errorf("topics are not run on the cluster")
@@ -126,7 +129,7 @@ func (c *benchCluster) ensure(ctx context.Context) error {
 		p.dir = filepath.Join(c.o.WorkDir, fmt.Sprintf("busbar-cluster-data-%d-n%d", c.run, i+1))
 		os.RemoveAll(p.dir)
 		p.extra = []string{"--cluster", "--store", u.String(), "--node-id", fmt.Sprintf("n%d", i+1),
-			"--cluster-listen", fmt.Sprintf("127.0.0.1:%d", c.o.Ports[i][2]), "--cluster-secret", clusterSecret}
+			"--cluster-listen", fmt.Sprintf("127.0.0.1:%d", c.o.Ports[i][2]), "--cluster-secret", clusterSecret, "--metrics-open"}
 		if err := p.start(ctx); err != nil {
 			c.stop()
 			return fmt.Errorf("cluster node n%d: %w", i+1, err)

@@ -77,6 +77,8 @@ func TestClusterSmoke(t *testing.T) {
 			t.Errorf("%s %s: no messages", res.Workload, res.Target)
 		case res.CPUus <= 0 || !strings.Contains(res.Note, "; CPU µs/msg: owner "):
 			t.Errorf("%s %s: nodes' CPU %.1f µs/msg, note %q", res.Workload, res.Target, res.CPUus, res.Note)
+		case !strings.Contains(res.Note, "; store: ") || !strings.Contains(res.Note, "synced transactions"):
+			t.Errorf("%s %s: no store transactions in the note %q", res.Workload, res.Target, res.Note)
 		case res.DBus < 0 || res.WALBytes <= 0:
 			t.Errorf("%s %s: database CPU %.1f µs/msg, WAL %.0f B/msg", res.Workload, res.Target, res.DBus, res.WALBytes)
 		}

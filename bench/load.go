@@ -36,6 +36,8 @@ type meter struct {
 	// multiProcess; split is the note record makes of it.
 	each0 []time.Duration
 	split string
+	// st0 is the broker's store metrics at the last mark (t.StoreMetrics).
+	st0 storeStats
 }
 
 // pinNote says where the broker and the load generator ran when pinned,
@@ -160,6 +162,9 @@ func (m *meter) mark() {
 	m.self0 = selfCPU()
 	m.db0 = m.t.DB.read()
 	m.each0 = m.each()
+	if m.t.StoreMetrics != nil {
+		m.st0 = scrapeStore(m.t.StoreMetrics())
+	}
 	m.all0, m.steal0 = -1, -1
 	if all, steal, ok := machineCPU(); ok {
 		m.all0, m.steal0 = all, steal
@@ -232,6 +237,9 @@ func (m *meter) record(res *Result, msgs int64) {
 		res.DBus, res.WALBytes = perMsg(m.db0, m.t.DB.read(), msgs)
 	}
 	m.split = m.splitNote(msgs)
+	if m.t.StoreMetrics != nil {
+		m.split += storeNote(m.st0, scrapeStore(m.t.StoreMetrics()), msgs)
+	}
 }
 
 // finish ends the meter's cell: it records res's CPU figures (record),

@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -201,4 +203,82 @@ func (p *pgMeter) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	p.conn.Close(ctx)
+}
+
+// storeStats is what scrapeStore reads from a broker's GET /metrics: the
+// store's synced commit transactions (fsync rounds for the file store),
+// the time they took, and the broker commits they carried.
+type storeStats struct {
+	txns, commits float64
+	secs          float64
+	ok            bool
+}
+
+// scrapeStore reads busbar_store_fsync_seconds and
+// busbar_store_group_commit_size from the Prometheus text at url.
+func scrapeStore(url string) storeStats {
+	if url == "" {
+		return storeStats{}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+	if err != nil {
+		return storeStats{}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return storeStats{}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return storeStats{}
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return storeStats{}
+	}
+	return parseStoreStats(string(b))
+}
+
+func parseStoreStats(text string) storeStats {
+	var s storeStats
+	seen := 0
+	for _, line := range strings.Split(text, "\n") {
+		name, val, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		var dst *float64
+		switch name {
+		case "busbar_store_fsync_seconds_count":
+			dst = &s.txns
+		case "busbar_store_fsync_seconds_sum":
+			dst = &s.secs
+		case "busbar_store_group_commit_size_sum":
+			dst = &s.commits
+		default:
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
+		if err != nil {
+			return storeStats{}
+		}
+		*dst = v
+		seen++
+	}
+	s.ok = seen == 3
+	return s
+}
+
+// storeNote describes the store's transactions between two scrapes for
+// msgs messages, e.g. "; store: 812 transactions, 98.5 msgs and 3.1
+// commits each, 11.9 ms mean"; "" when unknown.
+func storeNote(a, b storeStats, msgs int64) string {
+	n := b.txns - a.txns
+	if !a.ok || !b.ok || n <= 0 || msgs <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("; store: %.0f synced transactions, %.1f msgs and %.1f commits each, %.1f ms mean",
+		n, float64(msgs)/n, (b.commits-a.commits)/n, 1e3*(b.secs-a.secs)/n)
 }

@@ -217,3 +217,22 @@ func TestMeterMultiProcess(t *testing.T) {
 		t.Fatalf("database figures set without a database meter: %v, %v", res.DBus, res.WALBytes)
 	}
 }
+
+func TestStoreStats(t *testing.T) {
+	text := "# HELP busbar_store_fsync_seconds x\nbusbar_store_fsync_seconds_bucket{le=\"0.001\"} 3\nbusbar_store_fsync_seconds_sum 0.5\nbusbar_store_fsync_seconds_count 10\n" +
+		"busbar_store_group_commit_size_sum 40\nbusbar_store_group_commit_size_count 10\n"
+	a := parseStoreStats(text)
+	if !a.ok || a.txns != 10 || a.secs != 0.5 || a.commits != 40 {
+		t.Fatalf("parsed %+v", a)
+	}
+	b := storeStats{txns: 110, secs: 1.5, commits: 240, ok: true}
+	if got, want := storeNote(a, b, 5000), "; store: 100 synced transactions, 50.0 msgs and 2.0 commits each, 10.0 ms mean"; got != want {
+		t.Fatalf("note %q, want %q", got, want)
+	}
+	if got := storeNote(storeStats{}, b, 5000); got != "" {
+		t.Fatalf("unknown start: %q", got)
+	}
+	if s := parseStoreStats("busbar_store_fsync_seconds_count 1\n"); s.ok {
+		t.Fatalf("partial metrics read as %+v", s)
+	}
+}

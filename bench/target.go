@@ -41,6 +41,10 @@ type Target struct {
 	// DB, when set, measures the broker's PostgreSQL during each cell
 	// (Result.DBus, Result.WALBytes).
 	DB *pgMeter
+	// StoreMetrics, when set, returns the URL of the broker's GET
+	// /metrics (open): the notes then give the store's transactions in
+	// the cell (storeNote).
+	StoreMetrics func() string
 }
 
 func (t *Target) pid() int {
