@@ -376,7 +376,22 @@ func (q *entity) forward(job forwardJob, now int64) {
 		total += pm.size()
 	}
 
-	if len(pend) > 0 {
+	remote := len(pend) > 0 && q.b.outbox != nil && !q.b.servesName(job.target)
+	if remote {
+		// Another node's unit (or none): through the outbox (transfer.go).
+		committed, err := q.sendRemote(&job, pend, moved, now)
+		switch {
+		case committed:
+			done = append(done, moved...)
+		case retryable(err):
+			retry = append(retry, moved...)
+		default:
+			for i := range moved {
+				failed = append(failed, q.refusedTransition(job, moved[i], err))
+			}
+		}
+	}
+	if len(pend) > 0 && !remote {
 		committed, err := q.sendForward(job.target, pend, moved, total, now)
 		switch {
 		case committed:
@@ -449,7 +464,14 @@ func perMessage(err error) bool {
 // refusedTransition moves a message the destination refused (err) to the
 // transfer dead-letter queue, the reason naming the cause.
 func (q *entity) refusedTransition(job forwardJob, t transition, err error) transition {
-	reason := ReasonForwardRefused
+	reason, desc := forwardRefusal(err, q.path(job.sub), job.target)
+	return transferDeadLetterTransition(job.sub, job.find(t.seq), reason, desc)
+}
+
+// forwardRefusal is the dead-letter reason and description of a forward
+// from source to target that target refused with err.
+func forwardRefusal(err error, source, target string) (reason, desc string) {
+	reason = ReasonForwardRefused
 	switch KindOf(err) {
 	case KindNotFound:
 		reason = ReasonForwardEntityNotFound
@@ -462,11 +484,9 @@ func (q *entity) refusedTransition(job forwardJob, t transition, err error) tran
 	}
 	msg := err.Error()
 	if KindOf(err) == KindNotFound {
-		msg = fmt.Sprintf("the messaging entity '%s' does not exist (it was deleted, or never created)", job.target)
+		msg = fmt.Sprintf("the messaging entity '%s' does not exist (it was deleted, or never created)", target)
 	}
-	r := job.find(t.seq)
-	return transferDeadLetterTransition(job.sub, r, reason,
-		fmt.Sprintf("The message could not be forwarded from '%s' to '%s': %s", q.path(job.sub), job.target, strings.TrimSuffix(msg, ".")+"."))
+	return reason, fmt.Sprintf("The message could not be forwarded from '%s' to '%s': %s", source, target, strings.TrimSuffix(msg, ".")+".")
 }
 
 func (j *forwardJob) find(seq int64) *rec {
@@ -632,7 +652,14 @@ func (b *Broker) checkForwardingLocked(self string, requiresSession bool, forwar
 			return invalidProp(f.prop, "an entity cannot forward to itself")
 		}
 		if _, taken := b.nameTakenLocked(f.target); !taken {
-			return invalidProp(f.prop, "the target entity '%s' does not exist", f.target)
+			// On a cluster node, another node may serve it.
+			ok, err := b.catalogHas(f.target)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return invalidProp(f.prop, "the target entity '%s' does not exist", f.target)
+			}
 		}
 	}
 	if forwardTo == "" {

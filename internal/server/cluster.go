@@ -67,6 +67,7 @@ func openCluster(o Options, n *namespace, log *slog.Logger) (*clusterPart, error
 		addr = c.ln.Addr().String()
 	}
 	c.node, err = cluster.New(cluster.Options{ID: o.NodeID, Addr: addr, Membership: ps, Leases: ps, Units: n.broker,
+		Outbox: ps, Lander: n.broker,
 		Log: c.log, Heartbeat: o.ClusterHeartbeat, TTL: o.ClusterLeaseTTL, Margin: o.ClusterTrustMargin,
 		Poll: o.ClusterPoll, Version: version.Get().Version})
 	if err != nil {
