@@ -16,9 +16,9 @@ type Lander interface {
 
 // Bounds of one landing round.
 const (
-	landBatch       = 256     // transfers read and landed at once
-	landBatchBytes  = 4 << 20 // and their Data, about
-	landRounds = 16      // batches per unit per poll, so every unit gets its turn
+	landBatch      = 256     // transfers read and landed at once
+	landBatchBytes = 4 << 20 // and their Data, about
+	landRounds     = 16      // batches per unit per poll, so every unit gets its turn
 )
 
 // landLoop lands, every Poll, the transfers waiting for the units this
@@ -70,7 +70,9 @@ func (n *Node) land(ctx context.Context) {
 // back, a bounded number of batches each.
 func (n *Node) landUnit(ctx context.Context, u uint64) {
 	read := []func() ([]store.Transfer, error){
-		func() ([]store.Transfer, error) { return n.o.Outbox.PendingTransfers(ctx, u, landBatch, landBatchBytes) },
+		func() ([]store.Transfer, error) {
+			return n.o.Outbox.PendingTransfers(ctx, u, landBatch, landBatchBytes)
+		},
 		func() ([]store.Transfer, error) { return n.o.Outbox.OrphanTransfers(ctx, []uint64{u}, landBatch) },
 	}
 	for _, next := range read {
