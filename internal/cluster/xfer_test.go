@@ -1,0 +1,251 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/busbarmq/busbar/internal/broker"
+	"github.com/busbarmq/busbar/internal/message"
+	"github.com/busbarmq/busbar/internal/store"
+	"github.com/busbarmq/busbar/internal/store/pgstore"
+)
+
+// xferNode is a broker on a cluster-mode pgstore without a Node: the test
+// creates its units (the creator owns them) and lands by hand.
+type xferNode struct {
+	s   *pgstore.Store
+	b   *broker.Broker
+	log *logRecorder
+}
+
+// logRecorder keeps the messages logged.
+type logRecorder struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	l.msgs = append(l.msgs, r.Message)
+	l.mu.Unlock()
+	return nil
+}
+func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logRecorder) WithGroup(string) slog.Handler      { return l }
+func (l *logRecorder) saw(part string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, m := range l.msgs {
+		if strings.Contains(m, part) {
+			return true
+		}
+	}
+	return false
+}
+
+func startXferNode(t *testing.T, url, id string, backlog int) *xferNode {
+	t.Helper()
+	s, err := pgstore.Open(context.Background(), url, pgstore.Options{Cluster: true, NodeID: id, TxnDeadline: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Register(context.Background(), store.NodeRegistration{ID: id, Addr: id + ":1", TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	rec := &logRecorder{}
+	b, err := broker.Open(broker.Options{Store: s, Units: true, TransferBacklog: backlog, Logger: slog.New(rec)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); b.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		b.Close()
+		s.Close()
+	})
+	return &xferNode{s: s, b: b, log: rec}
+}
+
+func (n *xferNode) unit(t *testing.T, name string) uint64 {
+	t.Helper()
+	u, ok := n.b.EntityStoreID(name)
+	if !ok {
+		t.Fatalf("%s not served", name)
+	}
+	return u
+}
+
+// land lands every transfer waiting for unit (and orphans of it).
+func (n *xferNode) land(t *testing.T, unit uint64) int {
+	t.Helper()
+	ctx := context.Background()
+	xs, err := n.s.PendingTransfers(ctx, unit, 1000, 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os, err := n.s.OrphanTransfers(ctx, []uint64{unit}, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	xs = append(xs, os...)
+	if landed, err := n.b.LandTransfers(ctx, unit, xs); err != nil || landed != len(xs) {
+		t.Fatalf("landed %d of %d: %v", landed, len(xs), err)
+	}
+	return len(xs)
+}
+
+func (n *xferNode) sendN(t *testing.T, path string, from, to int) {
+	t.Helper()
+	var ms []*message.Message
+	for i := from; i < to; i++ {
+		ms = append(ms, &message.Message{Body: []byte(fmt.Sprintf("m%02d", i))})
+	}
+	if err := n.b.Send(context.Background(), path, ms); err != nil {
+		t.Fatalf("send to %s: %v", path, err)
+	}
+}
+
+// bodies peeks every message of path.
+func (n *xferNode) bodies(t *testing.T, path string) ([]string, []*broker.Delivery) {
+	t.Helper()
+	ds, err := n.b.Peek(context.Background(), path, 0, 1000)
+	if err != nil {
+		t.Fatalf("peek %s: %v", path, err)
+	}
+	var out []string
+	for _, d := range ds {
+		out = append(out, string(d.Message.Body))
+	}
+	return out, ds
+}
+
+func seqBodies(from, to int) string {
+	var out []string
+	for i := from; i < to; i++ {
+		out = append(out, fmt.Sprintf("m%02d", i))
+	}
+	return strings.Join(out, " ")
+}
+
+// TestForwardThroughOutbox: queue src on node a forwards to queue dst on
+// node b. The forwarded messages leave src in a's commit and wait in the
+// outbox until b lands them, in order, with b's own sequence numbers.
+// Over the backlog bound (3) src stops forwarding: its messages wait
+// there (and a log says so) until b has landed the backlog. A disabled
+// dst bounces the messages back: a lands them in src's transfer
+// dead-letter queue at their old sequence numbers (MessagingEntityDisabled).
+// A transfer to a queue deleted before it landed is taken back by its
+// source (MessagingEntityNotFound).
+func TestForwardThroughOutbox(t *testing.T) {
+	url := newPG(t)
+	a := startXferNode(t, url, "a", 3)
+	b := startXferNode(t, url, "b", 3)
+	if _, err := b.b.CreateQueue("dst", broker.DefaultQueueProperties()); err != nil {
+		t.Fatal(err)
+	}
+	p := broker.DefaultQueueProperties()
+	p.ForwardTo = "dst"
+	if _, err := a.b.CreateQueue("src", p); err != nil {
+		t.Fatalf("create src forwarding to a queue of another node: %v", err)
+	}
+	p.ForwardTo = "nowhere"
+	if _, err := a.b.CreateQueue("bad", p); err == nil {
+		t.Fatal("a forward to a queue no node has was accepted")
+	}
+	src, dst := a.unit(t, "src"), b.unit(t, "dst")
+	backlog := func() int {
+		n, err := a.s.TransferBacklog(context.Background(), dst, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	srcCount := func() int64 {
+		info, err := a.b.GetQueue("src")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.Counts.Transfer
+	}
+	a.sendN(t, "src", 0, 10)
+	waitUntil(t, "the first ten in the outbox", 10*time.Second, func() bool { return backlog() == 10 && srcCount() == 0 })
+	a.sendN(t, "src", 10, 15)
+	waitUntil(t, "the source to hold back", 10*time.Second, func() bool { return a.log.saw("backlog limit") })
+	if n := backlog(); n != 10 || srcCount() != 5 {
+		t.Fatalf("over the backlog bound: %d in the outbox, %d in the source; want 10 and 5", n, srcCount())
+	}
+	if n := b.land(t, dst); n != 10 {
+		t.Fatalf("landed %d", n)
+	}
+	waitUntil(t, "the held five in the outbox", 10*time.Second, func() bool { return backlog() == 5 && srcCount() == 0 })
+	b.land(t, dst)
+	got, ds := b.bodies(t, "dst")
+	if strings.Join(got, " ") != seqBodies(0, 15) || ds[0].SequenceNumber != 1 || ds[14].SequenceNumber != 15 {
+		t.Fatalf("dst holds %v (first seq %d)", got, ds[0].SequenceNumber)
+	}
+
+	// A disabled target bounces.
+	info, _ := b.b.GetQueue("dst")
+	info.Properties.Status = broker.StatusDisabled
+	if _, err := b.b.UpdateQueue("dst", info.Properties); err != nil {
+		t.Fatal(err)
+	}
+	a.sendN(t, "src", 15, 17)
+	waitUntil(t, "two in the outbox", 10*time.Second, func() bool { return backlog() == 2 })
+	b.land(t, dst)
+	if backlog() != 0 {
+		t.Fatal("refused transfers left in the outbox")
+	}
+	if n := a.land(t, src); n != 2 {
+		t.Fatalf("%d bounces landed in the source", n)
+	}
+	got, ds = a.bodies(t, "src/$Transfer/$DeadLetterQueue")
+	if strings.Join(got, " ") != seqBodies(15, 17) || ds[0].SequenceNumber != 16 {
+		t.Fatalf("src's transfer dead-letter queue holds %v (first seq %d)", got, ds[0].SequenceNumber)
+	}
+	for _, d := range ds {
+		if r := d.Message.ApplicationProperties[broker.PropDeadLetterReason]; r != broker.ReasonForwardEntityDisabled {
+			t.Fatalf("bounced with reason %v", r)
+		}
+	}
+
+	// A target deleted while transfers wait: the source takes them back.
+	info.Properties.Status = broker.StatusActive
+	if _, err := b.b.UpdateQueue("dst", info.Properties); err != nil {
+		t.Fatal(err)
+	}
+	a.sendN(t, "src", 17, 19)
+	waitUntil(t, "two more in the outbox", 10*time.Second, func() bool { return backlog() == 2 })
+	if err := b.b.DeleteQueue("dst"); err != nil {
+		t.Fatal(err)
+	}
+	if n := a.land(t, src); n != 2 {
+		t.Fatalf("%d orphans taken back", n)
+	}
+	got, ds = a.bodies(t, "src/$Transfer/$DeadLetterQueue")
+	if strings.Join(got, " ") != seqBodies(15, 19) {
+		t.Fatalf("src's transfer dead-letter queue holds %v", got)
+	}
+	if r := ds[3].Message.ApplicationProperties[broker.PropDeadLetterReason]; r != broker.ReasonForwardEntityNotFound {
+		t.Fatalf("taken back with reason %v", r)
+	}
+	if n := pgInt(t, url, `SELECT count(*) FROM bb_transfer`); n != 0 {
+		t.Fatalf("%d transfers left", n)
+	}
+	// Reloaded from the store, the source has the same.
+	if err := a.b.LoadUnit(context.Background(), src); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := a.bodies(t, "src/$Transfer/$DeadLetterQueue"); strings.Join(got, " ") != seqBodies(15, 19) {
+		t.Fatalf("after a reload: %v", got)
+	}
+}
