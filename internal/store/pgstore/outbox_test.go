@@ -3,9 +3,14 @@ package pgstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/busbarmq/busbar/internal/store"
 	"github.com/busbarmq/busbar/internal/store/pgstore"
@@ -204,4 +209,178 @@ func TestOutboxOrphans(t *testing.T) {
 	if queryInt(t, url, `SELECT count(*) FROM bb_transfer`) != 0 {
 		t.Fatal("the orphan is still in the outbox")
 	}
+}
+
+// TestOutboxCrash: PostgreSQL is killed (immediate shutdown, crash
+// recovery on restart) while node a forwards messages of unit 1 into the
+// outbox and node b lands them into unit 2, each step its own commit.
+// Afterwards every message is in exactly one place: the source, the
+// outbox or the target; never in two, never in none.
+func TestOutboxCrash(t *testing.T) {
+	url := newDB(t)
+	ctx := context.Background()
+	const n = 400
+	open := func(id string) *pgstore.Store {
+		o := testOptions()
+		o.Cluster, o.NodeID, o.TxnDeadline, o.ResolveWait = true, id, time.Second, time.Second
+		s := open(t, url, o)
+		t.Cleanup(func() { s.Close() })
+		if _, err := s.Register(ctx, store.NodeRegistration{ID: id, Addr: id + ":1", TTL: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	a, b := open("a"), open("b")
+	ops := []store.Op{putOp(1)}
+	for seq := uint64(1); seq <= n; seq++ {
+		ops = append(ops, appendOp(1, seq, fmt.Sprint(seq)))
+	}
+	if err := commit(a, true, ops...); err != nil {
+		t.Fatal(err)
+	}
+	if err := commit(b, true, putOp(2)); err != nil {
+		t.Fatal(err)
+	}
+	count := func(q string, args ...any) (int64, error) {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(cctx, url)
+		if err != nil {
+			return 0, err
+		}
+		defer conn.Close(cctx)
+		var n int64
+		err = conn.QueryRow(cctx, q, args...).Scan(&n)
+		return n, err
+	}
+	var forwarded atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { // the source's forwarder
+		defer wg.Done()
+		for seq := uint64(1); seq <= n; seq++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			s := fmt.Sprint(seq)
+			if err := commit(a, true, store.Op{Kind: store.OpRemove, EntityID: 1, Seq: seq}, transferOp(1, 2, s, s)); err != nil {
+				time.Sleep(10 * time.Millisecond)
+				// As a reload would: forward it again only if it is still
+				// in the source (an unknown outcome may have applied).
+				if n, err := count(`SELECT count(*) FROM bb_msg WHERE unit_id = 1 AND seq = $1`, int64(seq)); err != nil || n == 1 {
+					seq--
+					continue
+				}
+			}
+			forwarded.Add(1)
+		}
+	}()
+	go func() { // the target's landing loop
+		defer wg.Done()
+		next := uint64(1)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			xs, err := b.PendingTransfers(ctx, 2, 16, 1<<20)
+			if err != nil || len(xs) == 0 {
+				time.Sleep(5 * time.Millisecond)
+				continue
+			}
+			ops := make([]store.Op, 0, 2*len(xs))
+			for i, x := range xs {
+				ops = append(ops, landOp(2, x), appendOp(2, next+uint64(i), string(x.Data)))
+			}
+			if err := commit(b, true, ops...); err != nil {
+				// As a reload would: the target's sequence numbers from
+				// the database (an unknown outcome may have applied).
+				time.Sleep(10 * time.Millisecond)
+				if n, err := count(`SELECT coalesce(max(seq), 0) FROM bb_msg WHERE unit_id = 2`); err == nil {
+					next = uint64(n) + 1
+				}
+				continue
+			}
+			next += uint64(len(xs))
+		}
+	}()
+	landed := func() int64 {
+		n, _ := count(`SELECT count(*) FROM bb_msg WHERE unit_id = 2`)
+		return n
+	}
+	waitFor(t, "forwards and landings before the crash", 20*time.Second, func() bool { return landed() > 50 })
+	if err := srv.Crash(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// A store that could not learn a commit's outcome gave its units up
+	// (§6.3): take them again, as the node would, and let both finish.
+	for _, x := range []struct {
+		s    *pgstore.Store
+		unit uint64
+	}{{a, 1}, {b, 2}} {
+		waitFor(t, "the units taken again", 20*time.Second, func() bool {
+			if x.s.Holds(x.unit) {
+				return true
+			}
+			_, err := x.s.Acquire(ctx, x.unit)
+			return err == nil
+		})
+	}
+	waitFor(t, "every message landed", 60*time.Second, func() bool { return forwarded.Load() == n && landed() == n })
+	close(stop)
+	wg.Wait()
+	where := map[string]int{}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, q := range []string{
+		`SELECT data FROM bb_msg WHERE unit_id = 1 AND entity_id = 1`,
+		`SELECT data FROM bb_transfer WHERE target_unit = 2`,
+		`SELECT data FROM bb_msg WHERE unit_id = 2 AND entity_id = 2`,
+	} {
+		rows, err := conn.Query(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var d []byte
+			if err := rows.Scan(&d); err != nil {
+				t.Fatal(err)
+			}
+			where[string(d)]++
+		}
+		if rows.Err() != nil {
+			t.Fatal(rows.Err())
+		}
+	}
+	for seq := 1; seq <= n; seq++ {
+		if c := where[fmt.Sprint(seq)]; c != 1 {
+			t.Errorf("message %d is in %d places", seq, c)
+		}
+	}
+	// And in the target in the source's order.
+	rows, err := conn.Query(ctx, `SELECT data FROM bb_msg WHERE unit_id = 2 AND entity_id = 2 ORDER BY seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 1
+	for rows.Next() {
+		var d []byte
+		rows.Scan(&d)
+		if string(d) != fmt.Sprint(want) {
+			t.Fatalf("target message %d is %s: out of order", want, d)
+		}
+		want++
+	}
+
 }
