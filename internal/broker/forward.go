@@ -396,7 +396,10 @@ func (q *entity) forward(job forwardJob, now int64) {
 		switch {
 		case committed:
 			done = append(done, moved...)
-		case retryable(err):
+		case retryable(err) || (KindOf(err) == KindNotFound && q.b.outbox != nil):
+			// On a cluster node a target that left this node meanwhile
+			// (handed off) is not gone: the next try goes through the
+			// outbox, whose catalog says whether it exists.
 			retry = append(retry, moved...)
 		case len(pend) > 1 && perMessage(err):
 			// Some may fit or pass where the whole batch did not: one by one.
@@ -448,7 +451,7 @@ var errForwardRetry = errorf(KindInternal, "forward not committed")
 // dead-lettered.
 func retryable(err error) bool {
 	k := KindOf(err)
-	return err != nil && (k == KindInternal || k == KindClosed)
+	return err != nil && (k == KindInternal || k == KindClosed || k == KindMoved)
 }
 
 // perMessage reports whether err may concern only some of a batch's

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/busbarmq/busbar/internal/history"
 	"github.com/busbarmq/busbar/internal/message"
@@ -249,6 +250,22 @@ func (q *entity) sendRemote(job *forwardJob, pend []pendingMsg, moved []transiti
 // loaded here. A failure leaves the rest in the outbox for a later call.
 func (b *Broker) LandTransfers(ctx context.Context, unit uint64, xs []store.Transfer) (int, error) {
 	landed := 0
+	known := func(x store.Transfer) bool {
+		return x.Kind == store.TransferForward || x.Kind == store.TransferDeadLetterForward || x.Kind == store.TransferBounce
+	}
+	if i := slices.IndexFunc(xs, func(x store.Transfer) bool { return !known(x) }); i >= 0 {
+		// A kind this binary does not land (send-via, or from a newer
+		// node): it waits in the outbox, in order, until a node that
+		// lands it owns the unit.
+		n, err := b.LandTransfers(ctx, unit, xs[:i])
+		if err != nil {
+			return n, err
+		}
+		x := xs[i]
+		err = errorf(KindInternal, "transfer %d from unit %d is of kind %d, which this node does not land", x.ID, x.SourceUnit, x.Kind)
+		b.log.Error("a transfer of an unknown kind waits in the outbox", "unit", unit, "err", err)
+		return n, err
+	}
 	for len(xs) > 0 {
 		n := 1
 		if landsForward(unit, xs[0]) {

@@ -13,6 +13,7 @@ import (
 	"github.com/busbarmq/busbar/internal/message"
 	"github.com/busbarmq/busbar/internal/store"
 	"github.com/busbarmq/busbar/internal/store/pgstore"
+	"github.com/busbarmq/busbar/internal/store/pgstore/pgtest"
 )
 
 // xferNode is a broker on a cluster-mode pgstore without a Node: the test
@@ -218,11 +219,36 @@ func TestForwardThroughOutbox(t *testing.T) {
 		}
 	}
 
-	// A target deleted while transfers wait: the source takes them back.
 	info.Properties.Status = broker.StatusActive
 	if _, err := b.b.UpdateQueue("dst", info.Properties); err != nil {
 		t.Fatal(err)
 	}
+	// A transfer of a kind this node does not land stops the landing
+	// there, in order; the ones after it wait.
+	a.sendN(t, "src", 30, 33)
+	waitUntil(t, "three in the outbox", 10*time.Second, func() bool { return backlog() == 3 })
+	if err := pgtest.Exec(url, `UPDATE bb_transfer SET kind = 3 WHERE id = (SELECT min(id) FROM bb_transfer) + 1`); err != nil {
+		t.Fatal(err)
+	}
+	xs, err := b.s.PendingTransfers(context.Background(), dst, 10, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.b.LandTransfers(context.Background(), dst, xs); n != 1 || err == nil {
+		t.Fatalf("landing past an unknown kind: %d landed, %v", n, err)
+	}
+	if backlog() != 2 {
+		t.Fatalf("%d left in the outbox, want 2", backlog())
+	}
+	if err := pgtest.Exec(url, `UPDATE bb_transfer SET kind = 1`); err != nil {
+		t.Fatal(err)
+	}
+	b.land(t, dst)
+	if got, _ := b.bodies(t, "dst"); strings.Join(got, " ") != seqBodies(0, 15)+" "+seqBodies(30, 33) {
+		t.Fatalf("dst holds %v", got)
+	}
+
+	// A target deleted while transfers wait: the source takes them back.
 	a.sendN(t, "src", 17, 19)
 	waitUntil(t, "two more in the outbox", 10*time.Second, func() bool { return backlog() == 2 })
 	if err := b.b.DeleteQueue("dst"); err != nil {
