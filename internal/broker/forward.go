@@ -203,6 +203,9 @@ func (q *entity) propsChangedForwardLocked() {
 
 // forwardDueLocked reports whether forwarding is due at now.
 func (q *entity) forwardDueLocked(now int64) bool {
+	if q.mu.forwarding {
+		return false // its end re-arms
+	}
 	for _, at := range q.mu.fwdDue {
 		if at != 0 && at <= now {
 			return true
@@ -213,6 +216,9 @@ func (q *entity) forwardDueLocked(now int64) bool {
 
 // forwardDeadlineLocked is the earliest forwarding deadline (0: none).
 func (q *entity) forwardDeadlineLocked() int64 {
+	if q.mu.forwarding {
+		return 0 // its end re-arms
+	}
 	var d int64
 	for _, at := range q.mu.fwdDue {
 		if at != 0 && (d == 0 || at < d) {
@@ -321,6 +327,7 @@ func (q *entity) forwardDue(now int64) {
 	}
 	ops := q.saveAccessedLocked(nil)
 	q.inflight.Add(1)
+	q.mu.forwarding = true
 	q.mu.Unlock()
 	defer q.inflight.Done()
 
@@ -334,6 +341,7 @@ func (q *entity) forwardDue(now int64) {
 		q.forward(job, now)
 	}
 	q.lockAndPublish()
+	q.mu.forwarding = false
 	q.rearmLocked()
 	q.mu.Unlock()
 }
@@ -385,6 +393,18 @@ func (q *entity) forward(job forwardJob, now int64) {
 			done = append(done, moved...)
 		case retryable(err):
 			retry = append(retry, moved...)
+		case len(pend) > 1 && perMessage(err):
+			for i := range pend {
+				committed, err := q.sendRemote(&job, pend[i:i+1], moved[i:i+1], now)
+				switch {
+				case committed:
+					done = append(done, moved[i])
+				case retryable(err):
+					retry = append(retry, moved[i])
+				default:
+					failed = append(failed, q.refusedTransition(job, moved[i], err))
+				}
+			}
 		default:
 			for i := range moved {
 				failed = append(failed, q.refusedTransition(job, moved[i], err))

@@ -21,7 +21,10 @@ import (
 // through the store's outbox when the broker runs units (Options.Units on
 // a store.Outbox): the catalog names the target's unit (none: the message
 // goes to the transfer dead-letter queue, MessagingEntityNotFound, as on
-// one node); while that unit has more than Options.TransferBacklog
+// one node); the target's Spec, as its owner last committed it, must
+// allow sending, and each message must fit its size limit and session
+// requirement (else the transfer dead-letter queue, as on one node; the
+// quota is checked at landing); while that unit has more than Options.TransferBacklog
 // transfers waiting, the messages stay in the source (counted as
 // Transfer) and are tried again after retryDelay, logged once per episode;
 // otherwise ONE synced, fenced commit of the source unit removes the
@@ -182,6 +185,41 @@ func (b *Broker) catalogHas(path string) (bool, error) {
 	return ok, nil
 }
 
+// remoteSendCheck makes, from the target's Spec as its owner last
+// committed it, the checks a local forward's enqueue makes and that do not
+// need the target's memory: it exists, its status allows sending, each
+// message fits its MaxMessageSizeInKilobytes and has a SessionId if it
+// requires one. The quota (it needs the target's current size) and a
+// status changed since are checked when the message lands.
+func (b *Broker) remoteSendCheck(ctx context.Context, unit uint64, name string, pend []pendingMsg) error {
+	raw, ok, err := b.outbox.UnitSpec(ctx, unit)
+	if err != nil {
+		return internal(err, "reading the spec of %q", name)
+	}
+	if !ok {
+		return errEntityNotFound(name)
+	}
+	spec, err := decodeSpec(raw)
+	if err != nil {
+		return nil // left to the landing
+	}
+	var status EntityStatus
+	var l sendLimits
+	switch {
+	case spec.Kind == specKindQueue && spec.Properties != nil:
+		status, l = spec.Properties.Status, queueSendLimits(name, spec.Properties)
+	case spec.Kind == specKindTopic && spec.Topic != nil:
+		status, l = spec.Topic.Status, topicSendLimits(name, spec.Topic)
+	default:
+		return nil
+	}
+	if !status.canSend() {
+		return errorf(KindEntityDisabled, "The messaging entity '%s' is %s: sending is not allowed.", name, status)
+	}
+	l.maxSizeMB = 1 << 40 // the quota: at landing
+	return l.check(pend, 0, 0, 0)
+}
+
 // errTransferBacklog holds messages in their source while the target's
 // outbox is over its bound (retried: KindInternal).
 var errTransferBacklog = errorf(KindInternal, "the destination's transfer backlog is over its limit")
@@ -200,6 +238,9 @@ func (q *entity) sendRemote(job *forwardJob, pend []pendingMsg, moved []transiti
 	}
 	if !ok {
 		return false, errEntityNotFound(job.target)
+	}
+	if err := b.remoteSendCheck(ctx, unit, job.target, pend); err != nil {
+		return false, err
 	}
 	key := "transfer backlog " + job.target
 	n, err := b.outbox.TransferBacklog(ctx, unit, b.transferBacklog)

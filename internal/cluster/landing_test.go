@@ -49,6 +49,8 @@ func (o *fakeOutbox) TransferTargets(_ context.Context, us []uint64) ([]uint64, 
 	return out, o.fail
 }
 
+func (o *fakeOutbox) UnitSpec(context.Context, uint64) ([]byte, bool, error) { return nil, false, nil }
+
 func (o *fakeOutbox) TransferBacklog(_ context.Context, u uint64, _ int) (int, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -141,9 +141,12 @@ func seqBodies(from, to int) string {
 // node b. The forwarded messages leave src in a's commit and wait in the
 // outbox until b lands them, in order, with b's own sequence numbers.
 // Over the backlog bound (3) src stops forwarding: its messages wait
-// there (and a log says so) until b has landed the backlog. A disabled
-// dst bounces the messages back: a lands them in src's transfer
-// dead-letter queue at their old sequence numbers (MessagingEntityDisabled).
+// there (and a log says so) until b has landed the backlog. A dst
+// disabled while transfers wait bounces them back: a lands them in src's
+// transfer dead-letter queue at their old sequence numbers
+// (MessagingEntityDisabled); once dst is disabled, a refuses to forward
+// to it from its spec. A transfer of a kind b does not land stops the
+// landing there.
 // A transfer to a queue deleted before it landed is taken back by its
 // source (MessagingEntityNotFound).
 func TestForwardThroughOutbox(t *testing.T) {
@@ -194,14 +197,14 @@ func TestForwardThroughOutbox(t *testing.T) {
 		t.Fatalf("dst holds %v (first seq %d)", got, ds[0].SequenceNumber)
 	}
 
-	// A disabled target bounces.
+	// A target disabled while transfers wait bounces them.
+	a.sendN(t, "src", 15, 17)
+	waitUntil(t, "two in the outbox", 10*time.Second, func() bool { return backlog() == 2 })
 	info, _ := b.b.GetQueue("dst")
 	info.Properties.Status = broker.StatusDisabled
 	if _, err := b.b.UpdateQueue("dst", info.Properties); err != nil {
 		t.Fatal(err)
 	}
-	a.sendN(t, "src", 15, 17)
-	waitUntil(t, "two in the outbox", 10*time.Second, func() bool { return backlog() == 2 })
 	b.land(t, dst)
 	if backlog() != 0 {
 		t.Fatal("refused transfers left in the outbox")
@@ -218,7 +221,15 @@ func TestForwardThroughOutbox(t *testing.T) {
 			t.Fatalf("bounced with reason %v", r)
 		}
 	}
-
+	// A target already disabled: refused by the source, from its spec.
+	a.sendN(t, "src", 17, 18)
+	waitUntil(t, "the refusal at the source", 10*time.Second, func() bool {
+		got, _ := a.bodies(t, "src/$Transfer/$DeadLetterQueue")
+		return len(got) == 3
+	})
+	if backlog() != 0 {
+		t.Fatal("a forward to a disabled target went to the outbox")
+	}
 	info.Properties.Status = broker.StatusActive
 	if _, err := b.b.UpdateQueue("dst", info.Properties); err != nil {
 		t.Fatal(err)
@@ -249,7 +260,7 @@ func TestForwardThroughOutbox(t *testing.T) {
 	}
 
 	// A target deleted while transfers wait: the source takes them back.
-	a.sendN(t, "src", 17, 19)
+	a.sendN(t, "src", 18, 20)
 	waitUntil(t, "two more in the outbox", 10*time.Second, func() bool { return backlog() == 2 })
 	if err := b.b.DeleteQueue("dst"); err != nil {
 		t.Fatal(err)
@@ -258,10 +269,10 @@ func TestForwardThroughOutbox(t *testing.T) {
 		t.Fatalf("%d orphans taken back", n)
 	}
 	got, ds = a.bodies(t, "src/$Transfer/$DeadLetterQueue")
-	if strings.Join(got, " ") != seqBodies(15, 19) {
+	if strings.Join(got, " ") != seqBodies(15, 20) {
 		t.Fatalf("src's transfer dead-letter queue holds %v", got)
 	}
-	if r := ds[3].Message.ApplicationProperties[broker.PropDeadLetterReason]; r != broker.ReasonForwardEntityNotFound {
+	if r := ds[4].Message.ApplicationProperties[broker.PropDeadLetterReason]; r != broker.ReasonForwardEntityNotFound {
 		t.Fatalf("taken back with reason %v", r)
 	}
 	if n := pgInt(t, url, `SELECT count(*) FROM bb_transfer`); n != 0 {
@@ -271,7 +282,7 @@ func TestForwardThroughOutbox(t *testing.T) {
 	if err := a.b.LoadUnit(context.Background(), src); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := a.bodies(t, "src/$Transfer/$DeadLetterQueue"); strings.Join(got, " ") != seqBodies(15, 19) {
+	if got, _ := a.bodies(t, "src/$Transfer/$DeadLetterQueue"); strings.Join(got, " ") != seqBodies(15, 20) {
 		t.Fatalf("after a reload: %v", got)
 	}
 }

@@ -74,4 +74,8 @@ type Outbox interface {
 	// TransferBacklog counts the transfers waiting for unit, counting no
 	// further than limit+1.
 	TransferBacklog(ctx context.Context, unit uint64, limit int) (int, error)
+	// UnitSpec reads the Spec of unit's queue or topic as its owner last
+	// committed it (ok false: the unit does not exist), for the checks a
+	// source makes before it forwards.
+	UnitSpec(ctx context.Context, unit uint64) (spec []byte, ok bool, err error)
 }

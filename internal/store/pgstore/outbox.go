@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -162,6 +163,19 @@ func (s *Store) TransferBacklog(ctx context.Context, unit uint64, limit int) (in
 		return 0, fmt.Errorf("%w: counting transfers: %w", store.ErrUnavailable, err)
 	}
 	return n, nil
+}
+
+// UnitSpec implements store.Outbox.
+func (s *Store) UnitSpec(ctx context.Context, unit uint64) ([]byte, bool, error) {
+	var spec []byte
+	err := s.pool.QueryRow(ctx, `SELECT spec FROM bb_entity WHERE unit_id = $1 AND entity_id = $1`, int64(unit)).Scan(&spec)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: reading a unit's spec: %w", store.ErrUnavailable, err)
+	}
+	return spec, true, nil
 }
 
 func toInt64s(us []uint64) []int64 {
