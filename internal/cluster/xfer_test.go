@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -153,10 +154,11 @@ func TestForwardThroughOutbox(t *testing.T) {
 	url := newPG(t)
 	a := startXferNode(t, url, "a", 3)
 	b := startXferNode(t, url, "b", 3)
-	if _, err := b.b.CreateQueue("dst", broker.DefaultQueueProperties()); err != nil {
+	p := broker.DefaultQueueProperties()
+	p.MaxMessageSizeInKilobytes = 1024
+	if _, err := b.b.CreateQueue("dst", p); err != nil {
 		t.Fatal(err)
 	}
-	p := broker.DefaultQueueProperties()
 	p.ForwardTo = "dst"
 	if _, err := a.b.CreateQueue("src", p); err != nil {
 		t.Fatalf("create src forwarding to a queue of another node: %v", err)
@@ -196,6 +198,18 @@ func TestForwardThroughOutbox(t *testing.T) {
 	if strings.Join(got, " ") != seqBodies(0, 15) || ds[0].SequenceNumber != 1 || ds[14].SequenceNumber != 15 {
 		t.Fatalf("dst holds %v (first seq %d)", got, ds[0].SequenceNumber)
 	}
+	// A large message (its body streamed from the store by the forward,
+	// in chunks in the outbox) arrives whole.
+	large := strings.Repeat("0123456789abcdef", 40<<10) // 640 KiB
+	if err := a.b.Send(context.Background(), "src", []*message.Message{{Body: []byte(large)}}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the large message in the outbox", 10*time.Second, func() bool { return backlog() == 1 })
+	b.land(t, dst)
+	ds, err := b.b.Peek(context.Background(), "dst", 16, 1)
+	if err != nil || len(ds) != 1 || string(ds[0].Message.Body) != large {
+		t.Fatalf("the large message: %d deliveries, %v", len(ds), err)
+	}
 
 	// A target disabled while transfers wait bounces them.
 	a.sendN(t, "src", 15, 17)
@@ -213,7 +227,7 @@ func TestForwardThroughOutbox(t *testing.T) {
 		t.Fatalf("%d bounces landed in the source", n)
 	}
 	got, ds = a.bodies(t, "src/$Transfer/$DeadLetterQueue")
-	if strings.Join(got, " ") != seqBodies(15, 17) || ds[0].SequenceNumber != 16 {
+	if strings.Join(got, " ") != seqBodies(15, 17) || ds[0].SequenceNumber != 17 {
 		t.Fatalf("src's transfer dead-letter queue holds %v (first seq %d)", got, ds[0].SequenceNumber)
 	}
 	for _, d := range ds {
@@ -255,7 +269,8 @@ func TestForwardThroughOutbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.land(t, dst)
-	if got, _ := b.bodies(t, "dst"); strings.Join(got, " ") != seqBodies(0, 15)+" "+seqBodies(30, 33) {
+	got, _ = b.bodies(t, "dst")
+	if got = slices.DeleteFunc(got, func(s string) bool { return s == large }); strings.Join(got, " ") != seqBodies(0, 15)+" "+seqBodies(30, 33) {
 		t.Fatalf("dst holds %v", got)
 	}
 
