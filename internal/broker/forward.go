@@ -353,7 +353,6 @@ func (q *entity) forward(job forwardJob, now int64) {
 	var (
 		pend   []pendingMsg
 		moved  []transition // the removals from the source, parallel to pend
-		total  int64
 		done   []transition // committed: to apply
 		failed []transition // to the transfer dead-letter queue
 		retry  []transition // left in place, retried later
@@ -381,64 +380,11 @@ func (q *entity) forward(job forwardJob, now int64) {
 		}
 		pend = append(pend, pm)
 		moved = append(moved, transition{seq: r.seq, from: job.sub, remove: true})
-		total += pm.size()
 	}
 
-	remote := len(pend) > 0 && q.b.outbox != nil && !q.b.servesName(job.target)
-	if remote {
-		// Another node's unit (or none): through the outbox (transfer.go).
-		committed, err := q.sendRemote(&job, pend, moved, now)
-		switch {
-		case committed:
-			done = append(done, moved...)
-		case retryable(err):
-			retry = append(retry, moved...)
-		case len(pend) > 1 && perMessage(err):
-			for i := range pend {
-				committed, err := q.sendRemote(&job, pend[i:i+1], moved[i:i+1], now)
-				switch {
-				case committed:
-					done = append(done, moved[i])
-				case retryable(err):
-					retry = append(retry, moved[i])
-				default:
-					failed = append(failed, q.refusedTransition(job, moved[i], err))
-				}
-			}
-		default:
-			for i := range moved {
-				failed = append(failed, q.refusedTransition(job, moved[i], err))
-			}
-		}
-	}
-	if len(pend) > 0 && !remote {
-		committed, err := q.sendForward(job.target, pend, moved, total, now)
-		switch {
-		case committed:
-			done = append(done, moved...)
-		case retryable(err) || (KindOf(err) == KindNotFound && q.b.outbox != nil):
-			// On a cluster node a target that left this node meanwhile
-			// (handed off) is not gone: the next try goes through the
-			// outbox, whose catalog says whether it exists.
-			retry = append(retry, moved...)
-		case len(pend) > 1 && perMessage(err):
-			// Some may fit or pass where the whole batch did not: one by one.
-			for i := range pend {
-				committed, err := q.sendForward(job.target, pend[i:i+1], moved[i:i+1], pend[i].size(), now)
-				switch {
-				case committed:
-					done = append(done, moved[i])
-				case retryable(err):
-					retry = append(retry, moved[i])
-				default:
-					failed = append(failed, q.refusedTransition(job, moved[i], err))
-				}
-			}
-		default:
-			for i := range moved {
-				failed = append(failed, q.refusedTransition(job, moved[i], err))
-			}
-		}
+	if len(pend) > 0 {
+		d, r, f := q.sendJob(&job, pend, moved, now)
+		done, retry, failed = append(done, d...), append(retry, r...), append(failed, f...)
 	}
 
 	var ferr error
@@ -462,6 +408,58 @@ func (q *entity) forward(job forwardJob, now int64) {
 		q.mu.fwdDue[job.sub] = now + retryDelay
 	}
 	q.mu.Unlock()
+}
+
+// sendJob moves pend (the messages of job, removed from the source by
+// moved) to job.target: to a queue or topic this broker serves in one
+// store batch (sendForward), to another node's through the outbox
+// (sendRemote). It sorts the removals: committed (done), to try again
+// later (retry), refused (failed: to the transfer dead-letter queue,
+// tried one by one first when the refusal may concern only some).
+func (q *entity) sendJob(job *forwardJob, pend []pendingMsg, moved []transition, now int64) (done, retry, failed []transition) {
+	send := func(pend []pendingMsg, moved []transition) (bool, error) {
+		var total int64
+		for i := range pend {
+			total += pend[i].size()
+		}
+		return q.sendForward(job.target, pend, moved, total, now)
+	}
+	again := func(err error) bool {
+		// On a cluster node a target that left this node meanwhile
+		// (handed off) is not gone: the next try goes through the
+		// outbox, whose catalog says whether it exists.
+		return retryable(err) || (KindOf(err) == KindNotFound && q.b.outbox != nil)
+	}
+	if q.b.outbox != nil && !q.b.servesName(job.target) {
+		// Another node's unit (or none): through the outbox (transfer.go).
+		send = func(pend []pendingMsg, moved []transition) (bool, error) { return q.sendRemote(job, pend, moved, now) }
+		again = retryable
+	}
+	committed, err := send(pend, moved)
+	switch {
+	case committed:
+		return moved, nil, nil
+	case again(err):
+		return nil, moved, nil
+	case len(pend) > 1 && perMessage(err):
+		// Some may fit or pass where the whole batch did not: one by one.
+		for i := range pend {
+			committed, err := send(pend[i:i+1], moved[i:i+1])
+			switch {
+			case committed:
+				done = append(done, moved[i])
+			case again(err):
+				retry = append(retry, moved[i])
+			default:
+				failed = append(failed, q.refusedTransition(*job, moved[i], err))
+			}
+		}
+		return done, retry, failed
+	}
+	for i := range moved {
+		failed = append(failed, q.refusedTransition(*job, moved[i], err))
+	}
+	return nil, nil, failed
 }
 
 var errForwardRetry = errorf(KindInternal, "forward not committed")

@@ -67,33 +67,9 @@ type entPut struct {
 // A failure is store.ErrUnavailable (not applied), store.ErrNotOwner
 // (fenced off, not applied) or store.ErrOutcomeUnknown.
 func (s *Store) Commit(b *store.Batch, sync bool) error {
-	if b != nil {
-		tails := false
-		for i, op := range b.Ops {
-			if op.Kind < store.OpPutEntity || op.Kind > store.OpLand {
-				return fmt.Errorf("pgstore: op %d: unknown kind %d", i, op.Kind)
-			}
-			if (op.Kind == store.OpTransfer || op.Kind == store.OpLand) && op.Transfer == nil {
-				return fmt.Errorf("pgstore: op %d: a transfer op without its transfer", i)
-			}
-			tails = tails || op.Tail != nil
-		}
-		if tails {
-			// A large message's Data continues in a Tail (a spooled
-			// body): read whole here, the rows take it in chunks.
-			ops := slices.Clone(b.Ops)
-			for i := range ops {
-				if ops[i].Tail == nil {
-					continue
-				}
-				d, err := ops[i].ReadTail()
-				if err != nil {
-					return fmt.Errorf("pgstore: op %d: %w", i, err)
-				}
-				ops[i].Data, ops[i].Tail = d, nil
-			}
-			b = &store.Batch{Ops: ops, Follower: b.Follower}
-		}
+	b, err := prepare(b)
+	if err != nil {
+		return err
 	}
 	s.mu.Lock()
 	if s.closed {
@@ -152,6 +128,40 @@ func (s *Store) Commit(b *store.Batch, sync bool) error {
 	s.cond.Broadcast()
 	s.mu.Unlock()
 	return <-p.done
+}
+
+// prepare checks b's ops and returns it with the Tail of each op read
+// into its Data (a large message's Data continues in a Tail, a spooled
+// body: the rows take it in chunks).
+func prepare(b *store.Batch) (*store.Batch, error) {
+	if b == nil {
+		return nil, nil
+	}
+	tails := false
+	for i, op := range b.Ops {
+		if op.Kind < store.OpPutEntity || op.Kind > store.OpLand {
+			return nil, fmt.Errorf("pgstore: op %d: unknown kind %d", i, op.Kind)
+		}
+		if (op.Kind == store.OpTransfer || op.Kind == store.OpLand) && op.Transfer == nil {
+			return nil, fmt.Errorf("pgstore: op %d: a transfer op without its transfer", i)
+		}
+		tails = tails || op.Tail != nil
+	}
+	if !tails {
+		return b, nil
+	}
+	ops := slices.Clone(b.Ops)
+	for i := range ops {
+		if ops[i].Tail == nil {
+			continue
+		}
+		d, err := ops[i].ReadTail()
+		if err != nil {
+			return nil, fmt.Errorf("pgstore: op %d: %w", i, err)
+		}
+		ops[i].Data, ops[i].Tail = d, nil
+	}
+	return &store.Batch{Ops: ops, Follower: b.Follower}, nil
 }
 
 // committer runs transactions until the store closes: it takes the oldest
