@@ -27,10 +27,11 @@ import (
 // TestClusterForwarding: queue src forwards (ForwardTo) to queue dst, a
 // queue to a topic with two subscriptions, a queue's dead-letter queue
 // (ForwardDeadLetteredMessagesTo) to a queue; each pair on two different
-// nodes. Every message arrives once, in the source's order. A disabled
-// target sends the messages back to the source's transfer dead-letter
-// queue (MessagingEntityDisabled), a deleted one is refused at the source
-// (MessagingEntityNotFound). Then dst's owner stops without handing
+// nodes. Every message arrives once, in the source's order. A target over
+// its quota when the message lands sends it back to the source's transfer
+// dead-letter queue (QuotaExceeded, a bounce); a disabled one, or a
+// deleted one, is refused at the source (MessagingEntityDisabled,
+// MessagingEntityNotFound). Then dst's owner stops without handing
 // anything off while messages keep being forwarded to it: once a survivor
 // has taken dst, every message is in dst exactly once, in order.
 func TestClusterForwarding(t *testing.T) {
@@ -128,7 +129,7 @@ func TestClusterForwarding(t *testing.T) {
 	dlsrc := source("dlsrc", dlq, func() *admin.QueueProperties {
 		return &admin.QueueProperties{ForwardDeadLetteredMessagesTo: to.Ptr(dlq)}
 	})
-	off := target("off", nil, func(n string) { createQueue(n, nil) })
+	off := target("off", nil, func(n string) { createQueue(n, &admin.QueueProperties{MaxSizeInMegabytes: to.Ptr(int32(1))}) })
 	offsrc := source("offsrc", off, func() *admin.QueueProperties { return &admin.QueueProperties{ForwardTo: to.Ptr(off)} })
 	for _, n := range []string{dst, src, topic, tsrc, dlq, dlsrc, off, offsrc} {
 		waitFor(t, ctx, func() bool {
@@ -244,8 +245,32 @@ func TestClusterForwarding(t *testing.T) {
 		t.Fatalf("dead-letter source %v, want %s", got[0].DeadLetterSource, dlsrc)
 	}
 
-	// A disabled target bounces the messages back to the source's
-	// transfer dead-letter queue.
+	// A target over its quota when the message lands bounces it back to
+	// the source's transfer dead-letter queue.
+	snd, err := client.NewSender(off, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if err := snd.SendMessage(ctx, &azservicebus.Message{Body: make([]byte, 200<<10)}, nil); err != nil {
+			t.Fatalf("fill %s: %v", off, err)
+		}
+	}
+	snd.Close(ctx)
+	snd, err = client.NewSender(offsrc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := "big" + strings.Repeat("x", 100<<10)
+	if err := snd.SendMessage(ctx, &azservicebus.Message{Body: []byte(big)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	snd.Close(ctx)
+	got = receive(1, offsrc, &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueTransfer})
+	if r := got[0].DeadLetterReason; string(got[0].Body) != big || r == nil || *r != broker.ReasonForwardQuotaExceeded {
+		t.Fatalf("bounced message of %d bytes: reason %v", len(got[0].Body), r)
+	}
+	// A disabled target: refused by the source from the target's spec.
 	owner := adms[winner[off]]
 	qp, err := owner.GetQueue(ctx, off, nil)
 	if err != nil || qp == nil {

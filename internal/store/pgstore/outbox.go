@@ -33,9 +33,8 @@ func (s *Store) PendingTransfers(ctx context.Context, unit uint64, max int, maxB
 	return xs, s.readTransferBodies(ctx, xs)
 }
 
-// OrphanTransfers implements store.Outbox. It scans the outbox by source
-// (the key leads with the target): the outbox holds only what is in
-// flight, and a poll asks once per interval.
+// OrphanTransfers implements store.Outbox, by source
+// (bb_transfer_by_source).
 func (s *Store) OrphanTransfers(ctx context.Context, sources []uint64, max int) ([]store.Transfer, error) {
 	rows, err := s.pool.Query(ctx, `SELECT t.target_unit, t.source_unit, t.id, t.target_entity, t.kind, t.meta, t.size, t.data
   FROM bb_transfer t

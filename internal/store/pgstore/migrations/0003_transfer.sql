@@ -20,6 +20,10 @@ CREATE TABLE IF NOT EXISTS bb_transfer (
   PRIMARY KEY (target_unit, source_unit, id)
 ) WITH (autovacuum_vacuum_scale_factor = 0.02, autovacuum_vacuum_cost_delay = 0);
 
+-- A source's owner looks for its orphans (transfers whose target unit was
+-- deleted) by source.
+CREATE INDEX IF NOT EXISTS bb_transfer_by_source ON bb_transfer (source_unit, id);
+
 CREATE TABLE IF NOT EXISTS bb_transfer_body (
   target_unit bigint  NOT NULL,
   source_unit bigint  NOT NULL,
