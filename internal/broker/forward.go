@@ -161,11 +161,19 @@ const (
 type forwardBatch struct {
 	ops       []store.Op
 	committed bool
+	// send: the messages are a client's sends landing from another node
+	// (a transaction's send-via), not forwarded ones: the destination's
+	// duplicate detection applies.
+	send bool
 	// For the message history: the source and its sequence numbers, in
 	// pend order (set only when histories are on).
 	fromName string
 	from     []int64
 }
+
+// forwarded reports whether fw's messages are auto-forwarded ones (no
+// duplicate detection at the destination); false without fw.
+func (fw *forwardBatch) forwarded() bool { return fw != nil && !fw.send }
 
 // forwardTargetLocked is where sub's messages are forwarded ("" = nowhere).
 func (q *entity) forwardTargetLocked(sub SubQueue) string {

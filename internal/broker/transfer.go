@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/busbarmq/busbar/internal/history"
 	"github.com/busbarmq/busbar/internal/message"
@@ -292,11 +293,10 @@ func (q *entity) sendRemote(job *forwardJob, pend []pendingMsg, moved []transiti
 func (b *Broker) LandTransfers(ctx context.Context, unit uint64, xs []store.Transfer) (int, error) {
 	landed := 0
 	known := func(x store.Transfer) bool {
-		return x.Kind == store.TransferForward || x.Kind == store.TransferDeadLetterForward || x.Kind == store.TransferBounce
+		return x.Kind >= store.TransferForward && x.Kind <= store.TransferBounce
 	}
 	if i := slices.IndexFunc(xs, func(x store.Transfer) bool { return !known(x) }); i >= 0 {
-		// A kind this binary does not land (send-via, or from a newer
-		// node): it waits in the outbox, in order, until a node that
+		// A kind this binary does not land (from a newer node): it waits in the outbox, in order, until a node that
 		// lands it owns the unit.
 		n, err := b.LandTransfers(ctx, unit, xs[:i])
 		if err != nil {
@@ -310,7 +310,7 @@ func (b *Broker) LandTransfers(ctx context.Context, unit uint64, xs []store.Tran
 	for len(xs) > 0 {
 		n := 1
 		if landsForward(unit, xs[0]) {
-			for n < len(xs) && n < forwardBatchMax && landsForward(unit, xs[n]) {
+			for n < len(xs) && n < forwardBatchMax && landsForward(unit, xs[n]) && xs[n].Kind == xs[0].Kind {
 				n++
 			}
 		}
@@ -329,10 +329,10 @@ func (b *Broker) LandTransfers(ctx context.Context, unit uint64, xs []store.Tran
 	return landed, nil
 }
 
-// landsForward reports whether x is a forwarded message into unit (not a
-// bounce or an orphan going back to its source).
+// landsForward reports whether x is a forwarded message, or a send, into
+// unit (not a bounce or an orphan going back to its source).
 func landsForward(unit uint64, x store.Transfer) bool {
-	return x.TargetUnit == unit && (x.Kind == store.TransferForward || x.Kind == store.TransferDeadLetterForward)
+	return x.TargetUnit == unit && x.Kind != store.TransferBounce
 }
 
 // unitEntry is the queue or topic of unit, if served here.
@@ -373,35 +373,34 @@ func (b *Broker) landForwards(ctx context.Context, unit uint64, xs []store.Trans
 		pend  []pendingMsg
 		hs    []transferHeader
 		lands []store.Op
-		ok    []store.Transfer
+		oks   []store.Transfer
 		total int64
 	)
+	var release [][]pendingMsg
+	defer func() {
+		for _, r := range release {
+			releaseSendData(r)
+		}
+	}()
 	for _, x := range xs {
-		h, err := decodeTransferHeader(x.Meta)
+		h, pm, ok, err := b.landing(unit, name, x, &release)
 		if err != nil {
-			// Nothing to bounce it to: say so and leave it (never drop
-			// a message silently).
-			b.log.Error("a transfer's header is unreadable; it stays in the outbox", "unit", unit, "source_unit", x.SourceUnit, "id", x.ID, "err", err)
-			return internal(err, "transfer %d from unit %d", x.ID, x.SourceUnit)
+			return err
 		}
-		m, err := message.Unmarshal(x.Data)
-		if err != nil {
-			if err := b.bounce(unit, x, h, ReasonForwardFailed, fmt.Sprintf("The message could not be forwarded from '%s' to '%s': it could not be read (%v).", h.source, name, err)); err != nil {
-				return err
-			}
-			continue
+		if !ok {
+			continue // bounced
 		}
-		pend = append(pend, pendingMsg{m: m, data: x.Data, ttl: int64(m.TTL), hasSess: m.HasSessionID(), hops: h.hops})
+		pend = append(pend, pm)
 		hs = append(hs, h)
 		lands = append(lands, landOp(unit, x))
-		ok = append(ok, x)
-		total += int64(len(x.Data))
+		oks = append(oks, x)
+		total += pm.size()
 	}
 	if len(pend) == 0 {
 		return nil
 	}
 	enqueue := func(pend []pendingMsg, hs []transferHeader, lands []store.Op, total int64) (bool, error) {
-		fw := &forwardBatch{ops: lands}
+		fw := &forwardBatch{ops: lands, send: xs[0].Kind == store.TransferSendVia}
 		if b.hist != nil && len(hs) > 0 {
 			fw.fromName = hs[0].source
 			for _, h := range hs {
@@ -432,20 +431,50 @@ func (b *Broker) landForwards(ctx context.Context, unit uint64, xs []store.Trans
 				return err
 			default:
 				reason, desc := forwardRefusal(err, hs[i].source, name)
-				if err := b.bounce(unit, ok[i], hs[i], reason, desc); err != nil {
+				if err := b.bounce(unit, oks[i], hs[i], reason, desc); err != nil {
 					return err
 				}
 			}
 		}
 		return nil
 	}
-	for i := range ok {
+	for i := range oks {
 		reason, desc := forwardRefusal(err, hs[i].source, name)
-		if err := b.bounce(unit, ok[i], hs[i], reason, desc); err != nil {
+		if err := b.bounce(unit, oks[i], hs[i], reason, desc); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// landing decodes transfer x into unit (named name) as the message to
+// enqueue; ok false when it was bounced instead (unreadable, or a send
+// that cannot be encoded). Pooled buffers of sends go to release.
+func (b *Broker) landing(unit uint64, name string, x store.Transfer, release *[][]pendingMsg) (transferHeader, pendingMsg, bool, error) {
+	h, err := decodeTransferHeader(x.Meta)
+	if err != nil {
+		// Nothing to bounce it to: say so and leave it (never drop a
+		// message silently).
+		b.log.Error("a transfer's header is unreadable; it stays in the outbox", "unit", unit, "source_unit", x.SourceUnit, "id", x.ID, "err", err)
+		return h, pendingMsg{}, false, internal(err, "transfer %d from unit %d", x.ID, x.SourceUnit)
+	}
+	m, err := message.Unmarshal(x.Data)
+	if err != nil {
+		err = b.bounce(unit, x, h, ReasonForwardFailed, fmt.Sprintf("The message could not be forwarded from '%s' to '%s': it could not be read (%v).", h.source, name, err))
+		return h, pendingMsg{}, false, err
+	}
+	if x.Kind != store.TransferSendVia {
+		return h, pendingMsg{m: m, data: x.Data, ttl: int64(m.TTL), hasSess: m.HasSessionID(), hops: h.hops}, true, nil
+	}
+	// A client's send: encoded as a send is (scheduling, duplicate-
+	// detection keys).
+	enc, _, err := encodeSends([]*message.Message{m}, time.Time{}, false, b.clock.Now())
+	if err != nil {
+		err = b.bounce(unit, x, h, ReasonForwardRefused, fmt.Sprintf("The message sent through '%s' could not be delivered to '%s': %v", h.source, name, err))
+		return h, pendingMsg{}, false, err
+	}
+	*release = append(*release, enc)
+	return h, enc[0], true, nil
 }
 
 // bounce sends x, which unit refused, back to its source unit with the
@@ -495,6 +524,19 @@ func (b *Broker) landBack(unit uint64, x store.Transfer) error {
 			data = enc
 		}
 	}
+	if h.srcSeq == 0 {
+		// A send through this entity (a transaction's send-via) was
+		// never in it: it gets a sequence number of its own here.
+		path := q.name
+		if q.topic != nil {
+			path = q.topic.name // a subscription's numbers are its topic's
+		}
+		seqs, err := b.ReserveSeqs(path, 1)
+		if err != nil {
+			return internal(err, "numbering a refused send in %s", q.name)
+		}
+		h.srcSeq, h.enq = seqs[0].Seq, b.now()
+	}
 	r := rec{seq: h.srcSeq, enq: h.enq, ttl: h.ttl, dc: h.dc, size: int32(len(data)), state: StateActive, hops: h.hops}
 	ops := []store.Op{landOp(q.id, x), {Kind: store.OpAppend, EntityID: q.id, Seq: uint64(r.seq),
 		Meta: appendMeta(nil, SubQueueTransferDeadLetter, &r), Data: data}}
@@ -538,4 +580,69 @@ func (b *Broker) entityByID(unit, id uint64) *entity {
 		}
 	}
 	return nil
+}
+
+// remoteUnit is, on a cluster node, the unit of the queue or topic at
+// path that another node serves, for a send that did not find it here
+// (lookupErr); otherwise it returns lookupErr.
+func (b *Broker) remoteUnit(path string, lookupErr error) (uint64, error) {
+	p, err := ParsePath(path)
+	if b.outbox == nil || KindOf(lookupErr) != KindNotFound || err != nil || p.Subscription != "" || p.SubQueue != SubQueueMain {
+		return 0, lookupErr
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), catalogTimeout)
+	defer cancel()
+	unit, ok, err := b.catalog.UnitNamed(ctx, p.Entity)
+	if err != nil {
+		if e := storeError(err); e != nil {
+			return 0, e
+		}
+		return 0, internal(err, "looking up %q in the catalog", path)
+	}
+	if !ok || unit == 0 {
+		return 0, lookupErr
+	}
+	return unit, nil
+}
+
+// txnTransferOps builds the transfers of a transaction's sends to queues
+// and topics other nodes serve (store.TransferSendVia), fenced on the
+// entity the transaction receives from (q), else on its first local
+// destination: they commit in the transaction's one batch, and land at
+// their destination afterwards with its duplicate detection. A refusal at
+// landing goes back to that entity's transfer dead-letter queue, as
+// Service Bus does for a send-via.
+func (b *Broker) txnTransferOps(ctx context.Context, q *entity, dests, remote []*txnDest) ([]store.Op, error) {
+	if len(remote) == 0 {
+		return nil, nil
+	}
+	var fence uint64
+	var fenceName string
+	switch {
+	case q != nil:
+		fence, fenceName = q.id, q.name
+	case len(dests) > 0:
+		fence, fenceName = dests[0].q.idOf(dests[0].t), dests[0].name()
+	default:
+		return nil, errorf(KindNotAllowed, "A transaction that sends to '%s', which another node of the cluster serves, must also receive from or send to an entity this node serves.", remote[0].remoteName)
+	}
+	var ops []store.Op
+	for _, d := range remote {
+		if err := b.remoteSendCheck(ctx, d.unit, d.remoteName, d.pend); err != nil {
+			return nil, err
+		}
+		n, err := b.outbox.TransferBacklog(ctx, d.unit, b.transferBacklog)
+		if err != nil {
+			return nil, internal(err, "counting the transfers to %q", d.remoteName)
+		}
+		if n > b.transferBacklog {
+			return nil, errorf(KindStoreUnavailable, "The messaging entity '%s' has more messages on their way to it than the cluster holds back for one entity; retry later.", d.remoteName)
+		}
+		for i := range d.pend {
+			h := transferHeader{srcEntity: fence, source: fenceName, target: d.remoteName}
+			ops = append(ops, store.Op{Kind: store.OpTransfer, EntityID: fence, Meta: h.append(nil), Data: d.pend[i].data,
+				Tail: tailReader(d.pend[i].tail), Transfer: &store.Transfer{TransferKey: store.TransferKey{TargetUnit: d.unit}, TargetEntity: d.unit, Kind: store.TransferSendVia}})
+		}
+	}
+	return ops, nil
 }
