@@ -90,7 +90,7 @@ func (g *Gateway) AttachSender(l *amqp.IncomingLink, r servicebus.Relayed) error
 			default:
 				// Outcome unknown: fail it, detach, let the client retry.
 				d.Settle(&frames.Rejected{Error: frameError(err)})
-				l.Close(&amqp.Error{Condition: frames.Symbol(goamqp.ErrCondDetachForced), Description: "The link to the node serving the entity failed; attach again."})
+				l.Close(errDetachForced)
 				if !isRemote(err) {
 					g.forget(c, p)
 				}
@@ -103,6 +103,10 @@ func (g *Gateway) AttachSender(l *amqp.IncomingLink, r servicebus.Relayed) error
 	}
 	return amqp.ErrAttachDeferred
 }
+
+// errDetachForced detaches a client's relayed link whose internal link
+// failed: the client attaches again and is routed to the current owner.
+var errDetachForced = &amqp.Error{Condition: frames.Symbol(goamqp.ErrCondDetachForced), Description: "The link to the node serving the entity failed; attach again."}
 
 // isRemote says whether err is the owner's answer (the connection is
 // fine) rather than a failure of the internal connection.
@@ -208,8 +212,14 @@ func (g *Gateway) AttachReceiver(l *amqp.OutgoingLink, r servicebus.Relayed) err
 		}
 		l.CompleteAttach(nil)
 		if err := rp.run(ctx); ctx.Err() == nil {
-			l.Close(amqpError(err))
-			if !isRemote(err) {
+			if isRemote(err) {
+				l.Close(amqpError(err)) // the owner's answer, as it is
+			} else {
+				// The internal connection failed (the owner died or moved):
+				// a detach the SDKs answer by attaching again, which finds
+				// the unit's new owner. (With server-busy the Go SDK keeps
+				// the detached link and never receives again.)
+				l.Close(errDetachForced)
 				g.forget(c, p)
 			}
 		}
