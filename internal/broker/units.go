@@ -77,6 +77,7 @@ func (b *Broker) unloadLocked(unit uint64, cause error) {
 		if x.id == unit {
 			q = x
 			delete(b.mu.queues, k)
+			b.mu.moved[k] = true
 			break
 		}
 	}
@@ -85,6 +86,7 @@ func (b *Broker) unloadLocked(unit uint64, cause error) {
 			if x.id == unit {
 				t = x
 				delete(b.mu.topics, k)
+				b.mu.moved[k] = true
 				break
 			}
 		}

@@ -190,6 +190,14 @@ type failure struct {
 	trackingID string
 }
 
+// movedDetach is the detach of a link whose entity another node of the
+// cluster serves now: amqp:link:detach-forced, which the SDKs answer by
+// attaching the link again (with server-busy the Go SDK keeps the dead
+// link); the new attach is routed to the entity's owner.
+func movedDetach(f failure) *frames.Error {
+	return &frames.Error{Condition: frames.ErrCondDetachForced, Description: f.desc}
+}
+
 // amqpError is the failure as an AMQP error.
 func (f failure) amqpError() *frames.Error {
 	return &frames.Error{Condition: f.cond, Description: f.desc}
