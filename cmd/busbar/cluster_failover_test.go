@@ -177,8 +177,8 @@ type failoverClient struct {
 	wg   sync.WaitGroup
 
 	mu        sync.Mutex
-	completes []time.Time
-	errs      []string // the first receive errors
+	completes [][2]time.Time // sent, acknowledged; in the order sent
+	errs      []string       // the first receive errors
 }
 
 func newFailoverClient(client *azservicebus.Client, queue string) *failoverClient {
@@ -231,11 +231,12 @@ func newFailoverClient(client *azservicebus.Client, queue string) *failoverClien
 			}
 			for _, m := range ms {
 				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+				start := time.Now()
 				err := r.CompleteMessage(ctx, m, nil)
 				cancel()
 				if err == nil {
 					f.mu.Lock()
-					f.completes = append(f.completes, time.Now())
+					f.completes = append(f.completes, [2]time.Time{start, time.Now()})
 					f.mu.Unlock()
 				}
 			}
@@ -249,16 +250,22 @@ func (f *failoverClient) stop() {
 	f.wg.Wait()
 }
 
-// firstCompleteAfter waits up to limit for a complete acknowledged after
-// t and returns when it was.
+// firstCompleteAfter waits up to limit for a complete sent after t (so
+// not one the old owner answered just before it died) to be acknowledged,
+// and returns when it was.
 func (f *failoverClient) firstCompleteAfter(ctx context.Context, t time.Time, limit time.Duration) (time.Time, bool) {
 	end := time.Now().Add(limit)
 	for time.Now().Before(end) && ctx.Err() == nil {
 		f.mu.Lock()
-		i, _ := slices.BinarySearchFunc(f.completes, t, func(a, b time.Time) int { return a.Compare(b) })
+		i, _ := slices.BinarySearchFunc(f.completes, t, func(c [2]time.Time, t time.Time) int {
+			if c[0].After(t) {
+				return 1
+			}
+			return -1
+		})
 		var at time.Time
 		if i < len(f.completes) {
-			at = f.completes[i]
+			at = f.completes[i][1]
 		}
 		f.mu.Unlock()
 		if !at.IsZero() {

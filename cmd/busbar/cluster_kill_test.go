@@ -56,9 +56,7 @@ func TestClusterKillNineUnderMixedLoad(t *testing.T) {
 	workers := map[string]*loadWorkers{}
 	haltAll := func() {
 		for _, w := range workers {
-			if !w.stopped() {
-				w.halt()
-			}
+			w.halt()
 		}
 	}
 	defer haltAll()
@@ -130,9 +128,7 @@ func TestClusterKillNineUnderMixedLoad(t *testing.T) {
 	waitLoad(ctx, t, l, l.total()+60, 8*time.Second)
 	var lastSchedule time.Time
 	for _, w := range workers {
-		if !w.stopped() {
-			w.halt()
-		}
+		w.halt()
 		w.mu.Lock()
 		if w.lastSchedule.After(lastSchedule) {
 			lastSchedule = w.lastSchedule

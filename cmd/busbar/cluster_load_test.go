@@ -226,6 +226,7 @@ type loadWorkers struct {
 	client *azservicebus.Client
 	l      *ledger
 	stop   chan struct{}
+	once   sync.Once
 	wg     sync.WaitGroup
 	// lastSchedule is the latest enqueue time scheduled.
 	mu           sync.Mutex
@@ -241,9 +242,9 @@ func startLoad(node string, client *azservicebus.Client, l *ledger, seed uint64)
 	return w
 }
 
-// halt stops the workers and waits for them.
+// halt stops the workers and waits for them (also when called again).
 func (w *loadWorkers) halt() {
-	close(w.stop)
+	w.once.Do(func() { close(w.stop) })
 	w.wg.Wait()
 }
 
