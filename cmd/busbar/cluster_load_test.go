@@ -98,12 +98,6 @@ func newLedger() *ledger {
 		sessions: map[string]bool{}, ops: map[string]int{}, failures: map[string]int{}, firstErr: map[string]string{}}
 }
 
-func (l *ledger) acked(kind string) {
-	l.mu.Lock()
-	l.ops[kind]++
-	l.mu.Unlock()
-}
-
 func (l *ledger) failed(kind string, err error) {
 	l.mu.Lock()
 	l.failures[kind]++
