@@ -113,7 +113,9 @@ func newProcCluster(t *testing.T, timings clusterTimings) *procCluster {
 		os.RemoveAll(dir)
 	})
 	bin := filepath.Join(dir, "busbar")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+	// BUSBAR_CLUSTER_TEST_TAGS builds the nodes with build tags, e.g.
+	// busbar_nofence to see which of these tests the fence decides.
+	if out, err := exec.Command("go", "build", "-tags", os.Getenv("BUSBAR_CLUSTER_TEST_TAGS"), "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

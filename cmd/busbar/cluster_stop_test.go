@@ -29,10 +29,13 @@ import (
 //     or the unit was taken over; it registered a new session; and if it
 //     loaded the unit again, that was with an epoch above the takeover's.
 //
-// The fence that makes the first point hold whatever X's clocks say (every
-// write checks the unit's epoch in PostgreSQL) is shown to be what the
-// in-process fencing tests test by .ci/run, which runs them built with
-// -tags busbar_nofence and expects them to fail.
+// What stops "stale-1" here is X's trust window: when X resumes, its
+// poller finds the window over and unloads the unit before the send
+// reaches a commit, so this test passes with the nodes built
+// -tags busbar_nofence too (BUSBAR_CLUSTER_TEST_TAGS). The fence, which
+// stops a commit already on its way to PostgreSQL when the node paused,
+// is proven by the in-process fencing tests, which .ci/run runs built
+// with -tags busbar_nofence expecting them to fail.
 func TestClusterSIGSTOPPastLease(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs PostgreSQL and three busbar processes")
