@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -183,5 +184,56 @@ func TestRelayReceiverFollowsNewOwner(t *testing.T) {
 		if ctx.Err() != nil {
 			t.Fatal("the receiver never received from the new owner: its link was not detached so that it attaches again")
 		}
+	}
+}
+
+// A management request (here: schedule) for an entity whose owner the
+// gateway can no longer reach fails with server-busy (503), which the
+// SDKs retry, not with an internal error (500).
+func TestRelayRequestOwnerLost(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) })
+	owner := startOwner(t, "b")
+	proxy := startCutProxy(t, owner.internal)
+	g, err := NewGateway(GatewayConfig{Secret: testSecret, Node: "a", Session: func() int64 { return 7 },
+		OwnerOf: func(unit string) (Owner, bool) {
+			if unit != "q" {
+				return Owner{}, false
+			}
+			return Owner{Node: "b", Addr: proxy.addr()}, true
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := servicebustest.Start(t, &servicebustest.Options{Router: g})
+	t.Cleanup(func() { a.Close(); g.Close() })
+	c, err := azservicebus.NewClientFromConnectionString(a.ConnectionString, &azservicebus.ClientOptions{
+		RetryOptions: azservicebus.RetryOptions{MaxRetries: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	snd, err := c.NewSender("q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snd.Close(ctx)
+	at := time.Now().Add(time.Hour)
+	if _, err := snd.ScheduleMessages(ctx, []*azservicebus.Message{{Body: []byte("x")}}, at, nil); err != nil {
+		t.Fatal(err)
+	}
+	proxy.cut()
+	for range 3 { // the SDK may first see its detached link
+		_, err = snd.ScheduleMessages(ctx, []*azservicebus.Message{{Body: []byte("y")}}, at, nil)
+		if err == nil {
+			t.Fatal("scheduled through an owner that cannot be reached")
+		}
+		if strings.Contains(err.Error(), "status code") {
+			break
+		}
+	}
+	if !strings.Contains(err.Error(), "status code 503") {
+		t.Fatalf("schedule through a lost owner: %v, want status code 503 (server-busy)", err)
 	}
 }

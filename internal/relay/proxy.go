@@ -402,6 +402,17 @@ func annotations(m map[frames.Symbol]any) goamqp.Annotations {
 // client connection, requests one at a time), with reply-to set to the
 // internal reply link; the owner's response is returned as it is.
 func (g *Gateway) Request(ctx context.Context, c *amqp.Conn, node string, payload []byte, r servicebus.Relayed) ([]byte, error) {
+	out, err := g.request(ctx, c, node, payload, r)
+	var ae *amqp.Error
+	if err != nil && !errors.As(err, &ae) {
+		// The owner could not be asked, or did not answer (its link or
+		// the internal connection failed): retriable, as for links.
+		err = amqpError(err)
+	}
+	return out, err
+}
+
+func (g *Gateway) request(ctx context.Context, c *amqp.Conn, node string, payload []byte, r servicebus.Relayed) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
 	defer cancel()
 	p, err := g.peer(ctx, c, r.Unit)

@@ -124,6 +124,10 @@ func classify(err error) (frames.Symbol, int32) {
 		// The endpoint's own refusal: a delivery larger than the
 		// client's max-message-size (uamqp attaches with 1 MiB).
 		return frames.ErrCondMessageSizeExceeded, statusTooLarge
+	case errors.As(err, &le) && le.Condition == condServerBusy:
+		// A cluster node's relay (internal/relay) could not reach the
+		// entity's owner: retriable.
+		return condServerBusy, statusUnavailable
 	case errors.As(err, &te):
 		// Transactions (txn.go): unknown-id, rollback, timeout; a global
 		// transaction is not-implemented.
