@@ -281,6 +281,10 @@ func (w *loadWorkers) sender(rnd *rand.Rand) {
 		return s, err
 	}
 	for i := 0; !w.stopped(); i++ {
+		// At most about a hundred operations a second per node: the
+		// point is a mix of operations across a kill, not throughput
+		// (and the checker reads back everything).
+		w.pause(10 * time.Millisecond)
 		id := fmt.Sprintf("%s-%d", w.node, i)
 		entity, kind := qOrders, "send"
 		msg := &azservicebus.Message{MessageID: &id, Body: []byte(id)}

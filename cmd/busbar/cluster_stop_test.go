@@ -29,13 +29,13 @@ import (
 //     or the unit was taken over; it registered a new session; and if it
 //     loaded the unit again, that was with an epoch above the takeover's.
 //
-// What stops "stale-1" here is X's trust window: when X resumes, its
-// poller finds the window over and unloads the unit before the send
-// reaches a commit, so this test passes with the nodes built
-// -tags busbar_nofence too (BUSBAR_CLUSTER_TEST_TAGS). The fence, which
-// stops a commit already on its way to PostgreSQL when the node paused,
-// is proven by the in-process fencing tests, which .ci/run runs built
-// with -tags busbar_nofence expecting them to fail.
+// What stops "stale-1" is a race inside X as it resumes: mostly its
+// trust-window check unloads the unit before the send reaches a commit;
+// sometimes the send commits first and the fence aborts it. With the nodes
+// built -tags busbar_nofence (BUSBAR_CLUSTER_TEST_TAGS) the test can
+// therefore pass, so it is not a dependable proof of the fence; the
+// in-process fencing tests are (.ci/run runs them built with
+// -tags busbar_nofence, expecting them to fail).
 func TestClusterSIGSTOPPastLease(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs PostgreSQL and three busbar processes")
