@@ -415,8 +415,11 @@ func (c *Conn) readLoop() {
 		case *frames.End:
 			s := sessions[fr.Channel]
 			if s == nil {
-				c.fail(Errorf(CondNotAllowed, "end on channel %d, which has no session", fr.Channel))
-				return
+				// go-amqp (the Go SDK's client) ends the sessions whose
+				// begin it gave up waiting for, also when that begin was
+				// never sent: nothing to end, and no reason to close every
+				// other link of the connection.
+				continue
 			}
 			delete(sessions, fr.Channel)
 			if !s.deliver(b) {

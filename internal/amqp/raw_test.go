@@ -668,3 +668,19 @@ func TestUnencodableState(t *testing.T) {
 	r.expectClose(CondInternalError)
 	checkServing(t, addr)
 }
+
+// TestEndWithoutBegin: an end on a channel no begin opened (go-amqp sends
+// one for a session whose begin it abandoned before sending it) is
+// ignored; the connection and its other sessions go on.
+func TestEndWithoutBegin(t *testing.T) {
+	b := newTestBroker()
+	_, addr := startServer(t, b, Config{})
+	r := dialRaw(t, addr)
+	r.handshake(nil)
+	r.begin()
+	r.send(3, &frames.End{})
+	r.send(0, &frames.End{})
+	if _, ok := r.next().(*frames.End); !ok {
+		t.Fatal("the session on channel 0 was not ended normally after an end on channel 3")
+	}
+}

@@ -82,6 +82,10 @@ type Broker struct {
 		closed bool
 		queues map[string]*entity // by entityKey(name)
 		topics map[string]*topic  // by entityKey(name); names shared with queues
+		// moved: queues and topics this broker unloaded (units.go), by
+		// entityKey: a send on a link attached before the unload learns
+		// that the entity moved rather than that it does not exist.
+		moved map[string]bool
 	}
 
 	// timers is the broker-wide heap of entity deadlines that the Run
@@ -138,6 +142,7 @@ func newBroker(opts Options) *Broker {
 	}
 	b.mu.queues = make(map[string]*entity)
 	b.mu.topics = make(map[string]*topic)
+	b.mu.moved = make(map[string]bool)
 	b.timers.byID = make(map[uint64]timerOwner)
 	return b
 }

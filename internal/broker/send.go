@@ -233,10 +233,13 @@ func (b *Broker) lookupSend(path string) (*entity, *topic, Path, error) {
 	closed := b.mu.closed
 	q := b.mu.queues[entityKey(p.Entity)]
 	t := b.mu.topics[entityKey(p.Entity)]
+	moved := b.mu.moved[entityKey(p.Entity)]
 	b.mu.RUnlock()
 	switch {
 	case closed:
 		return nil, nil, p, errClosed()
+	case q == nil && t == nil && moved:
+		return nil, nil, p, goneErr(p.Entity, true) // unloaded: served by another node
 	case q == nil && t == nil:
 		return nil, nil, p, errEntityNotFound(path)
 	case p.SubQueue != SubQueueMain && t != nil:

@@ -206,6 +206,7 @@ func (b *Broker) unloadLocked(unit uint64, cause error) {
 		if x.id == unit {
 			q = x
 			delete(b.mu.queues, k)
+			b.mu.moved[k] = true
 			break
 		}
 	}
@@ -214,6 +215,7 @@ func (b *Broker) unloadLocked(unit uint64, cause error) {
 			if x.id == unit {
 				t = x
 				delete(b.mu.topics, k)
+				b.mu.moved[k] = true
 				break
 			}
 		}

@@ -109,6 +109,11 @@ func TestBrokerUnitsOnPostgres(t *testing.T) {
 	if err := a.b.Complete(ctx, "orders", locked.LockToken); err == nil {
 		t.Fatal("a completed a message of a unit it no longer serves")
 	}
+	// A send on a link attached before the unload learns that the queue
+	// moved (retriable), not that it does not exist.
+	if err := a.b.Send(ctx, "orders", []*message.Message{{Body: []byte("late")}}); broker.KindOf(err) != broker.KindMoved {
+		t.Fatalf("a send on a after the unload: %v, want KindMoved", err)
+	}
 	waitUntil(t, "b serving the queue's unit", 10*time.Second, func() bool { _, ok := b.n.Owned()[id]; return ok })
 	rb, err := b.b.OpenReceiver("orders", broker.PeekLock)
 	if err != nil {

@@ -95,7 +95,7 @@ func (g *Gateway) AttachSender(l *amqp.IncomingLink, r servicebus.Relayed) error
 			default:
 				// Outcome unknown: fail it, detach, let the client retry.
 				d.Settle(&frames.Rejected{Error: frameError(err)})
-				l.Close(&amqp.Error{Condition: frames.Symbol(goamqp.ErrCondDetachForced), Description: "The link to the node serving the entity failed; attach again."})
+				l.Close(errDetachForced)
 				if !isRemote(err) {
 					g.forget(c, p)
 				}
@@ -108,6 +108,10 @@ func (g *Gateway) AttachSender(l *amqp.IncomingLink, r servicebus.Relayed) error
 	}
 	return amqp.ErrAttachDeferred
 }
+
+// errDetachForced detaches a client's relayed link whose internal link
+// failed: the client attaches again and is routed to the current owner.
+var errDetachForced = &amqp.Error{Condition: frames.Symbol(goamqp.ErrCondDetachForced), Description: "The link to the node serving the entity failed; attach again."}
 
 // isRemote says whether err is the owner's answer (the connection is
 // fine) rather than a failure of the internal connection (which may
@@ -218,8 +222,14 @@ func (g *Gateway) AttachReceiver(l *amqp.OutgoingLink, r servicebus.Relayed) err
 		}
 		l.CompleteAttach(nil)
 		if err := rp.run(ctx); ctx.Err() == nil {
-			l.Close(amqpError(err))
-			if !isRemote(err) {
+			if isRemote(err) {
+				l.Close(amqpError(err)) // the owner's answer, as it is
+			} else {
+				// The internal connection failed (the owner died or moved):
+				// a detach the SDKs answer by attaching again, which finds
+				// the unit's new owner. (With server-busy the Go SDK keeps
+				// the detached link and never receives again.)
+				l.Close(errDetachForced)
 				g.forget(c, p)
 			}
 		}
@@ -413,6 +423,17 @@ func annotations(m map[frames.Symbol]any) goamqp.Annotations {
 // client connection, requests one at a time), with reply-to set to the
 // internal reply link; the owner's response is returned as it is.
 func (g *Gateway) Request(ctx context.Context, c *amqp.Conn, node string, payload []byte, r servicebus.Relayed) ([]byte, error) {
+	out, err := g.request(ctx, c, node, payload, r)
+	var ae *amqp.Error
+	if err != nil && !errors.As(err, &ae) {
+		// The owner could not be asked, or did not answer (its link or
+		// the internal connection failed): retriable, as for links.
+		err = amqpError(err)
+	}
+	return out, err
+}
+
+func (g *Gateway) request(ctx context.Context, c *amqp.Conn, node string, payload []byte, r servicebus.Relayed) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
 	defer cancel()
 	p, err := g.peer(ctx, c, r.Unit)

@@ -137,6 +137,10 @@ func classify(err error) (frames.Symbol, int32) {
 		// The endpoint's own refusal: a delivery larger than the
 		// client's max-message-size (uamqp attaches with 1 MiB).
 		return frames.ErrCondMessageSizeExceeded, statusTooLarge
+	case errors.As(err, &le) && le.Condition == condServerBusy:
+		// A cluster node's relay (internal/relay) could not reach the
+		// entity's owner: retriable.
+		return condServerBusy, statusUnavailable
 	case errors.As(err, &te):
 		// Transactions (txn.go): unknown-id, rollback, timeout; a global
 		// transaction is not-implemented.
@@ -226,6 +230,14 @@ type failure struct {
 	status     int32
 	desc       string
 	trackingID string
+}
+
+// movedDetach is the detach of a link whose entity another node of the
+// cluster serves now: amqp:link:detach-forced, which the SDKs answer by
+// attaching the link again (with server-busy the Go SDK keeps the dead
+// link); the new attach is routed to the entity's owner.
+func movedDetach(f failure) *frames.Error {
+	return &frames.Error{Condition: frames.ErrCondDetachForced, Description: f.desc}
 }
 
 // amqpError is the failure as an AMQP error.

@@ -333,7 +333,12 @@ func (rl *receiverLink) fail(err error) {
 	if broker.KindOf(err) == broker.KindNotFound {
 		err = notFound(rl.c.entityURI(rl.path))
 	}
-	rl.l.Close(rl.c.fail("receive", rl.path, err).amqpError())
+	f := rl.c.fail("receive", rl.path, err)
+	if broker.KindOf(err) == broker.KindMoved {
+		rl.l.Close(movedDetach(f))
+		return
+	}
+	rl.l.Close(f.amqpError())
 }
 
 // failUnlessGone is fail, unless the link is gone already: then onDetach

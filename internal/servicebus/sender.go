@@ -306,6 +306,11 @@ func (s *senderLink) settle(g decoded) {
 	}
 	f := s.c.fail("send", s.path, g.err)
 	g.d.Settle(&frames.Rejected{Error: f.amqpError()})
+	if broker.KindOf(g.err) == broker.KindMoved {
+		// Another node of the cluster serves the entity now: detach, so
+		// that the client attaches again and is routed there.
+		s.l.Close(movedDetach(f))
+	}
 }
 
 // decodeTransfer decodes a transfer into its messages — one for format 0,
