@@ -60,7 +60,10 @@ import (
 // further: its settlements are all on one queue or one subscription
 // (refused otherwise, with a clear text). Its sends may go to any number
 // of destinations through the via entity; they are committed in the same
-// batch. An operation refused inside a transaction marks it rollback-only:
+// batch. On a cluster node, sends to an entity another node serves are
+// transfers in that batch (Txn.Via), which that node lands; a send-via
+// link to such a destination sends outside a transaction the same way
+// (broker.SendVia). An operation refused inside a transaction marks it rollback-only:
 // the commit then fails with amqp:transaction:rollback naming the first
 // refusal, so that no partial transaction is ever applied.
 
