@@ -607,22 +607,27 @@ func (b *Broker) remoteUnit(path string, lookupErr error) (uint64, error) {
 
 // txnTransferOps builds the transfers of a transaction's sends to queues
 // and topics other nodes serve (store.TransferSendVia), fenced on the
-// entity the transaction receives from (q), else on its first local
-// destination: they commit in the transaction's one batch, and land at
-// their destination afterwards with its duplicate detection. A refusal at
-// landing goes back to that entity's transfer dead-letter queue, as
-// Service Bus does for a send-via.
-func (b *Broker) txnTransferOps(ctx context.Context, q *entity, dests, remote []*txnDest) ([]store.Op, error) {
+// entity the transaction receives from (q), else on its via queue (via),
+// else on its first local destination: they commit in the transaction's
+// one batch, and land at their destination afterwards with its duplicate
+// detection. A refusal at landing goes back to that entity's transfer
+// dead-letter queue, as Service Bus does for a send-via.
+func (b *Broker) txnTransferOps(ctx context.Context, q *entity, via string, dests, remote []*txnDest) ([]store.Op, error) {
 	if len(remote) == 0 {
 		return nil, nil
 	}
 	var fence uint64
 	var fenceName string
+	vq, vt := b.txnVia(via)
 	switch {
 	case q != nil:
 		fence, fenceName = q.id, q.name
+	case vq != nil && vt == nil:
+		fence, fenceName = vq.id, vq.name
 	case len(dests) > 0:
 		fence, fenceName = dests[0].q.idOf(dests[0].t), dests[0].name()
+	case vt != nil:
+		return nil, errorf(KindNotAllowed, "Busbar sends through a topic to '%s', which another node of the cluster serves, only in a transaction that also settles messages of one of the topic's subscriptions; send through a queue instead.", remote[0].remoteName)
 	default:
 		return nil, errorf(KindNotAllowed, "A transaction that sends to '%s', which another node of the cluster serves, must also receive from or send to an entity this node serves.", remote[0].remoteName)
 	}
@@ -645,4 +650,35 @@ func (b *Broker) txnTransferOps(ctx context.Context, q *entity, dests, remote []
 		}
 	}
 	return ops, nil
+}
+
+// txnVia is the queue or topic via names, if this broker serves it (nil,
+// nil otherwise or for "").
+func (b *Broker) txnVia(via string) (*entity, *topic) {
+	if via == "" {
+		return nil, nil
+	}
+	q, t, _, err := b.lookupSend(via)
+	if err != nil {
+		return nil, nil
+	}
+	return q, t
+}
+
+// Transfers reports whether the broker can send to entities other nodes
+// of a cluster serve (a cluster node's store has the outbox).
+func (b *Broker) Transfers() bool { return b.outbox != nil }
+
+// SendVia sends msgs to the queue or topic to through the queue via, as
+// a send-via link does outside a transaction, and returns once they are
+// durable: the sends of a one-operation-per-message transaction (CommitTxn
+// with Via), without the transaction's limit on operations (a batch may
+// hold more). On a cluster node to may be served by another node: the
+// messages are then transfers through the outbox, fenced on via.
+func (b *Broker) SendVia(ctx context.Context, via, to string, msgs []*message.Message) error {
+	tx := &Txn{Via: via, Sends: make([]TxnSend, len(msgs))}
+	for i, m := range msgs {
+		tx.Sends[i] = TxnSend{To: to, Msg: m}
+	}
+	return b.commitTxn(ctx, tx, false)
 }

@@ -87,6 +87,12 @@ type Txn struct {
 	// sessions of the queue or subscription the settlements are on, if
 	// any. A session named twice gets the last state.
 	States []TxnSessionState
+	// Via is the queue the sends go through (a send-via link's via
+	// entity; "" for none). On a cluster node, the transfers of sends to
+	// entities other nodes serve are fenced on it when the transaction
+	// settles nothing, and a refusal at landing goes to its transfer
+	// dead-letter queue.
+	Via string
 }
 
 // TxnSessionState sets the state of session SessionID of the
@@ -208,10 +214,16 @@ func (d *txnDest) name() string {
 // ops then go into the one batch with the settlements', and each is
 // published (or its plan undone) when it returns.
 func (b *Broker) CommitTxn(ctx context.Context, tx *Txn) error {
+	return b.commitTxn(ctx, tx, true)
+}
+
+// commitTxn is CommitTxn; limit false skips the limit on operations
+// (SendVia).
+func (b *Broker) commitTxn(ctx context.Context, tx *Txn, limit bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if n := len(tx.Settlements) + len(tx.Sends) + len(tx.Cancels) + len(tx.States); n > MaxTxnOperations {
+	if n := len(tx.Settlements) + len(tx.Sends) + len(tx.Cancels) + len(tx.States); limit && n > MaxTxnOperations {
 		return errorf(KindQuotaExceeded, "The transaction holds %d operations, over the limit of %d per transaction.", n, MaxTxnOperations)
 	}
 	q, subs, ct, err := b.txnSettleTarget(tx)
@@ -219,7 +231,7 @@ func (b *Broker) CommitTxn(ctx context.Context, tx *Txn) error {
 		return err
 	}
 	nowT := b.clock.Now()
-	dests, xops, release, err := b.txnSends(ctx, q, tx.Sends, nowT)
+	dests, xops, release, err := b.txnSends(ctx, q, tx.Via, tx.Sends, nowT)
 	defer release()
 	if err != nil {
 		return err
@@ -304,7 +316,7 @@ func (b *Broker) CommitTxn(ctx context.Context, tx *Txn) error {
 // destinations this broker serves, and the transfer ops of those other
 // nodes serve (txnTransferOps, transfer.go), to commit in the same batch.
 // release gives back their encodings.
-func (b *Broker) txnSends(ctx context.Context, q *entity, sends []TxnSend, nowT time.Time) ([]*txnDest, []store.Op, func(), error) {
+func (b *Broker) txnSends(ctx context.Context, q *entity, via string, sends []TxnSend, nowT time.Time) ([]*txnDest, []store.Op, func(), error) {
 	dests, remote, err := b.txnDests(sends, nowT)
 	release := func() {
 		for _, d := range dests {
@@ -317,7 +329,7 @@ func (b *Broker) txnSends(ctx context.Context, q *entity, sends []TxnSend, nowT 
 	if err != nil {
 		return dests, nil, release, err
 	}
-	xops, err := b.txnTransferOps(ctx, q, dests, remote)
+	xops, err := b.txnTransferOps(ctx, q, via, dests, remote)
 	return dests, xops, release, err
 }
 

@@ -310,7 +310,9 @@ func TestForwardThroughOutbox(t *testing.T) {
 // dst's duplicate detection (a second send of the same MessageId is
 // dropped). A send refused when it lands (dst disabled meanwhile) goes to
 // via's transfer dead-letter queue with a sequence number of its own. A
-// transaction with nothing on this node is refused.
+// transaction with nothing on this node is refused, unless it names a via
+// queue of this node (Txn.Via, Broker.SendVia), which its transfers are
+// then fenced on; a via topic is refused.
 func TestTxnSendViaOtherOwner(t *testing.T) {
 	url := newPG(t)
 	ctx := context.Background()
@@ -381,5 +383,38 @@ func TestTxnSendViaOtherOwner(t *testing.T) {
 	// Nothing of the transaction on this node.
 	if err := a.b.CommitTxn(ctx, &broker.Txn{Sends: []broker.TxnSend{{To: "dst", Msg: msg("d5", "u")}}}); broker.KindOf(err) != broker.KindNotAllowed {
 		t.Fatalf("a transaction with only sends to another node: %v", err)
+	}
+	// Sends through via only (a send-via link, SendVia; a transaction
+	// naming Via): fenced on via, refused at landing back to its transfer
+	// dead-letter queue too.
+	if err := a.b.SendVia(ctx, "via", "dst", []*message.Message{msg("d5", "u")}); broker.KindOf(err) != broker.KindEntityDisabled {
+		t.Fatalf("send via to a disabled queue of another node: %v", err)
+	}
+	info.Properties.Status = broker.StatusActive
+	if _, err := b.b.UpdateQueue("dst", info.Properties); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.b.SendVia(ctx, "via", "dst", []*message.Message{msg("d6", "v"), msg("d7", "w")}); err != nil {
+		t.Fatalf("send via: %v", err)
+	}
+	if err := a.b.CommitTxn(ctx, &broker.Txn{Via: "via", Sends: []broker.TxnSend{{To: "dst", Msg: msg("d8", "s")}}}); err != nil {
+		t.Fatalf("commit through via: %v", err)
+	}
+	if backlog() != 3 {
+		t.Fatalf("%d transfers after sends through via; want 3", backlog())
+	}
+	b.land(t, dst)
+	if got, _ := b.bodies(t, "dst"); strings.Join(got, " ") != "d1 d2 d6 d7 d8" {
+		t.Fatalf("dst holds %v", got)
+	}
+	if vs, _ := a.bodies(t, "via"); len(vs) != 3 {
+		t.Fatalf("sends through via were stored in it: %v", vs)
+	}
+	// Through a topic (no transfer dead-letter queue): refused.
+	if _, err := a.b.CreateTopic("tv", broker.DefaultTopicProperties()); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.b.SendVia(ctx, "tv", "dst", []*message.Message{msg("d9", "t")}); broker.KindOf(err) != broker.KindNotAllowed {
+		t.Fatalf("send via a topic to another node: %v", err)
 	}
 }

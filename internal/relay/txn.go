@@ -38,16 +38,6 @@ func errTxnMoved(unit string) error {
 		"'%s' moved to another node during the transaction; the transaction can only roll back.", unit)}
 }
 
-// SameOwner implements servicebus.Router.
-func (g *Gateway) SameOwner(unit, other string) bool {
-	a, ok := g.cfg.OwnerOf(unit)
-	if !ok {
-		return false
-	}
-	b, ok := g.cfg.OwnerOf(other)
-	return ok && a.Node == b.Node
-}
-
 // DeclareTxn implements servicebus.Router.
 func (g *Gateway) DeclareTxn(ctx context.Context, c *amqp.Conn, r servicebus.Relayed) (servicebus.RemoteTxn, error) {
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)

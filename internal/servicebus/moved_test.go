@@ -26,7 +26,6 @@ func (r *movedRouter) AttachSender(*amqp.IncomingLink, servicebus.Relayed) error
 func (r *movedRouter) AttachReceiver(*amqp.OutgoingLink, servicebus.Relayed) error {
 	return errors.New("not relayed in this test")
 }
-func (r *movedRouter) SameOwner(a, b string) bool { return a == b }
 func (r *movedRouter) DeclareTxn(context.Context, *amqp.Conn, servicebus.Relayed) (servicebus.RemoteTxn, error) {
 	return servicebus.RemoteTxn{}, errors.New("not relayed in this test")
 }

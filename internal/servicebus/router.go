@@ -27,9 +27,6 @@ type Router interface {
 	// Remote says whether unit (a queue or topic name) is served by
 	// another node.
 	Remote(unit string) bool
-	// SameOwner says whether one node serves both units (a send-via
-	// link's via entity and destination).
-	SameOwner(unit, other string) bool
 	// AttachSender serves a client's sender link to a remote entity and
 	// AttachReceiver a client's receiver link, as amqp.ConnHandler's
 	// methods do. They set the link's callbacks before returning; when
@@ -211,9 +208,6 @@ func (c *conn) relayIncoming(l *amqp.IncomingLink, a address) error {
 		}
 		if err := c.authorize(d.path(), auth.Send); err != nil {
 			return c.refuse("attach", d.path(), err)
-		}
-		if !c.h.router.SameOwner(unitOf(a), unitOf(d)) {
-			return c.refuse("attach", a.path(), errSendViaOwners(a.path(), d.path()))
 		}
 		r.Dest, r.DestRights = d.path(), c.rightsOn(d.path())
 	}

@@ -33,6 +33,10 @@ type senderLink struct {
 	l    *amqp.IncomingLink
 	path string
 	via  string // a send-via link's via entity (txn.go); "" otherwise
+	// remote says that another node of a cluster serves path, the
+	// send-via link's destination: its sends are transfers through via
+	// (broker.SendVia, or the transaction's commit).
+	remote bool
 	// relayTxn is the owner's txn-id every transfer of a relayed
 	// transactional link is sent in (relaytxn.go); nil otherwise.
 	relayTxn []byte
@@ -78,18 +82,11 @@ func (c *conn) attachSender(l *amqp.IncomingLink, a address) error {
 	if err := c.authorize(a.path(), auth.Send); err != nil {
 		return c.refuse("attach", a.path(), err)
 	}
-	ref, err := c.checkEntity(a)
+	name, maxSize, err := c.senderTarget(a, via)
 	if err != nil {
 		return c.refuse("attach", a.path(), err)
 	}
-	name, maxSize, err := c.sendTarget(a, ref) // a queue or a topic
-	if err == nil {
-		err = c.ns().Broker.Moving(name) // being handed off: retriable
-	}
-	if err != nil {
-		return c.refuse("attach", a.path(), err)
-	}
-	s := &senderLink{c: c, l: l, path: name, via: via, wake: make(chan struct{}, 1), done: make(chan struct{}), relayTxn: c.relayLinkTxn(l.Properties())}
+	s := &senderLink{c: c, l: l, path: name, via: via.name, remote: via.remote, wake: make(chan struct{}, 1), done: make(chan struct{}), relayTxn: c.relayLinkTxn(l.Properties())}
 	s.snd = c.ns().Broker.NewSender(name)
 	s.snd.SetHolder("link " + l.Name() + " on connection " + c.containerOrAddr()) // for message histories
 	// §0.2, §3.4: a non-zero max-message-size, the entity's limit; the
@@ -100,11 +97,11 @@ func (c *conn) attachSender(l *amqp.IncomingLink, a address) error {
 	// on entities whose messages may be larger, and at the message limit
 	// (256 KB by default) below that.
 	l.Reply.Properties = map[frames.Symbol]any{propMaxBatchSize: min(maxSize, maxBatchSize)}
-	if via != "" {
+	if via.name != "" {
 		l.Reply.Properties[propTransferDestination] = l.Properties()[propTransferDestination]
 	}
 	l.MaxUnsettled = senderMaxUnsettled
-	if c.h.streamFrom > 0 && c.ns().Broker.CanSpool() {
+	if c.h.streamFrom > 0 && c.ns().Broker.CanSpool() && !s.remote {
 		l.SpoolFrom, l.Spool = int(c.h.streamFrom), s.newSpool // spool.go
 	}
 	l.OnDelivery = s.onDelivery
@@ -114,6 +111,25 @@ func (c *conn) attachSender(l *amqp.IncomingLink, a address) error {
 	}
 	c.guard(&l.Link, s.done, a.path(), auth.Send)
 	return nil
+}
+
+// senderTarget is the name and message size limit of the queue or topic
+// a sender link to a sends to (via: its send-via resolution), which must
+// not be moving to another node. A destination another node serves is
+// checked there, at the commit: the link takes the via entity's limit.
+func (c *conn) senderTarget(a address, via viaLink) (string, uint64, error) {
+	if via.remote {
+		return a.path(), via.maxSize, c.ns().Broker.Moving(via.name)
+	}
+	ref, err := c.checkEntity(a)
+	if err != nil {
+		return "", 0, err
+	}
+	name, maxSize, err := c.sendTarget(a, ref) // a queue or a topic
+	if err == nil {
+		err = c.ns().Broker.Moving(name) // being handed off: retriable
+	}
+	return name, maxSize, err
 }
 
 func (s *senderLink) onDelivery(d *amqp.IncomingDelivery) {
@@ -291,7 +307,12 @@ func (s *senderLink) sendGroup(group []decoded, msgs []*message.Message) {
 // send stores msgs with one broker.Send, traced.
 func (s *senderLink) send(msgs []*message.Message) error {
 	span := s.c.h.traceSend(s.path, msgs)
-	err := s.snd.Send(s.c.ctx, msgs)
+	var err error
+	if s.remote {
+		err = s.c.ns().Broker.SendVia(s.c.ctx, s.via, s.path, msgs)
+	} else {
+		err = s.snd.Send(s.c.ctx, msgs)
+	}
 	endSpan(span, err)
 	return err
 }

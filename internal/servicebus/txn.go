@@ -60,7 +60,10 @@ import (
 // further: its settlements are all on one queue or one subscription
 // (refused otherwise, with a clear text). Its sends may go to any number
 // of destinations through the via entity; they are committed in the same
-// batch. An operation refused inside a transaction marks it rollback-only:
+// batch. On a cluster node, sends to an entity another node serves are
+// transfers in that batch (Txn.Via), which that node lands; a send-via
+// link to such a destination sends outside a transaction the same way
+// (broker.SendVia). An operation refused inside a transaction marks it rollback-only:
 // the commit then fails with amqp:transaction:rollback naming the first
 // refusal, so that no partial transaction is ever applied.
 
@@ -114,6 +117,7 @@ type txn struct {
 	cancelTopic bool
 	cancels     []int64
 	states      []broker.TxnSessionState // session states set on commit
+	via         string                   // the via entity of its send-via sends ("": none)
 	failed      error                    // the first operation refused: rollback-only
 
 	// remote is the transaction on the owner of its entity, when another
@@ -269,7 +273,7 @@ func (c *conn) discharge(id []byte, fail bool) frames.DeliveryState {
 	case x.remote != nil:
 		err = c.commitRemote(x)
 	default:
-		if cerr := c.ns().Broker.CommitTxn(context.WithoutCancel(c.ctx), &broker.Txn{Settlements: x.settles, Sends: x.sends, CancelOn: x.cancelOn, Cancels: x.cancels, States: x.states}); cerr != nil {
+		if cerr := c.ns().Broker.CommitTxn(context.WithoutCancel(c.ctx), &broker.Txn{Settlements: x.settles, Sends: x.sends, CancelOn: x.cancelOn, Cancels: x.cancels, States: x.states, Via: x.via}); cerr != nil {
 			err = &txnError{cond: condTxnRollback, msg: "The transaction was rolled back: " + clientText(cerr)}
 		}
 	}
@@ -397,11 +401,11 @@ func errTxnOtherEntity(began, other string) error {
 		began, other)}
 }
 
-// errSendViaOwners refuses a send-via link whose via entity and
-// destination two nodes of a cluster serve.
+// errSendViaOwners refuses a send-via link whose destination another
+// node serves, on a node whose store cannot hold transfers (no outbox).
 func errSendViaOwners(via, dest string) error {
 	return &broker.Error{Kind: broker.KindNotAllowed, Msg: fmt.Sprintf(
-		"Cannot send to '%s' via '%s': another node of the cluster serves '%s', and transfers between entities of different nodes are not supported yet.", dest, via, dest)}
+		"Cannot send to '%s' via '%s': another node of the cluster serves '%s', and this node's store cannot hold transfers to it.", dest, via, dest)}
 }
 
 func errTxnMoved(unit string) error {
@@ -515,6 +519,9 @@ func (s *senderLink) txnSend(d *amqp.IncomingDelivery, ts *frames.TransactionalS
 			}
 			if x.sendTo == "" {
 				x.sendTo = s.path
+			}
+			if s.via != "" {
+				x.via = s.via
 			}
 			for _, m := range msgs {
 				x.sends = append(x.sends, broker.TxnSend{To: s.path, Msg: m})
@@ -843,44 +850,52 @@ func txnEntityPath(path string) string {
 	return p.Entity
 }
 
+// viaLink is a resolved send-via link: the via entity's name and its
+// message size limit, and whether another node of a cluster serves the
+// destination (remote: every send is a transfer through the via entity,
+// broker.SendVia or a transaction's commit).
+type viaLink struct {
+	name    string
+	maxSize uint64
+	remote  bool
+}
+
 // sendVia resolves a send-via sender link (target: the via entity, link
 // property com.microsoft:transfer-destination-address: the destination):
 // it checks the via entity (a queue or topic the connection may send to)
-// and returns the destination's address and the via entity's path. A
-// plain sender link is returned as it is, with via "".
-func (c *conn) sendVia(l *amqp.IncomingLink, a address) (address, string, error) {
-	var dest string
-	switch v := l.Properties()[propTransferDestination].(type) {
-	case string:
-		dest = v
-	case encoding.Symbol:
-		dest = string(v)
-	}
+// and returns the destination's address and the via entity. A plain
+// sender link is returned as it is, with a zero viaLink.
+func (c *conn) sendVia(l *amqp.IncomingLink, a address) (address, viaLink, error) {
+	dest := destOf(&l.Link)
 	if dest == "" {
-		return a, "", nil
+		return a, viaLink{}, nil
 	}
 	if a.sub != subNone || a.kind != nodeEntity {
-		return a, "", &broker.Error{Kind: broker.KindNotAllowed, Msg: fmt.Sprintf("Cannot send via '%s': it is not a queue or topic.", a.path())}
+		return a, viaLink{}, &broker.Error{Kind: broker.KindNotAllowed, Msg: fmt.Sprintf("Cannot send via '%s': it is not a queue or topic.", a.path())}
 	}
 	if err := c.authorize(a.path(), auth.Send); err != nil {
-		return a, "", err
+		return a, viaLink{}, err
 	}
 	ref, err := c.checkEntity(a)
 	if err != nil {
-		return a, "", err
+		return a, viaLink{}, err
 	}
-	via, _, err := c.sendTarget(a, ref)
+	via, maxSize, err := c.sendTarget(a, ref)
 	if err != nil {
-		return a, "", err
+		return a, viaLink{}, err
 	}
 	d, err := parseAddress(dest)
 	if err != nil || d.kind != nodeEntity {
-		return a, "", badRequest("The transfer destination %q names no entity.", dest)
+		return a, viaLink{}, badRequest("The transfer destination %q names no entity.", dest)
 	}
+	v := viaLink{name: via, maxSize: maxSize}
 	if r := c.h.router; r != nil && r.Remote(unitOf(d)) {
-		return a, "", errSendViaOwners(a.path(), d.path())
+		if !c.ns().Broker.Transfers() {
+			return a, viaLink{}, errSendViaOwners(a.path(), d.path())
+		}
+		v.remote = true
 	}
-	return d, via, nil
+	return d, v, nil
 }
 
 // txnRequest answers a $management (or $cbs) request sent inside a
