@@ -425,9 +425,12 @@ func annotations(m map[frames.Symbol]any) goamqp.Annotations {
 func (g *Gateway) Request(ctx context.Context, c *amqp.Conn, node string, payload []byte, r servicebus.Relayed) ([]byte, error) {
 	out, err := g.request(ctx, c, node, payload, r)
 	var ae *amqp.Error
-	if err != nil && !errors.As(err, &ae) {
+	var or *servicebus.OwnerRefusal
+	var re *servicebus.RemoteError
+	if err != nil && !errors.As(err, &ae) && !errors.As(err, &or) && !errors.As(err, &re) {
 		// The owner could not be asked, or did not answer (its link or
-		// the internal connection failed): retriable, as for links.
+		// the internal connection failed): retriable, as for links. What
+		// the owner itself refused keeps its condition.
 		err = amqpError(err)
 	}
 	return out, err
