@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/busbarmq/busbar/internal/auth"
 	"github.com/busbarmq/busbar/internal/broker"
@@ -232,6 +233,24 @@ func TestClusterCreateOnPlacement(t *testing.T) {
 	if _, err := gw.b.GetQueue("fallback"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestClusterReadWithoutManage: reading another node's queue without
+// Manage is 401, as for one of this node's; one that exists nowhere is
+// 404.
+func TestClusterReadWithoutManage(t *testing.T) {
+	gw := newEnvWith(t, auth.Config{Policies: []auth.Policy{
+		auth.DefaultPolicy(),
+		{Name: "listener", PrimaryKey: "listen-key", Rights: auth.Listen},
+	}})
+	owner := newEnv(t)
+	gw.h.SetCluster(&ownerCluster{owner: owner})
+	if _, err := owner.b.CreateQueue("remote", broker.DefaultQueueProperties()); err != nil {
+		t.Fatal(err)
+	}
+	listen := auth.NewToken("listener", "listen-key", "https://"+gw.host, time.Now().Add(time.Hour))
+	gw.fails(http.StatusUnauthorized, "GET", "/remote", "", "Authorization", listen, "~Manage,EntityRead")
+	gw.fails(http.StatusNotFound, "GET", "/nowhere", "", "Authorization", listen)
 }
 
 const queueBody = `<entry xmlns="http://www.w3.org/2005/Atom"><content type="application/xml">` +
