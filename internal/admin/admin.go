@@ -110,6 +110,9 @@ type request struct {
 	res   resource
 	grant auth.Grant // what the Authorization header's token grants
 	site  *site
+	// entityID is the id a creating PUT creates its queue or topic
+	// with on a cluster node (cluster.go, place); 0 allocates one.
+	entityID uint64
 }
 
 // reply is an endpoint's answer.
@@ -306,6 +309,11 @@ func (h *Handler) serve(rq *request) (*reply, error) {
 	}
 	if unitScoped(rq.res.kind) {
 		if rep, ok, err := h.forward(rq, unitOf(rq.res.entity)); ok {
+			return rep, err
+		}
+	}
+	if creating(rq) {
+		if rep, ok, err := h.place(rq); ok {
 			return rep, err
 		}
 	}

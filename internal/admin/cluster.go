@@ -22,6 +22,16 @@ package admin
 // moving, the owner cannot be reached) is 503 with Retry-After
 // (UnavailableError, mapped in httpStatus).
 //
+// A queue or topic is created on the node placement gives it, so that it
+// does not move right after its creation: the node a creating PUT (no
+// If-Match, a name no node serves) reaches allocates the entity id from
+// the catalog (Cluster.Place) and, when placement gives that id to
+// another node, forwards the PUT to that node with the id in
+// EntityIDHeader; that node creates the entity with that id. When the
+// chosen node cannot be reached, this node creates it with the id itself
+// and hands it off later. The header is honoured on forwarded requests
+// only (a client's is dropped).
+//
 // A local list is GET $Resources/Queues or $Resources/Topics with the
 // LocalListHeader, from another node: the answer is JSON,
 //
@@ -34,6 +44,7 @@ package admin
 // list is 503 rather than silently short.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -65,7 +76,15 @@ type Cluster interface {
 	Units(ctx context.Context) ([]RemoteUnit, error)
 	// ForwardNode sends r to node, as Forward does.
 	ForwardNode(ctx context.Context, node string, r *http.Request, g auth.Grant) (*http.Response, error)
+	// Place allocates the entity id of a new queue or topic and names
+	// the node placement gives it, "" for this node. An error means the
+	// catalog could not be read.
+	Place(ctx context.Context) (id uint64, node string, err error)
 }
+
+// EntityIDHeader carries, on a creating PUT forwarded to the node
+// placement chose, the entity id the forwarding node allocated.
+const EntityIDHeader = "Busbar-Entity-Id"
 
 // RemoteUnit is a unit another node serves.
 type RemoteUnit struct {
@@ -180,6 +199,70 @@ func (h *Handler) forward(rq *request, unit string) (rep *reply, ok bool, err er
 	resp, err := cl.Forward(ctx, unit, rq.r, rq.grant)
 	if err != nil {
 		return nil, true, &UnavailableError{Unit: unit, Err: err}
+	}
+	return &reply{passthrough: resp}, true, nil
+}
+
+// creating tells whether rq creates a queue or topic (a PUT of an entity
+// without If-Match).
+func creating(rq *request) bool {
+	return rq.res.kind == resEntity && rq.r.Method == http.MethodPut && rq.r.Header.Get("If-Match") == ""
+}
+
+// place creates rq's queue or topic on the node placement gives it (see
+// above): ok true when another node answered. Otherwise rq.entityID is
+// the id to create it with here (0: allocate one).
+func (h *Handler) place(rq *request) (rep *reply, ok bool, err error) {
+	ctx := rq.r.Context()
+	if _, trusted := principalOf(ctx); trusted {
+		if v := rq.r.Header.Get(EntityIDHeader); v != "" {
+			id, err := strconv.ParseUint(v, 10, 64)
+			if err != nil || id == 0 {
+				return nil, true, badRequest("%s: %q is not an entity id.", EntityIDHeader, v)
+			}
+			rq.entityID = id
+		}
+		return nil, false, nil
+	}
+	rq.r.Header.Del(EntityIDHeader)
+	cl := h.clusterOf()
+	if cl == nil {
+		return nil, false, nil
+	}
+	if _, here := h.broker.EntityStoreID(unitOf(rq.res.entity)); here {
+		return nil, false, nil // a conflict, answered here
+	}
+	// The body is read first: it goes to the chosen node, or is
+	// parsed here if that node cannot be reached.
+	body, err := io.ReadAll(io.LimitReader(rq.r.Body, maxBodyBytes+1))
+	if err != nil {
+		return nil, true, badRequest("Reading the request body: %v", err)
+	}
+	rq.r.Body.Close()
+	setBody := func() {
+		rq.r.Body = io.NopCloser(bytes.NewReader(body))
+		rq.r.ContentLength = int64(len(body))
+	}
+	setBody()
+	if len(body) > maxBodyBytes {
+		return nil, false, nil // refused as too large here
+	}
+	id, node, err := cl.Place(ctx)
+	if err != nil {
+		return nil, true, &UnavailableError{Unit: unitOf(rq.res.entity), Err: err}
+	}
+	rq.entityID = id
+	if node == "" {
+		return nil, false, nil
+	}
+	out := rq.r.Clone(ctx)
+	out.Header.Set(EntityIDHeader, strconv.FormatUint(id, 10))
+	resp, err := cl.ForwardNode(ctx, node, out, rq.grant)
+	if err != nil {
+		h.log.Warn("the node placement chose for a new entity did not answer; creating it here",
+			"entity", rq.res.entity, "node", node, "err", err)
+		setBody()
+		return nil, false, nil
 	}
 	return &reply{passthrough: resp}, true, nil
 }

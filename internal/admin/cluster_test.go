@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/busbarmq/busbar/internal/auth"
 	"github.com/busbarmq/busbar/internal/broker"
@@ -25,6 +26,15 @@ type ownerCluster struct {
 	down    bool   // the owner cannot be reached
 	moving  string // a unit with no node
 	granted []auth.Grant
+	// place is the node Place names for new entities ("" this one),
+	// with placeID; ids are the EntityIDHeader values forwarded.
+	place   string
+	placeID uint64
+	ids     []string
+}
+
+func (c *ownerCluster) Place(context.Context) (uint64, string, error) {
+	return c.placeID, c.place, nil
 }
 
 func (c *ownerCluster) serves(unit string) bool {
@@ -62,6 +72,11 @@ func (c *ownerCluster) ForwardNode(_ context.Context, _ string, r *http.Request,
 		return nil, errors.New("connection refused")
 	}
 	c.granted = append(c.granted, g)
+	if v := r.Header.Get(EntityIDHeader); v != "" {
+		// The owner's broker is not a cluster one: it allocates its own.
+		c.ids = append(c.ids, v)
+		r.Header.Del(EntityIDHeader)
+	}
 	rec := httptest.NewRecorder()
 	c.owner.h.ServeHTTP(rec, r.WithContext(WithPrincipal(r.Context(), g)))
 	return rec.Result(), nil
@@ -173,6 +188,76 @@ func TestClusterForwarding(t *testing.T) {
 		}
 	})
 }
+
+// TestClusterCreateOnPlacement: a creating PUT goes to the node
+// placement chose, with the id allocated here; it is created here when
+// that node does not answer, and a client's EntityIDHeader is ignored.
+func TestClusterCreateOnPlacement(t *testing.T) {
+	gw, owner := newEnv(t), newEnv(t)
+	cl := &ownerCluster{owner: owner, place: "owner", placeID: 42}
+	gw.h.SetCluster(cl)
+	if status, _, body := gw.do("PUT", "/placed", queueBody); status != http.StatusCreated {
+		t.Fatalf("create: %d\n%s", status, body)
+	}
+	if _, err := owner.b.GetQueue("placed"); err != nil {
+		t.Fatalf("the chosen node has no queue: %v", err)
+	}
+	if _, err := gw.b.GetQueue("placed"); err == nil {
+		t.Fatal("the queue was created here too")
+	}
+	if strings.Join(cl.ids, ",") != "42" {
+		t.Fatalf("forwarded ids %v, want [42]", cl.ids)
+	}
+	if status, _, body := gw.do("PUT", "/placed-topic", newTopicBody); status != http.StatusCreated {
+		t.Fatalf("create a topic: %d\n%s", status, body)
+	}
+	if _, err := owner.b.GetTopic("placed-topic"); err != nil {
+		t.Fatalf("the chosen node has no topic: %v", err)
+	}
+	// A name that exists on the chosen node: its answer.
+	gw.fails(http.StatusConflict, "PUT", "/placed", queueBody)
+
+	// Placed here (id 0: this broker allocates, as a non-cluster one must).
+	cl.place, cl.placeID = "", 0
+	if status, _, body := gw.do("PUT", "/here", queueBody, EntityIDHeader, "7"); status != http.StatusCreated {
+		t.Fatalf("create here with a client's %s: %d\n%s", EntityIDHeader, status, body)
+	}
+	if _, err := gw.b.GetQueue("here"); err != nil {
+		t.Fatal(err)
+	}
+	// The chosen node cannot be reached: created here.
+	cl.place, cl.down = "owner", true
+	if status, _, body := gw.do("PUT", "/fallback", queueBody); status != http.StatusCreated {
+		t.Fatalf("create with the chosen node down: %d\n%s", status, body)
+	}
+	if _, err := gw.b.GetQueue("fallback"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestClusterReadWithoutManage: reading another node's queue without
+// Manage is 401, as for one of this node's; one that exists nowhere is
+// 404.
+func TestClusterReadWithoutManage(t *testing.T) {
+	gw := newEnvWith(t, auth.Config{Policies: []auth.Policy{
+		auth.DefaultPolicy(),
+		{Name: "listener", PrimaryKey: "listen-key", Rights: auth.Listen},
+	}})
+	owner := newEnv(t)
+	gw.h.SetCluster(&ownerCluster{owner: owner})
+	if _, err := owner.b.CreateQueue("remote", broker.DefaultQueueProperties()); err != nil {
+		t.Fatal(err)
+	}
+	listen := auth.NewToken("listener", "listen-key", "https://"+gw.host, time.Now().Add(time.Hour))
+	gw.fails(http.StatusUnauthorized, "GET", "/remote", "", "Authorization", listen, "~Manage,EntityRead")
+	gw.fails(http.StatusNotFound, "GET", "/nowhere", "", "Authorization", listen)
+}
+
+const queueBody = `<entry xmlns="http://www.w3.org/2005/Atom"><content type="application/xml">` +
+	`<QueueDescription xmlns="http://schemas.microsoft.com/netservices/2010/10/servicebus/connect"/></content></entry>`
+
+const newTopicBody = `<entry xmlns="http://www.w3.org/2005/Atom"><content type="application/xml">` +
+	`<TopicDescription xmlns="http://schemas.microsoft.com/netservices/2010/10/servicebus/connect"/></content></entry>`
 
 const subscriptionBody = `<entry xmlns="http://www.w3.org/2005/Atom"><content type="application/xml">` +
 	`<SubscriptionDescription xmlns="http://schemas.microsoft.com/netservices/2010/10/servicebus/connect"/></content></entry>`

@@ -79,9 +79,11 @@
 //
 // On a cluster node (SetCluster) requests scoped to a queue or topic
 // another node serves are authenticated here and forwarded to that node,
-// and lists merge every node's entries; a request forwarded to this
-// node carries its principal (WithPrincipal). The rules, the 421 and
-// 503 answers and the local-list format are in cluster.go.
+// lists merge every node's entries, and a new queue or topic is
+// created by the node placement gives its id (Cluster.Place); a request
+// forwarded to this node carries its principal (WithPrincipal). The
+// rules, the 421 and 503 answers and the local-list format are in
+// cluster.go.
 //
 // # XML
 //

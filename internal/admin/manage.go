@@ -27,7 +27,7 @@ func (h *Handler) withoutManage(rq *request) error {
 		switch method {
 		case http.MethodGet:
 			if _, err := h.broker.GetQueue(rq.res.entity); broker.KindOf(err) == broker.KindNotFound {
-				if _, terr := h.broker.GetTopic(rq.res.entity); terr != nil {
+				if _, terr := h.broker.GetTopic(rq.res.entity); terr != nil && !h.remoteEntity(rq) {
 					return notTopic(err, terr)
 				}
 			}
@@ -52,4 +52,15 @@ func (h *Handler) withoutManage(rq *request) error {
 		return denied(read) // lists, the namespace
 	}
 	return errorf(http.StatusUnauthorized, "Authorization failed for specified action: Manage,EntityWrite.")
+}
+
+// remoteEntity tells whether rq's entity is another cluster node's (it
+// exists: the answer is the same as for one of this node's).
+func (h *Handler) remoteEntity(rq *request) bool {
+	cl := h.clusterOf()
+	if cl == nil {
+		return false
+	}
+	remote, err := cl.Remote(rq.r.Context(), unitOf(rq.res.entity))
+	return err == nil && remote
 }

@@ -259,10 +259,11 @@ func putQueue(h *Handler, rq *request, desc *element) (*reply, error) {
 		}
 		return queueReply(http.StatusOK, q, rq.site), nil
 	}
-	q, err := h.CreateQueue(rq.res.entity, p)
+	info, err := h.broker.CreateQueueWithID(rq.entityID, rq.res.entity, p)
 	if err != nil {
 		return nil, err
 	}
+	q := queueOf(info)
 	return queueReply(http.StatusCreated, q, rq.site), nil
 }
 

@@ -198,10 +198,11 @@ func putTopic(h *Handler, rq *request, desc *element) (*reply, error) {
 		}
 		return topicReply(http.StatusOK, t, rq.site), nil
 	}
-	t, err := h.CreateTopic(name, p)
+	info, err := h.broker.CreateTopicWithID(rq.entityID, name, p)
 	if err != nil {
 		return nil, err
 	}
+	t := topicOf(info)
 	return topicReply(http.StatusCreated, t, rq.site), nil
 }
 

@@ -123,6 +123,12 @@ func (b *Broker) nameTakenLocked(name string) (closed, taken bool) {
 // CreateTopic creates a topic. Queue and topic names share one namespace
 // (case-insensitively): a name taken by either is KindAlreadyExists.
 func (b *Broker) CreateTopic(name string, p TopicProperties) (TopicInfo, error) {
+	return b.CreateTopicWithID(0, name, p)
+}
+
+// CreateTopicWithID is CreateTopic with the entity id given, as
+// CreateQueueWithID.
+func (b *Broker) CreateTopicWithID(id uint64, name string, p TopicProperties) (TopicInfo, error) {
 	p.AuthorizationRules = slices.Clone(p.AuthorizationRules)
 	valid := func() error {
 		if err := p.Validate(); err != nil {
@@ -130,7 +136,7 @@ func (b *Broker) CreateTopic(name string, p TopicProperties) (TopicInfo, error) 
 		}
 		return b.tier.checkTopic(&p)
 	}
-	return createEntity[*topic, TopicInfo](b, "topic", name, valid,
+	return createEntity[*topic, TopicInfo](b, id, "topic", name, valid,
 		func() error { return nil },
 		func(id uint64, now time.Time) *topic { return newTopic(b, id, name, p, now) },
 		func(t *topic) { b.mu.topics[entityKey(name)] = t })

@@ -267,6 +267,13 @@ type Counts struct {
 
 // CreateQueue creates a queue. Names are unique case-insensitively.
 func (b *Broker) CreateQueue(name string, p QueueProperties) (QueueInfo, error) {
+	return b.CreateQueueWithID(0, name, p)
+}
+
+// CreateQueueWithID is CreateQueue with the entity id given: on a
+// cluster node, id is one another node allocated from the catalog
+// (placement chose this node for it); 0 allocates one here.
+func (b *Broker) CreateQueueWithID(id uint64, name string, p QueueProperties) (QueueInfo, error) {
 	p.AuthorizationRules = slices.Clone(p.AuthorizationRules)
 	valid := func() error {
 		if err := p.Validate(); err != nil {
@@ -274,7 +281,7 @@ func (b *Broker) CreateQueue(name string, p QueueProperties) (QueueInfo, error) 
 		}
 		return b.tier.checkQueue(&p)
 	}
-	return createEntity[*entity, QueueInfo](b, "queue", name, valid,
+	return createEntity[*entity, QueueInfo](b, id, "queue", name, valid,
 		func() error { return b.checkForwardLocked(name, p) },
 		func(id uint64, now time.Time) *entity { return newEntity(b, id, name, p, now) },
 		func(q *entity) { b.mu.queues[entityKey(name)] = q })
@@ -293,12 +300,16 @@ type newQueueOrTopic[I any] interface {
 // b.admin check that the name is free in the shared namespace and the
 // kind's own conditions (check), then commit the new entity (made by
 // build) and only then register it in memory (register, under b.mu) and
-// with the timers.
-func createEntity[E newQueueOrTopic[I], I any](b *Broker, kind, name string, valid, check func() error,
+// with the timers. A given id (not 0) is used instead of a new one; only
+// a cluster node, whose ids come from the catalog, takes one.
+func createEntity[E newQueueOrTopic[I], I any](b *Broker, id uint64, kind, name string, valid, check func() error,
 	build func(id uint64, now time.Time) E, register func(E)) (I, error) {
 	var none I
 	if err := ValidateEntityName(name); err != nil {
 		return none, err
+	}
+	if id != 0 && b.catalog == nil {
+		return none, internal(errors.New("an entity id given to a broker that allocates its own"), "creating %s %q", kind, name)
 	}
 	if err := valid(); err != nil {
 		return none, err
@@ -325,9 +336,11 @@ func createEntity[E newQueueOrTopic[I], I any](b *Broker, kind, name string, val
 		return none, err
 	}
 	var batch store.Batch
-	id, err := b.allocIDLocked(&batch)
-	if err != nil {
-		return none, err
+	if id == 0 {
+		var err error
+		if id, err = b.allocIDLocked(&batch); err != nil {
+			return none, err
+		}
 	}
 	e := build(id, b.clock.Now().UTC())
 	batch.Add(store.Op{Kind: store.OpPutEntity, EntityID: id, Name: name, Data: encodeSpec(e.specLocked())})

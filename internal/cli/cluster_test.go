@@ -86,15 +86,17 @@ func TestCLIThroughAClusterNode(t *testing.T) {
 		return ""
 	}
 	// remote creates kind named prefix0, prefix1, … through a until
-	// placement gives one to another node, and waits for it to move.
+	// placement gives one to another node, and waits for that node to
+	// serve it.
 	remote := func(kind, prefix string) (string, string) {
 		for i := range 12 {
 			name := fmt.Sprint(prefix, i)
 			b.run(kind, "create", name).ok(t)
-			u, ok := a.Broker().EntityStoreID(name)
-			if !ok {
-				t.Fatalf("%s not served by a after its creation", name)
+			on := servedBy(name)
+			if on == "" {
+				t.Fatalf("%s not served by any node after its creation", name)
 			}
+			u, _ := nodes[on].Broker().EntityStoreID(name)
 			if w := cluster.Winner(u, []string{"a", "b", "c"}); w != "a" {
 				deadline := time.Now().Add(30 * time.Second)
 				for servedBy(name) != w {

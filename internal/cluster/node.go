@@ -647,6 +647,27 @@ func (n *Node) OwnerOf(unit uint64) (node, addr string, ok bool) {
 	return r.Owner, "", true // owned by a session that is gone, or free
 }
 
+// Placement is the node placement gives unit to among the live nodes of
+// the last poll, and the internal address it registered; "" before the
+// first poll.
+func (n *Node) Placement(unit uint64) (node, addr string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	node = Winner(unit, n.lastNodes)
+	if nd, ok := n.nodes[node]; ok && nd.Live {
+		addr = nd.Addr
+	}
+	return node, addr
+}
+
+// Live is the live nodes of the last poll (those placement chooses
+// among), sorted.
+func (n *Node) Live() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Sorted(slices.Values(n.lastNodes))
+}
+
 // Halt stops the renewer and the poller without handing anything off or
 // leaving: the node's units stay its own in the database until its
 // session expires, as after a crash. Stop after Halt does nothing.

@@ -37,6 +37,10 @@ import (
 // connections to an http.Server running the default namespace's
 // admin.Handler with the forwarded principal (admin.WithPrincipal).
 //
+// A queue or topic created through the admin API is created by the node
+// placement gives its id (admin.Cluster.Place): this node forwards the
+// creating PUT there, so the unit does not move right after.
+//
 // Config.json entities (declareClusterEntities): every node creates the
 // queues and topics missing from the catalog at start (a name another
 // node created first counts as existing; existing entities are not
@@ -245,6 +249,21 @@ func (c *clusterPart) ForwardNode(ctx context.Context, node string, r *http.Requ
 		}
 		return relay.Owner{Node: node, Addr: addr}, nil
 	}, r, g)
+}
+
+// Place implements admin.Cluster: a new id from the catalog's sequence
+// and its winner among the live nodes of the node's last poll ("" when
+// that is this node, or no node is known yet, or its address is not).
+func (c *clusterPart) Place(ctx context.Context) (uint64, string, error) {
+	id, err := c.store.NewEntityID(ctx)
+	if err != nil {
+		return 0, "", err
+	}
+	node, addr := c.node.Placement(id)
+	if node == c.self || addr == "" {
+		node = ""
+	}
+	return id, node, nil
 }
 
 // catalogRules reads the shared access rules of a queue or topic another

@@ -49,8 +49,8 @@ func TestClusterNeedsStore(t *testing.T) {
 }
 
 // TestClusterThreeNodes: the Go SDK talks to node a only. Its admin
-// client creates queues there (the catalog write is local; the unit is
-// then placed), and sends and receives through a while the queue is
+// client creates queues there (each is created by the node placement
+// gives it), and sends and receives through a while the queue is
 // owned by b or c. Then the owner stops without handing anything off, as
 // a crash: with the SDK's retries the client carries on through a, and
 // every message acknowledged is received exactly once more, completed
@@ -106,15 +106,16 @@ func TestClusterThreeNodes(t *testing.T) {
 		if _, err := adm.CreateQueue(ctx, name, nil); err != nil {
 			t.Fatalf("create %s on a: %v", name, err)
 		}
-		u, ok := a.Broker().EntityStoreID(name)
-		if !ok {
-			t.Fatalf("%s not served by a right after its creation", name)
+		u, on := unitServing(nodes, name)
+		if on == "" {
+			t.Fatalf("%s not served by any node right after its creation", name)
 		}
 		if w := cluster.Winner(u, live); w != "a" {
 			queue, owner, unit = name, w, u
 		}
 	}
-	// The unit is handed off to its winner (after the drain).
+	// Its winner serves it (created there, or handed off after the
+	// drain when a's view of the live nodes was not complete yet).
 	waitFor(t, ctx, func() bool {
 		_, onOwner := nodes[owner].Broker().EntityStoreID(queue)
 		_, onA := a.Broker().EntityStoreID(queue)

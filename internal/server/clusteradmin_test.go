@@ -85,20 +85,19 @@ func servedBy(nodes map[string]*Server, entity string) string {
 	return ""
 }
 
-// remoteEntity creates queues or topics named prefix0, prefix1, … on
-// node a through adm until placement gives one to another node, waits
-// for it to move there and returns its name and owner.
+// remoteEntity creates queues or topics named prefix0, prefix1, …
+// through node a until placement gives one to another node, waits for
+// that node to serve it and returns its name and owner.
 func remoteEntity(t *testing.T, ctx context.Context, nodes map[string]*Server, prefix string, create func(string) error) (string, string) {
 	t.Helper()
-	a := nodes["a"]
 	for i := 0; i < 12; i++ {
 		name := fmt.Sprint(prefix, i)
 		if err := create(name); err != nil {
 			t.Fatalf("create %s on a: %v", name, err)
 		}
-		u, ok := a.Broker().EntityStoreID(name)
-		if !ok {
-			t.Fatalf("%s not served by a right after its creation", name)
+		u, on := unitServing(nodes, name)
+		if on == "" {
+			t.Fatalf("%s not served by any node right after its creation", name)
 		}
 		if w := cluster.Winner(u, []string{"a", "b", "c"}); w != "a" {
 			waitFor(t, ctx, func() bool { return servedBy(nodes, name) == w }, name+" to move to "+w)

@@ -79,7 +79,7 @@ func TestClusterHandoffParksAttaches(t *testing.T) {
 		if _, err := adm.CreateQueue(ctx, name, nil); err != nil {
 			t.Fatalf("create %s: %v", name, err)
 		}
-		u, _ := a.Broker().EntityStoreID(name)
+		u, _ := unitServing(nodes, name)
 		if cluster.Winner(u, []string{"a", "b", "c"}) != "b" {
 			continue
 		}
@@ -201,7 +201,7 @@ func TestClusterGracefulHandoffSettles(t *testing.T) {
 		if _, err := adm.CreateQueue(ctx, name, nil); err != nil {
 			t.Fatalf("create %s: %v", name, err)
 		}
-		if u, _ := a.Broker().EntityStoreID(name); cluster.Winner(u, []string{"a", "b", "c"}) == "b" {
+		if u, _ := unitServing(nodes, name); cluster.Winner(u, []string{"a", "b", "c"}) == "b" {
 			queue = name
 		}
 	}
@@ -291,7 +291,7 @@ func TestClusterEntityRuleThroughGateway(t *testing.T) {
 			AuthorizationRules: []admin.AuthorizationRule{rule}}}); err != nil {
 			t.Fatalf("create %s: %v", name, err)
 		}
-		if u, _ := a.Broker().EntityStoreID(name); cluster.Winner(u, []string{"a", "b"}) == "b" {
+		if u, _ := unitServing(nodes, name); cluster.Winner(u, []string{"a", "b"}) == "b" {
 			queue = name
 		}
 	}
