@@ -119,28 +119,14 @@ func classify(err error) (frames.Symbol, int32) {
 	var te *txnError
 	var fe *faults.Error
 	var le *frames.Error
-	var re *RemoteError
-	var or *OwnerRefusal
+	if cond, status, ok := classifyRelayed(err); ok {
+		return cond, status
+	}
 	switch {
-	case errors.As(err, &re):
-		// The owner's answer, relayed (router.go): its condition.
-		status := re.Status
-		if status == 0 {
-			status = statusBadRequest
-		}
-		return re.Condition, status
-	case errors.As(err, &or):
-		// The owner of a relayed request refused it: its condition as it
-		// is, with the status a local refusal of that kind has.
-		return or.Condition, ownerStatus(or.Condition)
 	case errors.As(err, &le) && le.Condition == frames.ErrCondMessageSizeExceeded:
 		// The endpoint's own refusal: a delivery larger than the
 		// client's max-message-size (uamqp attaches with 1 MiB).
 		return frames.ErrCondMessageSizeExceeded, statusTooLarge
-	case errors.As(err, &le) && le.Condition == condServerBusy:
-		// A cluster node's relay (internal/relay) could not reach the
-		// entity's owner: retriable.
-		return condServerBusy, statusUnavailable
 	case errors.As(err, &te):
 		// Transactions (txn.go): unknown-id, rollback, timeout; a global
 		// transaction is not-implemented.
@@ -196,6 +182,32 @@ func classify(err error) (frames.Symbol, int32) {
 		return condServerBusy, statusUnavailable
 	}
 	return frames.ErrCondInternalError, statusInternal
+}
+
+// classifyRelayed is classify's part for a cluster node's relay
+// (internal/relay, router.go): what an entity's owner answered, passed on
+// as it is, and a relay that could not reach the owner.
+func classifyRelayed(err error) (frames.Symbol, int32, bool) {
+	var re *RemoteError
+	var or *OwnerRefusal
+	var le *frames.Error
+	switch {
+	case errors.As(err, &re):
+		// The owner's answer, relayed: its condition.
+		status := re.Status
+		if status == 0 {
+			status = statusBadRequest
+		}
+		return re.Condition, status, true
+	case errors.As(err, &or):
+		// The owner of a relayed request refused it: its condition as it
+		// is, with the status a local refusal of that kind has.
+		return or.Condition, ownerStatus(or.Condition), true
+	case errors.As(err, &le) && le.Condition == condServerBusy:
+		// The relay could not reach the entity's owner: retriable.
+		return condServerBusy, statusUnavailable, true
+	}
+	return "", 0, false
 }
 
 // ownerStatus is the management status of an owner's refusal (an
