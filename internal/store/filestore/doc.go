@@ -18,7 +18,9 @@
 // the syncer as one job and goes on with the next group; the syncer drains
 // every pending job, calls fdatasync once and passes them all to the
 // releaser, which wakes them while the syncer already runs the next
-// fdatasync. So the next group's write overlaps this group's fdatasync,
+// fdatasync (a round of one or two waiters, with the releaser idle, the
+// syncer wakes itself: a goroutine hand-off fewer for a paced sender's
+// commit). So the next group's write overlaps this group's fdatasync,
 // and a commit is acknowledged only after an fdatasync that started after
 // its record was written. A batch is one record, so it is atomic: after a crash it is
 // either whole (checksums match) or dropped with the torn tail.

@@ -380,9 +380,22 @@ func (s *Store) syncLoop(done chan struct{}) {
 				}
 			}
 		}
-		relc <- syncRound{jobs: jobs, err: err}
+		rd := syncRound{jobs: jobs, err: err}
+		if len(relc) == 0 && countWaiters(jobs) <= inlineRelease {
+			// A small round (a paced sender's one or two commits):
+			// waking its waiters here costs less than handing them to
+			// the releaser, one goroutine hand-off fewer per commit.
+			release(rd)
+		} else {
+			relc <- rd
+		}
 	}
 }
+
+// inlineRelease is the largest round the syncer releases itself rather
+// than through the releaser, which exists so that the next fdatasync
+// need not wait for a large round's wake-ups.
+const inlineRelease = 2
 
 // drainJobs appends the sync jobs already queued to jobs.
 func (s *Store) drainJobs(jobs []syncJob) []syncJob {
@@ -452,12 +465,17 @@ type syncRound struct {
 func releaseLoop(relc chan syncRound, done chan struct{}) {
 	defer close(done)
 	for rd := range relc {
-		for i := range rd.jobs {
-			for _, r := range rd.jobs[i].waiters {
-				r.done <- rd.err
-			}
-			rd.jobs[i].seg.release()
+		release(rd)
+	}
+}
+
+// release answers a round's waiters and lets go of its segments.
+func release(rd syncRound) {
+	for i := range rd.jobs {
+		for _, r := range rd.jobs[i].waiters {
+			r.done <- rd.err
 		}
+		rd.jobs[i].seg.release()
 	}
 }
 
