@@ -285,6 +285,13 @@ func NewBusbarTargets(o BusbarOptions) (goamqp, sdk *Target, stop func()) {
 	}
 	goamqp = &Target{Client: c, Proc: proc, Fresh: fresh, Kill9Restart: kill, TopicsNA: topicNA, Started: started,
 		Note: "CBS put-token with RootManageSharedAccessKey; complete = rcv-settle-mode second, waits for the broker's settlement"}
+	if !o.Memory {
+		// The store's transactions in each cell's notes: /metrics is
+		// opened (it needs a token otherwise).
+		extra = append(append([]string(nil), extra...), "--metrics-open")
+		p.extra = extra
+		goamqp.StoreMetrics = func() string { return fmt.Sprintf("http://127.0.0.1:%d/metrics", o.HTTPPort) }
+	}
 	if o.Memory {
 		goamqp.Kill9Restart, goamqp.Started = nil, nil
 		goamqp.SkipW4 = "n/a (--memory: kill -9 loses everything by design)"

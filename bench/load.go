@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,15 +30,24 @@ type meter struct {
 	// all0, steal0: the machine's CPU ticks at the last mark (machineCPU);
 	// steal0 < 0 when unknown.
 	all0, steal0 int64
+	// db0 is the database's reading at the last mark (t.DB).
+	db0 pgReading
+	// each0 is each process's CPU at the last mark when the broker is a
+	// multiProcess; split is the note record makes of it.
+	each0 []time.Duration
+	split string
+	// st0 is the broker's store metrics at the last mark (t.StoreMetrics).
+	st0 storeStats
 }
 
-// pinNote says where the broker and the load generator ran when pinned
-// ("" when not).
+// pinNote says where the broker and the load generator ran when pinned,
+// and, for a broker of several processes, each one's CPU per message
+// (record computes it); "" when neither.
 func (m *meter) pinNote() string {
 	if brokerCPUs == "" {
-		return ""
+		return m.split
 	}
-	return fmt.Sprintf("; pinned: broker Cpus_allowed_list %s, load generator %s", m.cpus, cpusAllowed(os.Getpid()))
+	return fmt.Sprintf("; pinned: broker Cpus_allowed_list %s, load generator %s", m.cpus, cpusAllowed(os.Getpid())) + m.split
 }
 
 func startMeter(t *Target, disk bool) *meter {
@@ -81,23 +91,80 @@ func (m *meter) cpuNow() time.Duration {
 	return d
 }
 
-// cpuSplit returns total and system CPU time, -1 when unknown.
+// cpuSplit returns total and system CPU time, -1 when unknown; for a
+// broker of several processes (multiProcess), their sums.
 func (m *meter) cpuSplit() (total, sys time.Duration) {
 	pid := m.t.pid()
 	if pid == 0 {
 		return -1, -1
 	}
-	u, s, err := procCPUSplit(pid)
-	if err != nil {
-		return -1, -1
+	pids := []int{pid}
+	if mp, ok := m.t.Proc().(multiProcess); ok {
+		pids = mp.PIDs()
 	}
-	return u + s, s
+	for _, pid := range pids {
+		u, s, err := procCPUSplit(pid)
+		if err != nil {
+			return -1, -1
+		}
+		total, sys = total+u+s, sys+s
+	}
+	return total, sys
+}
+
+// each returns the CPU time of each process of a multiProcess broker
+// (nil for one process, or when one is unknown).
+func (m *meter) each() []time.Duration {
+	if m.t.Proc == nil {
+		return nil
+	}
+	mp, ok := m.t.Proc().(multiProcess)
+	if !ok {
+		return nil
+	}
+	var out []time.Duration
+	for _, pid := range mp.PIDs() {
+		d, err := procCPU(pid)
+		if err != nil {
+			return nil
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// splitNote says each process's CPU µs per message since the last mark,
+// e.g. "; CPU µs/msg: owner 21.3, other node 9.8"; "" for one process.
+func (m *meter) splitNote(msgs int64) string {
+	now := m.each()
+	if m.each0 == nil || len(now) != len(m.each0) || msgs <= 0 {
+		return ""
+	}
+	roles := m.t.Proc().(multiProcess).Roles()
+	var b strings.Builder
+	b.WriteString("; CPU µs/msg:")
+	for i := range now {
+		role := fmt.Sprint("process ", i+1)
+		if i < len(roles) {
+			role = roles[i]
+		}
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, " %s %.1f", role, float64(now[i]-m.each0[i])/1e3/float64(msgs))
+	}
+	return b.String()
 }
 
 // mark restarts the CPU count (at the end of the warm-up).
 func (m *meter) mark() {
 	m.cpu0, m.sys0 = m.cpuSplit()
 	m.self0 = selfCPU()
+	m.db0 = m.t.DB.read()
+	m.each0 = m.each()
+	if m.t.StoreMetrics != nil {
+		m.st0 = scrapeStore(m.t.StoreMetrics())
+	}
 	m.all0, m.steal0 = -1, -1
 	if all, steal, ok := machineCPU(); ok {
 		m.all0, m.steal0 = all, steal
@@ -158,13 +225,21 @@ func (m *meter) sysPct() float64 {
 }
 
 // record sets res's broker CPU per message, broker system share,
-// client CPU per message for msgs messages and the machine's steal since
+// client CPU per message for msgs messages, the machine's steal and,
+// with a database meter, the database's CPU and WAL per message since
 // the last mark.
 func (m *meter) record(res *Result, msgs int64) {
 	res.CPUus = m.cpuPerMsg(msgs)
 	res.SysPct = m.sysPct()
 	res.ClientUs = m.clientPerMsg(msgs)
 	res.StealPct = m.stealPct()
+	if m.t.DB != nil {
+		res.DBus, res.WALBytes = perMsg(m.db0, m.t.DB.read(), msgs)
+	}
+	m.split = m.splitNote(msgs)
+	if m.t.StoreMetrics != nil {
+		m.split += storeNote(m.st0, scrapeStore(m.t.StoreMetrics()), msgs)
+	}
 }
 
 // finish ends the meter's cell: it records res's CPU figures (record),

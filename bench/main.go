@@ -76,6 +76,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	b.rounds()
+	b.db.close()
 	b.rabbit()
 	b.nats()
 	prog.set("", 0)
@@ -108,7 +109,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, int) {
 	fs.StringVar(&f.repo, "repo", "..", "the Busbar checkout to build cmd/busbar from")
 	fs.StringVar(&f.work, "work", filepath.Join(os.TempDir(), "busbar-bench"), "scratch directory for binaries and data directories (removed data at the end)")
 	fs.StringVar(&f.out, "out", "", "directory to write results.md and results.csv into (default: stdout only)")
-	fs.StringVar(&f.targets, "targets", "busbar,sdk,rabbitmq-amqp10,rabbitmq-amqp091,nats-always,nats-default", "targets to run, comma-separated; also null and null-sdk: the null broker (cmd/busbar-null, no broker work; W1, W2 and, with go-amqp, W3) with go-amqp and with the azservicebus SDK, null-durable: the null broker with a group-committed, fdatasync'd journal (the least a durable broker does; W1, W2, W3), busbar-memory: Busbar with serve --memory (not durable; W1, W2, W3, W5), and busbar-postgres: Busbar with serve --store on -postgres (W1, W2, W3, W5)")
+	fs.StringVar(&f.targets, "targets", "busbar,sdk,rabbitmq-amqp10,rabbitmq-amqp091,nats-always,nats-default", "targets to run, comma-separated; also null and null-sdk: the null broker (cmd/busbar-null, no broker work; W1, W2 and, with go-amqp, W3) with go-amqp and with the azservicebus SDK, null-durable: the null broker with a group-committed, fdatasync'd journal (the least a durable broker does; W1, W2, W3), busbar-memory: Busbar with serve --memory (not durable; W1, W2, W3, W5), busbar-postgres: Busbar with serve --store on -postgres (W1, W2, W3, W5), and busbar-cluster: two serve --cluster nodes on -postgres, W1, W2 and W3 through the node serving the queue and then through the other one (relayed)")
 	fs.StringVar(&f.workloads, "workloads", "W1,W2,W3,W4,W5", "workloads to run, comma-separated")
 	fs.StringVar(&f.planName, "plan", "full", "full or smoke")
 	fs.StringVar(&f.rmqSbin, "rabbitmq-sbin", "", "directory with RabbitMQ's rabbitmq-server and rabbitmqctl scripts (e.g. /usr/lib/rabbitmq/lib/rabbitmq_server-3.10.8/sbin); empty skips RabbitMQ")
@@ -136,14 +137,14 @@ func parseFlags(args []string, stderr io.Writer) (*flags, int) {
 	fs.StringVar(&f.pivot, "pivot", "", "print the side-by-side table of an earlier run's results.csv and exit")
 	fs.DurationVar(&f.limits, "limits", 2*time.Second, "duration of each physical-limit probe (0 skips them)")
 	fs.StringVar(&f.postgres, "postgres", "", "PostgreSQL URL for the busbar-postgres target (postgres://USER@HOST:PORT/DB); each run gets a schema of its own")
-	fs.IntVar(&f.portOffset, "port-offset", 0, "add this to the fixed ports of the Busbar and null-broker targets (25800–25811), so that two runs on one machine do not meet")
+	fs.IntVar(&f.portOffset, "port-offset", 0, "add this to the fixed ports of the Busbar and null-broker targets (25800–25817), so that two runs on one machine do not meet")
 	fs.IntVar(&f.rounds, "rounds", 1, "run the null-broker targets (null, null-sdk, null-durable) and the Busbar targets (busbar-memory, busbar, sdk) this many times, interleaved (round 1: null broker then Busbar, round 2: …), so that each Busbar figure has a ceiling measured minutes apart (results.md: Rounds); W4 runs in the first round only; RabbitMQ and NATS run once, after the rounds")
 	fs.BoolVar(&f.pin, "pin", false, "pinned variant: re-run the harness under taskset -c 0 and start every broker under taskset -c 1")
 	if err := fs.Parse(args); err != nil {
 		return nil, 2
 	}
-	if strings.Contains(","+strings.ReplaceAll(f.targets, " ", "")+",", ",busbar-postgres,") && f.postgres == "" {
-		fmt.Fprintln(stderr, "the busbar-postgres target needs -postgres URL")
+	if ts := "," + strings.ReplaceAll(f.targets, " ", "") + ","; (strings.Contains(ts, ",busbar-postgres,") || strings.Contains(ts, ",busbar-cluster,")) && f.postgres == "" {
+		fmt.Fprintln(stderr, "the busbar-postgres and busbar-cluster targets need -postgres URL")
 		return nil, 2
 	}
 	if f.rounds < 1 {
@@ -253,6 +254,25 @@ type benchRun struct {
 	exported bool   // src is an export of --rev
 	bin      string // the busbar binary
 	nullBin  string // the busbar-null binary
+	db       *pgMeter
+	dbTried  bool
+}
+
+// pgMeter returns the meter of -postgres's server, connecting on first
+// use; nil (and a log line) when it cannot be measured, e.g. on another
+// machine: the database columns are then empty.
+func (b *benchRun) pgMeter() *pgMeter {
+	if !b.dbTried {
+		b.dbTried = true
+		db, err := newPGMeter(b.ctx, b.f.postgres)
+		if err != nil {
+			b.prog.log("PostgreSQL's CPU and WAL not measured: %v", err)
+		} else {
+			b.db = db
+			b.prog.log("PostgreSQL measured: the processes under postmaster %d, WAL from pg_current_wal_lsn().", db.pid)
+		}
+	}
+	return b.db
 }
 
 // newRunner makes the Runner, logging each result as it comes.
@@ -264,8 +284,12 @@ func (b *benchRun) newRunner() *Runner {
 			prog.log("%s%s %-44s %-26s %-10s %s %s", rn, res.Workload, res.Target, res.Params, res.Metric, res.NA, res.Note)
 			return
 		}
-		prog.log("%s%s %-44s %-26s %-22s %8s msg/s  p50 %s p99 %s p99.9 %s max %s ms  broker cpu %s µs/msg (sys %s%%)  client cpu %s µs/msg  load %.2f  steal %s%%",
-			rn, res.Workload, res.Target, res.Params+" "+sizeName(res.Size), res.Metric, human(res.Rate), ms(res.Lat.P50), ms(res.Lat.P99), ms(res.Lat.P999), ms(res.Lat.Max), fnum(res.CPUus, 1), fnum(res.SysPct, 0), fnum(res.ClientUs, 1), res.Load, fnum(res.StealPct, 0))
+		db := ""
+		if res.DBus >= 0 || res.WALBytes >= 0 {
+			db = fmt.Sprintf("  db cpu %s µs/msg  wal %s B/msg", fnum(res.DBus, 1), fnum(res.WALBytes, 0))
+		}
+		prog.log("%s%s %-44s %-26s %-22s %8s msg/s  p50 %s p99 %s p99.9 %s max %s ms  broker cpu %s µs/msg (sys %s%%)  client cpu %s µs/msg  load %.2f  steal %s%%%s",
+			rn, res.Workload, res.Target, res.Params+" "+sizeName(res.Size), res.Metric, human(res.Rate), ms(res.Lat.P50), ms(res.Lat.P99), ms(res.Lat.P999), ms(res.Lat.Max), fnum(res.CPUus, 1), fnum(res.SysPct, 0), fnum(res.ClientUs, 1), res.Load, fnum(res.StealPct, 0), db)
 	}}
 	if b.pinNote != "" {
 		r.TargetSuffix = " [pinned]"
@@ -310,7 +334,7 @@ func (b *benchRun) runAll(t *Target, only ...string) {
 }
 
 func (b *benchRun) wantBusbar() bool {
-	return b.want["busbar"] || b.want["sdk"] || b.want["busbar-memory"] || b.want["busbar-postgres"]
+	return b.want["busbar"] || b.want["sdk"] || b.want["busbar-memory"] || b.want["busbar-postgres"] || b.want["busbar-cluster"]
 }
 
 func (b *benchRun) wantNull() bool {
@@ -407,8 +431,19 @@ func (b *benchRun) rounds() {
 		if want["busbar-postgres"] && ctx.Err() == nil {
 			pt, _, stopP := NewBusbarTargets(BusbarOptions{Bin: b.bin, WorkDir: work, AMQPPort: 25804 + b.f.portOffset, HTTPPort: 25805 + b.f.portOffset, Src: b.src, Postgres: b.f.postgres})
 			b.skipW4(pt, "busbar-postgres")
+			pt.DB = b.pgMeter()
 			b.runAll(pt)
 			stopP()
+		}
+		if want["busbar-cluster"] && ctx.Err() == nil {
+			// Two nodes on -postgres: through the owner, then
+			// through the other node.
+			o := 25812 + b.f.portOffset
+			ot, rt, stopC := NewClusterTargets(ClusterOptions{Bin: b.bin, WorkDir: work, Postgres: b.f.postgres, Ports: [2][3]int{{o, o + 1, o + 2}, {o + 3, o + 4, o + 5}}})
+			ot.DB, rt.DB = b.pgMeter(), b.pgMeter()
+			b.runAll(ot)
+			b.runAll(rt)
+			stopC()
 		}
 		if (want["busbar"] || want["sdk"]) && ctx.Err() == nil {
 			ga, sdk, stopB := NewBusbarTargets(BusbarOptions{Bin: b.bin, WorkDir: work, AMQPPort: 25800 + b.f.portOffset, HTTPPort: 25801 + b.f.portOffset, Src: b.src})

@@ -52,7 +52,7 @@ func ReadCSV(r io.Reader) ([]Result, error) {
 			Size: size, Metric: get(row, "metric"), Msgs: msgs, Secs: num(row, "secs"), Rate: num(row, "msgs_per_s"),
 			Lat:   dist{P50: dur(row, "p50_ms"), P99: dur(row, "p99_ms"), P999: dur(row, "p999_ms"), Max: dur(row, "max_ms")},
 			CPUus: num(row, "broker_cpu_us_per_msg"), SysPct: num(row, "broker_sys_pct"), ClientUs: num(row, "client_cpu_us_per_msg"),
-			RSSMB: num(row, "broker_rss_mb"), Load: num(row, "load1"), StealPct: num(row, "steal_pct"), NA: get(row, "na"), Note: get(row, "note"), Round: round})
+			RSSMB: num(row, "broker_rss_mb"), Load: num(row, "load1"), StealPct: num(row, "steal_pct"), DBus: num(row, "db_cpu_us_per_msg"), WALBytes: num(row, "wal_bytes_per_msg"), NA: get(row, "na"), Note: get(row, "note"), Round: round})
 	}
 	return out, nil
 }

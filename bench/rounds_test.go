@@ -177,9 +177,10 @@ func TestCSVRounds(t *testing.T) {
 		rres(nullGoAMQPName, "W1", "1 conn × window 256", 1024, 1, 20000),
 		rres(testBusbar, "W5", testW5, 1024, 2, 5000),
 		rres(testBusbar, "W1", "1 conn × window 1", 128, 0, 700),
-		{Workload: "W5", Target: nullGoAMQPName, Tier: "none", Size: 1024, CPUus: -1, SysPct: -1, ClientUs: -1, RSSMB: -1, Rate: 0, Load: 0.5, StealPct: -1, NA: nullNA, Note: "a, \"quoted\" note", Round: 3},
+		{Workload: "W5", Target: nullGoAMQPName, Tier: "none", Size: 1024, CPUus: -1, SysPct: -1, ClientUs: -1, RSSMB: -1, Rate: 0, Load: 0.5, StealPct: -1, DBus: -1, WALBytes: -1, NA: nullNA, Note: "a, \"quoted\" note", Round: 3},
 	}
 	rs[1].StealPct = 37.5
+	rs[1].DBus, rs[1].WALBytes = 42.5, 1873
 	for i := range rs {
 		rs[i].Lat = dist{P50: time.Millisecond, P99: 2 * time.Millisecond, P999: 3 * time.Millisecond, Max: 4 * time.Millisecond}
 		if rs[i].NA != "" {
@@ -191,8 +192,8 @@ func TestCSVRounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	header := strings.SplitN(b.String(), "\n", 2)[0]
-	if !strings.HasSuffix(header, ",note,round,steal_pct") {
-		t.Errorf("header %q: want round and steal_pct as the last columns", header)
+	if !strings.HasSuffix(header, ",note,round,steal_pct,db_cpu_us_per_msg,wal_bytes_per_msg") {
+		t.Errorf("header %q: want round, steal_pct and the database columns last", header)
 	}
 	got, err := ReadCSV(strings.NewReader(b.String()))
 	if err != nil {
@@ -211,7 +212,7 @@ func TestCSVRounds(t *testing.T) {
 	}
 	want := Result{Workload: "W1", Target: "Busbar (AMQP 1.0 go-amqp)", Tier: "A", Params: "1 conn × window 256", Size: 1024, Metric: "send (confirmed)",
 		Msgs: 80000, Secs: 4, Rate: 20000, Lat: dist{P50: time.Millisecond, P99: 2 * time.Millisecond, P999: 3 * time.Millisecond, Max: 4 * time.Millisecond},
-		CPUus: 10, SysPct: 20, ClientUs: 5, RSSMB: 30, Load: 1.5, StealPct: -1, Note: "a note"}
+		CPUus: 10, SysPct: 20, ClientUs: 5, RSSMB: 30, Load: 1.5, StealPct: -1, DBus: -1, WALBytes: -1, Note: "a note"}
 	if len(got) != 1 || !reflect.DeepEqual(got[0], want) {
 		t.Errorf("old CSV read as\n%+v\nwant\n%+v", got, want)
 	}

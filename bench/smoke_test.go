@@ -106,6 +106,8 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("W4: no first-delivery time")
 		case res.Metric != killMetric && (res.CPUus < 0 || res.RSSMB <= 0):
 			t.Errorf("%s %s %s: broker CPU %.1f µs/msg, RSS %.0f MB: not read from /proc", res.Workload, res.Target, res.Params, res.CPUus, res.RSSMB)
+		case res.Target == ga.Client.Name() && (res.Workload == "W1" || res.Workload == "W2") && !strings.Contains(res.Note, "; store: "):
+			t.Errorf("%s %s %s: the store's transactions are not in the note %q", res.Workload, res.Target, res.Params, res.Note)
 		case res.CPUus >= 0 && res.StealPct < 0:
 			t.Errorf("%s %s %s: broker CPU measured but not the machine's steal", res.Workload, res.Target, res.Params)
 		case strings.HasPrefix(res.Note, "drained") && !strings.HasPrefix(res.Note, "drained 2000 of 2000"):

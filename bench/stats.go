@@ -67,9 +67,13 @@ type Result struct {
 	// StealPct is the share of the machine's CPU time that the hypervisor
 	// took during the cell (/proc/stat steal, see machineCPU), -1 unknown.
 	StealPct float64
-	Note     string
-	NA       string // when set, the cell was not measured and this says why
-	Round    int    // 1..N in a busbar-bench -rounds N run, else 0
+	// DBus and WALBytes are, for a broker on PostgreSQL, the database
+	// server's CPU µs (all its processes) and the WAL bytes it wrote per
+	// message during the cell (pgMeter); -1 unknown or not measured.
+	DBus, WALBytes float64
+	Note           string
+	NA             string // when set, the cell was not measured and this says why
+	Round          int    // 1..N in a busbar-bench -rounds N run, else 0
 }
 
 func ms(d time.Duration) string {
@@ -127,30 +131,31 @@ func (r Result) notes() string {
 // WriteMarkdown writes results as a markdown table; a result of a
 // -rounds run has its round at the start of its notes.
 func WriteMarkdown(w io.Writer, rs []Result) {
-	fmt.Fprintln(w, "| Workload | Target | Tier | Parameters | Size | Metric | msgs/s | MB/s | p50 ms | p99 ms | p99.9 ms | max ms | broker CPU µs/msg | sys % | client CPU µs/msg | broker RSS MB | load | steal % | Notes |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| Workload | Target | Tier | Parameters | Size | Metric | msgs/s | MB/s | p50 ms | p99 ms | p99.9 ms | max ms | broker CPU µs/msg | sys % | client CPU µs/msg | broker RSS MB | load | steal % | db CPU µs/msg | WAL B/msg | Notes |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rs {
 		if r.NA != "" {
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | | | | | | | | | | | | %s |\n", r.Workload, r.Target, r.Tier, r.Params, sizeName(r.Size), r.Metric, r.NA, r.notes())
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | | | | | | | | | | | | | | %s |\n", r.Workload, r.Target, r.Tier, r.Params, sizeName(r.Size), r.Metric, r.NA, r.notes())
 			continue
 		}
 		mbs := r.Rate * float64(r.Size) / 1e6
 		if r.Rate < 0 {
 			mbs = -1
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %s | %s |\n",
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %s | %s | %s | %s |\n",
 			r.Workload, r.Target, r.Tier, r.Params, sizeName(r.Size), r.Metric, human(r.Rate), fnum(mbs, 1),
 			ms(r.Lat.P50), ms(r.Lat.P99), ms(r.Lat.P999), ms(r.Lat.Max), fnum(r.CPUus, 1), fnum(r.SysPct, 0), fnum(r.ClientUs, 1), fnum(r.RSSMB, 0), r.Load, fnum(r.StealPct, 0),
-			r.notes())
+			fnum(r.DBus, 1), fnum(r.WALBytes, 0), r.notes())
 	}
 }
 
-// WriteCSV writes results as CSV with a header row. The round and steal
-// columns come last, after the columns of older versions.
+// WriteCSV writes results as CSV with a header row. The round, steal and
+// database columns come last, after the columns of older versions.
 func WriteCSV(w io.Writer, rs []Result) error {
 	cw := csv.NewWriter(w)
 	_ = cw.Write([]string{"workload", "target", "tier", "params", "size_bytes", "metric", "msgs", "secs", "msgs_per_s", "mb_per_s",
-		"p50_ms", "p99_ms", "p999_ms", "max_ms", "broker_cpu_us_per_msg", "broker_sys_pct", "client_cpu_us_per_msg", "broker_rss_mb", "load1", "na", "note", "round", "steal_pct"})
+		"p50_ms", "p99_ms", "p999_ms", "max_ms", "broker_cpu_us_per_msg", "broker_sys_pct", "client_cpu_us_per_msg", "broker_rss_mb", "load1", "na", "note", "round", "steal_pct",
+		"db_cpu_us_per_msg", "wal_bytes_per_msg"})
 	f := func(d time.Duration) string {
 		if d == 0 {
 			return ""
@@ -161,7 +166,8 @@ func WriteCSV(w io.Writer, rs []Result) error {
 		_ = cw.Write([]string{r.Workload, r.Target, r.Tier, r.Params, fmt.Sprint(r.Size), r.Metric, fmt.Sprint(r.Msgs),
 			fmt.Sprintf("%.3f", r.Secs), fmt.Sprintf("%.0f", r.Rate), fmt.Sprintf("%.2f", r.Rate*float64(r.Size)/1e6),
 			f(r.Lat.P50), f(r.Lat.P99), f(r.Lat.P999), f(r.Lat.Max), fmt.Sprintf("%.1f", r.CPUus), fmt.Sprintf("%.0f", r.SysPct), fmt.Sprintf("%.1f", r.ClientUs), fmt.Sprintf("%.0f", r.RSSMB),
-			fmt.Sprintf("%.2f", r.Load), r.NA, r.Note, fmt.Sprint(r.Round), fmt.Sprintf("%.1f", r.StealPct)})
+			fmt.Sprintf("%.2f", r.Load), r.NA, r.Note, fmt.Sprint(r.Round), fmt.Sprintf("%.1f", r.StealPct),
+			fmt.Sprintf("%.1f", r.DBus), fmt.Sprintf("%.0f", r.WALBytes)})
 	}
 	cw.Flush()
 	return cw.Error()

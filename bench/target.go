@@ -38,6 +38,13 @@ type Target struct {
 	NoPrefill bool
 	// Note is printed with every figure of this target (e.g. credit used).
 	Note string
+	// DB, when set, measures the broker's PostgreSQL during each cell
+	// (Result.DBus, Result.WALBytes).
+	DB *pgMeter
+	// StoreMetrics, when set, returns the URL of the broker's GET
+	// /metrics (open): the notes then give the store's transactions in
+	// the cell (storeNote).
+	StoreMetrics func() string
 }
 
 func (t *Target) pid() int {

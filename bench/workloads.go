@@ -111,7 +111,7 @@ func (r *Runner) add(res Result) {
 }
 
 func (r *Runner) base(t *Target, wl, params, metric string, size int) Result {
-	return Result{Workload: wl, Target: t.Client.Name() + r.TargetSuffix, Tier: t.Client.Tier(), Params: params, Size: size, Metric: metric, CPUus: -1, SysPct: -1, ClientUs: -1, RSSMB: -1, StealPct: -1, Round: r.Round}
+	return Result{Workload: wl, Target: t.Client.Name() + r.TargetSuffix, Tier: t.Client.Tier(), Params: params, Size: size, Metric: metric, CPUus: -1, SysPct: -1, ClientUs: -1, RSSMB: -1, StealPct: -1, DBus: -1, WALBytes: -1, Round: r.Round}
 }
 
 // NA records a workload not run against t.

@@ -37,6 +37,10 @@ type Options struct {
 	// LoadUnit and gives it up with UnloadUnit. Store must then be a
 	// store.UnitStore.
 	Units bool
+	// TransferBacklog bounds, with Units on a store.Outbox, the transfers
+	// waiting for one target unit before sources stop forwarding into it
+	// (transfer.go); 0 is DefaultTransferBacklog.
+	TransferBacklog int
 }
 
 // Broker is the queue and topic engine. All methods are safe for
@@ -68,6 +72,10 @@ type Broker struct {
 	// catalog, with Options.Units on a store.Catalog, allocates the
 	// entity ids and knows the names of every node's units.
 	catalog store.Catalog
+	// outbox, with a catalog on a store.Outbox, forwards to units other
+	// nodes serve (transfer.go); transferBacklog bounds it per target.
+	outbox          store.Outbox
+	transferBacklog int
 
 	mu struct {
 		sync.RWMutex
@@ -120,6 +128,13 @@ func newBroker(opts Options) *Broker {
 	b.retries.log = b.log
 	if c, ok := opts.Store.(store.Catalog); ok && opts.Units {
 		b.catalog = c
+		if o, ok := opts.Store.(store.Outbox); ok {
+			b.outbox = o
+		}
+	}
+	b.transferBacklog = opts.TransferBacklog
+	if b.transferBacklog <= 0 {
+		b.transferBacklog = DefaultTransferBacklog
 	}
 	b.mu.queues = make(map[string]*entity)
 	b.mu.topics = make(map[string]*topic)

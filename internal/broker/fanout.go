@@ -310,7 +310,7 @@ func (t *topic) enqueue(ctx context.Context, pend []pendingMsg, total, now int64
 
 	// Phase 1.
 	t.lockAndPublish()
-	s, err := t.planSendLocked(pend, total, now, fw != nil, slices.Grow(sc.ops[:0], len(pend)*(len(f.subs.list)+1)+2))
+	s, err := t.planSendLocked(pend, total, now, fw.forwarded(), slices.Grow(sc.ops[:0], len(pend)*(len(f.subs.list)+1)+2))
 	if err != nil {
 		t.mu.Unlock()
 		t.fanout.RUnlock()

@@ -161,11 +161,19 @@ const (
 type forwardBatch struct {
 	ops       []store.Op
 	committed bool
+	// send: the messages are a client's sends landing from another node
+	// (a transaction's send-via), not forwarded ones: the destination's
+	// duplicate detection applies.
+	send bool
 	// For the message history: the source and its sequence numbers, in
 	// pend order (set only when histories are on).
 	fromName string
 	from     []int64
 }
+
+// forwarded reports whether fw's messages are auto-forwarded ones (no
+// duplicate detection at the destination); false without fw.
+func (fw *forwardBatch) forwarded() bool { return fw != nil && !fw.send }
 
 // forwardTargetLocked is where sub's messages are forwarded ("" = nowhere).
 func (q *entity) forwardTargetLocked(sub SubQueue) string {
@@ -203,6 +211,9 @@ func (q *entity) propsChangedForwardLocked() {
 
 // forwardDueLocked reports whether forwarding is due at now.
 func (q *entity) forwardDueLocked(now int64) bool {
+	if q.mu.forwarding {
+		return false // its end re-arms
+	}
 	for _, at := range q.mu.fwdDue {
 		if at != 0 && at <= now {
 			return true
@@ -213,6 +224,9 @@ func (q *entity) forwardDueLocked(now int64) bool {
 
 // forwardDeadlineLocked is the earliest forwarding deadline (0: none).
 func (q *entity) forwardDeadlineLocked() int64 {
+	if q.mu.forwarding {
+		return 0 // its end re-arms
+	}
 	var d int64
 	for _, at := range q.mu.fwdDue {
 		if at != 0 && (d == 0 || at < d) {
@@ -321,6 +335,7 @@ func (q *entity) forwardDue(now int64) {
 	}
 	ops := q.saveAccessedLocked(nil)
 	q.inflight.Add(1)
+	q.mu.forwarding = true
 	q.mu.Unlock()
 	defer q.inflight.Done()
 
@@ -334,6 +349,7 @@ func (q *entity) forwardDue(now int64) {
 		q.forward(job, now)
 	}
 	q.lockAndPublish()
+	q.mu.forwarding = false
 	q.rearmLocked()
 	q.mu.Unlock()
 }
@@ -345,7 +361,6 @@ func (q *entity) forward(job forwardJob, now int64) {
 	var (
 		pend   []pendingMsg
 		moved  []transition // the removals from the source, parallel to pend
-		total  int64
 		done   []transition // committed: to apply
 		failed []transition // to the transfer dead-letter queue
 		retry  []transition // left in place, retried later
@@ -373,34 +388,11 @@ func (q *entity) forward(job forwardJob, now int64) {
 		}
 		pend = append(pend, pm)
 		moved = append(moved, transition{seq: r.seq, from: job.sub, remove: true})
-		total += pm.size()
 	}
 
 	if len(pend) > 0 {
-		committed, err := q.sendForward(job.target, pend, moved, total, now)
-		switch {
-		case committed:
-			done = append(done, moved...)
-		case retryable(err):
-			retry = append(retry, moved...)
-		case len(pend) > 1 && perMessage(err):
-			// Some may fit or pass where the whole batch did not: one by one.
-			for i := range pend {
-				committed, err := q.sendForward(job.target, pend[i:i+1], moved[i:i+1], pend[i].size(), now)
-				switch {
-				case committed:
-					done = append(done, moved[i])
-				case retryable(err):
-					retry = append(retry, moved[i])
-				default:
-					failed = append(failed, q.refusedTransition(job, moved[i], err))
-				}
-			}
-		default:
-			for i := range moved {
-				failed = append(failed, q.refusedTransition(job, moved[i], err))
-			}
-		}
+		d, r, f := q.sendJob(&job, pend, moved, now)
+		done, retry, failed = append(done, d...), append(retry, r...), append(failed, f...)
 	}
 
 	var ferr error
@@ -426,6 +418,58 @@ func (q *entity) forward(job forwardJob, now int64) {
 	q.mu.Unlock()
 }
 
+// sendJob moves pend (the messages of job, removed from the source by
+// moved) to job.target: to a queue or topic this broker serves in one
+// store batch (sendForward), to another node's through the outbox
+// (sendRemote). It sorts the removals: committed (done), to try again
+// later (retry), refused (failed: to the transfer dead-letter queue,
+// tried one by one first when the refusal may concern only some).
+func (q *entity) sendJob(job *forwardJob, pend []pendingMsg, moved []transition, now int64) (done, retry, failed []transition) {
+	send := func(pend []pendingMsg, moved []transition) (bool, error) {
+		var total int64
+		for i := range pend {
+			total += pend[i].size()
+		}
+		return q.sendForward(job.target, pend, moved, total, now)
+	}
+	again := func(err error) bool {
+		// On a cluster node a target that left this node meanwhile
+		// (handed off) is not gone: the next try goes through the
+		// outbox, whose catalog says whether it exists.
+		return retryable(err) || (KindOf(err) == KindNotFound && q.b.outbox != nil)
+	}
+	if q.b.outbox != nil && !q.b.servesName(job.target) {
+		// Another node's unit (or none): through the outbox (transfer.go).
+		send = func(pend []pendingMsg, moved []transition) (bool, error) { return q.sendRemote(job, pend, moved, now) }
+		again = retryable
+	}
+	committed, err := send(pend, moved)
+	switch {
+	case committed:
+		return moved, nil, nil
+	case again(err):
+		return nil, moved, nil
+	case len(pend) > 1 && perMessage(err):
+		// Some may fit or pass where the whole batch did not: one by one.
+		for i := range pend {
+			committed, err := send(pend[i:i+1], moved[i:i+1])
+			switch {
+			case committed:
+				done = append(done, moved[i])
+			case again(err):
+				retry = append(retry, moved[i])
+			default:
+				failed = append(failed, q.refusedTransition(*job, moved[i], err))
+			}
+		}
+		return done, retry, failed
+	}
+	for i := range moved {
+		failed = append(failed, q.refusedTransition(*job, moved[i], err))
+	}
+	return nil, nil, failed
+}
+
 var errForwardRetry = errorf(KindInternal, "forward not committed")
 
 // retryable reports whether a forward that failed with err should be
@@ -433,7 +477,7 @@ var errForwardRetry = errorf(KindInternal, "forward not committed")
 // dead-lettered.
 func retryable(err error) bool {
 	k := KindOf(err)
-	return err != nil && (k == KindInternal || k == KindClosed)
+	return err != nil && (k == KindInternal || k == KindClosed || k == KindMoved)
 }
 
 // perMessage reports whether err may concern only some of a batch's
@@ -449,7 +493,14 @@ func perMessage(err error) bool {
 // refusedTransition moves a message the destination refused (err) to the
 // transfer dead-letter queue, the reason naming the cause.
 func (q *entity) refusedTransition(job forwardJob, t transition, err error) transition {
-	reason := ReasonForwardRefused
+	reason, desc := forwardRefusal(err, q.path(job.sub), job.target)
+	return transferDeadLetterTransition(job.sub, job.find(t.seq), reason, desc)
+}
+
+// forwardRefusal is the dead-letter reason and description of a forward
+// from source to target that target refused with err.
+func forwardRefusal(err error, source, target string) (reason, desc string) {
+	reason = ReasonForwardRefused
 	switch KindOf(err) {
 	case KindNotFound:
 		reason = ReasonForwardEntityNotFound
@@ -462,11 +513,9 @@ func (q *entity) refusedTransition(job forwardJob, t transition, err error) tran
 	}
 	msg := err.Error()
 	if KindOf(err) == KindNotFound {
-		msg = fmt.Sprintf("the messaging entity '%s' does not exist (it was deleted, or never created)", job.target)
+		msg = fmt.Sprintf("the messaging entity '%s' does not exist (it was deleted, or never created)", target)
 	}
-	r := job.find(t.seq)
-	return transferDeadLetterTransition(job.sub, r, reason,
-		fmt.Sprintf("The message could not be forwarded from '%s' to '%s': %s", q.path(job.sub), job.target, strings.TrimSuffix(msg, ".")+"."))
+	return reason, fmt.Sprintf("The message could not be forwarded from '%s' to '%s': %s", source, target, strings.TrimSuffix(msg, ".")+".")
 }
 
 func (j *forwardJob) find(seq int64) *rec {
@@ -632,7 +681,14 @@ func (b *Broker) checkForwardingLocked(self string, requiresSession bool, forwar
 			return invalidProp(f.prop, "an entity cannot forward to itself")
 		}
 		if _, taken := b.nameTakenLocked(f.target); !taken {
-			return invalidProp(f.prop, "the target entity '%s' does not exist", f.target)
+			// On a cluster node, another node may serve it.
+			ok, err := b.catalogHas(f.target)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return invalidProp(f.prop, "the target entity '%s' does not exist", f.target)
+			}
 		}
 	}
 	if forwardTo == "" {

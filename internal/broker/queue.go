@@ -145,6 +145,11 @@ type forwardState struct {
 	// fwdDue is, per sub-queue, when its messages are next to be
 	// auto-forwarded (0: nothing to do; forwardNow: at once).
 	fwdDue [numSubQueues]int64
+	// forwarding: a forward of this entity is in flight (forwardDue
+	// between taking its messages and applying the outcome); no other
+	// starts meanwhile, so forwards commit in the order of their
+	// messages. Its end re-arms what became due.
+	forwarding bool
 }
 
 // subState is one sub-queue: its index, receive cursor and waiters.

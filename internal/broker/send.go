@@ -310,7 +310,7 @@ func (q *entity) enqueue(ctx context.Context, pend []pendingMsg, total, now int6
 	defer sc.release()
 	// Phase 1: checks, duplicate detection, sequence numbers, placeholders.
 	q.lockAndPublish()
-	s, err := q.planSendLocked(pend, total, now, fw != nil, sc.ops[:0])
+	s, err := q.planSendLocked(pend, total, now, fw.forwarded(), sc.ops[:0])
 	if err != nil {
 		q.mu.Unlock()
 		return nil, err

@@ -173,6 +173,10 @@ type txnDest struct {
 	ts    topicSend
 	f     fanOut
 	plan  bool // planned (phase 1 succeeded)
+	// unit, for a queue or topic another node serves (q and t nil): its
+	// unit, and its name as the catalog has it (remoteName).
+	unit       uint64
+	remoteName string
 }
 
 // idOf is the id of the destination: topic t's, or else queue q's.
@@ -215,12 +219,8 @@ func (b *Broker) CommitTxn(ctx context.Context, tx *Txn) error {
 		return err
 	}
 	nowT := b.clock.Now()
-	dests, err := b.txnDests(tx.Sends, nowT)
-	defer func() {
-		for _, d := range dests {
-			releaseSendData(d.pend)
-		}
-	}()
+	dests, xops, release, err := b.txnSends(ctx, q, tx.Sends, nowT)
+	defer release()
 	if err != nil {
 		return err
 	}
@@ -261,6 +261,7 @@ func (b *Broker) CommitTxn(ctx context.Context, tx *Txn) error {
 
 	// Then a topic's cancellations and the sends, each under its lock.
 	var tc topicCancel
+	ops = append(ops, xops...)
 	ops, perr := b.planTxnRest(ct, tx.Cancels, &tc, dests, ops, now)
 
 	// Phase 2: one synced store batch.
@@ -297,6 +298,27 @@ func (b *Broker) CommitTxn(ctx context.Context, tx *Txn) error {
 		err = internal(errForwardRetry, "transaction not committed")
 	}
 	return err
+}
+
+// txnSends resolves and encodes a transaction's sends (txnDests): the
+// destinations this broker serves, and the transfer ops of those other
+// nodes serve (txnTransferOps, transfer.go), to commit in the same batch.
+// release gives back their encodings.
+func (b *Broker) txnSends(ctx context.Context, q *entity, sends []TxnSend, nowT time.Time) ([]*txnDest, []store.Op, func(), error) {
+	dests, remote, err := b.txnDests(sends, nowT)
+	release := func() {
+		for _, d := range dests {
+			releaseSendData(d.pend)
+		}
+		for _, d := range remote {
+			releaseSendData(d.pend)
+		}
+	}
+	if err != nil {
+		return dests, nil, release, err
+	}
+	xops, err := b.txnTransferOps(ctx, q, dests, remote)
+	return dests, xops, release, err
 }
 
 // planTxnRest plans what a transaction does besides the receiving
@@ -443,38 +465,51 @@ func (b *Broker) observeTxn(q *entity, tx *Txn, dests []*txnDest, nowT time.Time
 
 // txnDests resolves and encodes a transaction's sends, one txnDest per
 // destination in entity-key order. The caller releases their pend.
-func (b *Broker) txnDests(sends []TxnSend, nowT time.Time) ([]*txnDest, error) {
+func (b *Broker) txnDests(sends []TxnSend, nowT time.Time) (dests, remote []*txnDest, err error) {
 	if len(sends) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	byKey := map[string]*txnDest{}
-	var dests []*txnDest
 	for _, s := range sends {
 		p, err := ParsePath(s.To)
 		if err != nil {
-			return dests, err
+			return dests, remote, err
 		}
 		k := entityKey(p.Entity)
 		d := byKey[k]
 		if d == nil {
 			d = &txnDest{key: k}
 			if d.q, d.t, _, err = b.lookupSend(s.To); err != nil {
-				return dests, err
+				if d.unit, err = b.remoteUnit(s.To, err); err != nil {
+					return dests, remote, err
+				}
+				d.remoteName = p.Entity
+				remote = append(remote, d)
+			} else {
+				dests = append(dests, d)
 			}
 			byKey[k] = d
-			dests = append(dests, d)
+		}
+		if d.unit != 0 && s.Seq.Seq != 0 {
+			return dests, remote, errorf(KindNotAllowed, "Messages cannot be scheduled inside a transaction on '%s', which another node of the cluster serves.", s.To)
 		}
 		d.msgs = append(d.msgs, s.Msg)
 		d.seqs = append(d.seqs, s.Seq)
 	}
 	slices.SortFunc(dests, func(x, y *txnDest) int { return strings.Compare(x.key, y.key) })
 	if err := b.checkGrowth(); err != nil {
-		return dests, err
+		return dests, remote, err
+	}
+	for _, d := range remote {
+		var err error
+		if d.pend, d.total, err = encodeSends(d.msgs, time.Time{}, false, nowT); err != nil {
+			return dests, remote, err
+		}
 	}
 	for _, d := range dests {
 		var err error
 		if d.pend, d.total, err = encodeSends(d.msgs, time.Time{}, false, nowT); err != nil {
-			return dests, err
+			return dests, remote, err
 		}
 		id := d.q.idOf(d.t)
 		for i, r := range d.seqs {
@@ -482,12 +517,12 @@ func (b *Broker) txnDests(sends []TxnSend, nowT time.Time) ([]*txnDest, error) {
 				continue
 			}
 			if r.Entity != id {
-				return dests, errorf(KindNotFound, "The entity '%s' was deleted and created again since the transaction scheduled messages on it.", d.name())
+				return dests, remote, errorf(KindNotFound, "The entity '%s' was deleted and created again since the transaction scheduled messages on it.", d.name())
 			}
 			d.pend[i].seq, d.pend[i].reserved = r.Seq, true
 		}
 	}
-	return dests, nil
+	return dests, remote, nil
 }
 
 // planTxnDests is phase 1 of every destination's send, in dests' order

@@ -183,10 +183,19 @@ func TestFencingPausedBroker(t *testing.T) {
 	if after := snapshot(t, url, id); after != before {
 		t.Fatalf("the queue's rows changed after the takeover:\nbefore %s\nafter  %s", before, after)
 	}
-	rb, err := y.b.OpenReceiver("orders", broker.ReceiveAndDelete)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The resumed node is the placement winner again, so the new owner
+	// may already be draining the unit to hand it back: receive from
+	// whichever node serves it.
+	var rb *broker.Receiver
+	waitUntil(t, "a node serving the queue to receivers", 15*time.Second, func() bool {
+		for _, n := range []*brokerNode{y, x} {
+			if r, err := n.b.OpenReceiver("orders", broker.ReceiveAndDelete); err == nil {
+				rb = r
+				return true
+			}
+		}
+		return false
+	})
 	defer rb.Close()
 	ds, err := rb.TryReceive(10)
 	if err != nil || len(ds) != 2 || string(ds[0].Message.Body) != "before-pause" || string(ds[1].Message.Body) != "probe" {

@@ -66,6 +66,11 @@ type Options struct {
 	Membership store.Membership
 	Leases     store.UnitLeases
 	Units      Units
+	// Outbox and Lander, when both are set, run the landing loop
+	// (landing.go): the store's transfers into the units this node serves
+	// are handed to the broker every Poll.
+	Outbox store.Outbox
+	Lander Lander
 	// Clock measures the trust window; it must be monotonic (the real
 	// clock's readings are). Default the wall clock.
 	Clock clock.Clock
@@ -214,6 +219,10 @@ func (n *Node) Start(ctx context.Context) error {
 	n.wg.Add(2)
 	go n.renewLoop(lctx)
 	go n.pollLoop(lctx)
+	if n.o.Outbox != nil && n.o.Lander != nil {
+		n.wg.Add(1)
+		go n.landLoop(lctx)
+	}
 	return nil
 }
 

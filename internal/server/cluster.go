@@ -98,6 +98,7 @@ func openCluster(o Options, n *namespace, log *slog.Logger) (*clusterPart, error
 		units = declaringUnits{Broker: n.broker, topics: c.entities.Topics, log: c.log}
 	}
 	c.node, err = cluster.New(cluster.Options{ID: o.NodeID, Addr: addr, Membership: ps, Leases: ps, Units: units,
+		Outbox: ps, Lander: n.broker,
 		Log: c.log, Heartbeat: o.ClusterHeartbeat, TTL: o.ClusterLeaseTTL, Margin: o.ClusterTrustMargin,
 		Poll: o.ClusterPoll, Drain: o.ClusterDrain, Version: version.Get().Version})
 	if err != nil {

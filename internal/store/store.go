@@ -175,6 +175,11 @@ const (
 	OpPutValue
 	// OpDeleteValue removes value (EntityID, Key).
 	OpDeleteValue
+	// OpTransfer and OpLand are the outbox of a cluster (transfer.go):
+	// only a store.Outbox takes them; the file store and memstore never
+	// see them and reject them as unknown.
+	OpTransfer
+	OpLand
 )
 
 // Op is one operation in a Batch. Which fields matter depends on Kind.
@@ -196,6 +201,8 @@ type Op struct {
 	// copies it there; one that keeps Data in memory reads it whole); the
 	// caller closes it after Commit returns.
 	Tail DataReader
+	// Transfer (OpTransfer, OpLand) names the outbox row; see transfer.go.
+	Transfer *Transfer
 }
 
 // ReadTail reads op's Data and Tail into one slice (for a store that

@@ -127,7 +127,7 @@ func (s *Store) UnitCount(ctx context.Context) (int, error) {
 
 // UnitSpec returns the stored spec of the queue or topic of unit (its
 // entity's id is the unit's), whichever node serves it; ok false when
-// there is none.
+// there is none. It implements store.Outbox too.
 func (s *Store) UnitSpec(ctx context.Context, unit uint64) ([]byte, bool, error) {
 	var spec []byte
 	err := s.pool.QueryRow(ctx, `SELECT spec FROM bb_entity WHERE unit_id = $1 AND entity_id = $1`, int64(unit)).Scan(&spec)

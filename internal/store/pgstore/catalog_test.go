@@ -33,8 +33,8 @@ func TestCatalogMigration(t *testing.T) {
 	o.Cluster, o.NodeID = true, "a"
 	s := open(t, url, o)
 	defer s.Close()
-	if v := queryInt(t, url, `SELECT max(version) FROM bb_schema_migration`); v != 2 {
-		t.Fatalf("schema version %d, want 2", v)
+	if v := queryInt(t, url, `SELECT max(version) FROM bb_schema_migration`); v != int64(pgstore.SchemaVersion()) {
+		t.Fatalf("schema version %d, want %d", v, pgstore.SchemaVersion())
 	}
 	e, ok, err := s.Lookup(ctx, "ORDERS")
 	if err != nil || !ok || e.Unit != 5 || e.Name != "orders" {

@@ -68,30 +68,9 @@ type entPut struct {
 // A failure is store.ErrUnavailable (not applied), store.ErrNotOwner
 // (fenced off, not applied) or store.ErrOutcomeUnknown.
 func (s *Store) Commit(b *store.Batch, sync bool) error {
-	if b != nil {
-		tails := false
-		for i, op := range b.Ops {
-			if op.Kind < store.OpPutEntity || op.Kind > store.OpDeleteValue {
-				return fmt.Errorf("pgstore: op %d: unknown kind %d", i, op.Kind)
-			}
-			tails = tails || op.Tail != nil
-		}
-		if tails {
-			// A large message's Data continues in a Tail (a spooled
-			// body): read whole here, the rows take it in chunks.
-			ops := slices.Clone(b.Ops)
-			for i := range ops {
-				if ops[i].Tail == nil {
-					continue
-				}
-				d, err := ops[i].ReadTail()
-				if err != nil {
-					return fmt.Errorf("pgstore: op %d: %w", i, err)
-				}
-				ops[i].Data, ops[i].Tail = d, nil
-			}
-			b = &store.Batch{Ops: ops, Follower: b.Follower}
-		}
+	b, err := prepare(b)
+	if err != nil {
+		return err
 	}
 	s.mu.Lock()
 	if s.closed {
@@ -123,6 +102,9 @@ func (s *Store) Commit(b *store.Batch, sync bool) error {
 	}
 	for _, op := range b.Ops {
 		p.bytes += len(op.Meta) + len(op.Data) + len(op.Key) + len(op.Name) + 32
+		if op.Kind == store.OpTransfer || op.Kind == store.OpLand {
+			p.bytes += 32
+		}
 		if u, ok := s.unitOf[op.EntityID]; ok && !slices.Contains(p.units, u) {
 			p.units = append(p.units, u)
 		}
@@ -147,6 +129,40 @@ func (s *Store) Commit(b *store.Batch, sync bool) error {
 	s.cond.Broadcast()
 	s.mu.Unlock()
 	return <-p.done
+}
+
+// prepare checks b's ops and returns it with the Tail of each op read
+// into its Data (a large message's Data continues in a Tail, a spooled
+// body: the rows take it in chunks).
+func prepare(b *store.Batch) (*store.Batch, error) {
+	if b == nil {
+		return nil, nil
+	}
+	tails := false
+	for i, op := range b.Ops {
+		if op.Kind < store.OpPutEntity || op.Kind > store.OpLand {
+			return nil, fmt.Errorf("pgstore: op %d: unknown kind %d", i, op.Kind)
+		}
+		if (op.Kind == store.OpTransfer || op.Kind == store.OpLand) && op.Transfer == nil {
+			return nil, fmt.Errorf("pgstore: op %d: a transfer op without its transfer", i)
+		}
+		tails = tails || op.Tail != nil
+	}
+	if !tails {
+		return b, nil
+	}
+	ops := slices.Clone(b.Ops)
+	for i := range ops {
+		if ops[i].Tail == nil {
+			continue
+		}
+		d, err := ops[i].ReadTail()
+		if err != nil {
+			return nil, fmt.Errorf("pgstore: op %d: %w", i, err)
+		}
+		ops[i].Data, ops[i].Tail = d, nil
+	}
+	return &store.Batch{Ops: ops, Follower: b.Follower}, nil
 }
 
 // committer runs transactions until the store closes: it takes the oldest
@@ -413,6 +429,15 @@ type txn struct {
 	lastSeq       map[uint64]uint64
 	live          map[uint64]bool // entities created (true) or deleted (false)
 	counters      map[uint64]uint32
+	xfers         []xferOut           // OpTransfer, in op order
+	lands         []store.TransferKey // OpLand
+}
+
+// xferOut is one transfer a transaction inserts.
+type xferOut struct {
+	unit       uint64 // the source unit (fenced)
+	x          store.Transfer
+	meta, data []byte
 }
 
 func (t *txn) isLive(s *Store, e uint64) bool {
@@ -492,6 +517,11 @@ func (s *Store) build(ps []*pending) (*txn, []uint64) {
 			}
 		}
 	}
+	for _, x := range t.xfers {
+		if _, ok := t.counters[x.unit]; !ok {
+			t.counters[x.unit] = s.counters[x.unit]
+		}
+	}
 	return t, notOwned
 }
 
@@ -549,6 +579,12 @@ func (t *txn) add(u, e uint64, op *store.Op) {
 		t.vals[valKey{e, op.Key}] = &valState{unit: u, v: op.Data}
 	case store.OpDeleteValue:
 		t.vals[valKey{e, op.Key}] = &valState{unit: u, del: true}
+	case store.OpTransfer:
+		x := *op.Transfer
+		x.SourceUnit = u
+		t.xfers = append(t.xfers, xferOut{unit: u, x: x, meta: op.Meta, data: op.Data})
+	case store.OpLand:
+		t.lands = append(t.lands, op.Transfer.TransferKey)
 	}
 }
 
@@ -624,6 +660,18 @@ SELECT u, e, k, coalesce(v, '\x') FROM unnest($1::bigint[], $2::bigint[], $3::te
 ON CONFLICT (unit_id, entity_id, key) DO UPDATE SET value = EXCLUDED.value`
 	sqlValDel = `DELETE FROM bb_value v USING unnest($1::bigint[], $2::bigint[], $3::text[]) AS x(u, e, k)
  WHERE v.unit_id = x.u AND v.entity_id = x.e AND v.key = x.k`
+	// The outbox (§9.3 of docs/design/cluster.md). A landing deletes the
+	// claimed rows and divides by zero unless it deleted every one of
+	// them, so a transfer is never landed twice.
+	sqlXferPut = `INSERT INTO bb_transfer (target_unit, source_unit, id, target_entity, kind, meta, size, data)
+SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::smallint[], $6::bytea[], $7::int[], $8::bytea[])`
+	sqlXferBodyPut = `INSERT INTO bb_transfer_body (target_unit, source_unit, id, part, data)
+SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::int[], $5::bytea[])`
+	sqlLand = `WITH d AS (DELETE FROM bb_transfer t USING unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS x(tu, su, id)
+  WHERE t.target_unit = x.tu AND t.source_unit = x.su AND t.id = x.id RETURNING 1)
+SELECT 1 / (count(*) = $4::int)::int FROM d`
+	sqlLandBodies = `DELETE FROM bb_transfer_body b USING unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS x(tu, su, id)
+ WHERE b.target_unit = x.tu AND b.source_unit = x.su AND b.id = x.id`
 )
 
 // exec sends t as one pipelined transaction and classifies its failure.
@@ -701,7 +749,53 @@ func (s *Store) exec(slot int, t *txn) error {
 	if len(vu) > 0 {
 		b.Queue(sqlValPut, vu, ve, vk, vv)
 	}
-	return s.send(b, slot, mark, fenceAt)
+	landAt := -1
+	if len(t.lands) > 0 {
+		var tu, su, id []int64
+		for _, k := range t.lands {
+			tu, su, id = append(tu, int64(k.TargetUnit)), append(su, int64(k.SourceUnit)), append(id, int64(k.ID))
+		}
+		landAt = b.Len()
+		b.Queue(sqlLand, tu, su, id, len(t.lands))
+		b.Queue(sqlLandBodies, tu, su, id)
+	}
+	s.queueXfers(t, b)
+	return s.send(b, slot, mark, fenceAt, landAt)
+}
+
+// queueXfers queues the inserts of t's transfers, each with the next id
+// of its source unit (the ids of one unit grow in op order), large Data
+// in chunks.
+func (s *Store) queueXfers(t *txn, b *pgx.Batch) {
+	if len(t.xfers) == 0 {
+		return
+	}
+	var tu, su, id, te []int64
+	var kind []int16
+	var metas, datas [][]byte
+	var size []int32
+	var bt, bs, bi []int64
+	var bp []int32
+	var bd [][]byte
+	for i := range t.xfers {
+		x := &t.xfers[i]
+		xid := t.nextBody(s, x.unit)
+		tu, su, id, te = append(tu, int64(x.x.TargetUnit)), append(su, int64(x.unit)), append(id, xid), append(te, int64(x.x.TargetEntity))
+		kind, metas, size = append(kind, int16(x.x.Kind)), append(metas, x.meta), append(size, int32(len(x.data)))
+		if len(x.data) <= s.o.InlineLimit {
+			datas = append(datas, x.data)
+			continue
+		}
+		datas = append(datas, nil)
+		for part, off := int32(0), 0; off < len(x.data); part, off = part+1, off+s.o.ChunkSize {
+			bt, bs, bi, bp = append(bt, int64(x.x.TargetUnit)), append(bs, int64(x.unit)), append(bi, xid), append(bp, part)
+			bd = append(bd, x.data[off:min(off+s.o.ChunkSize, len(x.data))])
+		}
+	}
+	b.Queue(sqlXferPut, tu, su, id, te, kind, metas, size, datas)
+	if len(bt) > 0 {
+		b.Queue(sqlXferBodyPut, bt, bs, bi, bp, bd)
+	}
 }
 
 // queueMsgs queues the statements of t's message changes: deletes, old
@@ -768,7 +862,7 @@ func (s *Store) queueMsgs(t *txn, b *pgx.Batch) {
 // row in bb_commit_mark to a new mark, so once that row can be locked
 // (the old transaction is over) it tells whether the transaction
 // committed. Not learned within ResolveWait, it is ErrOutcomeUnknown.
-func (s *Store) send(b *pgx.Batch, slot int, mark int64, fenceAt int) error {
+func (s *Store) send(b *pgx.Batch, slot int, mark int64, fenceAt, landAt int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.o.TxnDeadline)
 	defer cancel()
 	conn, err := s.pool.Acquire(ctx)
@@ -807,6 +901,9 @@ func (s *Store) send(b *pgx.Batch, slot int, mark int64, fenceAt int) error {
 			// Another node created a queue or topic of that name
 			// since this one looked.
 			return fmt.Errorf("pgstore: commit: %w: %w", store.ErrNameTaken, err)
+		}
+		if failedAt == landAt && pe.Code == "22012" {
+			return fmt.Errorf("pgstore: commit: %w: a claimed transfer is no longer in the outbox (landed already): %w", store.ErrUnavailable, err)
 		}
 		if isRetryable(err) {
 			return err

@@ -18,6 +18,8 @@
 //	bb_catalog (1) -> namespace_id, version, …   version: +1 per unit created or deleted
 //	bb_entity_id_seq                          entity ids of a cluster (NewEntityID)
 //	bb_commit_mark (node_id, slot) -> mark   the last transaction of each committer
+//	bb_transfer (target_unit, source_unit, id) -> target_entity, kind, meta, size, data   the outbox
+//	bb_transfer_body (target_unit, source_unit, id, part) -> data   a transfer's Data above InlineLimit
 //
 // A body id is (writer's epoch << 32) | counter, so bodies written under
 // different epochs never collide. Updating a message's Meta touches only
@@ -68,6 +70,19 @@
 // outcome cannot be learned makes the store give up every unit it owns
 // (reported on Lost) instead of refusing commits: the node takes them
 // again with a higher epoch and reloads them (§6.3).
+//
+// # The outbox
+//
+// In cluster mode the store is also a store.Outbox (outbox.go): a message
+// forwarded to a unit another node owns leaves its source in the source
+// unit's fenced transaction, which inserts the transfer row (OpTransfer:
+// id = (source epoch << 32) | the unit's counter, the counter body ids
+// use, so one source's ids grow in commit order); the target's owner reads
+// its transfers in (source unit, id) order and lands them in its own
+// fenced transaction, whose OpLand deletes the claimed rows and divides
+// by zero unless every one of them was still there (a transfer is never
+// landed twice). Transfers whose target unit was deleted are orphans,
+// read back by their source's owner.
 //
 // # Failures
 //
