@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -149,10 +150,9 @@ func (sp *sendPump) send(ctx context.Context) {
 		if ts != nil { // txn.go
 			// Getting another transaction's link may close the one in
 			// flight (maxTxnSenders): let it finish first.
-			if (last == sp.snd || lastTxn != string(ts.TxnID)) && !sp.drain(ctx) {
+			if last != nil && last != sp.snd && lastTxn != string(ts.TxnID) && !sp.drain(ctx) {
 				return
 			}
-			lastTxn = string(ts.TxnID)
 			var ferr *frames.Error
 			if to, ferr = sp.txs.get(ctx, ts.TxnID); ferr != nil {
 				d.Settle(&frames.Rejected{Error: ferr})
@@ -163,11 +163,14 @@ func (sp *sendPump) send(ctx context.Context) {
 			if !sp.drain(ctx) {
 				return
 			}
-			last = to
+			last, lastTxn = to, ""
+			if ts != nil {
+				lastTxn = string(ts.TxnID)
+			}
 		}
 		rc, err := to.SendWithReceipt(ctx, &m, nil)
 		sp.pending.Add(1)
-		sp.inflight <- sent{d: d, ts: ts, rc: rc, err: err} // never full: one per unsettled delivery
+		sp.inflight <- sent{d: d, ts: ts, rc: rc, err: err} // waits while senderCredit are in flight
 	}
 }
 
@@ -197,16 +200,22 @@ func (sp *sendPump) settle(ctx context.Context, cancel context.CancelFunc) {
 		var ae *goamqp.Error
 		switch {
 		case err == nil:
-			if rej, ok := state.(*goamqp.StateRejected); ok {
+			switch state := state.(type) {
+			case *goamqp.StateAccepted:
+				if s.ts != nil {
+					s.d.Settle(&frames.TransactionalState{TxnID: s.ts.TxnID, Outcome: &frames.Accepted{}})
+				} else {
+					s.d.Settle(&frames.Accepted{})
+				}
+			case *goamqp.StateRejected:
 				e := &frames.Error{Condition: frames.ErrCondInternalError, Description: "The node serving the entity rejected the message."}
-				if rej.Error != nil {
-					e = frameError(rej.Error)
+				if state.Error != nil {
+					e = frameError(state.Error)
 				}
 				s.d.Settle(&frames.Rejected{Error: e})
-			} else if s.ts != nil {
-				s.d.Settle(&frames.TransactionalState{TxnID: s.ts.TxnID, Outcome: &frames.Accepted{}})
-			} else {
-				s.d.Settle(&frames.Accepted{})
+			default: // not an outcome the owner gives a transfer: not stored
+				s.d.Settle(&frames.Rejected{Error: &frames.Error{Condition: frames.ErrCondInternalError,
+					Description: fmt.Sprintf("The node serving the entity answered %T; the message was not sent.", state)}})
 			}
 		case s.err != nil && errors.As(err, &ae) && ctx.Err() == nil:
 			// Refused before it was sent (too large, say).
