@@ -267,3 +267,59 @@ func TestRelaySendInFlightFailure(t *testing.T) {
 		t.Fatalf("owner holds %+v, %v; want none", info.Counts, err)
 	}
 }
+
+// Plain and transactional transfers sent on one relayed link without
+// waiting for outcomes (they use different internal links) each get
+// their own outcome, and the transaction's message is applied by the
+// commit only.
+func TestRelaySendPipelinedTxn(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) })
+	tc := startTxnCluster(t)
+	c := dialTxn(t, tc.a.Addr)
+	c.attachCoordinator()
+	c.attachSender(2, "in", "")
+	id := c.declare()
+	type out struct {
+		id  uint32
+		txn bool
+	}
+	var sentIDs []out
+	for _, body := range []string{"p1", "t1", "p2", "t2", "p3"} {
+		var st frames.DeliveryState
+		if body[0] == 't' {
+			st = &frames.TransactionalState{TxnID: id}
+		}
+		did := c.nextID[chEntities]
+		c.nextID[chEntities]++
+		c.tag++
+		format := uint32(0)
+		c.send(chEntities, &frames.Transfer{Handle: 2, DeliveryID: &did, DeliveryTag: []byte(body),
+			MessageFormat: &format, State: st, Payload: msgPayload(t, body)})
+		sentIDs = append(sentIDs, out{did, st != nil})
+	}
+	states := map[uint32]frames.DeliveryState{}
+	for len(states) < len(sentIDs) {
+		f := c.await("disposition", func(f frames.Frame) bool {
+			d, ok := f.Body.(*frames.Disposition)
+			return ok && f.Channel == chEntities && d.Role == frames.RoleReceiver
+		})
+		d := f.Body.(*frames.Disposition)
+		last := d.First
+		if d.Last != nil {
+			last = *d.Last
+		}
+		for i := d.First; i <= last; i++ {
+			states[i] = d.State
+		}
+	}
+	for _, s := range sentIDs {
+		st := states[s.id]
+		if _, isTxn := st.(*frames.TransactionalState); isTxn != s.txn {
+			t.Fatalf("delivery %d answered %v", s.id, st)
+		}
+		txnAccepted(t, st)
+	}
+	holds(t, tc.b, "in", "p1", "p2", "p3")
+	txnAccepted(t, c.discharge(id, false))
+	holds(t, tc.b, "in", "p1", "p2", "p3", "t1", "t2")
+}
