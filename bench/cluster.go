@@ -3,10 +3,12 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	neturl "net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -148,7 +150,7 @@ func (c *benchCluster) ensure(ctx context.Context) error {
 
 // create makes queue q through node 0's admin API and waits until it has
 // settled on its owner: after settleAfterCreate, exactly one node
-// answers for it, the same one twice a second apart.
+// serves it, the same one twice a second apart.
 func (c *benchCluster) create(ctx context.Context, q string) error {
 	props := &admin.QueueProperties{LockDuration: to("PT5M"), MaxDeliveryCount: to(int32(10)), MaxSizeInMegabytes: to(int32(81920))}
 	created := time.Now()
@@ -164,12 +166,12 @@ func (c *benchCluster) create(ctx context.Context, q string) error {
 		case <-time.After(time.Until(created.Add(settleAfterCreate))):
 		}
 		var on []int
-		for i, a := range c.adm {
-			got, err := a.GetQueue(ctx, q, nil)
+		for i := range c.nodes {
+			got, err := c.serves(ctx, i, q)
 			if err != nil {
-				return fmt.Errorf("get %s on n%d: %w", q, i+1, err)
+				return fmt.Errorf("metrics of n%d: %w", i+1, err)
 			}
-			if got != nil {
+			if got {
 				on = append(on, i)
 			}
 		}
@@ -184,6 +186,29 @@ func (c *benchCluster) create(ctx context.Context, q string) error {
 		time.Sleep(time.Second)
 	}
 	return fmt.Errorf("queue %s did not settle on one node", q)
+}
+
+// serves says whether node i serves queue q: its /metrics has the
+// queue's series (the admin API answers on every node, forwarding to the
+// owner).
+func (c *benchCluster) serves(ctx context.Context, i int, q string) (bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/metrics", c.nodes[i].httpPort), nil)
+	if err != nil {
+		return false, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return false, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return false, fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	return strings.Contains(string(body), `busbar_active_messages{entity="`+q+`"}`), nil
 }
 
 func (c *benchCluster) stop() {

@@ -53,8 +53,12 @@
 //
 //		client link ──► gateway (servicebus conn) ──► internal go-amqp link ──► owner (servicebus conn, relayed)
 //
-//	  - a sender link's transfers go to the owner one at a time, in order
-//	    (senderCredit at most held), each settled with the owner's outcome;
+//	  - a sender link's transfers go to the owner in order, pipelined:
+//	    up to senderCredit (256) in flight on the internal link at once,
+//	    each client delivery settled with the owner's outcome as it
+//	    comes back (a transaction's transfers go on their own internal
+//	    link, which is switched to only once the ones in flight on the
+//	    other have their outcomes);
 //	  - a receiver link's credit is passed on (the internal receiver uses
 //	    manual credit, topped up to the client's; a drain is drained on the
 //	    owner first), deliveries come back with the owner's delivery tags
@@ -67,9 +71,9 @@
 // (dialled at its first relayed link, closed with it), so the owner's
 // grants are that one client's rights. The relay never repeats a
 // transfer whose outcome it does not know: when the internal link fails
-// the delivery is rejected com.microsoft:server-busy and the client link
-// detached (amqp:link:detach-forced), and the SDK's retry goes through
-// the gateway again. An attach for a unit that is moving (no owner known,
+// every delivery in flight on it is rejected com.microsoft:server-busy
+// and the client link detached (amqp:link:detach-forced), and the SDK's
+// retry goes through the gateway again. An attach for a unit that is moving (no owner known,
 // an owner that cannot be reached or says it no longer serves the unit)
 // is parked (park.go): tried again until the new owner serves it, or
 // failed with server-busy after GatewayConfig.Park.

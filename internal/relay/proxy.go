@@ -3,8 +3,10 @@ package relay
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"sync"
+	"sync/atomic"
 
 	goamqp "github.com/Azure/go-amqp"
 
@@ -15,14 +17,17 @@ import (
 )
 
 // senderCredit is the credit of a relayed sender link: the deliveries a
-// gateway holds for it at most.
-const senderCredit = 64
+// gateway holds for it at most, and so the transfers it keeps in flight
+// to the owner.
+const senderCredit = 256
 
 // AttachSender implements servicebus.Router: the client's transfers go to
-// an internal sender link on the owner, one at a time in order, and each
-// is settled with the owner's outcome. A transfer whose outcome is
-// unknown (the internal link failed) is rejected server-busy and the
-// client link detached, never retried by the relay.
+// an internal sender link on the owner, in order and pipelined (up to
+// senderCredit in flight), and each is settled with the owner's outcome
+// as it arrives (sendPump). A transfer whose outcome is unknown (the
+// internal link failed) is rejected server-busy, and so is every other
+// one in flight; the client link is detached, and nothing is retried by
+// the relay.
 func (g *Gateway) AttachSender(l *amqp.IncomingLink, r servicebus.Relayed) error {
 	c := l.Conn()
 	queue := make(chan *amqp.IncomingDelivery, senderCredit)
@@ -61,47 +66,9 @@ func (g *Gateway) AttachSender(l *amqp.IncomingLink, r servicebus.Relayed) error
 		l.CompleteAttach(nil)
 		txs := &txnSenders{p: p, target: l.TargetAddress(), name: l.Name(), r: r}
 		defer txs.close()
-		for {
-			var d *amqp.IncomingDelivery
-			select {
-			case d = <-queue:
-			case <-ctx.Done():
-				return
-			}
-			var m goamqp.Message
-			if err := m.UnmarshalBinary(d.Payload); err != nil {
-				d.Settle(&frames.Rejected{Error: &frames.Error{Condition: frames.Symbol(goamqp.ErrCondDecodeError), Description: err.Error()}})
-				continue
-			}
-			m.Format = d.MessageFormat
-			var ts *frames.TransactionalState
-			to := snd
-			if ts, _ = d.State.(*frames.TransactionalState); ts != nil { // txn.go
-				var ferr *frames.Error
-				if to, ferr = txs.get(ctx, ts.TxnID); ferr != nil {
-					d.Settle(&frames.Rejected{Error: ferr})
-					continue
-				}
-			}
-			err := to.Send(ctx, &m, nil)
-			var ae *goamqp.Error
-			switch {
-			case err == nil && ts != nil:
-				d.Settle(&frames.TransactionalState{TxnID: ts.TxnID, Outcome: &frames.Accepted{}})
-			case err == nil:
-				d.Settle(&frames.Accepted{})
-			case errors.As(err, &ae):
-				d.Settle(&frames.Rejected{Error: frameError(err)})
-			default:
-				// Outcome unknown: fail it, detach, let the client retry.
-				d.Settle(&frames.Rejected{Error: frameError(err)})
-				l.Close(errDetachForced)
-				if !isRemote(err) {
-					g.forget(c, p)
-				}
-				return
-			}
-		}
+		sp := &sendPump{g: g, l: l, p: p, snd: snd, txs: txs, queue: queue,
+			inflight: make(chan sent, senderCredit), drained: make(chan struct{}, 1)}
+		sp.run(ctx)
 	})
 	if !ok {
 		return errors.New("relay: the gateway is closed")
@@ -112,6 +79,187 @@ func (g *Gateway) AttachSender(l *amqp.IncomingLink, r servicebus.Relayed) error
 // errDetachForced detaches a client's relayed link whose internal link
 // failed: the client attaches again and is routed to the current owner.
 var errDetachForced = &amqp.Error{Condition: frames.Symbol(goamqp.ErrCondDetachForced), Description: "The link to the node serving the entity failed; attach again."}
+
+// sendPump relays one sender link's transfers. Its goroutine (send)
+// takes the client's deliveries in order and sends each on the internal
+// link without waiting for the owner's outcome; a second goroutine
+// (settle, owned and waited for by run) waits for the outcomes in the
+// same order and settles the client's deliveries with them:
+//
+//	queue ──► send ──SendWithReceipt──► owner
+//	            │ inflight (FIFO, ≤ senderCredit)
+//	            ▼
+//	          settle ──Receipt.Wait──► d.Settle(owner's outcome)
+//
+// Transfers of one internal link reach the owner in order. A transfer
+// for another internal link (a transaction's, txn.go) is sent only once
+// every earlier one has its outcome, so that the order between links is
+// the client's too.
+type sendPump struct {
+	g     *Gateway
+	l     *amqp.IncomingLink
+	p     *peerConn
+	snd   *goamqp.Sender
+	txs   *txnSenders
+	queue <-chan *amqp.IncomingDelivery
+
+	inflight chan sent     // sent, outcome not yet given to the client
+	pending  atomic.Int64  // entries of inflight not settled yet
+	drained  chan struct{} // a token when pending dropped to 0
+}
+
+// sent is one client delivery on its way: the receipt of its transfer
+// to the owner, or why it could not be sent (err).
+type sent struct {
+	d   *amqp.IncomingDelivery
+	ts  *frames.TransactionalState // the client's, for a transactional transfer
+	rc  goamqp.SendReceipt
+	err error
+}
+
+// run relays until the link or ctx ends, or the internal link fails.
+func (sp *sendPump) run(ctx context.Context) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		sp.settle(ctx, cancel)
+	}()
+	sp.send(ctx)
+	close(sp.inflight)
+	wg.Wait()
+}
+
+// send is the pump's sending side; it returns when ctx ends.
+func (sp *sendPump) send(ctx context.Context) {
+	var last *goamqp.Sender // the internal link of the transfers in flight
+	var lastTxn string      // the client's txn-id, when last is a transaction's
+	for {
+		var d *amqp.IncomingDelivery
+		select {
+		case d = <-sp.queue:
+		case <-ctx.Done():
+			return
+		}
+		var m goamqp.Message
+		if err := m.UnmarshalBinary(d.Payload); err != nil {
+			d.Settle(&frames.Rejected{Error: &frames.Error{Condition: frames.Symbol(goamqp.ErrCondDecodeError), Description: err.Error()}})
+			continue
+		}
+		m.Format = d.MessageFormat
+		to := sp.snd
+		ts, _ := d.State.(*frames.TransactionalState)
+		if ts != nil { // txn.go
+			// Getting another transaction's link may close the one in
+			// flight (maxTxnSenders): let it finish first.
+			if last != nil && last != sp.snd && lastTxn != string(ts.TxnID) && !sp.drain(ctx) {
+				return
+			}
+			var ferr *frames.Error
+			if to, ferr = sp.txs.get(ctx, ts.TxnID); ferr != nil {
+				d.Settle(&frames.Rejected{Error: ferr})
+				continue
+			}
+		}
+		if to != last {
+			if !sp.drain(ctx) {
+				return
+			}
+			last, lastTxn = to, ""
+			if ts != nil {
+				lastTxn = string(ts.TxnID)
+			}
+		}
+		rc, err := to.SendWithReceipt(ctx, &m, nil)
+		sp.pending.Add(1)
+		sp.inflight <- sent{d: d, ts: ts, rc: rc, err: err} // waits while senderCredit are in flight
+	}
+}
+
+// drain waits until every transfer sent has its outcome; false when ctx
+// ended first.
+func (sp *sendPump) drain(ctx context.Context) bool {
+	for sp.pending.Load() > 0 {
+		select {
+		case <-sp.drained:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
+}
+
+// settle is the pump's settling side: it returns when inflight is closed
+// and empty. When the internal link fails it stops the sending side
+// (cancel), fails every delivery in flight and detaches the client link.
+func (sp *sendPump) settle(ctx context.Context, cancel context.CancelFunc) {
+	for s := range sp.inflight {
+		err := s.err
+		var state goamqp.DeliveryState
+		if err == nil {
+			state, err = s.rc.Wait(ctx)
+		}
+		var ae *goamqp.Error
+		switch {
+		case err == nil:
+			switch state := state.(type) {
+			case *goamqp.StateAccepted:
+				if s.ts != nil {
+					s.d.Settle(&frames.TransactionalState{TxnID: s.ts.TxnID, Outcome: &frames.Accepted{}})
+				} else {
+					s.d.Settle(&frames.Accepted{})
+				}
+			case *goamqp.StateRejected:
+				e := &frames.Error{Condition: frames.ErrCondInternalError, Description: "The node serving the entity rejected the message."}
+				if state.Error != nil {
+					e = frameError(state.Error)
+				}
+				s.d.Settle(&frames.Rejected{Error: e})
+			default: // not an outcome the owner gives a transfer: not stored
+				s.d.Settle(&frames.Rejected{Error: &frames.Error{Condition: frames.ErrCondInternalError,
+					Description: fmt.Sprintf("The node serving the entity answered %T; the message was not sent.", state)}})
+			}
+		case s.err != nil && errors.As(err, &ae) && ctx.Err() == nil:
+			// Refused before it was sent (too large, say).
+			s.d.Settle(&frames.Rejected{Error: frameError(err)})
+		default:
+			// Outcome unknown: fail it and every one in flight, detach,
+			// let the client retry.
+			stopping := ctx.Err() != nil // the client link or the gateway went
+			cancel()
+			sp.fail(s.d, err)
+			for s := range sp.inflight { // until send returned
+				sp.fail(s.d, err)
+			}
+			if !stopping {
+				sp.l.Close(errDetachForced)
+				if !isRemote(err) {
+					sp.g.forget(sp.l.Conn(), sp.p)
+				}
+			}
+			return
+		}
+		sp.settled()
+	}
+}
+
+// settled counts one delivery settled.
+func (sp *sendPump) settled() {
+	if sp.pending.Add(-1) == 0 {
+		select {
+		case sp.drained <- struct{}{}:
+		default: // a token is there already
+		}
+	}
+}
+
+// fail rejects d, whose outcome is unknown: err is the internal link's
+// failure (com.microsoft:server-busy unless it is the owner's detach).
+func (sp *sendPump) fail(d *amqp.IncomingDelivery, err error) {
+	d.Settle(&frames.Rejected{Error: frameError(err)})
+}
 
 // isRemote says whether err is the owner's answer (the connection is
 // fine) rather than a failure of the internal connection (which may

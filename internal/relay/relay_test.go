@@ -31,10 +31,26 @@ func twoNodes(t *testing.T) (connStr string, owner *servicebustest.Server, inter
 // twoNodesWith is twoNodes with node a's options (its Router is set).
 func twoNodesWith(t *testing.T, aOpts *servicebustest.Options) (connStr string, owner *servicebustest.Server, internal string) {
 	t.Helper()
+	return twoNodesWrapped(t, aOpts, nil)
+}
+
+// relayOwner is what serves the internal listener's relayed links.
+type relayOwner = interface {
+	ConnectRelayed(c *amqp.Conn) (amqp.ConnHandler, error)
+}
+
+// twoNodesWrapped is twoNodesWith whose internal listener serves b's
+// handler through wrap (nil: as it is).
+func twoNodesWrapped(t *testing.T, aOpts *servicebustest.Options, wrap func(relayOwner) relayOwner) (connStr string, owner *servicebustest.Server, internal string) {
+	t.Helper()
 	sq := broker.DefaultQueueProperties()
 	sq.RequiresSession = true
 	b := servicebustest.Start(t, &servicebustest.Options{Queues: []string{"q", "sq"}, QueueProps: map[string]broker.QueueProperties{"sq": sq}})
-	l, err := NewListener(ListenerConfig{Secret: testSecret, Self: "b", Sessions: sessionsOf(map[string]int64{"a": 7}), Owner: b.Handler})
+	var served relayOwner = b.Handler
+	if wrap != nil {
+		served = wrap(served)
+	}
+	l, err := NewListener(ListenerConfig{Secret: testSecret, Self: "b", Sessions: sessionsOf(map[string]int64{"a": 7}), Owner: served})
 	if err != nil {
 		t.Fatal(err)
 	}
