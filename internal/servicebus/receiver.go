@@ -333,7 +333,7 @@ func (rl *receiverLink) fail(err error) {
 	if broker.KindOf(err) == broker.KindNotFound {
 		err = notFound(rl.c.entityURI(rl.path))
 	}
-	rl.l.Close(rl.c.fail("receive", rl.path, err).amqpError())
+	rl.l.Close(detached(rl.c.fail("receive", rl.path, err)).amqpError())
 }
 
 // failUnlessGone is fail, unless the link is gone already: then onDetach
