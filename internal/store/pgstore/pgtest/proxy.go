@@ -15,8 +15,8 @@ const (
 	// Pass forwards everything both ways.
 	Pass Mode = iota
 	// BlackHole accepts connections and keeps every socket open but
-	// forwards nothing, in either direction: what a network partition
-	// looks like to both ends. Bytes read before the hole opened are
+	// forwards nothing, in either direction, not even a close: what a
+	// network partition looks like to both ends. Bytes read before the hole opened are
 	// held, not dropped; back in Pass they flow on, as TCP retransmission
 	// delivers them when a real partition heals (a stale transaction may
 	// then reach the database late: that is what fencing is for).
@@ -228,6 +228,9 @@ func (p *Proxy) pump(src, dst net.Conn) {
 			}
 		}
 		if err != nil { // io.EOF included: the side closed
+			// Through a black hole the other side does not learn of it
+			// (no FIN crosses a partition) until the hole heals.
+			p.pass()
 			return
 		}
 	}
