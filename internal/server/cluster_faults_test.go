@@ -356,6 +356,16 @@ func (ld *load) sendVia(ctx context.Context, ep *endpoint, q, id string) bool {
 	if err == nil {
 		err = snd.SendMessage(sctx, &azservicebus.Message{MessageID: &id, Body: []byte(id)}, nil)
 	}
+	if err != nil && snd != nil {
+		// A new sender next time, as an application would after an error
+		// the SDK reports as final (it keeps returning it). The client
+		// closes the old one with the others.
+		ep.mu.Lock()
+		if ep.senders[q] == snd {
+			delete(ep.senders, q)
+		}
+		ep.mu.Unlock()
+	}
 	ld.l.mu.Lock()
 	defer ld.l.mu.Unlock()
 	if err != nil {

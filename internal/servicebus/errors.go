@@ -181,13 +181,13 @@ func classify(err error) (frames.Symbol, int32) {
 	return frames.ErrCondInternalError, statusInternal
 }
 
-// detached is f as the error with which the broker detaches a receive
-// link that was working (its entity moved to another node of a cluster,
+// detached is f as the error with which the broker detaches a link that
+// was working (its entity moved to another node of a cluster,
 // or the database became unreachable): a retriable server-busy there is
 // amqp:link:detach-forced. Server-busy tells a client to retry the same
-// operation on the same link; the Go SDK's message releaser, which goes
-// on receiving on the link between ReceiveMessages calls, then loops on
-// the dead link at full speed. Detach-forced makes every SDK recover the
+// operation on the same link: in vain for a sender, and the Go SDK's
+// message releaser, which goes on receiving on a receive link between
+// ReceiveMessages calls, loops on the dead link at full speed. Detach-forced makes every SDK recover the
 // link: it attaches again, reaching the entity's new owner.
 func detached(f failure) failure {
 	if f.cond == condServerBusy {
