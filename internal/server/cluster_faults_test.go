@@ -76,6 +76,9 @@ func (e *endpoint) close() {
 	_ = e.client.Close(ctx)
 }
 
+// faultSendPace is the pause between two sends of one sender.
+const faultSendPace = 10 * time.Millisecond
+
 // faultLockDuration is the queues' lock duration: locks of receivers
 // stopped mid-way expire quickly, so the final drain gets every message.
 const faultLockDuration = 5 * time.Second
@@ -339,12 +342,16 @@ func (ld *load) sendLoop(ctx context.Context, i int, first string) {
 				return
 			}
 		}
+		// Paced: the nodes share this process and the machine with the
+		// clients; an unpaced load starves their 100 ms heartbeats.
+		pause := faultSendPace
 		if !sent {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
+			pause = 50 * time.Millisecond
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(pause):
 		}
 	}
 }
