@@ -41,7 +41,7 @@ func (b *Broker) LoadUnit(ctx context.Context, unit uint64) error {
 	if closed {
 		return errClosed()
 	}
-	b.unloadLocked(unit, errors.New("the unit is loaded again"))
+	b.unloadLocked(unit, errors.New("the unit is loaded again"))()
 	rc := recovery{b: b, now: b.now(), byID: make(map[uint64]*recovering)}
 	err := us.RecoverUnit(ctx, unit, store.Visitor{Entity: rc.entity, Message: rc.message, Value: rc.value})
 	if err != nil {
@@ -190,15 +190,20 @@ func (b *Broker) ServesUnit(unit uint64) bool {
 // log), message and session locks are forgotten (settling one later is
 // lock-lost), and commits in flight are waited for (the store answers
 // them: committed before a takeover, or fenced off). Nothing is written.
-// Unloading a unit that is not loaded does nothing.
+// Unloading a unit that is not loaded does nothing. The unit stops being
+// served at once; only the wait for its commits runs without the broker's
+// admin lock, so units unloaded concurrently all stop at once even while
+// the database holds their commits (a node cut off from it).
 func (b *Broker) UnloadUnit(unit uint64, cause error) {
 	b.admin.Lock()
-	defer b.admin.Unlock()
-	b.unloadLocked(unit, cause)
+	wait := b.unloadLocked(unit, cause)
+	b.admin.Unlock()
+	wait()
 }
 
-// unloadLocked is UnloadUnit with b.admin held.
-func (b *Broker) unloadLocked(unit uint64, cause error) {
+// unloadLocked is UnloadUnit with b.admin held, but for the wait for
+// the commits in flight, which it returns.
+func (b *Broker) unloadLocked(unit uint64, cause error) (wait func()) {
 	var q *entity
 	var t *topic
 	b.mu.Lock()
@@ -221,6 +226,7 @@ func (b *Broker) unloadLocked(unit uint64, cause error) {
 		}
 	}
 	b.mu.Unlock()
+	var gone []*entity
 	switch {
 	case q != nil:
 		b.log.Info("unit unloaded", "unit", unit, "queue", q.name, "cause", cause)
@@ -228,6 +234,7 @@ func (b *Broker) unloadLocked(unit uint64, cause error) {
 		delete(b.timers.byID, q.id)
 		b.timers.Unlock()
 		unloadEntity(q, cause)
+		gone = append(gone, q)
 	case t != nil:
 		b.log.Info("unit unloaded", "unit", unit, "topic", t.name, "cause", cause)
 		subs := t.subs.Load().list
@@ -236,10 +243,17 @@ func (b *Broker) unloadLocked(unit uint64, cause error) {
 		for _, q := range subs {
 			unloadEntity(q, cause)
 		}
+		gone = subs
+	}
+	return func() {
+		for _, q := range gone {
+			q.inflight.Wait()
+		}
 	}
 }
 
-// unloadEntity fails q's waiters and forgets its state (locks included).
+// unloadEntity fails q's waiters and forgets its state (locks included);
+// its commits in flight may still be running (q.inflight).
 func unloadEntity(q *entity, cause error) {
 	q.moved.Store(true)
 	q.deleted.Store(true)
@@ -248,5 +262,4 @@ func unloadEntity(q *entity, cause error) {
 	q.wakeAllLocked()
 	q.releaseLocked()
 	q.mu.Unlock()
-	q.inflight.Wait()
 }

@@ -12,8 +12,12 @@
 // its injected (monotonic) clock, where sent is when the renewal was sent:
 // the database's expiry, computed from a later instant of its own clock,
 // comes after that as long as the clocks' rates differ by less than
-// Margin/TTL. When the window ends without a renewal the node unloads every
-// unit at once and acquires none until a renewal succeeds again; it then
+// Margin/TTL. A renewal may wait for the database until the window ends
+// (not just one heartbeat: one abandoned mid-way costs its connection).
+// When the window ends without a renewal the node calls OnLapse (the server
+// stops relaying), unloads every unit at once (concurrently: an unload
+// waits for the unit's commits, which an unreachable database holds) and
+// acquires none until a renewal succeeds again; it then
 // takes its units again with a higher epoch and reloads them, never
 // resuming from memory. A session found expired or killed is registered
 // anew.

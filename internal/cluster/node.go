@@ -86,6 +86,11 @@ type Options struct {
 	MaxMoves  int           // hand-offs started per poll (4)
 	Version   string        // the binary version, registered with the session
 
+	// OnLapse, if set, is called when the trust window ends without a
+	// renewal, before the units are unloaded (the server stops relaying:
+	// a node out of touch with the database serves nothing).
+	OnLapse func()
+
 	// NewTicker makes the tickers of the renewer and the poller; default
 	// time.NewTicker. Tests drive the loops with their own channels.
 	NewTicker func(time.Duration) (<-chan time.Time, func())
@@ -270,14 +275,18 @@ func (n *Node) pollLoop(ctx context.Context) {
 }
 
 // renew is one heartbeat: renew the session (or register a new one when
-// it was lost), then check the trust window. It never waits past the end
-// of the window for the database, and it does not wait for the poller
-// (a long load must not make the session lapse).
+// it was lost), then check the trust window. It waits for the database
+// until the end of the window (TTL - Margin when it has ended), not
+// beyond, and it does not wait for the poller (a long load must not make
+// the session lapse). It does not give up after one heartbeat: a renewal
+// that waited for a row lock for a while still extends the window from
+// when it was sent, and one abandoned mid-way costs the connection, which
+// a loaded machine may not rebuild within a heartbeat, again and again.
 func (n *Node) renew(ctx context.Context) {
 	sent := n.o.Clock.Now()
-	wait := n.o.Heartbeat
+	wait := n.o.TTL - n.o.Margin
 	n.mu.Lock()
-	if rem := n.trustUntil.Sub(sent); rem > 0 && rem < wait {
+	if rem := n.trustUntil.Sub(sent); rem > 0 {
 		wait = rem
 	}
 	n.mu.Unlock()
@@ -319,6 +328,9 @@ func (n *Node) checkTrust() {
 	n.mu.Unlock()
 	if !already {
 		n.o.Log.Error("cluster trust window ended without a renewal: serving no unit", "node", n.o.ID)
+		if n.o.OnLapse != nil {
+			n.o.OnLapse()
+		}
 	}
 	n.unloadAll(ErrLapsed)
 }
@@ -347,9 +359,14 @@ func (n *Node) unloadAll(err error) {
 	clear(n.units)
 	n.mu.Unlock()
 	slices.Sort(units)
+	// All at once: an unload waits for the unit's commits in flight,
+	// which a database out of reach holds for a while; the other units
+	// must not go on being served from memory meanwhile.
+	var wg sync.WaitGroup
 	for _, u := range units {
-		n.o.Units.UnloadUnit(u, err)
+		wg.Go(func() { n.o.Units.UnloadUnit(u, err) })
 	}
+	wg.Wait()
 }
 
 // lost handles a unit the store was fenced off from.

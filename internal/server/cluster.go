@@ -104,7 +104,7 @@ func openCluster(o Options, n *namespace, log *slog.Logger) (*clusterPart, error
 	c.node, err = cluster.New(cluster.Options{ID: o.NodeID, Addr: addr, Membership: ps, Leases: ps, Units: units,
 		Outbox: ps, Lander: n.broker,
 		Log: c.log, Heartbeat: o.ClusterHeartbeat, TTL: o.ClusterLeaseTTL, Margin: o.ClusterTrustMargin,
-		Poll: o.ClusterPoll, Drain: o.ClusterDrain, Version: version.Get().Version})
+		Poll: o.ClusterPoll, Drain: o.ClusterDrain, Version: version.Get().Version, OnLapse: c.lapsed})
 	if err != nil {
 		c.ln.Close()
 		return nil, err
@@ -126,12 +126,24 @@ func openCluster(o Options, n *namespace, log *slog.Logger) (*clusterPart, error
 	return c, nil
 }
 
+// lapsed is the node's OnLapse: its trust window ended, so it relays
+// nothing either (§13.3): its clients see their relayed links end and
+// fail over, as its readiness tells load balancers to do.
+func (c *clusterPart) lapsed() {
+	c.log.Warn("cluster node out of touch with the database: relayed links dropped", "node", c.self)
+	c.gateway.Drop()
+}
+
 // ownerOf is the gateway's OwnerOf: ok false when this broker serves
 // the queue or topic named unit, or no unit has that name (the local
 // broker then answers, "not found"). A unit of the catalog whose owner
 // is unknown, gone or this node (not loaded yet) gets an owner without
-// an address: the attach fails with server-busy and the client retries.
+// an address: the attach fails with server-busy and the client retries;
+// so does every unit while the node is outside its trust window.
 func (c *clusterPart) ownerOf(unit string) (relay.Owner, bool) {
+	if !c.node.Trusted() {
+		return relay.Owner{Node: "(this node is out of touch with the database)"}, true
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), clusterLookupTimeout)
 	defer cancel()
 	o, remote, err := c.remoteOwner(ctx, unit)
@@ -368,6 +380,18 @@ func (c *clusterPart) serve(ctx context.Context, o Options, owner relayOwner, go
 		if err := declareClusterEntities(ctx, c.broker, c.entities, c.log); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// health is the node's problem for the probes, if any: outside its
+// trust window (it could not renew its session: the database is
+// unreachable from here) the node serves no unit, so it is not ready;
+// it is still live, because a restart would not help (§11.1).
+func (c *clusterPart) health() error {
+	if !c.node.Trusted() {
+		return &broker.Error{Kind: broker.KindStoreUnavailable,
+			Msg: "cluster node " + c.self + " cannot renew its session in the database: it serves no queue or topic until it can"}
 	}
 	return nil
 }

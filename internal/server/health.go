@@ -25,7 +25,9 @@ import (
 //	GET /health/ready  readiness: 200 {"status":"ready"} only when the broker
 //	                   serves and can take new messages; else 503 with the
 //	                   status and the reason (starting, stopping, the disk is
-//	                   full or below the watermark, the store stopped).
+//	                   full or below the watermark, the store stopped, a
+//	                   cluster node that cannot renew its session in the
+//	                   database: liveness then says "degraded").
 //
 // Every body also carries the running build's version (package version),
 // "faults": true while fault injection is on (--faults), and

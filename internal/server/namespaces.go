@@ -131,8 +131,13 @@ func (r *nsRegistry) openStore(ctx context.Context, name, dir string, log *slog.
 		// namespace column yet).
 		return nil, fmt.Errorf("--store %s keeps one namespace, the default; namespace %q needs the file store (or its own Busbar)", redactURL(o.Store), name)
 	case o.Store != "":
-		ps, err := pgstore.Open(ctx, o.Store, pgstore.Options{Log: log.With("component", "store"), SyncObserver: obs,
-			Cluster: o.Cluster, NodeID: o.NodeID})
+		po := pgstore.Options{Log: log.With("component", "store"), SyncObserver: obs, Cluster: o.Cluster, NodeID: o.NodeID}
+		if o.Cluster {
+			// The node registers with these; the store bounds its lock
+			// waits by the TTL.
+			po.SessionTTL, po.Heartbeat = o.ClusterLeaseTTL, o.ClusterHeartbeat
+		}
+		ps, err := pgstore.Open(ctx, o.Store, po)
 		if err != nil {
 			return nil, fmt.Errorf("open the PostgreSQL store %s: %w", redactURL(o.Store), err)
 		}

@@ -215,7 +215,16 @@ func Start(ctx context.Context, o Options) (_ *Server, err error) {
 			return nil, err
 		}
 	}
-	s.health.setCheck(s.ns.health)
+	check := s.ns.health
+	if s.cluster != nil {
+		check = func() error {
+			if err := s.cluster.health(); err != nil {
+				return err
+			}
+			return s.ns.health()
+		}
+	}
+	s.health.setCheck(check)
 	s.health.ready.Store(true)
 	s.logReady(o, begin)
 	return s, nil

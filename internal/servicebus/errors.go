@@ -235,6 +235,21 @@ func ownerStatus(cond frames.Symbol) int32 {
 	return statusInternal
 }
 
+// detached is f as the error with which the broker detaches a link that
+// was working (its entity moved to another node of a cluster,
+// or the database became unreachable): a retriable server-busy there is
+// amqp:link:detach-forced. Server-busy tells a client to retry the same
+// operation on the same link: in vain for a sender, and the Go SDK's
+// message releaser, which goes on receiving on a receive link between
+// ReceiveMessages calls, loops on the dead link at full speed. Detach-forced makes every SDK recover the
+// link: it attaches again, reaching the entity's new owner.
+func detached(f failure) failure {
+	if f.cond == condServerBusy {
+		f.cond = frames.ErrCondDetachForced
+	}
+	return f
+}
+
 // failure is an error prepared for a client: condition, status and a
 // description ending with the cloud's tracking suffix.
 type failure struct {
@@ -242,14 +257,6 @@ type failure struct {
 	status     int32
 	desc       string
 	trackingID string
-}
-
-// movedDetach is the detach of a link whose entity another node of the
-// cluster serves now: amqp:link:detach-forced, which the SDKs answer by
-// attaching the link again (with server-busy the Go SDK keeps the dead
-// link); the new attach is routed to the entity's owner.
-func movedDetach(f failure) *frames.Error {
-	return &frames.Error{Condition: frames.ErrCondDetachForced, Description: f.desc}
 }
 
 // amqpError is the failure as an AMQP error.

@@ -292,3 +292,24 @@ func TestBodyReaders(t *testing.T) {
 		t.Fatal("a data body accepted as a request")
 	}
 }
+
+// A receive link detached because its entity moved or the database is
+// out of reach is detach-forced, which every SDK recovers by attaching
+// again; server-busy would make the Go SDK's message releaser loop on the
+// dead link. Other conditions stay as classify made them.
+func TestDetachedCondition(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		cond frames.Symbol
+	}{
+		{broker.ErrMoved, frames.ErrCondDetachForced},
+		{broker.ErrStoreUnavailable, frames.ErrCondDetachForced},
+		{broker.ErrNotFound, frames.ErrCondNotFound},
+		{broker.ErrEntityDisabled, condEntityDisabled},
+	} {
+		cond, status := classify(tc.err)
+		if f := detached(failure{cond: cond, status: status}); f.cond != tc.cond {
+			t.Errorf("detached(%v) = %s, want %s", tc.err, f.cond, tc.cond)
+		}
+	}
+}

@@ -333,12 +333,7 @@ func (rl *receiverLink) fail(err error) {
 	if broker.KindOf(err) == broker.KindNotFound {
 		err = notFound(rl.c.entityURI(rl.path))
 	}
-	f := rl.c.fail("receive", rl.path, err)
-	if broker.KindOf(err) == broker.KindMoved {
-		rl.l.Close(movedDetach(f))
-		return
-	}
-	rl.l.Close(f.amqpError())
+	rl.l.Close(detached(rl.c.fail("receive", rl.path, err)).amqpError())
 }
 
 // failUnlessGone is fail, unless the link is gone already: then onDetach

@@ -319,19 +319,32 @@ func (s *senderLink) send(msgs []*message.Message) error {
 
 // settle answers a delivery: accepted, or rejected with the mapped
 // condition (§3.3). Never released or modified: go-amqp would report those
-// as success.
+// as success. When the entity is no longer served here (it moved to
+// another node of a cluster) the link is detached instead, leaving the
+// delivery unsettled: the client's send fails with the link's error,
+// and the SDK attaches again (reaching the new owner) and resends; a
+// rejection would be retried on this same link, in vain.
 func (s *senderLink) settle(g decoded) {
 	if g.err == nil {
 		g.d.Settle(&frames.Accepted{})
 		return
 	}
+	if s.c.servedElsewhere(g.err) {
+		moved := &broker.Error{Kind: broker.KindMoved, Msg: fmt.Sprintf("'%s' is not served by this node any more.", s.path), Err: g.err}
+		s.l.Close(detached(s.c.fail("send", s.path, moved)).amqpError())
+		return
+	}
 	f := s.c.fail("send", s.path, g.err)
 	g.d.Settle(&frames.Rejected{Error: f.amqpError()})
-	if broker.KindOf(g.err) == broker.KindMoved {
-		// Another node of the cluster serves the entity now: detach, so
-		// that the client attaches again and is routed there.
-		s.l.Close(movedDetach(f))
-	}
+}
+
+// servedElsewhere tells whether err means that an entity a link is attached to
+// is not served here any more: it moved to another node. On a relayed
+// connection an entity the broker does not know moved too: the gateway
+// routed the link here because this node served it.
+func (c *conn) servedElsewhere(err error) bool {
+	k := broker.KindOf(err)
+	return k == broker.KindMoved || (c.relayed && k == broker.KindNotFound)
 }
 
 // decodeTransfer decodes a transfer into its messages — one for format 0,

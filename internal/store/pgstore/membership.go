@@ -59,7 +59,8 @@ RETURNING session`, r.ID, r.Addr, interval(r.TTL), r.Version, SchemaVersion()).S
 
 // Renew extends this node's session (§5.2), scoped to the session: a
 // session that expired or was killed is not revived (ErrSessionLost).
-// It runs on its own pooled connection, never behind the committers.
+// It runs on the store's renewal connection, never behind the committers
+// or the readers (the pool's connections may all be busy or stuck).
 // The row is written with synchronous_commit = local: a renewal lost in
 // a database fail-over only makes the session expire sooner.
 func (s *Store) Renew(ctx context.Context) error {
@@ -69,7 +70,7 @@ func (s *Store) Renew(ctx context.Context) error {
 	if session == 0 {
 		return fmt.Errorf("pgstore: renew: %w: not registered", store.ErrSessionLost)
 	}
-	tx, err := s.pool.Begin(ctx)
+	tx, err := s.lease.Begin(ctx) // never behind the committers and readers
 	if err != nil {
 		return fmt.Errorf("pgstore: renew: %w: %w", store.ErrUnavailable, err)
 	}

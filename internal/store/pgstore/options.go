@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/busbarmq/busbar/internal/clock"
@@ -36,7 +37,8 @@ type Options struct {
 	// SessionTTL is how long the node's session stays live without a
 	// renewal (default 5 s); Heartbeat how often it is renewed (default
 	// 1 s). A second process on the same database refuses to start while
-	// the session is live.
+	// the session is live. In cluster mode the node's lease TTL and
+	// heartbeat: the store bounds its lock waits by the TTL (lockWait).
 	SessionTTL, Heartbeat time.Duration
 	// StartWait is how long Open waits for a previous session of the same
 	// node id to expire (a restart after a crash) before refusing
@@ -113,3 +115,19 @@ func (o *Options) defaults() {
 		o.StartWait = o.SessionTTL + time.Second
 	}
 }
+
+// lockWait bounds how long a transaction of this store keeps its row
+// locks while its client is silent (idle_in_transaction_session_timeout)
+// and how long an acquire waits for a unit row (lock_timeout): a quarter
+// of the session TTL, so that a node cut off from the database mid-way
+// through a transaction, or a slow acquire, delays the renewals of the
+// nodes whose rows it locked by much less than their trust window.
+func (o *Options) lockWait() time.Duration {
+	return max(o.SessionTTL/4, 50*time.Millisecond)
+}
+
+// longRead is how long a recovery's read-only snapshot may stay idle
+// between its statements (its visitor may be slow); it holds no row lock.
+const longRead = time.Minute
+
+func millis(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }

@@ -89,15 +89,24 @@ func Open(ctx context.Context, url string, o Options) (*Store, error) {
 	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "busbar"
 	}
-	cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = "60000"
+	// A transaction whose client went silent (a node cut off from the
+	// database with its sockets still open) would hold its row locks for
+	// ever: an acquire stuck that way holds two node rows, and the
+	// renewals of those nodes would wait behind it until their sessions
+	// expired. The server ends such a transaction after lockWait.
+	cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = millis(o.lockWait())
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
 	// Renewals never queue behind commits or reads for a connection: a
 	// busy store must not look like a dead one.
+	// More than one: a renewal abandoned mid-way (its deadline passed)
+	// keeps its slot while pgx cancels its query on a new connection,
+	// which takes up to 15 s when the database is out of reach; the next
+	// renewals must not wait for that.
 	lcfg := cfg.Copy()
-	lcfg.MaxConns, lcfg.MinConns = 1, 0
+	lcfg.MaxConns, lcfg.MinConns = 3, 0
 	lease, err := pgxpool.NewWithConfig(ctx, lcfg)
 	if err != nil {
 		pool.Close()
@@ -460,6 +469,9 @@ func (s *Store) Recover(v store.Visitor) error {
 		return fmt.Errorf("pgstore: recover: %w: %w", store.ErrUnavailable, err)
 	}
 	defer tx.Rollback(ctx)
+	if err := slowReader(ctx, tx); err != nil {
+		return fmt.Errorf("pgstore: recover: %w: %w", store.ErrUnavailable, err)
+	}
 	type ent struct {
 		unit, id int64
 	}

@@ -116,6 +116,13 @@ func (s *Store) acquire(ctx context.Context, unit uint64, session int64) (uint64
 		return 0, fmt.Errorf("pgstore: acquire: %w: %w", store.ErrUnavailable, err)
 	}
 	defer tx.Rollback(ctx)
+	// The unit row waits for the old owner's fenced writes in flight
+	// (§6.2) while this transaction holds two node rows, which the
+	// renewals of both nodes need: never for long. Not acquired now, the
+	// unit is tried again at the next poll.
+	if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`, millis(s.o.lockWait())); err != nil {
+		return 0, fmt.Errorf("pgstore: acquire: %w: %w", store.ErrUnavailable, err)
+	}
 	nodes, err := lockNodes(ctx, tx, me, unit)
 	if err != nil {
 		return 0, err
@@ -270,6 +277,9 @@ func (s *Store) RecoverUnit(ctx context.Context, unit uint64, v store.Visitor) e
 		return fmt.Errorf("pgstore: recover unit %d: %w: %w", unit, store.ErrUnavailable, err)
 	}
 	defer tx.Rollback(ctx)
+	if err := slowReader(ctx, tx); err != nil {
+		return fmt.Errorf("pgstore: recover unit %d: %w: %w", unit, store.ErrUnavailable, err)
+	}
 	u := int64(unit)
 	rows, err := tx.Query(ctx, `SELECT entity_id, name, spec, last_seq FROM bb_entity WHERE unit_id = $1 ORDER BY entity_id`, u)
 	if err != nil {
@@ -410,4 +420,12 @@ func (s *Store) unknownUnits(cause error) error {
 	s.o.Log.Error("a commit's outcome is unknown: every unit is given up, to be taken again and reloaded", "units", units, "err", cause)
 	s.tellLost(units)
 	return fmt.Errorf("pgstore: %w: %w", store.ErrOutcomeUnknown, cause)
+}
+
+// slowReader lets the read-only recovery transaction tx stay idle
+// between statements for up to longRead (the connections' default is
+// lockWait, made for transactions that hold row locks).
+func slowReader(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, `SELECT set_config('idle_in_transaction_session_timeout', $1, true)`, millis(longRead))
+	return err
 }

@@ -8,6 +8,16 @@
 // the server runs as the unprivileged user "postgres" (created by the
 // Debian package; created here with useradd when missing), which is
 // handed the temporary directory.
+//
+// Restart restarts the server with pg_ctl (fast, or immediate: a crash)
+// on the same port and data. Proxy (proxy.go) is a TCP proxy on a
+// loopback port that a test puts between one client (a cluster node) and
+// the server, and switches between passing, black-holing (sockets stay
+// open, nothing moves: a partition) and resetting connections:
+//
+//	client ──► Proxy (127.0.0.1:0) ──► PostgreSQL
+//	           per connection: accept ─► [wait while black-hole] ─► dial
+//	           upstream ─► two pumps (read ─► [hold while black-hole] ─► write)
 package pgtest
 
 import (
@@ -129,6 +139,34 @@ func (s *Server) Start() error {
 	if out, err := s.run("pg_ctl", "-D", s.data(), "-o", opts, "-l", filepath.Join(s.Dir, "log"), "-w", "-t", "30", "start"); err != nil {
 		log, _ := os.ReadFile(filepath.Join(s.Dir, "log"))
 		return fmt.Errorf("pgtest: pg_ctl start: %v\n%s\n%s", err, out, log)
+	}
+	return nil
+}
+
+// RestartMode is how Restart stops the server: pg_ctl's shutdown modes.
+type RestartMode string
+
+const (
+	// Fast: clients are disconnected, open transactions rolled back, a
+	// checkpoint is written; the next start needs no recovery.
+	Fast RestartMode = "fast"
+	// Immediate: every process exits at once, as in a crash; the next
+	// start replays the WAL (crash recovery).
+	Immediate RestartMode = "immediate"
+)
+
+// Restart stops the server in mode and starts it again (pg_ctl restart,
+// as the server's user), on the same port with the same data, and
+// returns once it accepts connections.
+func (s *Server) Restart(mode RestartMode) error {
+	if mode != Fast && mode != Immediate {
+		return fmt.Errorf("pgtest: restart mode %q: want fast or immediate", mode)
+	}
+	// pg_ctl restart reuses the options of the last start (postmaster.opts:
+	// the port among them); -l keeps the server's output out of our pipe.
+	if out, err := s.run("pg_ctl", "-D", s.data(), "-m", string(mode), "-l", filepath.Join(s.Dir, "log"), "-w", "-t", "60", "restart"); err != nil {
+		log, _ := os.ReadFile(filepath.Join(s.Dir, "log"))
+		return fmt.Errorf("pgtest: pg_ctl restart -m %s: %v\n%s\n%s", mode, err, out, log)
 	}
 	return nil
 }
