@@ -323,3 +323,27 @@ func TestRelaySendPipelinedTxn(t *testing.T) {
 	txnAccepted(t, c.discharge(id, false))
 	holds(t, tc.b, "in", "p1", "p2", "p3", "t1", "t2")
 }
+
+// The credit of a relayed sender link keeps what the gateway may hold for
+// it (credit × the entity's max-message-size) within senderBudget.
+func TestRelayCredit(t *testing.T) {
+	for _, tc := range []struct {
+		max  uint64
+		want uint32
+	}{
+		{256 << 10, senderCredit}, // Standard's 256 KB: the full credit
+		{1 << 20, senderCredit},
+		{4 << 20, 64},
+		{100 << 20, 2}, // Premium's 100 MB
+		{senderBudget, 1},
+		{0, 1}, // no limit given
+	} {
+		got := relayCredit(tc.max)
+		if got != tc.want {
+			t.Errorf("relayCredit(%d) = %d, want %d", tc.max, got, tc.want)
+		}
+		if tc.max != 0 && uint64(got)*tc.max > senderBudget && got > 1 {
+			t.Errorf("relayCredit(%d) = %d holds more than the budget", tc.max, got)
+		}
+	}
+}

@@ -21,6 +21,21 @@ import (
 // to the owner.
 const senderCredit = 256
 
+// senderBudget bounds the bytes a relayed sender link can make the
+// gateway hold (it holds each transfer whole): the link's credit is cut
+// so that credit × the entity's max-message-size stays within it, down to
+// one delivery for an entity whose messages may be as large as this.
+const senderBudget = 256 << 20
+
+// relayCredit is the credit of a relayed sender link to an entity whose
+// messages may be maxSize bytes (0: no limit given).
+func relayCredit(maxSize uint64) uint32 {
+	if maxSize == 0 || maxSize >= senderBudget {
+		return 1
+	}
+	return uint32(min(senderBudget/maxSize, senderCredit))
+}
+
 // AttachSender implements servicebus.Router: the client's transfers go to
 // an internal sender link on the owner, in order and pipelined (up to
 // senderCredit in flight), and each is settled with the owner's outcome
@@ -63,6 +78,8 @@ func (g *Gateway) AttachSender(l *amqp.IncomingLink, r servicebus.Relayed) error
 		defer closeLink(snd.Close)
 		l.Reply.MaxMessageSize = snd.MaxMessageSize()
 		l.Reply.Properties = symbolKeys(snd.Properties())
+		l.Credit = relayCredit(snd.MaxMessageSize()) // granted once the attach completes
+		l.MaxUnsettled = int(l.Credit)
 		l.CompleteAttach(nil)
 		txs := &txnSenders{p: p, target: l.TargetAddress(), name: l.Name(), r: r}
 		defer txs.close()

@@ -173,27 +173,6 @@ func (c *txnClient) attachReceiver(handle uint32, source string, credit uint32) 
 	return r
 }
 
-// attachSessionReceiver attaches a peek-lock session receiver for
-// session id of source (the session filter as the .NET SDK sends it,
-// plain) and grants credit.
-func (c *txnClient) attachSessionReceiver(handle uint32, source, id string, credit uint32) *frames.Attach {
-	c.t.Helper()
-	second := frames.ReceiverSettleModeSecond
-	r := c.attach(chEntities, &frames.Attach{
-		Name: uuid.NewString(), Handle: handle, Role: frames.RoleReceiver,
-		Source:        &frames.Source{Address: source, Filter: map[frames.Symbol]any{"com.microsoft:session-filter": id}},
-		Target:        &frames.Target{Address: uuid.NewString()},
-		RcvSettleMode: &second,
-	})
-	if r.Source == nil {
-		c.t.Fatalf("session receiver on %s refused", source)
-	}
-	zero := uint32(0)
-	c.send(chEntities, &frames.Flow{NextIncomingID: &zero, IncomingWindow: 5000, NextOutgoingID: c.nextID[chEntities], OutgoingWindow: 5000,
-		Handle: &handle, DeliveryCount: &zero, LinkCredit: &credit})
-	return r
-}
-
 // transfer sends one message (unsettled) and waits for its disposition.
 func (c *txnClient) transfer(ch uint16, handle uint32, payload []byte, state frames.DeliveryState) frames.DeliveryState {
 	c.t.Helper()
