@@ -117,7 +117,7 @@ type Server struct {
 	HistoryMessages    int
 	HistoryWindow      time.Duration
 	HistoryMaxBytes    int64
-	// Cluster (docs/cluster.md, hidden flags while incomplete): this
+	// Cluster (docs/cluster.md): this
 	// process is node NodeID of a cluster whose nodes share the
 	// PostgreSQL database of Store. ClusterListen is the internal
 	// listener's address and ClusterAdvertise the address other nodes
@@ -290,34 +290,27 @@ var serverSettings = []Setting{
 		historySize, func(s *Server) *int64 { return &s.HistoryMaxBytes }),
 	setting("pprof", "BUSBAR_PPROF", "", "serve Go runtime profiles (/debug/pprof/) on this address (host:port, unauthenticated: keep it on loopback); off when empty",
 		text, func(s *Server) *string { return &s.PprofAddr }),
-	// The cluster (docs/cluster.md: serves clients, not complete yet),
-	// hidden until it is.
-	hidden(setting("cluster", "BUSBAR_CLUSTER", "false", "run as a node of a cluster sharing the --store database (experimental: docs/cluster.md)",
-		parseBool, func(s *Server) *bool { return &s.Cluster })),
-	hidden(setting("node-id", "BUSBAR_NODE_ID", "", "this node's name in the cluster, unique among its nodes",
-		trimmed, func(s *Server) *string { return &s.NodeID })),
-	hidden(setting("cluster-listen", "BUSBAR_CLUSTER_LISTEN", "", "the node's internal listener (host:port) for the other nodes",
-		text, func(s *Server) *string { return &s.ClusterListen })),
-	hidden(setting("cluster-advertise", "BUSBAR_CLUSTER_ADVERTISE", "", "the address (host:port) other nodes reach --cluster-listen at; default --cluster-listen",
-		text, func(s *Server) *string { return &s.ClusterAdvertise })),
-	hidden(setting("cluster-secret", "BUSBAR_CLUSTER_SECRET", "", "the secret the nodes of one cluster share, at least 32 bytes",
-		text, func(s *Server) *string { return &s.ClusterSecret })),
-	hidden(setting("cluster-heartbeat", "BUSBAR_CLUSTER_HEARTBEAT", "1s", "how often a node renews its session",
-		timeout, func(s *Server) *time.Duration { return &s.ClusterHeartbeat })),
-	hidden(setting("cluster-lease-ttl", "BUSBAR_CLUSTER_LEASE_TTL", "5s", "how long a node's session lives without a renewal (at least 3 heartbeats)",
-		timeout, func(s *Server) *time.Duration { return &s.ClusterLeaseTTL })),
-	hidden(setting("cluster-trust-margin", "BUSBAR_CLUSTER_TRUST_MARGIN", "1s", "how long before its session's expiry a node without a renewal stops serving (at least a heartbeat)",
-		timeout, func(s *Server) *time.Duration { return &s.ClusterTrustMargin })),
-	hidden(setting("cluster-poll", "BUSBAR_CLUSTER_POLL", "1s", "how often a node looks for dead sessions and units to take or hand off",
-		timeout, func(s *Server) *time.Duration { return &s.ClusterPoll })),
-	hidden(setting("cluster-park", "BUSBAR_CLUSTER_PARK", "15s", "how long an attach for an entity moving between nodes waits for its new node before it fails retriably",
-		timeout, func(s *Server) *time.Duration { return &s.ClusterPark })),
-}
-
-// hidden marks st as left out of --help.
-func hidden(st Setting) Setting {
-	st.Hidden = true
-	return st
+	// The cluster (docs/cluster.md).
+	setting("cluster", "BUSBAR_CLUSTER", "false", "run as a node of a cluster sharing the --store database (docs/cluster.md)",
+		parseBool, func(s *Server) *bool { return &s.Cluster }),
+	setting("node-id", "BUSBAR_NODE_ID", "", "this node's name in the cluster, unique among its nodes",
+		trimmed, func(s *Server) *string { return &s.NodeID }),
+	setting("cluster-listen", "BUSBAR_CLUSTER_LISTEN", "", "the node's internal listener (host:port) for the other nodes",
+		text, func(s *Server) *string { return &s.ClusterListen }),
+	setting("cluster-advertise", "BUSBAR_CLUSTER_ADVERTISE", "", "the address (host:port) other nodes reach --cluster-listen at; default --cluster-listen",
+		text, func(s *Server) *string { return &s.ClusterAdvertise }),
+	setting("cluster-secret", "BUSBAR_CLUSTER_SECRET", "", "the secret the nodes of one cluster share, at least 32 bytes",
+		text, func(s *Server) *string { return &s.ClusterSecret }),
+	setting("cluster-heartbeat", "BUSBAR_CLUSTER_HEARTBEAT", "1s", "how often a node renews its session",
+		timeout, func(s *Server) *time.Duration { return &s.ClusterHeartbeat }),
+	setting("cluster-lease-ttl", "BUSBAR_CLUSTER_LEASE_TTL", "5s", "how long a node's session lives without a renewal (at least 3 heartbeats)",
+		timeout, func(s *Server) *time.Duration { return &s.ClusterLeaseTTL }),
+	setting("cluster-trust-margin", "BUSBAR_CLUSTER_TRUST_MARGIN", "1s", "how long before its session's expiry a node without a renewal stops serving (at least a heartbeat)",
+		timeout, func(s *Server) *time.Duration { return &s.ClusterTrustMargin }),
+	setting("cluster-poll", "BUSBAR_CLUSTER_POLL", "1s", "how often a node looks for dead sessions and units to take or hand off",
+		timeout, func(s *Server) *time.Duration { return &s.ClusterPoll }),
+	setting("cluster-park", "BUSBAR_CLUSTER_PARK", "15s", "how long an attach for an entity moving between nodes waits for its new node before it fails retriably",
+		timeout, func(s *Server) *time.Duration { return &s.ClusterPark }),
 }
 
 // setting declares a setting whose text parse turns into the field that
