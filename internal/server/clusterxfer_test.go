@@ -327,5 +327,10 @@ func TestClusterForwarding(t *testing.T) {
 		}
 		return false
 	}, "a survivor to take "+dst)
+	for _, id := range survivors {
+		if _, ok := nodes[id].Broker().EntityStoreID(dst); ok {
+			t.Logf("%s took %s (%s is on %s)", id, dst, src, winner[src])
+		}
+	}
 	inOrder(src+" → "+dst+" across the crash of its owner", receive(100, dst, nil), 30, 130)
 }
