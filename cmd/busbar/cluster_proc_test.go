@@ -374,7 +374,8 @@ func (c *procCluster) nodeSession(id string) int64 {
 
 // waitStable waits until every unit is owned by its placement winner
 // among the running nodes, that node's session is live and it logged
-// loading the unit with the row's epoch; it returns the rows.
+// loading (or adopting, when it created it) the unit with the row's
+// epoch; it returns the rows.
 func (c *procCluster) waitStable(ctx context.Context) map[string]unitRow {
 	c.t.Helper()
 	var why string
@@ -503,7 +504,10 @@ func (l *nodeLog) line(b []byte) {
 	case rec.Msg == "busbar ready" && !l.ready:
 		l.ready = true
 		l.readyC <- [2]string{rec.AMQP, rec.HTTP}
-	case rec.Msg == "unit acquired and loaded":
+	case rec.Msg == "unit acquired and loaded", rec.Msg == "unit created here adopted":
+		// A unit is served at an epoch either after loading it or, when
+		// the node created it (on the placement winner), from its creation:
+		// the node adopts it at the row's epoch without loading it.
 		l.loaded[[2]uint64{rec.Unit, rec.Epoch}] = rec.Time
 	}
 	if rec.Level != "INFO" || strings.HasPrefix(rec.Msg, "unit ") || strings.HasPrefix(rec.Msg, "cluster") {
@@ -511,7 +515,8 @@ func (l *nodeLog) line(b []byte) {
 	}
 }
 
-// loadedEpoch tells whether the node logged loading unit at epoch.
+// loadedEpoch tells whether the node logged loading (or adopting) unit at
+// epoch.
 func (l *nodeLog) loadedEpoch(unit, epoch uint64) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -438,10 +438,17 @@ func (q *entity) sendJob(job *forwardJob, pend []pendingMsg, moved []transition,
 		// outbox, whose catalog says whether it exists.
 		return retryable(err) || (KindOf(err) == KindNotFound && q.b.outbox != nil)
 	}
-	if q.b.outbox != nil && !q.b.servesName(job.target) {
-		// Another node's unit (or none): through the outbox (transfer.go).
-		send = func(pend []pendingMsg, moved []transition) (bool, error) { return q.sendRemote(job, pend, moved, now) }
-		again = retryable
+	if q.b.outbox != nil {
+		remote, err := q.b.forwardsRemote(job.target)
+		if err != nil {
+			return nil, moved, nil // tried again after retryDelay
+		}
+		if remote {
+			// Another node's unit (or none), or transfers still waiting
+			// for the one served here: through the outbox (transfer.go).
+			send = func(pend []pendingMsg, moved []transition) (bool, error) { return q.sendRemote(job, pend, moved, now) }
+			again = retryable
+		}
 	}
 	committed, err := send(pend, moved)
 	switch {

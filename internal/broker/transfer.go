@@ -31,8 +31,10 @@ import (
 // otherwise ONE synced, fenced commit of the source unit removes the
 // messages from the source and inserts one transfer each (store.OpTransfer:
 // the message's record with the transfer header below). A forward to a
-// unit this broker serves is today's single batch, and a single node never
-// builds a transfer.
+// unit this broker serves is today's single batch, unless transfers still
+// wait to land in it (it was just taken over): then it goes through the
+// outbox too, behind them, so that it does not overtake them. A single
+// node never builds a transfer.
 //
 // # Target
 //
@@ -165,6 +167,40 @@ func (b *Broker) servesName(path string) bool {
 	defer b.mu.RUnlock()
 	k := entityKey(p.Entity)
 	return b.mu.queues[k] != nil || b.mu.topics[k] != nil
+}
+
+// forwardsRemote reports whether a forward to target (a queue or topic
+// path) goes through the outbox: the target is not served here, or it is
+// but transfers still wait to land in its unit. The latter happens when
+// this node has just taken the target over (a crash, a hand-off) while
+// messages forwarded to its former owner wait in the outbox: a local
+// forward would land after them in the store but before them in the
+// target, overtaking the source's older messages. Through the outbox the
+// new ones land after them, in order.
+func (b *Broker) forwardsRemote(target string) (bool, error) {
+	p, err := ParsePath(target)
+	if err != nil {
+		return true, nil // refused by the catalog lookup of sendRemote
+	}
+	b.mu.RLock()
+	k := entityKey(p.Entity)
+	var unit uint64
+	if q := b.mu.queues[k]; q != nil {
+		unit = q.id
+	} else if t := b.mu.topics[k]; t != nil {
+		unit = t.id
+	}
+	b.mu.RUnlock()
+	if unit == 0 {
+		return true, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), catalogTimeout)
+	defer cancel()
+	n, err := b.outbox.TransferBacklog(ctx, unit, 0)
+	if err != nil {
+		return false, internal(err, "counting the transfers to %q", target)
+	}
+	return n > 0, nil
 }
 
 // catalogHas reports whether the catalog of a cluster node knows the

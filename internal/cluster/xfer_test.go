@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -301,6 +302,64 @@ func TestForwardThroughOutbox(t *testing.T) {
 	}
 	if got, _ := a.bodies(t, "src/$Transfer/$DeadLetterQueue"); strings.Join(got, " ") != seqBodies(15, 20) {
 		t.Fatalf("after a reload: %v", got)
+	}
+}
+
+// TestForwardAfterTakeoverKeepsOrder: queue src on node a forwards to
+// queue dst on node b; five messages wait in the outbox when a takes dst
+// over (b gone without landing them). The next five forwarded, though dst
+// is now a's own, do not overtake them: they too go through the outbox,
+// and dst holds the ten in src's order.
+func TestForwardAfterTakeoverKeepsOrder(t *testing.T) {
+	url := newPG(t)
+	a := startXferNode(t, url, "a", 100)
+	b := startXferNode(t, url, "b", 100)
+	if _, err := b.b.CreateQueue("dst", broker.DefaultQueueProperties()); err != nil {
+		t.Fatal(err)
+	}
+	p := broker.DefaultQueueProperties()
+	p.ForwardTo = "dst"
+	if _, err := a.b.CreateQueue("src", p); err != nil {
+		t.Fatal(err)
+	}
+	dst := b.unit(t, "dst")
+	backlog := func() int {
+		n, err := a.s.TransferBacklog(context.Background(), dst, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	a.sendN(t, "src", 0, 5)
+	waitUntil(t, "five in the outbox", 10*time.Second, func() bool { return backlog() == 5 })
+	ctx := context.Background()
+	b.b.UnloadUnit(dst, errors.New("test: b leaves"))
+	if err := b.s.Release(ctx, dst, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.s.Acquire(ctx, dst); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.b.LoadUnit(ctx, dst); err != nil {
+		t.Fatal(err)
+	}
+	a.sendN(t, "src", 5, 10)
+	waitUntil(t, "ten in the outbox", 10*time.Second, func() bool { return backlog() == 10 })
+	if got, _ := a.bodies(t, "dst"); len(got) != 0 {
+		t.Fatalf("forwarded past the outbox: dst holds %v", got)
+	}
+	a.land(t, dst)
+	if got, _ := a.bodies(t, "dst"); strings.Join(got, " ") != seqBodies(0, 10) {
+		t.Fatalf("dst holds %v, want %s", got, seqBodies(0, 10))
+	}
+	// Nothing waits any more: the next forward is local, after them.
+	a.sendN(t, "src", 10, 12)
+	waitUntil(t, "the local forward", 10*time.Second, func() bool {
+		got, _ := a.bodies(t, "dst")
+		return strings.Join(got, " ") == seqBodies(0, 12)
+	})
+	if backlog() != 0 {
+		t.Fatal("a forward went to the outbox with nothing waiting")
 	}
 }
 

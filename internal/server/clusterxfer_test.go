@@ -77,12 +77,14 @@ func TestClusterForwarding(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = client.Close(context.Background()) })
 
-	// Entities are created on a; each goes to its placement's winner.
+	// Entities are created through a; each goes to its placement's winner.
 	winner := map[string]string{}
 	unitOf := func(name string) uint64 {
-		u, ok := a.Broker().EntityStoreID(name)
-		if !ok {
-			t.Fatalf("%s not served by a right after its creation", name)
+		// Created on its placement winner, or on a (which hands it off)
+		// when a did not see that node live yet.
+		u, on := unitServing(nodes, name)
+		if on == "" {
+			t.Fatalf("%s not served by any node right after its creation", name)
 		}
 		return u
 	}
@@ -327,5 +329,10 @@ func TestClusterForwarding(t *testing.T) {
 		}
 		return false
 	}, "a survivor to take "+dst)
+	for _, id := range survivors {
+		if _, ok := nodes[id].Broker().EntityStoreID(dst); ok {
+			t.Logf("%s took %s (%s is on %s)", id, dst, src, winner[src])
+		}
+	}
 	inOrder(src+" → "+dst+" across the crash of its owner", receive(100, dst, nil), 30, 130)
 }
