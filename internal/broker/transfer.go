@@ -156,19 +156,6 @@ func decodeTransferHeader(b []byte) (transferHeader, error) {
 	return h, nil
 }
 
-// servesName reports whether this broker serves the queue or topic of
-// path (a queue, topic or subscription path).
-func (b *Broker) servesName(path string) bool {
-	p, err := ParsePath(path)
-	if err != nil {
-		return false
-	}
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	k := entityKey(p.Entity)
-	return b.mu.queues[k] != nil || b.mu.topics[k] != nil
-}
-
 // forwardsRemote reports whether a forward to target (a queue or topic
 // path) goes through the outbox: the target is not served here, or it is
 // but transfers still wait to land in its unit. The latter happens when
