@@ -66,6 +66,7 @@ type procCluster struct {
 	bin     string
 	url     string
 	timings clusterTimings
+	extra   []string // more serve flags for every node
 	http    *http.Client
 
 	dbMu sync.Mutex
@@ -156,6 +157,7 @@ func (c *procCluster) start(id string) *procNode {
 	args := append([]string{"serve", "--cluster", "--store", c.url, "--node-id", id,
 		"--cluster-listen", "127.0.0.1:0", "--cluster-secret", procClusterSecret,
 		"--amqp", "127.0.0.1:0", "--http", "127.0.0.1:0", "--log-format", "json"}, c.timings.flags()...)
+	args = append(args, c.extra...)
 	cmd := exec.Command(c.bin, args...)
 	wd := filepath.Join(c.dir, id)
 	if err := os.MkdirAll(wd, 0o755); err != nil {
@@ -224,8 +226,49 @@ func (n *procNode) wait() {
 // signal sends sig (SIGSTOP, SIGCONT) to node id.
 func (c *procCluster) signal(id string, sig syscall.Signal) {
 	c.t.Helper()
-	if err := syscall.Kill(c.node(id).cmd.Process.Pid, sig); err != nil {
+	pid := c.node(id).cmd.Process.Pid
+	if err := syscall.Kill(pid, sig); err != nil {
 		c.t.Fatal(err)
+	}
+	if sig == syscall.SIGSTOP {
+		// kill returns before the stop takes effect: until every thread
+		// is stopped the node may still read and commit what a client
+		// sends it.
+		c.waitStopped(pid)
+	}
+}
+
+// waitStopped waits until every thread of process pid is stopped (state
+// T in /proc/PID/task/TID/stat).
+func (c *procCluster) waitStopped(pid int) {
+	c.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		stopped := len(tasks) > 0
+		for _, task := range tasks {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+			if err != nil {
+				stopped = false
+				break
+			}
+			// "pid (comm) S ...": the state follows the last ')'.
+			i := bytes.LastIndexByte(b, ')')
+			if i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
+				stopped = false
+				break
+			}
+		}
+		if stopped {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("process %d not stopped 10 s after SIGSTOP", pid)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
