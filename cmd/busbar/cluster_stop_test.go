@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -174,10 +173,6 @@ func TestClusterSIGSTOPPastLease(t *testing.T) {
 		t.Errorf("%s still has session %d: it did not register again", x, s)
 	}
 	t.Logf("whole test %v", time.Since(begin).Round(time.Millisecond))
-}
-
-func msgWithID(id string) *azservicebus.Message {
-	return &azservicebus.Message{MessageID: &id, Body: []byte(id)}
 }
 
 // snapshotUnit is every row of unit's data (entities, messages, bodies,
