@@ -14,6 +14,7 @@ import (
 
 	"github.com/busbarmq/busbar/internal/amqp"
 	"github.com/busbarmq/busbar/internal/amqp/frames"
+	"github.com/busbarmq/busbar/internal/amqp/txnclient"
 	"github.com/busbarmq/busbar/internal/servicebus/servicebustest"
 )
 
@@ -275,10 +276,10 @@ func TestRelaySendInFlightFailure(t *testing.T) {
 func TestRelaySendPipelinedTxn(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) })
 	tc := startTxnCluster(t)
-	c := dialTxn(t, tc.a.Addr)
-	c.attachCoordinator()
-	c.attachSender(2, "in", "")
-	id := c.declare()
+	c := txnclient.Dial(t, tc.a.Addr)
+	c.AttachCoordinator()
+	c.AttachSender(2, "in", "")
+	id := c.Declare()
 	type out struct {
 		id  uint32
 		txn bool
@@ -289,19 +290,14 @@ func TestRelaySendPipelinedTxn(t *testing.T) {
 		if body[0] == 't' {
 			st = &frames.TransactionalState{TxnID: id}
 		}
-		did := c.nextID[chEntities]
-		c.nextID[chEntities]++
-		c.tag++
-		format := uint32(0)
-		c.send(chEntities, &frames.Transfer{Handle: 2, DeliveryID: &did, DeliveryTag: []byte(body),
-			MessageFormat: &format, State: st, Payload: msgPayload(t, body)})
+		did := c.Post(txnclient.ChEntities, 2, txnclient.MessagePayload(t, body), st)
 		sentIDs = append(sentIDs, out{did, st != nil})
 	}
 	states := map[uint32]frames.DeliveryState{}
 	for len(states) < len(sentIDs) {
-		f := c.await("disposition", func(f frames.Frame) bool {
+		f := c.Await("disposition", func(f frames.Frame) bool {
 			d, ok := f.Body.(*frames.Disposition)
-			return ok && f.Channel == chEntities && d.Role == frames.RoleReceiver
+			return ok && f.Channel == txnclient.ChEntities && d.Role == frames.RoleReceiver
 		})
 		d := f.Body.(*frames.Disposition)
 		last := d.First
@@ -320,7 +316,7 @@ func TestRelaySendPipelinedTxn(t *testing.T) {
 		txnAccepted(t, st)
 	}
 	holds(t, tc.b, "in", "p1", "p2", "p3")
-	txnAccepted(t, c.discharge(id, false))
+	txnAccepted(t, c.Discharge(id, false))
 	holds(t, tc.b, "in", "p1", "p2", "p3", "t1", "t2")
 }
 

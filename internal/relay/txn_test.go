@@ -14,6 +14,7 @@ import (
 	"github.com/busbarmq/busbar/internal/amqp"
 	"github.com/busbarmq/busbar/internal/amqp/encoding"
 	"github.com/busbarmq/busbar/internal/amqp/frames"
+	"github.com/busbarmq/busbar/internal/amqp/txnclient"
 	"github.com/busbarmq/busbar/internal/message"
 	"github.com/busbarmq/busbar/internal/servicebus/servicebustest"
 )
@@ -149,37 +150,37 @@ func TestRelayTxnCommit(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) })
 	tc := startTxnCluster(t)
 	seedTxn(t, tc.b, "in", "a", "b")
-	c := dialTxn(t, tc.a.Addr)
-	c.attachCoordinator()
-	c.attachReceiver(1, "in", 3)
-	c.attachSender(2, "in", "")
-	c.attachSender(3, "in", "out") // send-via
-	ms := c.receive(1, 2)
-	id := c.declare()
+	c := txnclient.Dial(t, tc.a.Addr)
+	c.AttachCoordinator()
+	c.AttachReceiver(1, "in", 3)
+	c.AttachSender(2, "in", "")
+	c.AttachSender(3, "in", "out") // send-via
+	ms := c.Receive(1, 2)
+	id := c.Declare()
 
-	txnAccepted(t, c.dispose(ms[0], &frames.Accepted{}, id))
-	if st, ok := c.dispose(ms[1], deadLetter, id).(*frames.TransactionalState); !ok {
+	txnAccepted(t, c.Dispose(ms[0], &frames.Accepted{}, id))
+	if st, ok := c.Dispose(ms[1], deadLetter, id).(*frames.TransactionalState); !ok {
 		t.Fatalf("dead-letter answered %v", st)
 	} else if _, rej := st.Outcome.(*frames.Rejected); !rej {
 		t.Fatalf("dead-letter answered %v", st)
 	}
-	txnAccepted(t, c.sendTxn(2, "c", id))
-	txnAccepted(t, c.sendTxn(3, "d", id))
+	txnAccepted(t, c.SendTxn(2, "c", id))
+	txnAccepted(t, c.SendTxn(3, "d", id))
 	holds(t, tc.b, "in", "a", "b") // nothing applied yet
 	holds(t, tc.b, "out")
 
-	txnAccepted(t, c.discharge(id, false))
+	txnAccepted(t, c.Discharge(id, false))
 	holds(t, tc.b, "in", "c")
 	holds(t, tc.b, "in/$DeadLetterQueue", "b")
 	holds(t, tc.b, "out", "d")
-	txnRejected(t, c.discharge(id, false), "amqp:transaction:unknown-id", "not open")
+	txnRejected(t, c.Discharge(id, false), "amqp:transaction:unknown-id", "not open")
 
 	// A second transaction on the same links: a new one on the owner.
-	ms = c.receive(1, 1)
-	id = c.declare()
-	txnAccepted(t, c.dispose(ms[0], &frames.Accepted{}, id))
-	txnAccepted(t, c.sendTxn(3, "e", id))
-	txnAccepted(t, c.discharge(id, false))
+	ms = c.Receive(1, 1)
+	id = c.Declare()
+	txnAccepted(t, c.Dispose(ms[0], &frames.Accepted{}, id))
+	txnAccepted(t, c.SendTxn(3, "e", id))
+	txnAccepted(t, c.Discharge(id, false))
 	holds(t, tc.b, "in")
 	holds(t, tc.b, "out", "d", "e")
 }
@@ -190,25 +191,25 @@ func TestRelayTxnRollback(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) })
 	tc := startTxnCluster(t)
 	seedTxn(t, tc.b, "in", "a", "b")
-	c := dialTxn(t, tc.a.Addr)
-	c.attachCoordinator()
-	c.attachReceiver(1, "in", 2)
-	c.attachSender(2, "in", "out")
-	c.attachSender(4, "out", "")
-	ms := c.receive(1, 2)
-	id := c.declare()
-	txnAccepted(t, c.dispose(ms[0], &frames.Accepted{}, id))
-	txnAccepted(t, c.sendTxn(2, "x", id))
-	txnAccepted(t, c.discharge(id, true))
+	c := txnclient.Dial(t, tc.a.Addr)
+	c.AttachCoordinator()
+	c.AttachReceiver(1, "in", 2)
+	c.AttachSender(2, "in", "out")
+	c.AttachSender(4, "out", "")
+	ms := c.Receive(1, 2)
+	id := c.Declare()
+	txnAccepted(t, c.Dispose(ms[0], &frames.Accepted{}, id))
+	txnAccepted(t, c.SendTxn(2, "x", id))
+	txnAccepted(t, c.Discharge(id, true))
 	holds(t, tc.b, "in", "a", "b")
 	holds(t, tc.b, "out")
 
 	// Complete the other in a transaction that also sends to another
 	// entity directly, which is refused.
-	id = c.declare()
-	txnAccepted(t, c.dispose(ms[1], &frames.Accepted{}, id))
-	txnRejected(t, c.sendTxn(4, "y", id), "amqp:not-allowed", "several top-level entities")
-	txnRejected(t, c.discharge(id, false), "amqp:transaction:rollback", "several top-level entities")
+	id = c.Declare()
+	txnAccepted(t, c.Dispose(ms[1], &frames.Accepted{}, id))
+	txnRejected(t, c.SendTxn(4, "y", id), "amqp:not-allowed", "several top-level entities")
+	txnRejected(t, c.Discharge(id, false), "amqp:transaction:rollback", "several top-level entities")
 	holds(t, tc.b, "in", "a", "b")
 	holds(t, tc.b, "out")
 }
@@ -220,12 +221,12 @@ func TestRelayTxnRollback(t *testing.T) {
 func TestRelaySendViaOtherOwner(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) })
 	tc := startTxnCluster(t)
-	c := dialTxn(t, tc.a.Addr)
-	r := c.attachSender(1, "local", "in")
+	c := txnclient.Dial(t, tc.a.Addr)
+	r := c.AttachSender(1, "local", "in")
 	if r.Target != nil {
 		t.Fatal("send-via local → in attached")
 	}
-	f := c.await("detach", func(f frames.Frame) bool { _, ok := f.Body.(*frames.Detach); return ok })
+	f := c.Await("detach", func(f frames.Frame) bool { _, ok := f.Body.(*frames.Detach); return ok })
 	d := f.Body.(*frames.Detach)
 	if d.Error == nil || d.Error.Condition != "amqp:not-allowed" || !strings.Contains(d.Error.Description, "another node") {
 		t.Fatalf("send-via local → in refused with %v", d.Error)
@@ -239,17 +240,17 @@ func TestRelayTxnOwnerChange(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) })
 	tc := startTxnCluster(t)
 	seedTxn(t, tc.b, "in", "a")
-	c := dialTxn(t, tc.a.Addr)
-	c.attachCoordinator()
-	c.attachReceiver(1, "in", 1)
-	c.attachSender(2, "in", "out")
-	ms := c.receive(1, 1)
-	id := c.declare()
-	txnAccepted(t, c.dispose(ms[0], &frames.Accepted{}, id))
-	txnAccepted(t, c.sendTxn(2, "x", id))
+	c := txnclient.Dial(t, tc.a.Addr)
+	c.AttachCoordinator()
+	c.AttachReceiver(1, "in", 1)
+	c.AttachSender(2, "in", "out")
+	ms := c.Receive(1, 1)
+	id := c.Declare()
+	txnAccepted(t, c.Dispose(ms[0], &frames.Accepted{}, id))
+	txnAccepted(t, c.SendTxn(2, "x", id))
 
 	tc.setOwner("in", Owner{Node: "c", Addr: "127.0.0.1:1"}) // moved to a node not reachable yet
-	txnRejected(t, c.discharge(id, false), "amqp:transaction:rollback", "moved to another node")
+	txnRejected(t, c.Discharge(id, false), "amqp:transaction:rollback", "moved to another node")
 	holds(t, tc.b, "in", "a")
 	holds(t, tc.b, "out")
 }
@@ -261,52 +262,52 @@ func TestRelayTxnManagement(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) })
 	tc := startTxnCluster(t)
 	seedTxn(t, tc.b, "in", "a", "b")
-	c := dialTxn(t, tc.a.Addr)
-	c.attachCoordinator()
-	c.attachReceiver(1, "in", 2)
-	c.attachSender(2, "in", "out")
-	c.attachSender(4, "in/$management", "")
-	c.attachReceiver(5, "in/$management", 10)
-	ms := c.receive(1, 2)
-	settle := func(status string, m received, id []byte) (frames.DeliveryState, any) {
+	c := txnclient.Dial(t, tc.a.Addr)
+	c.AttachCoordinator()
+	c.AttachReceiver(1, "in", 2)
+	c.AttachSender(2, "in", "out")
+	c.AttachSender(4, "in/$management", "")
+	c.AttachReceiver(5, "in/$management", 10)
+	ms := c.Receive(1, 2)
+	settle := func(status string, m txnclient.Received, id []byte) (frames.DeliveryState, any) {
 		t.Helper()
-		tag := m.tag
+		tag := m.Tag
 		var u [16]byte
 		u[0], u[1], u[2], u[3] = tag[3], tag[2], tag[1], tag[0]
 		u[4], u[5], u[6], u[7] = tag[5], tag[4], tag[7], tag[6]
 		copy(u[8:], tag[8:])
-		return c.mgmtTxn(4, 5, "com.microsoft:update-disposition", encoding.Map{
+		return c.MgmtTxn(4, 5, "com.microsoft:update-disposition", encoding.Map{
 			{Key: "disposition-status", Value: status},
 			{Key: "lock-tokens", Value: []any{encoding.UUID(u)}},
 		}, id)
 	}
-	id := c.declare()
+	id := c.Declare()
 	st, code := settle("completed", ms[0], id)
 	txnAccepted(t, st)
 	if code != int32(200) {
 		t.Fatalf("update-disposition in a transaction answered %v", code)
 	}
-	txnAccepted(t, c.sendTxn(2, "x", id))
+	txnAccepted(t, c.SendTxn(2, "x", id))
 	holds(t, tc.b, "in", "a", "b")
-	txnAccepted(t, c.discharge(id, false))
+	txnAccepted(t, c.Discharge(id, false))
 	holds(t, tc.b, "in", "b")
 	holds(t, tc.b, "out", "x")
 
-	id = c.declare()
+	id = c.Declare()
 	st, _ = settle("completed", ms[1], id)
 	txnAccepted(t, st)
-	txnAccepted(t, c.discharge(id, true))
+	txnAccepted(t, c.Discharge(id, true))
 	holds(t, tc.b, "in", "b")
 
 	// A request Busbar does not run in a transaction: refused, and the
 	// transaction can only roll back.
-	id = c.declare()
-	txnAccepted(t, c.sendTxn(2, "y", id))
-	st, _ = c.mgmtTxn(4, 5, "com.microsoft:batch-delete-messages", encoding.Map{{Key: "message-count", Value: int32(10)}}, id)
+	id = c.Declare()
+	txnAccepted(t, c.SendTxn(2, "y", id))
+	st, _ = c.MgmtTxn(4, 5, "com.microsoft:batch-delete-messages", encoding.Map{{Key: "message-count", Value: int32(10)}}, id)
 	if _, ok := st.(*frames.Rejected); !ok {
 		t.Fatalf("batch-delete in a transaction answered %v", st)
 	}
-	txnRejected(t, c.discharge(id, false), "amqp:transaction:rollback", "")
+	txnRejected(t, c.Discharge(id, false), "amqp:transaction:rollback", "")
 	holds(t, tc.b, "in", "b")
 	holds(t, tc.b, "out", "x")
 }

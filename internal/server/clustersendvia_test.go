@@ -16,6 +16,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
 	"github.com/busbarmq/busbar/internal/amqp/frames"
+	"github.com/busbarmq/busbar/internal/amqp/txnclient"
 	"github.com/busbarmq/busbar/internal/cluster"
 	"github.com/busbarmq/busbar/internal/message"
 )
@@ -67,64 +68,64 @@ func TestClusterSendVia(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	c := dialTxn(t, a.AMQPAddr().String())
-	c.attachCoordinator()
-	c.attachReceiver(1, via, 4)
-	if r := c.attachSender(2, via, dst); r.Target == nil {
+	c := txnclient.Dial(t, a.AMQPAddr().String())
+	c.AttachCoordinator()
+	c.AttachReceiver(1, via, 4)
+	if r := c.AttachSender(2, via, dst); r.Target == nil {
 		t.Fatalf("send-via %s → %s refused", via, dst)
 	}
-	ms := c.receive(1, 4)
+	ms := c.Receive(1, 4)
 
 	// Commit: the completion and the send in b's one batch; c lands it.
-	id := c.declare()
-	txnAccepted(t, c.dispose(ms[0], &frames.Accepted{}, id))
-	txnAccepted(t, c.sendTxn(2, "t1", id))
-	txnAccepted(t, c.discharge(id, false))
+	id := c.Declare()
+	txnAccepted(t, c.Dispose(ms[0], &frames.Accepted{}, id))
+	txnAccepted(t, c.SendTxn(2, "t1", id))
+	txnAccepted(t, c.Discharge(id, false))
 	landed(t, ctx, nodes["c"], dst, 5*time.Second, "t1")
 
 	// Rollback: nothing sent, nothing completed. Transfers from one
 	// source land in order, so once the plain send after it has landed,
 	// a rolled back send would be there too.
-	id = c.declare()
-	txnAccepted(t, c.dispose(ms[1], &frames.Accepted{}, id))
-	txnAccepted(t, c.sendTxn(2, "t2", id))
-	txnAccepted(t, c.discharge(id, true))
-	txnAccepted(t, c.sendTxn(2, "p1", nil))
+	id = c.Declare()
+	txnAccepted(t, c.Dispose(ms[1], &frames.Accepted{}, id))
+	txnAccepted(t, c.SendTxn(2, "t2", id))
+	txnAccepted(t, c.Discharge(id, true))
+	txnAccepted(t, c.SendTxn(2, "p1", nil))
 	landed(t, ctx, nodes["c"], dst, 5*time.Second, "t1", "p1")
 
 	// Duplicate detection at dst applies to what comes through via.
-	txnAccepted(t, c.sendWithID(2, "dup", "same-id"))
-	txnAccepted(t, c.sendWithID(2, "dup-again", "same-id"))
-	txnAccepted(t, c.sendTxn(2, "p2", nil))
+	txnAccepted(t, c.SendWithID(2, "dup", "same-id"))
+	txnAccepted(t, c.SendWithID(2, "dup-again", "same-id"))
+	txnAccepted(t, c.SendTxn(2, "p2", nil))
 	landed(t, ctx, nodes["c"], dst, 5*time.Second, "t1", "p1", "dup", "p2")
 
 	// The same link on via's own node (not relayed).
-	cb := dialTxn(t, nodes["b"].AMQPAddr().String())
-	if r := cb.attachSender(1, via, dst); r.Target == nil {
+	cb := txnclient.Dial(t, nodes["b"].AMQPAddr().String())
+	if r := cb.AttachSender(1, via, dst); r.Target == nil {
 		t.Fatalf("send-via %s → %s refused on b", via, dst)
 	}
-	txnAccepted(t, cb.sendTxn(1, "direct", nil))
+	txnAccepted(t, cb.SendTxn(1, "direct", nil))
 	landed(t, ctx, nodes["c"], dst, 5*time.Second, "t1", "p1", "dup", "p2", "direct")
 	peekBodies(t, ctx, nodes["b"], via, "r2", "r3", "r4")
 
 	// Settlements on two owners cannot be one batch: refused, and the
 	// commit is a rollback.
-	c.attachReceiver(3, dst, 1)
-	got := c.receive(3, 1)
-	id = c.declare()
-	txnAccepted(t, c.dispose(ms[2], &frames.Accepted{}, id))
-	txnRejected(t, c.dispose(got[0], &frames.Accepted{}, id), "amqp:not-allowed", "several top-level entities")
-	txnRejected(t, c.discharge(id, false), "amqp:transaction:rollback", "several top-level entities")
+	c.AttachReceiver(3, dst, 1)
+	got := c.Receive(3, 1)
+	id = c.Declare()
+	txnAccepted(t, c.Dispose(ms[2], &frames.Accepted{}, id))
+	txnRejected(t, c.Dispose(got[0], &frames.Accepted{}, id), "amqp:not-allowed", "several top-level entities")
+	txnRejected(t, c.Discharge(id, false), "amqp:transaction:rollback", "several top-level entities")
 	peekBodies(t, ctx, nodes["b"], via, "r2", "r3", "r4")
 
 	// dst's owner crashes; a transaction commits on b, which crashes
 	// right after, before anyone could land its transfer: the survivor
 	// (a) takes both queues and lands it.
-	id = c.declare()
-	txnAccepted(t, c.dispose(ms[3], &frames.Accepted{}, id))
-	txnAccepted(t, c.sendTxn(2, "t3", id))
+	id = c.Declare()
+	txnAccepted(t, c.Dispose(ms[3], &frames.Accepted{}, id))
+	txnAccepted(t, c.SendTxn(2, "t3", id))
 	nodes["c"].cluster.halt() // no poll any more: nothing lands in dst
-	txnAccepted(t, c.discharge(id, false))
+	txnAccepted(t, c.Discharge(id, false))
 	nodes["b"].cluster.halt()               // the transfer is still in the outbox
 	for _, id := range []string{"c", "b"} { // what a crashed node fails to save is refused: its error is expected
 		sctx, scancel := context.WithTimeout(ctx, 10*time.Second)

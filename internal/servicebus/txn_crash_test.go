@@ -12,6 +12,7 @@ import (
 
 	"github.com/busbarmq/busbar/internal/amqp/encoding"
 	"github.com/busbarmq/busbar/internal/amqp/frames"
+	"github.com/busbarmq/busbar/internal/amqp/txnclient"
 	"github.com/busbarmq/busbar/internal/broker"
 	"github.com/busbarmq/busbar/internal/clock"
 	"github.com/busbarmq/busbar/internal/message"
@@ -72,23 +73,23 @@ func TestTxnCrashImages(t *testing.T) {
 	}
 	seed(t, s, "in", bodies...)
 
-	c := dialTxn(t, s.Addr)
-	c.attachCoordinator()
-	c.attachReceiver(1, "in", n)
-	c.attachSender(2, "in", "out")
-	ms := c.receive(1, n)
+	c := txnclient.Dial(t, s.Addr)
+	c.AttachCoordinator()
+	c.AttachReceiver(1, "in", n)
+	c.AttachSender(2, "in", "out")
+	ms := c.Receive(1, n)
 	armed.Store(true)
 	for i, m := range ms {
-		if m.body != bodies[i] {
-			t.Fatalf("received %q, want %q", m.body, bodies[i])
+		if m.Body != bodies[i] {
+			t.Fatalf("received %q, want %q", m.Body, bodies[i])
 		}
-		id := c.declare()
-		wantAccepted(t, c.dispose(m, &frames.Accepted{}, id))
-		wantAccepted(t, c.sendTxn(2, fmt.Sprintf("out-%02d", i), id))
+		id := c.Declare()
+		wantAccepted(t, c.Dispose(m, &frames.Accepted{}, id))
+		wantAccepted(t, c.SendTxn(2, fmt.Sprintf("out-%02d", i), id))
 		mu.Lock()
 		images = append(images, txnImage{fs: mem.CrashClone(vfs.CrashOptions{}), what: "between declare and discharge", acked: i, open: i})
 		mu.Unlock()
-		wantAccepted(t, c.discharge(id, false))
+		wantAccepted(t, c.Discharge(id, false))
 		acked.Store(int64(i + 1))
 	}
 	armed.Store(false)
@@ -214,38 +215,38 @@ func TestTxnCrashImagesSessionTopic(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	c := dialTxn(t, s.Addr)
-	c.attachCoordinator()
-	c.attachSessionReceiver(1, sub, "s", n)
-	c.attachSender(2, "t", "")
-	c.attachSender(3, sub+"/$management", "")
-	c.attachReceiver(4, sub+"/$management", 2*n)
-	c.attachSender(5, "t/$management", "")
-	c.attachReceiver(6, "t/$management", 2*n)
-	ms := c.receive(1, n)
+	c := txnclient.Dial(t, s.Addr)
+	c.AttachCoordinator()
+	c.AttachSessionReceiver(1, sub, "s", n)
+	c.AttachSender(2, "t", "")
+	c.AttachSender(3, sub+"/$management", "")
+	c.AttachReceiver(4, sub+"/$management", 2*n)
+	c.AttachSender(5, "t/$management", "")
+	c.AttachReceiver(6, "t/$management", 2*n)
+	ms := c.Receive(1, n)
 	armed.Store(true)
 	for i, m := range ms {
-		id := c.declare()
-		wantAccepted(t, c.dispose(m, &frames.Accepted{}, id))
+		id := c.Declare()
+		wantAccepted(t, c.Dispose(m, &frames.Accepted{}, id))
 		out, err := (&frames.Message{Properties: &frames.Properties{MessageID: fmt.Sprintf("out-%02d", i), GroupID: "o"},
 			RawBody: frames.AppendDataSection(nil, []byte(fmt.Sprintf("out-%02d", i)))}).MarshalBinary()
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantAccepted(t, c.transfer(chEntities, 2, out, &frames.TransactionalState{TxnID: id}))
-		st, code := c.mgmtTxn(3, 4, "com.microsoft:set-session-state", encoding.Map{
+		wantAccepted(t, c.Transfer(txnclient.ChEntities, 2, out, &frames.TransactionalState{TxnID: id}))
+		st, code := c.MgmtTxn(3, 4, "com.microsoft:set-session-state", encoding.Map{
 			{Key: "session-id", Value: "s"}, {Key: "session-state", Value: []byte(fmt.Sprintf("state-%02d", i))}}, id)
 		if wantAccepted(t, st); code != int32(200) {
 			t.Fatalf("set-session-state answered %v", code)
 		}
-		st, code = c.mgmtTxn(5, 6, "com.microsoft:cancel-scheduled-message", encoding.Map{{Key: "sequence-numbers", Value: seqs[i : i+1]}}, id)
+		st, code = c.MgmtTxn(5, 6, "com.microsoft:cancel-scheduled-message", encoding.Map{{Key: "sequence-numbers", Value: seqs[i : i+1]}}, id)
 		if wantAccepted(t, st); code != int32(200) {
 			t.Fatalf("cancel-scheduled-message answered %v", code)
 		}
 		mu.Lock()
 		images = append(images, txnImage{fs: mem.CrashClone(vfs.CrashOptions{}), what: "between declare and discharge", acked: i, open: i})
 		mu.Unlock()
-		wantAccepted(t, c.discharge(id, false))
+		wantAccepted(t, c.Discharge(id, false))
 		acked.Store(int64(i + 1))
 	}
 	armed.Store(false)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/busbarmq/busbar/internal/amqp/encoding"
 	"github.com/busbarmq/busbar/internal/amqp/frames"
+	"github.com/busbarmq/busbar/internal/amqp/txnclient"
 	"github.com/busbarmq/busbar/internal/broker"
 	"github.com/busbarmq/busbar/internal/clock"
 	"github.com/busbarmq/busbar/internal/message"
@@ -85,8 +86,8 @@ func wantRejected(t *testing.T, st frames.DeliveryState, cond frames.Symbol, tex
 
 func TestTxnCoordinatorAttach(t *testing.T) {
 	s, _ := startTxnServer(t)
-	c := dialTxn(t, s.Addr)
-	r := c.attachCoordinator()
+	c := txnclient.Dial(t, s.Addr)
+	r := c.AttachCoordinator()
 	if r.Coordinator == nil || r.Target != nil {
 		t.Fatalf("attach reply target %v coordinator %v; want the coordinator echoed", r.Target, r.Coordinator)
 	}
@@ -94,50 +95,50 @@ func TestTxnCoordinatorAttach(t *testing.T) {
 		t.Fatalf("offered capabilities %v", r.OfferedCapabilities)
 	}
 	// A global transaction is refused.
-	wantRejected(t, c.transfer(chCoordinator, hCoordinator, txnCommandPayload(t, 0x31, []byte("global")), nil), "amqp:not-implemented", "Global")
+	wantRejected(t, c.Transfer(txnclient.ChCoordinator, txnclient.HCoordinator, txnclient.CommandPayload(t, 0x31, []byte("global")), nil), "amqp:not-implemented", "Global")
 }
 
 func TestTxnCommitReceiveCompleteSend(t *testing.T) {
 	s, _ := startTxnServer(t, "in")
 	seed(t, s, "in", "a", "b")
-	c := dialTxn(t, s.Addr)
-	c.attachCoordinator()
-	c.attachReceiver(1, "in", 2)
-	c.attachSender(2, "in", "")
-	ms := c.receive(1, 2)
-	id := c.declare()
+	c := txnclient.Dial(t, s.Addr)
+	c.AttachCoordinator()
+	c.AttachReceiver(1, "in", 2)
+	c.AttachSender(2, "in", "")
+	ms := c.Receive(1, 2)
+	id := c.Declare()
 
-	wantAccepted(t, c.dispose(ms[0], &frames.Accepted{}, id))
-	if st := c.dispose(ms[1], &frames.Rejected{Error: &frames.Error{Condition: "com.microsoft:dead-letter",
+	wantAccepted(t, c.Dispose(ms[0], &frames.Accepted{}, id))
+	if st := c.Dispose(ms[1], &frames.Rejected{Error: &frames.Error{Condition: "com.microsoft:dead-letter",
 		Info: map[frames.Symbol]any{"DeadLetterReason": "bad"}}}, id); st == nil {
 		t.Fatal("no answer to the dead-letter")
 	} else if ts, ok := st.(*frames.TransactionalState); !ok || ts.Outcome == nil {
 		t.Fatalf("dead-letter answered %v", st)
 	}
-	wantAccepted(t, c.sendTxn(2, "c", id))
+	wantAccepted(t, c.SendTxn(2, "c", id))
 	// Nothing is applied before the commit.
 	want(t, s, "in", "a", "b")
 	want(t, s, "in/$DeadLetterQueue")
 
-	wantAccepted(t, c.discharge(id, false))
+	wantAccepted(t, c.Discharge(id, false))
 	want(t, s, "in", "c")
 	want(t, s, "in/$DeadLetterQueue", "b")
 	// Discharged: the id is gone.
-	wantRejected(t, c.discharge(id, false), "amqp:transaction:unknown-id", "not open")
+	wantRejected(t, c.Discharge(id, false), "amqp:transaction:unknown-id", "not open")
 }
 
 func TestTxnRollbackLeavesEverything(t *testing.T) {
 	s, _ := startTxnServer(t, "in")
 	seed(t, s, "in", "a")
-	c := dialTxn(t, s.Addr)
-	c.attachCoordinator()
-	c.attachReceiver(1, "in", 1)
-	c.attachSender(2, "in", "")
-	m := c.receive(1, 1)[0]
-	id := c.declare()
-	wantAccepted(t, c.dispose(m, &frames.Accepted{}, id))
-	wantAccepted(t, c.sendTxn(2, "x", id))
-	wantAccepted(t, c.discharge(id, true))
+	c := txnclient.Dial(t, s.Addr)
+	c.AttachCoordinator()
+	c.AttachReceiver(1, "in", 1)
+	c.AttachSender(2, "in", "")
+	m := c.Receive(1, 1)[0]
+	id := c.Declare()
+	wantAccepted(t, c.Dispose(m, &frames.Accepted{}, id))
+	wantAccepted(t, c.SendTxn(2, "x", id))
+	wantAccepted(t, c.Discharge(id, true))
 	want(t, s, "in", "a")
 	// As in Service Bus, the receiver still holds the lock: the message
 	// can be settled again, and its delivery count did not change.
@@ -145,7 +146,7 @@ func TestTxnRollbackLeavesEverything(t *testing.T) {
 	if err != nil || ds[0].DeliveryCount != 1 {
 		t.Fatalf("after rollback: %v %v", ds, err)
 	}
-	if err := s.Broker.Complete(context.Background(), "in", lockToken(t, m.tag)); err != nil {
+	if err := s.Broker.Complete(context.Background(), "in", lockToken(t, m.Tag)); err != nil {
 		t.Fatalf("complete after rollback: %v", err)
 	}
 	want(t, s, "in")
@@ -154,34 +155,34 @@ func TestTxnRollbackLeavesEverything(t *testing.T) {
 func TestTxnSendVia(t *testing.T) {
 	s, _ := startTxnServer(t, "in", "out", "other")
 	seed(t, s, "in", "a")
-	c := dialTxn(t, s.Addr)
-	c.attachCoordinator()
-	c.attachReceiver(1, "in", 1)
-	r := c.attachSender(2, "in", "out")
+	c := txnclient.Dial(t, s.Addr)
+	c.AttachCoordinator()
+	c.AttachReceiver(1, "in", 1)
+	r := c.AttachSender(2, "in", "out")
 	if r.Target == nil || r.Properties["com.microsoft:transfer-destination-address"] != "out" {
 		t.Fatalf("send-via attach reply %v", r)
 	}
-	c.attachSender(3, "out", "") // a plain sender to another entity
-	m := c.receive(1, 1)[0]
-	id := c.declare()
-	wantAccepted(t, c.dispose(m, &frames.Accepted{}, id))
-	wantAccepted(t, c.sendTxn(2, "x", id))
-	wantAccepted(t, c.sendTxn(2, "y", id))
+	c.AttachSender(3, "out", "") // a plain sender to another entity
+	m := c.Receive(1, 1)[0]
+	id := c.Declare()
+	wantAccepted(t, c.Dispose(m, &frames.Accepted{}, id))
+	wantAccepted(t, c.SendTxn(2, "x", id))
+	wantAccepted(t, c.SendTxn(2, "y", id))
 	want(t, s, "out")
-	wantAccepted(t, c.discharge(id, false))
+	wantAccepted(t, c.Discharge(id, false))
 	want(t, s, "in")
 	want(t, s, "out", "x", "y")
 
 	// Without send-via, another entity than the first is refused, and the
 	// transaction can then only roll back.
 	seed(t, s, "in", "b")
-	c.send(chEntities, &frames.Flow{NextIncomingID: ptr(uint32(1)), IncomingWindow: 5000, NextOutgoingID: 2, OutgoingWindow: 5000,
+	c.Send(txnclient.ChEntities, &frames.Flow{NextIncomingID: ptr(uint32(1)), IncomingWindow: 5000, NextOutgoingID: 2, OutgoingWindow: 5000,
 		Handle: ptr(uint32(1)), DeliveryCount: ptr(uint32(1)), LinkCredit: ptr(uint32(1))})
-	m = c.receive(1, 1)[0]
-	id = c.declare()
-	wantAccepted(t, c.dispose(m, &frames.Accepted{}, id))
-	wantRejected(t, c.sendTxn(3, "z", id), "amqp:not-allowed", "cannot span several top-level entities")
-	wantRejected(t, c.discharge(id, false), "amqp:transaction:rollback", "cannot span")
+	m = c.Receive(1, 1)[0]
+	id = c.Declare()
+	wantAccepted(t, c.Dispose(m, &frames.Accepted{}, id))
+	wantRejected(t, c.SendTxn(3, "z", id), "amqp:not-allowed", "cannot span several top-level entities")
+	wantRejected(t, c.Discharge(id, false), "amqp:transaction:rollback", "cannot span")
 	want(t, s, "in", "b")
 	want(t, s, "out", "x", "y")
 }
@@ -192,31 +193,31 @@ func TestTxnSendVia(t *testing.T) {
 func TestTxnSendViaSeveralDestinations(t *testing.T) {
 	s, _ := startTxnServer(t, "in", "out", "other")
 	seed(t, s, "in", "a")
-	c := dialTxn(t, s.Addr)
-	c.attachCoordinator()
-	c.attachReceiver(1, "in", 1)
-	c.attachSender(2, "in", "out")
-	c.attachSender(3, "in", "other")
-	c.attachSender(4, "in", "") // the via entity itself
-	m := c.receive(1, 1)[0]
-	id := c.declare()
-	wantAccepted(t, c.dispose(m, &frames.Accepted{}, id))
-	wantAccepted(t, c.sendTxn(2, "x", id))
-	wantAccepted(t, c.sendTxn(3, "y", id))
-	wantAccepted(t, c.sendTxn(4, "z", id))
-	wantAccepted(t, c.sendTxn(2, "x2", id))
+	c := txnclient.Dial(t, s.Addr)
+	c.AttachCoordinator()
+	c.AttachReceiver(1, "in", 1)
+	c.AttachSender(2, "in", "out")
+	c.AttachSender(3, "in", "other")
+	c.AttachSender(4, "in", "") // the via entity itself
+	m := c.Receive(1, 1)[0]
+	id := c.Declare()
+	wantAccepted(t, c.Dispose(m, &frames.Accepted{}, id))
+	wantAccepted(t, c.SendTxn(2, "x", id))
+	wantAccepted(t, c.SendTxn(3, "y", id))
+	wantAccepted(t, c.SendTxn(4, "z", id))
+	wantAccepted(t, c.SendTxn(2, "x2", id))
 	want(t, s, "out")
 	want(t, s, "other")
-	wantAccepted(t, c.discharge(id, false))
+	wantAccepted(t, c.Discharge(id, false))
 	want(t, s, "in", "z")
 	want(t, s, "out", "x", "x2")
 	want(t, s, "other", "y")
 
 	// Rolled back: none of the destinations gets anything.
-	id = c.declare()
-	wantAccepted(t, c.sendTxn(3, "no", id))
-	wantAccepted(t, c.sendTxn(2, "no", id))
-	wantAccepted(t, c.discharge(id, true))
+	id = c.Declare()
+	wantAccepted(t, c.SendTxn(3, "no", id))
+	wantAccepted(t, c.SendTxn(2, "no", id))
+	wantAccepted(t, c.Discharge(id, true))
 	want(t, s, "out", "x", "x2")
 	want(t, s, "other", "y")
 }
@@ -228,118 +229,118 @@ func TestTxnSendViaSeveralDestinations(t *testing.T) {
 func TestTxnUpdateDisposition(t *testing.T) {
 	s, _ := startTxnServer(t, "in", "out")
 	seed(t, s, "in", "a", "b")
-	c := dialTxn(t, s.Addr)
-	c.attachCoordinator()
-	c.attachReceiver(1, "in", 2)
-	c.attachSender(2, "in", "out")
-	c.attachSender(4, "in/$management", "")
-	c.attachReceiver(5, "in/$management", 10)
-	ms := c.receive(1, 2)
-	settle := func(status string, m received, id []byte) (frames.DeliveryState, any) {
+	c := txnclient.Dial(t, s.Addr)
+	c.AttachCoordinator()
+	c.AttachReceiver(1, "in", 2)
+	c.AttachSender(2, "in", "out")
+	c.AttachSender(4, "in/$management", "")
+	c.AttachReceiver(5, "in/$management", 10)
+	ms := c.Receive(1, 2)
+	settle := func(status string, m txnclient.Received, id []byte) (frames.DeliveryState, any) {
 		t.Helper()
-		return c.mgmtTxn(4, 5, "com.microsoft:update-disposition", encoding.Map{
+		return c.MgmtTxn(4, 5, "com.microsoft:update-disposition", encoding.Map{
 			{Key: "disposition-status", Value: status},
-			{Key: "lock-tokens", Value: []any{encoding.UUID(lockToken(t, m.tag))}},
+			{Key: "lock-tokens", Value: []any{encoding.UUID(lockToken(t, m.Tag))}},
 			{Key: "deadletter-reason", Value: "why"},
 		}, id)
 	}
 
-	id := c.declare()
+	id := c.Declare()
 	st, code := settle("completed", ms[0], id)
 	wantAccepted(t, st)
 	if code != int32(200) {
 		t.Fatalf("update-disposition in a transaction answered %v", code)
 	}
-	wantAccepted(t, c.sendTxn(2, "x", id))
+	wantAccepted(t, c.SendTxn(2, "x", id))
 	want(t, s, "in", "a", "b") // nothing applied yet
-	wantAccepted(t, c.discharge(id, false))
+	wantAccepted(t, c.Discharge(id, false))
 	want(t, s, "in", "b")
 	want(t, s, "out", "x")
 
 	// Rolled back: the message stays, still locked by its receiver.
-	id = c.declare()
+	id = c.Declare()
 	st, code = settle("suspended", ms[1], id)
 	wantAccepted(t, st)
 	if code != int32(200) {
 		t.Fatalf("update-disposition in a transaction answered %v", code)
 	}
-	wantAccepted(t, c.discharge(id, true))
+	wantAccepted(t, c.Discharge(id, true))
 	want(t, s, "in", "b")
 	want(t, s, "in/$DeadLetterQueue")
 
 	// A lock token that holds no lock: refused, and the transaction can
 	// only roll back.
-	id = c.declare()
+	id = c.Declare()
 	_, code = settle("completed", ms[0], id)
 	if code != int32(410) {
 		t.Fatalf("update-disposition of a settled message answered %v", code)
 	}
-	wantRejected(t, c.discharge(id, false), "amqp:transaction:rollback", "lock")
+	wantRejected(t, c.Discharge(id, false), "amqp:transaction:rollback", "lock")
 
 	// Then dead-lettered by lock token in a transaction that commits.
-	id = c.declare()
+	id = c.Declare()
 	st, _ = settle("suspended", ms[1], id)
 	wantAccepted(t, st)
-	wantAccepted(t, c.discharge(id, false))
+	wantAccepted(t, c.Discharge(id, false))
 	want(t, s, "in")
 	want(t, s, "in/$DeadLetterQueue", "b")
 }
 
 func TestTxnLimitsAndErrors(t *testing.T) {
 	s, clk := startTxnServer(t, "in")
-	c := dialTxn(t, s.Addr)
-	c.attachCoordinator()
-	c.attachSender(2, "in", "")
+	c := txnclient.Dial(t, s.Addr)
+	c.AttachCoordinator()
+	c.AttachSender(2, "in", "")
 
-	wantRejected(t, c.discharge([]byte("nope"), false), "amqp:transaction:unknown-id", "not open")
-	wantRejected(t, c.sendTxn(2, "x", []byte("nope")), "amqp:transaction:unknown-id", "not open")
+	wantRejected(t, c.Discharge([]byte("nope"), false), "amqp:transaction:unknown-id", "not open")
+	wantRejected(t, c.SendTxn(2, "x", []byte("nope")), "amqp:transaction:unknown-id", "not open")
 
 	// A $management request that changes state outside a transaction's
 	// operations is refused inside one, and the transaction can only
 	// roll back.
-	c.attachSender(4, "in/$management", "")
-	id := c.declare()
-	wantAccepted(t, c.sendTxn(2, "x", id))
-	st, _ := c.mgmtTxn(4, 5, "com.microsoft:batch-delete-messages", encoding.Map{{Key: "message-count", Value: int32(10)}}, id)
+	c.AttachSender(4, "in/$management", "")
+	id := c.Declare()
+	wantAccepted(t, c.SendTxn(2, "x", id))
+	st, _ := c.MgmtTxn(4, 5, "com.microsoft:batch-delete-messages", encoding.Map{{Key: "message-count", Value: int32(10)}}, id)
 	wantRejected(t, st, "amqp:not-implemented", "inside a transaction")
-	wantRejected(t, c.discharge(id, false), "amqp:transaction:rollback", "inside a transaction")
+	wantRejected(t, c.Discharge(id, false), "amqp:transaction:rollback", "inside a transaction")
 	want(t, s, "in")
 
 	// Operation count: 100 per transaction.
-	id = c.declare()
+	id = c.Declare()
 	for i := range broker.MaxTxnOperations {
-		wantAccepted(t, c.sendTxn(2, "m", id))
+		wantAccepted(t, c.SendTxn(2, "m", id))
 		_ = i
 	}
-	wantRejected(t, c.sendTxn(2, "one too many", id), "amqp:resource-limit-exceeded", "100 operations")
-	wantRejected(t, c.discharge(id, false), "amqp:transaction:rollback", "100 operations")
+	wantRejected(t, c.SendTxn(2, "one too many", id), "amqp:resource-limit-exceeded", "100 operations")
+	wantRejected(t, c.Discharge(id, false), "amqp:transaction:rollback", "100 operations")
 	want(t, s, "in")
 
 	// Timeout: 2 minutes, then rolled back.
-	id = c.declare()
-	wantAccepted(t, c.sendTxn(2, "late", id))
+	id = c.Declare()
+	wantAccepted(t, c.SendTxn(2, "late", id))
 	clk.Advance(2*time.Minute + time.Second)
-	wantRejected(t, c.discharge(id, false), "amqp:transaction:timeout", "open longer than")
+	wantRejected(t, c.Discharge(id, false), "amqp:transaction:timeout", "open longer than")
 	want(t, s, "in")
 
 	// A lock that expires inside the transaction rolls it back.
 	seed(t, s, "in", "a")
-	c.attachReceiver(1, "in", 1)
-	m := c.receive(1, 1)[0]
-	id = c.declare()
-	wantAccepted(t, c.dispose(m, &frames.Accepted{}, id))
-	wantAccepted(t, c.sendTxn(2, "b", id))
+	c.AttachReceiver(1, "in", 1)
+	m := c.Receive(1, 1)[0]
+	id = c.Declare()
+	wantAccepted(t, c.Dispose(m, &frames.Accepted{}, id))
+	wantAccepted(t, c.SendTxn(2, "b", id))
 	s.Advance(t, time.Minute+time.Second) // LockDuration is 1 minute
-	wantRejected(t, c.discharge(id, false), "amqp:transaction:rollback", "lock")
+	wantRejected(t, c.Discharge(id, false), "amqp:transaction:rollback", "lock")
 	if got := contents(t, s, "in"); !slices.Equal(got, []string{"a"}) {
 		t.Fatalf("in holds %q after the rollback", got)
 	}
 
 	// At most 32 open transactions per connection.
 	for range 32 {
-		c.declare()
+		c.Declare()
 	}
-	wantRejected(t, c.command(), "amqp:resource-limit-exceeded", "32 open transactions")
+	wantRejected(t, c.Command(), "amqp:resource-limit-exceeded", "32 open transactions")
 }
 
 // lockToken reads a delivery tag: the lock token in .NET GUID byte order.
@@ -362,26 +363,26 @@ func TestTxnSubscriptionAndTopic(t *testing.T) {
 	s := servicebustest.Start(t, &servicebustest.Options{AllowAnyKey: true, Clock: clk, TokenClock: clk,
 		Topics: []string{"t"}, Subscriptions: []servicebustest.Subscription{{Topic: "t", Name: "s"}}})
 	seed(t, s, "t", "a")
-	c := dialTxn(t, s.Addr)
-	c.attachCoordinator()
-	c.attachReceiver(1, "t/Subscriptions/s", 1)
-	c.attachSender(2, "t", "")
-	m := c.receive(1, 1)[0]
-	id := c.declare()
-	wantAccepted(t, c.dispose(m, &frames.Accepted{}, id))
-	wantAccepted(t, c.sendTxn(2, "b", id))
+	c := txnclient.Dial(t, s.Addr)
+	c.AttachCoordinator()
+	c.AttachReceiver(1, "t/Subscriptions/s", 1)
+	c.AttachSender(2, "t", "")
+	m := c.Receive(1, 1)[0]
+	id := c.Declare()
+	wantAccepted(t, c.Dispose(m, &frames.Accepted{}, id))
+	wantAccepted(t, c.SendTxn(2, "b", id))
 	want(t, s, "t/Subscriptions/s", "a")
-	wantAccepted(t, c.discharge(id, false))
+	wantAccepted(t, c.Discharge(id, false))
 	want(t, s, "t/Subscriptions/s", "b")
 }
 
 // A scheduled message sent in a transaction is scheduled on commit.
 func TestTxnScheduledSend(t *testing.T) {
 	s, clk := startTxnServer(t, "in")
-	c := dialTxn(t, s.Addr)
-	c.attachCoordinator()
-	c.attachSender(2, "in", "")
-	id := c.declare()
+	c := txnclient.Dial(t, s.Addr)
+	c.AttachCoordinator()
+	c.AttachSender(2, "in", "")
+	id := c.Declare()
 	at := clk.Now().Add(time.Hour)
 	payload, err := (&frames.Message{
 		MessageAnnotations: map[frames.Symbol]any{"x-opt-scheduled-enqueue-time": at},
@@ -391,11 +392,11 @@ func TestTxnScheduledSend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantAccepted(t, c.transfer(chEntities, 2, payload, &frames.TransactionalState{TxnID: id}))
+	wantAccepted(t, c.Transfer(txnclient.ChEntities, 2, payload, &frames.TransactionalState{TxnID: id}))
 	if qi, _ := s.Broker.GetQueue("in"); qi.Counts.Scheduled != 0 {
 		t.Fatalf("scheduled before the commit: %+v", qi.Counts)
 	}
-	wantAccepted(t, c.discharge(id, false))
+	wantAccepted(t, c.Discharge(id, false))
 	if qi, _ := s.Broker.GetQueue("in"); qi.Counts.Scheduled != 1 || qi.Counts.Active != 0 {
 		t.Fatalf("after the commit: %+v", qi.Counts)
 	}
@@ -425,11 +426,11 @@ func schedulePayload(t *testing.T, body string, at time.Time) []byte {
 // nothing and leaves the numbers unused.
 func TestTxnScheduleMessage(t *testing.T) {
 	s, clk := startTxnServer(t, "in")
-	c := dialTxn(t, s.Addr)
-	c.attachCoordinator()
-	c.attachSender(2, "in", "")
-	c.attachSender(4, "in/$management", "")
-	c.attachReceiver(5, "in/$management", 20)
+	c := txnclient.Dial(t, s.Addr)
+	c.AttachCoordinator()
+	c.AttachSender(2, "in", "")
+	c.AttachSender(4, "in/$management", "")
+	c.AttachReceiver(5, "in/$management", 20)
 	schedule := func(id []byte, bodies ...string) (frames.DeliveryState, any, []int64) {
 		t.Helper()
 		var items []any
@@ -439,7 +440,7 @@ func TestTxnScheduleMessage(t *testing.T) {
 				{Key: "message", Value: schedulePayload(t, b, clk.Now().Add(time.Hour))},
 			})
 		}
-		st, reply := c.mgmtTxnReply(4, 5, "com.microsoft:schedule-message", encoding.Map{{Key: "messages", Value: items}}, id)
+		st, reply := c.MgmtTxnReply(4, 5, "com.microsoft:schedule-message", encoding.Map{{Key: "messages", Value: items}}, id)
 		if reply == nil {
 			return st, nil, nil
 		}
@@ -462,18 +463,18 @@ func TestTxnScheduleMessage(t *testing.T) {
 	}
 
 	// Commit: the numbers come before it, the messages with it.
-	id := c.declare()
+	id := c.Declare()
 	st, code, seqs := schedule(id, "s1", "s2")
 	wantAccepted(t, st)
 	if code != int32(200) || !slices.Equal(seqs, []int64{1, 2}) {
 		t.Fatalf("schedule in a transaction answered %v %v", code, seqs)
 	}
-	wantAccepted(t, c.sendTxn(2, "now", id))
+	wantAccepted(t, c.SendTxn(2, "now", id))
 	if n := scheduled(); n != 0 {
 		t.Fatalf("%d scheduled before the commit", n)
 	}
 	want(t, s, "in")
-	wantAccepted(t, c.discharge(id, false))
+	wantAccepted(t, c.Discharge(id, false))
 	if n := scheduled(); n != 2 {
 		t.Fatalf("%d scheduled after the commit", n)
 	}
@@ -485,13 +486,13 @@ func TestTxnScheduleMessage(t *testing.T) {
 	want(t, s, "in", "s1", "now")
 
 	// Rollback: nothing scheduled, the number is a gap.
-	id = c.declare()
+	id = c.Declare()
 	st, code, seqs = schedule(id, "never")
 	wantAccepted(t, st)
 	if code != int32(200) || len(seqs) != 1 {
 		t.Fatalf("schedule in a transaction answered %v %v", code, seqs)
 	}
-	wantAccepted(t, c.discharge(id, true))
+	wantAccepted(t, c.Discharge(id, true))
 	want(t, s, "in", "s1", "now")
 	seed(t, s, "in", "after")
 	ds, err := s.Broker.Peek(context.Background(), "in", seqs[0], 10)
@@ -501,17 +502,17 @@ func TestTxnScheduleMessage(t *testing.T) {
 
 	// A message without a scheduled time: 400, and the transaction can
 	// only roll back.
-	id = c.declare()
+	id = c.Declare()
 	noTime, err := (&frames.Message{RawBody: frames.AppendDataSection(nil, []byte("x"))}).MarshalBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, code = c.mgmtTxn(4, 5, "com.microsoft:schedule-message", encoding.Map{{Key: "messages", Value: []any{
+	_, code = c.MgmtTxn(4, 5, "com.microsoft:schedule-message", encoding.Map{{Key: "messages", Value: []any{
 		encoding.Map{{Key: "message", Value: noTime}}}}}, id)
 	if code != int32(400) {
 		t.Fatalf("schedule without a time answered %v", code)
 	}
-	wantRejected(t, c.discharge(id, false), "amqp:transaction:rollback", "scheduled enqueue time")
+	wantRejected(t, c.Discharge(id, false), "amqp:transaction:rollback", "scheduled enqueue time")
 
 	// The scheduled message arrives at its time.
 	s.Advance(t, time.Hour+time.Second)
@@ -534,14 +535,14 @@ func TestTxnCancelScheduledMessage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := dialTxn(t, s.Addr)
-	c.attachCoordinator()
-	c.attachSender(2, "in", "")
-	c.attachSender(4, "in/$management", "")
-	c.attachReceiver(5, "in/$management", 20)
+	c := txnclient.Dial(t, s.Addr)
+	c.AttachCoordinator()
+	c.AttachSender(2, "in", "")
+	c.AttachSender(4, "in/$management", "")
+	c.AttachReceiver(5, "in/$management", 20)
 	cancel := func(id []byte, seqs ...int64) {
 		t.Helper()
-		st, code := c.mgmtTxn(4, 5, "com.microsoft:cancel-scheduled-message", encoding.Map{{Key: "sequence-numbers", Value: seqs}}, id)
+		st, code := c.MgmtTxn(4, 5, "com.microsoft:cancel-scheduled-message", encoding.Map{{Key: "sequence-numbers", Value: seqs}}, id)
 		wantAccepted(t, st)
 		if code != int32(200) {
 			t.Fatalf("cancel-scheduled-message in a transaction answered %v", code)
@@ -549,22 +550,22 @@ func TestTxnCancelScheduledMessage(t *testing.T) {
 	}
 
 	// Rolled back: still scheduled.
-	id := c.declare()
+	id := c.Declare()
 	cancel(id, seqs[0])
-	wantAccepted(t, c.discharge(id, true))
+	wantAccepted(t, c.Discharge(id, true))
 	want(t, s, "in", "s1", "s2")
 
 	// Committed, with a send: cancelled only then.
-	id = c.declare()
+	id = c.Declare()
 	cancel(id, seqs[0])
-	wantAccepted(t, c.sendTxn(2, "now", id))
+	wantAccepted(t, c.SendTxn(2, "now", id))
 	want(t, s, "in", "s1", "s2")
-	wantAccepted(t, c.discharge(id, false))
+	wantAccepted(t, c.Discharge(id, false))
 	want(t, s, "in", "s2", "now")
 
 	// Scheduled and cancelled in the same transaction: never scheduled.
-	id = c.declare()
-	_, reply := c.mgmtTxnReply(4, 5, "com.microsoft:schedule-message", encoding.Map{{Key: "messages", Value: []any{
+	id = c.Declare()
+	_, reply := c.MgmtTxnReply(4, 5, "com.microsoft:schedule-message", encoding.Map{{Key: "messages", Value: []any{
 		encoding.Map{{Key: "message", Value: schedulePayload(t, "gone", at)}}}}}, id)
 	v, err := frames.BodyValue(reply.RawBody)
 	if err != nil {
@@ -576,20 +577,20 @@ func TestTxnCancelScheduledMessage(t *testing.T) {
 		t.Fatalf("schedule answered %v", v)
 	}
 	cancel(id, got[0])
-	wantAccepted(t, c.discharge(id, false))
+	wantAccepted(t, c.Discharge(id, false))
 	want(t, s, "in", "s2", "now")
 
 	// A queue other than the one the transaction cancels on: refused,
 	// the transaction rolls back.
-	c.attachSender(6, "t/$management", "")
-	c.attachReceiver(7, "t/$management", 5)
-	id = c.declare()
+	c.AttachSender(6, "t/$management", "")
+	c.AttachReceiver(7, "t/$management", 5)
+	id = c.Declare()
 	cancel(id, seqs[1])
-	_, code := c.mgmtTxn(6, 7, "com.microsoft:cancel-scheduled-message", encoding.Map{{Key: "sequence-numbers", Value: []int64{1}}}, id)
+	_, code := c.MgmtTxn(6, 7, "com.microsoft:cancel-scheduled-message", encoding.Map{{Key: "sequence-numbers", Value: []int64{1}}}, id)
 	if code == int32(200) {
 		t.Fatal("cancel on a second entity in a transaction was accepted")
 	}
-	wantRejected(t, c.discharge(id, false), "amqp:transaction:rollback", "cannot span")
+	wantRejected(t, c.Discharge(id, false), "amqp:transaction:rollback", "cannot span")
 	want(t, s, "in", "s2", "now")
 }
 
@@ -616,38 +617,38 @@ func TestTxnCancelTopicScheduledMessage(t *testing.T) {
 		}
 		return ti.Counts.Scheduled
 	}
-	c := dialTxn(t, s.Addr)
-	c.attachCoordinator()
-	c.attachReceiver(1, "t/Subscriptions/s", 2)
-	c.attachSender(4, "t/$management", "")
-	c.attachReceiver(5, "t/$management", 20)
+	c := txnclient.Dial(t, s.Addr)
+	c.AttachCoordinator()
+	c.AttachReceiver(1, "t/Subscriptions/s", 2)
+	c.AttachSender(4, "t/$management", "")
+	c.AttachReceiver(5, "t/$management", 20)
 	cancel := func(id []byte, seqs ...int64) {
 		t.Helper()
-		st, code := c.mgmtTxn(4, 5, "com.microsoft:cancel-scheduled-message", encoding.Map{{Key: "sequence-numbers", Value: seqs}}, id)
+		st, code := c.MgmtTxn(4, 5, "com.microsoft:cancel-scheduled-message", encoding.Map{{Key: "sequence-numbers", Value: seqs}}, id)
 		wantAccepted(t, st)
 		if code != int32(200) {
 			t.Fatalf("cancel-scheduled-message on a topic in a transaction answered %v", code)
 		}
 	}
-	ms := c.receive(1, 2)
+	ms := c.Receive(1, 2)
 
 	// Rolled back: both still scheduled.
-	id := c.declare()
+	id := c.Declare()
 	cancel(id, seqs[0])
-	wantAccepted(t, c.dispose(ms[0], &frames.Accepted{}, id))
-	wantAccepted(t, c.discharge(id, true))
+	wantAccepted(t, c.Dispose(ms[0], &frames.Accepted{}, id))
+	wantAccepted(t, c.Discharge(id, true))
 	if n := scheduled(); n != 2 {
 		t.Fatalf("%d scheduled after a rollback", n)
 	}
 
 	// Committed with the completion of a subscription's message.
-	id = c.declare()
-	wantAccepted(t, c.dispose(ms[1], &frames.Accepted{}, id))
+	id = c.Declare()
+	wantAccepted(t, c.Dispose(ms[1], &frames.Accepted{}, id))
 	cancel(id, seqs[0])
 	if n := scheduled(); n != 2 {
 		t.Fatalf("%d scheduled before the commit", n)
 	}
-	wantAccepted(t, c.discharge(id, false))
+	wantAccepted(t, c.Discharge(id, false))
 	if n := scheduled(); n != 1 {
 		t.Fatalf("%d scheduled after the commit", n)
 	}
@@ -674,12 +675,12 @@ func TestTxnSetSessionState(t *testing.T) {
 	if err := s.Broker.Send(context.Background(), "sq", msgs); err != nil {
 		t.Fatal(err)
 	}
-	c := dialTxn(t, s.Addr)
-	c.attachCoordinator()
-	c.attachSessionReceiver(1, "sq", "x", 2)
-	c.attachSender(4, "sq/$management", "")
-	c.attachReceiver(5, "sq/$management", 20)
-	ms := c.receive(1, 2)
+	c := txnclient.Dial(t, s.Addr)
+	c.AttachCoordinator()
+	c.AttachSessionReceiver(1, "sq", "x", 2)
+	c.AttachSender(4, "sq/$management", "")
+	c.AttachReceiver(5, "sq/$management", 20)
+	ms := c.Receive(1, 2)
 	stateOf := func() string {
 		t.Helper()
 		st, err := s.Broker.GetSessionState(context.Background(), "sq", "x")
@@ -690,7 +691,7 @@ func TestTxnSetSessionState(t *testing.T) {
 	}
 	set := func(id []byte, state string) {
 		t.Helper()
-		st, code := c.mgmtTxn(4, 5, "com.microsoft:set-session-state", encoding.Map{
+		st, code := c.MgmtTxn(4, 5, "com.microsoft:set-session-state", encoding.Map{
 			{Key: "session-id", Value: "x"}, {Key: "session-state", Value: []byte(state)}}, id)
 		wantAccepted(t, st)
 		if code != int32(200) {
@@ -699,7 +700,7 @@ func TestTxnSetSessionState(t *testing.T) {
 	}
 	get := func(id []byte) string {
 		t.Helper()
-		st, reply := c.mgmtTxnReply(4, 5, "com.microsoft:get-session-state", encoding.Map{{Key: "session-id", Value: "x"}}, id)
+		st, reply := c.MgmtTxnReply(4, 5, "com.microsoft:get-session-state", encoding.Map{{Key: "session-id", Value: "x"}}, id)
 		wantAccepted(t, st)
 		if reply == nil || reply.ApplicationProperties["statusCode"] != int32(200) {
 			t.Fatalf("get-session-state in a transaction answered %v", reply)
@@ -717,45 +718,45 @@ func TestTxnSetSessionState(t *testing.T) {
 	}
 
 	// Rolled back: the old state stays, the message too.
-	id := c.declare()
-	wantAccepted(t, c.dispose(ms[0], &frames.Accepted{}, id))
+	id := c.Declare()
+	wantAccepted(t, c.Dispose(ms[0], &frames.Accepted{}, id))
 	set(id, "new")
 	if got := get(id); got != "old" {
 		t.Fatalf("get-session-state inside the transaction: %q; want the committed %q", got, "old")
 	}
-	wantAccepted(t, c.discharge(id, true))
+	wantAccepted(t, c.Discharge(id, true))
 	if got := stateOf(); got != "old" {
 		t.Fatalf("state after a rollback: %q", got)
 	}
 	want(t, s, "sq", "a", "b")
 
 	// Committed: state and completion together.
-	id = c.declare()
-	wantAccepted(t, c.dispose(ms[1], &frames.Accepted{}, id))
+	id = c.Declare()
+	wantAccepted(t, c.Dispose(ms[1], &frames.Accepted{}, id))
 	set(id, "new")
 	if got := stateOf(); got != "old" {
 		t.Fatalf("state before the commit: %q", got)
 	}
-	wantAccepted(t, c.discharge(id, false))
+	wantAccepted(t, c.Discharge(id, false))
 	if got := stateOf(); got != "new" {
 		t.Fatalf("state after the commit: %q", got)
 	}
 	want(t, s, "sq", "a")
 
 	// A session nobody holds: 410, and the transaction rolls back.
-	id = c.declare()
-	_, code := c.mgmtTxn(4, 5, "com.microsoft:set-session-state", encoding.Map{
+	id = c.Declare()
+	_, code := c.MgmtTxn(4, 5, "com.microsoft:set-session-state", encoding.Map{
 		{Key: "session-id", Value: "nobody"}, {Key: "session-state", Value: []byte("s")}}, id)
 	if code != int32(410) {
 		t.Fatalf("set-session-state of an unlocked session answered %v", code)
 	}
-	wantRejected(t, c.discharge(id, false), "amqp:transaction:rollback", "session")
+	wantRejected(t, c.Discharge(id, false), "amqp:transaction:rollback", "session")
 
 	// The session lock expires before the commit: rolled back.
-	id = c.declare()
+	id = c.Declare()
 	set(id, "late")
 	s.Advance(t, time.Minute+time.Second) // LockDuration is 1 minute
-	wantRejected(t, c.discharge(id, false), "amqp:transaction:rollback", "session")
+	wantRejected(t, c.Discharge(id, false), "amqp:transaction:rollback", "session")
 	if _, err := s.Broker.AcceptSession("sq", "x", broker.PeekLock); err != nil {
 		t.Fatalf("accept after the lock expired: %v", err)
 	}
@@ -778,20 +779,20 @@ func TestTxnRenewLock(t *testing.T) {
 	if err := s.Broker.Send(context.Background(), "sq", []*message.Message{{Body: frames.AppendDataSection(nil, []byte("b")), SessionID: "x"}}); err != nil {
 		t.Fatal(err)
 	}
-	c := dialTxn(t, s.Addr)
-	c.attachCoordinator()
-	c.attachReceiver(1, "in", 1)
-	c.attachSender(4, "in/$management", "")
-	c.attachReceiver(5, "in/$management", 20)
-	c.attachSessionReceiver(6, "sq", "x", 1)
-	c.attachSender(7, "sq/$management", "")
-	c.attachReceiver(8, "sq/$management", 20)
-	m := c.receive(1, 1)[0]
-	sm := c.receive(6, 1)[0]
+	c := txnclient.Dial(t, s.Addr)
+	c.AttachCoordinator()
+	c.AttachReceiver(1, "in", 1)
+	c.AttachSender(4, "in/$management", "")
+	c.AttachReceiver(5, "in/$management", 20)
+	c.AttachSessionReceiver(6, "sq", "x", 1)
+	c.AttachSender(7, "sq/$management", "")
+	c.AttachReceiver(8, "sq/$management", 20)
+	m := c.Receive(1, 1)[0]
+	sm := c.Receive(6, 1)[0]
 	renew := func(id []byte) time.Time {
 		t.Helper()
-		st, reply := c.mgmtTxnReply(4, 5, "com.microsoft:renew-lock", encoding.Map{
-			{Key: "lock-tokens", Value: []any{encoding.UUID(lockToken(t, m.tag))}}}, id)
+		st, reply := c.MgmtTxnReply(4, 5, "com.microsoft:renew-lock", encoding.Map{
+			{Key: "lock-tokens", Value: []any{encoding.UUID(lockToken(t, m.Tag))}}}, id)
 		wantAccepted(t, st)
 		if reply == nil || reply.ApplicationProperties["statusCode"] != int32(200) {
 			t.Fatalf("renew-lock in a transaction answered %v", reply)
@@ -809,7 +810,7 @@ func TestTxnRenewLock(t *testing.T) {
 	}
 	renewSession := func(id []byte) {
 		t.Helper()
-		st, code := c.mgmtTxn(7, 8, "com.microsoft:renew-session-lock", encoding.Map{{Key: "session-id", Value: "x"}}, id)
+		st, code := c.MgmtTxn(7, 8, "com.microsoft:renew-session-lock", encoding.Map{{Key: "session-id", Value: "x"}}, id)
 		wantAccepted(t, st)
 		if code != int32(200) {
 			t.Fatalf("renew-session-lock in a transaction answered %v", code)
@@ -818,14 +819,14 @@ func TestTxnRenewLock(t *testing.T) {
 
 	// Renewed inside a transaction that rolls back: the renewal holds.
 	s.Advance(t, 50*time.Second)
-	id := c.declare()
+	id := c.Declare()
 	if exp, want := renew(id), clk.Now().Add(time.Minute); !exp.Equal(want) {
 		t.Fatalf("renewed until %v; want %v", exp, want)
 	}
 	renewSession(id)
-	wantAccepted(t, c.discharge(id, true))
+	wantAccepted(t, c.Discharge(id, true))
 	s.Advance(t, 30*time.Second) // past the first lock's end, within the renewed one
-	if err := s.Broker.Complete(context.Background(), "in", lockToken(t, m.tag)); err != nil {
+	if err := s.Broker.Complete(context.Background(), "in", lockToken(t, m.Tag)); err != nil {
 		t.Fatalf("complete after a renewal in a rolled back transaction: %v", err)
 	}
 	if _, err := s.Broker.GetSessionState(context.Background(), "sq", "x"); err != nil {
@@ -833,14 +834,14 @@ func TestTxnRenewLock(t *testing.T) {
 	}
 
 	// Renewed inside a transaction that commits the message's completion.
-	id = c.declare()
+	id = c.Declare()
 	renewSession(id)
-	wantAccepted(t, c.dispose(sm, &frames.Accepted{}, id))
-	wantAccepted(t, c.discharge(id, false))
+	wantAccepted(t, c.Dispose(sm, &frames.Accepted{}, id))
+	wantAccepted(t, c.Discharge(id, false))
 	want(t, s, "sq")
 
 	// An unknown transaction: refused (and nothing renewed).
-	st, code := c.mgmtTxn(7, 8, "com.microsoft:renew-session-lock", encoding.Map{{Key: "session-id", Value: "x"}}, []byte("nope"))
+	st, code := c.MgmtTxn(7, 8, "com.microsoft:renew-session-lock", encoding.Map{{Key: "session-id", Value: "x"}}, []byte("nope"))
 	if _, rejected := st.(*frames.Rejected); !rejected && code == int32(200) {
 		t.Fatalf("renew-session-lock in an unknown transaction answered %v %v", st, code)
 	}
@@ -853,14 +854,14 @@ func TestTxnRenewLock(t *testing.T) {
 func TestTxnReadsRunAtOnce(t *testing.T) {
 	s, _ := startTxnServer(t, "in")
 	seed(t, s, "in", "a")
-	c := dialTxn(t, s.Addr)
-	c.attachCoordinator()
-	c.attachSender(2, "in", "")
-	c.attachSender(4, "in/$management", "")
-	c.attachReceiver(5, "in/$management", 20)
-	id := c.declare()
-	wantAccepted(t, c.sendTxn(2, "b", id))
-	st, reply := c.mgmtTxnReply(4, 5, "com.microsoft:peek-message", encoding.Map{
+	c := txnclient.Dial(t, s.Addr)
+	c.AttachCoordinator()
+	c.AttachSender(2, "in", "")
+	c.AttachSender(4, "in/$management", "")
+	c.AttachReceiver(5, "in/$management", 20)
+	id := c.Declare()
+	wantAccepted(t, c.SendTxn(2, "b", id))
+	st, reply := c.MgmtTxnReply(4, 5, "com.microsoft:peek-message", encoding.Map{
 		{Key: "from-sequence-number", Value: int64(0)}, {Key: "message-count", Value: int32(10)}}, id)
 	wantAccepted(t, st)
 	if reply == nil || reply.ApplicationProperties["statusCode"] != int32(200) {
@@ -874,16 +875,16 @@ func TestTxnReadsRunAtOnce(t *testing.T) {
 	if msgs, _ := x.([]any); len(msgs) != 1 {
 		t.Fatalf("peek in a transaction saw %d messages; want the 1 committed before it (%v)", len(msgs), v)
 	}
-	st, code := c.mgmtTxn(4, 5, "com.microsoft:get-message-sessions", encoding.Map{
+	st, code := c.MgmtTxn(4, 5, "com.microsoft:get-message-sessions", encoding.Map{
 		{Key: "skip", Value: int32(0)}, {Key: "top", Value: int32(10)}}, id)
 	wantAccepted(t, st)
 	if code != int32(200) && code != int32(204) {
 		t.Fatalf("get-message-sessions in a transaction answered %v", code)
 	}
-	wantAccepted(t, c.discharge(id, false))
+	wantAccepted(t, c.Discharge(id, false))
 	want(t, s, "in", "a", "b")
 
-	st, code = c.mgmtTxn(4, 5, "com.microsoft:peek-message", encoding.Map{
+	st, code = c.MgmtTxn(4, 5, "com.microsoft:peek-message", encoding.Map{
 		{Key: "from-sequence-number", Value: int64(0)}, {Key: "message-count", Value: int32(10)}}, []byte("nope"))
 	if _, rejected := st.(*frames.Rejected); !rejected && code == int32(200) {
 		t.Fatalf("peek in an unknown transaction answered %v %v", st, code)
