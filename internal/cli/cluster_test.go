@@ -19,17 +19,7 @@ import (
 // database; it skips the test without PostgreSQL.
 func startClusterNodes(t *testing.T) map[string]*server.Server {
 	t.Helper()
-	pg, err := pgtest.Start()
-	if errors.Is(err, pgtest.ErrNoPostgres) {
-		t.Skipf("skipped: %v", err)
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pg.Close() })
-	url, err := pg.NewDatabase()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, url := pgtest.Database(t)
 	nodes := map[string]*server.Server{}
 	var mu sync.Mutex
 	var errs []error

@@ -88,17 +88,7 @@ const faultLockDuration = 5 * time.Second
 // one, waiting until each is served by its placement winner.
 func newFaultCluster(t *testing.T, nq int) *faultCluster {
 	t.Helper()
-	pg, err := pgtest.Start()
-	if errors.Is(err, pgtest.ErrNoPostgres) {
-		t.Skipf("skipped: %v", err)
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pg.Close() })
-	url, err := pg.NewDatabase()
-	if err != nil {
-		t.Fatal(err)
-	}
+	pg, url := pgtest.Database(t)
 	c := &faultCluster{t: t, pg: pg, ids: []string{"a", "b", "c"}, proxies: map[string]*pgtest.Proxy{},
 		urls: map[string]string{}, nodes: map[string]*Server{}, eps: map[string]*endpoint{}}
 	for _, id := range c.ids {

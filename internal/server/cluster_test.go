@@ -56,17 +56,7 @@ func TestClusterNeedsStore(t *testing.T) {
 // every message acknowledged is received exactly once more, completed
 // ones never again.
 func TestClusterThreeNodes(t *testing.T) {
-	pg, err := pgtest.Start()
-	if errors.Is(err, pgtest.ErrNoPostgres) {
-		t.Skipf("skipped: %v", err)
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pg.Close() })
-	url, err := pg.NewDatabase()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, url := pgtest.Database(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 

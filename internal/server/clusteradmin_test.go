@@ -32,17 +32,7 @@ import (
 // each with entities; it skips the test without PostgreSQL.
 func startCluster(t *testing.T, entities *config.EmulatorConfig) map[string]*Server {
 	t.Helper()
-	pg, err := pgtest.Start()
-	if errors.Is(err, pgtest.ErrNoPostgres) {
-		t.Skipf("skipped: %v", err)
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pg.Close() })
-	url, err := pg.NewDatabase()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, url := pgtest.Database(t)
 	ids := []string{"a", "b", "c"}
 	servers := make([]*Server, len(ids))
 	errs := make([]error, len(ids))

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -23,17 +22,7 @@ import (
 // applied to each node's options, and an admin client of the first.
 func startNodes(t *testing.T, adjust func(*Options), ids ...string) (map[string]*Server, *admin.Client) {
 	t.Helper()
-	pg, err := pgtest.Start()
-	if errors.Is(err, pgtest.ErrNoPostgres) {
-		t.Skipf("skipped: %v", err)
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pg.Close() })
-	url, err := pg.NewDatabase()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, url := pgtest.Database(t)
 	nodes := map[string]*Server{}
 	for _, id := range ids {
 		o := clusterOptions(t, url, id)

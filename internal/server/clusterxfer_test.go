@@ -35,17 +35,7 @@ import (
 // anything off while messages keep being forwarded to it: once a survivor
 // has taken dst, every message is in dst exactly once, in order.
 func TestClusterForwarding(t *testing.T) {
-	pg, err := pgtest.Start()
-	if errors.Is(err, pgtest.ErrNoPostgres) {
-		t.Skipf("skipped: %v", err)
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pg.Close() })
-	url, err := pg.NewDatabase()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, url := pgtest.Database(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 	defer cancel()
 

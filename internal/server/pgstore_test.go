@@ -6,7 +6,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -66,17 +65,7 @@ func receiveN(ctx context.Context, t *testing.T, r *azservicebus.Receiver, n int
 }
 
 func TestPostgresStoreWithSDK(t *testing.T) {
-	pg, err := pgtest.Start()
-	if errors.Is(err, pgtest.ErrNoPostgres) {
-		t.Skipf("skipped: %v", err)
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pg.Close() })
-	url, err := pg.NewDatabase()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, url := pgtest.Database(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var o Options

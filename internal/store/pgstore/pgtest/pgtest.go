@@ -3,6 +3,7 @@
 // directory, stopped by the postmaster's PID. It needs Debian's PostgreSQL
 // binaries (package postgresql; /usr/lib/postgresql/*/bin); when they are
 // missing Start returns ErrNoPostgres and the tests skip, saying so.
+// Database is the usual start of a test: a server and a new database.
 //
 // initdb and postgres refuse to run as root: when the tests run as root,
 // the server runs as the unprivileged user "postgres" (created by the
@@ -35,6 +36,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -263,4 +265,23 @@ func QueryInt(url, sql string, args ...any) (int64, error) {
 	var n int64
 	err = conn.QueryRow(ctx, sql, args...).Scan(&n)
 	return n, err
+}
+
+// Database starts a server for test t (skipping t when the PostgreSQL
+// binaries are missing), stops it when t ends, and returns it with the
+// URL of a new database on it.
+func Database(t testing.TB) (*Server, string) {
+	t.Helper()
+	pg, err := Start()
+	if errors.Is(err, ErrNoPostgres) {
+		t.Skipf("skipped: %v", err)
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pg.Close() })
+	url, err := pg.NewDatabase()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pg, url
 }
