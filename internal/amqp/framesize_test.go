@@ -167,9 +167,9 @@ func (r *rawClient) transferSplit(handle, id uint32, payload []byte, max int) in
 }
 
 // TestTwoFrameMessages: a message split over two or three frames of
-// 65536 bytes, whose first frame is kept and the rest appended in place
-// (gatherInPlace), arrives whole, with released buffers poisoned so that
-// a payload still aliasing a released buffer would show.
+// 65536 bytes, gathered into a reassembly buffer from the free list,
+// arrives whole, with released buffers poisoned so that a payload still
+// aliasing a released buffer would show.
 func TestTwoFrameMessages(t *testing.T) {
 	frames.PoisonReleased(true)
 	t.Cleanup(func() { frames.PoisonReleased(false) })

@@ -76,9 +76,7 @@ func (s *Session) receiveTransfer(t *frames.Transfer) (handedOver bool) {
 		}
 		in.partial = d
 		in.oversize, in.refused, in.spooledBytes = false, nil, 0
-		if in.startPartial(d, t) {
-			return true
-		}
+		in.startPartial(d, t)
 	} else if t.DeliveryID != nil && *t.DeliveryID != d.ID {
 		s.protocolError(Errorf(CondNotAllowed, "continuation transfer with delivery-id %d inside delivery %d", *t.DeliveryID, d.ID))
 		return false
@@ -108,18 +106,12 @@ func (s *Session) receiveTransfer(t *frames.Transfer) (handedOver bool) {
 }
 
 // startPartial sets up the payload of d, a delivery whose first frame t
-// does not hold it whole, and reports whether d took t's buffer (the
-// caller must not release it then).
-func (in *IncomingLink) startPartial(d *IncomingDelivery, t *frames.Transfer) (kept bool) {
+// does not hold it whole; t's buffer is released by the caller. (Keeping
+// the first frame in a buffer with room for the rest would save a copy,
+// but frames read ahead into buffers of twice the size doubled the
+// memory of a large message's frames in flight: TestLargeMessageMemory.)
+func (in *IncomingLink) startPartial(d *IncomingDelivery, t *frames.Transfer) {
 	d.Payload = nil
-	if t.More && !t.Aborted && in.gatherInPlace(t) {
-		// The first frame's buffer has room for the rest (frames reads
-		// large transfers into reassembly-sized buffers): the delivery
-		// keeps it and the next frames are appended in place, so the
-		// first frame is never copied.
-		d.Payload, d.buf = t.Payload, t.Buf
-		return true
-	}
 	if n := uint64(2 * len(t.Payload)); !t.Aborted && n > 0 {
 		// Room for a second frame, so that a two-frame message is copied
 		// once, not regrown; longer ones grow as append grows them.
@@ -131,17 +123,6 @@ func (in *IncomingLink) startPartial(d *IncomingDelivery, t *frames.Transfer) (k
 		}
 	}
 	d.Tag = bytes.Clone(d.Tag) // t's buffer is released
-	return false
-}
-
-// gatherInPlace reports whether the first frame t of a delivery can be
-// kept as the start of its payload: its buffer has room for a second
-// frame as large, and its payload would go to memory as it is (within
-// the size limit and below any spooling threshold).
-func (in *IncomingLink) gatherInPlace(t *frames.Transfer) bool {
-	n := len(t.Payload)
-	return t.Buf != nil && n > 0 && cap(t.Payload)-n >= n &&
-		uint64(n) <= in.maxSize() && (in.Spool == nil || in.SpoolFrom <= 0 || n <= in.SpoolFrom)
 }
 
 // take adds a frame's payload to the partial delivery d: in memory, or in

@@ -131,16 +131,7 @@ func readPooledTransfer(r *bufio.Reader, n int) (buf *Buffer, ok bool, err error
 	if [3]byte(p) != transferPrefix {
 		return nil, false, nil
 	}
-	if n > MaxPooledBody/2 {
-		// Large enough to be the first frame of a message split in two:
-		// read into a reassembly buffer, whose spare capacity takes the
-		// next frame's payload without copying this one (amqp's
-		// receiveTransfer).
-		buf = GetReassembly()
-		buf.b = buf.b[:n]
-	} else {
-		buf = getBuffer(n)
-	}
+	buf = getBuffer(n)
 	if _, err := io.ReadFull(r, buf.b); err != nil {
 		buf.Release()
 		return nil, false, unexpectedEOF(err)
