@@ -21,23 +21,10 @@ const (
 	landRounds     = 16      // batches per unit per poll, so every unit gets its turn
 )
 
-// landLoop lands, every Poll, the transfers waiting for the units this
-// node serves (docs/design/cluster.md §9.3). Polling is the only wake-up:
-// a source does not hint the target's owner, so a forwarded message lands
-// within one Poll (plus the landing itself). It stops with ctx.
-func (n *Node) landLoop(ctx context.Context) {
-	defer n.wg.Done()
-	tick, stop := n.o.NewTicker(n.o.Poll)
-	defer stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick:
-		}
-		n.land(ctx)
-	}
-}
+// The node lands, every Poll (Node.every), the transfers waiting for the
+// units this node serves (docs/design/cluster.md §9.3). Polling is the
+// only wake-up: a source does not hint the target's owner, so a forwarded
+// message lands within one Poll (plus the landing itself).
 
 // land is one landing round over the units this node serves and trusts.
 func (n *Node) land(ctx context.Context) {

@@ -222,11 +222,11 @@ func (n *Node) Start(ctx context.Context) error {
 	lctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
 	n.wg.Add(2)
-	go n.renewLoop(lctx)
+	go n.every(lctx, n.o.Heartbeat, n.renew)
 	go n.pollLoop(lctx)
 	if n.o.Outbox != nil && n.o.Lander != nil {
 		n.wg.Add(1)
-		go n.landLoop(lctx)
+		go n.every(lctx, n.o.Poll, n.land)
 	}
 	return nil
 }
@@ -244,9 +244,11 @@ func (n *Node) register(ctx context.Context) error {
 	return nil
 }
 
-func (n *Node) renewLoop(ctx context.Context) {
+// every calls f every period until ctx ends: the node's renewer and
+// landing loop (a goroutine of the node's WaitGroup).
+func (n *Node) every(ctx context.Context, period time.Duration, f func(context.Context)) {
 	defer n.wg.Done()
-	tick, stop := n.o.NewTicker(n.o.Heartbeat)
+	tick, stop := n.o.NewTicker(period)
 	defer stop()
 	for {
 		select {
@@ -254,7 +256,7 @@ func (n *Node) renewLoop(ctx context.Context) {
 			return
 		case <-tick:
 		}
-		n.renew(ctx)
+		f(ctx)
 	}
 }
 
