@@ -71,12 +71,7 @@ func TestClusterThreeNodes(t *testing.T) {
 		})
 	}
 	a := nodes["a"]
-	cs := "Endpoint=sb://" + a.AMQPAddr().String() + ";SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;"
-	adm, err := admin.NewClientFromConnectionString(cs, &admin.ClientOptions{ClientOptions: azcore.ClientOptions{
-		Transport: plainHTTP{a.HTTPAddr().String()}, Retry: policy.RetryOptions{MaxRetries: -1}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs, adm := sasAdmin(t, a)
 	client, err := azservicebus.NewClientFromConnectionString(cs, &azservicebus.ClientOptions{RetryOptions: azservicebus.RetryOptions{
 		MaxRetries: 20, RetryDelay: 100 * time.Millisecond, MaxRetryDelay: time.Second}})
 	if err != nil {
@@ -217,4 +212,17 @@ func waitFor(t *testing.T, ctx context.Context, cond func() bool, what string) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// sasAdmin is the emulator connection string of s's AMQP listener and an
+// admin client of its HTTP listener with that key, without retries.
+func sasAdmin(t *testing.T, s *Server) (string, *admin.Client) {
+	t.Helper()
+	cs := "Endpoint=sb://" + s.AMQPAddr().String() + ";SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;"
+	adm, err := admin.NewClientFromConnectionString(cs, &admin.ClientOptions{ClientOptions: azcore.ClientOptions{
+		Transport: plainHTTP{s.HTTPAddr().String()}, Retry: policy.RetryOptions{MaxRetries: -1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs, adm
 }

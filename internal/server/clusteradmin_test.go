@@ -16,8 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
@@ -103,12 +101,7 @@ func TestClusterAdminThroughAnyNode(t *testing.T) {
 	a := nodes["a"]
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	cs := "Endpoint=sb://" + a.AMQPAddr().String() + ";SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;"
-	adm, err := admin.NewClientFromConnectionString(cs, &admin.ClientOptions{ClientOptions: azcore.ClientOptions{
-		Transport: plainHTTP{a.HTTPAddr().String()}, Retry: policy.RetryOptions{MaxRetries: -1}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs, adm := sasAdmin(t, a)
 	client, err := azservicebus.NewClientFromConnectionString(cs, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -345,12 +338,7 @@ func TestClusterConfigEntities(t *testing.T) {
 	a := nodes["a"]
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cs := "Endpoint=sb://" + a.AMQPAddr().String() + ";SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;"
-	adm, err := admin.NewClientFromConnectionString(cs, &admin.ClientOptions{ClientOptions: azcore.ClientOptions{
-		Transport: plainHTTP{a.HTTPAddr().String()}, Retry: policy.RetryOptions{MaxRetries: -1}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, adm := sasAdmin(t, a)
 	for _, q := range ns.Queues {
 		waitFor(t, ctx, func() bool { return servedBy(nodes, q.Name) != "" }, q.Name+" to be served")
 		got, err := adm.GetQueue(ctx, q.Name, nil)
@@ -402,12 +390,7 @@ func TestClusterAdminOwnerDown(t *testing.T) {
 	a := nodes["a"]
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cs := "Endpoint=sb://" + a.AMQPAddr().String() + ";SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;"
-	adm, err := admin.NewClientFromConnectionString(cs, &admin.ClientOptions{ClientOptions: azcore.ClientOptions{
-		Transport: plainHTTP{a.HTTPAddr().String()}, Retry: policy.RetryOptions{MaxRetries: -1}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, adm := sasAdmin(t, a)
 	queue, owner := remoteEntity(t, ctx, nodes, "orders", func(n string) error { _, err := adm.CreateQueue(ctx, n, nil); return err })
 	nodes[owner].cluster.halt()
 	stop(t, nodes[owner])

@@ -19,8 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
@@ -47,12 +45,7 @@ func startLargeWith(t *testing.T, o Options) *largeEnv {
 	t.Helper()
 	s := start(t, o)
 	dir := o.DataDir
-	cs := "Endpoint=sb://" + s.AMQPAddr().String() + ";SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;"
-	adm, err := admin.NewClientFromConnectionString(cs, &admin.ClientOptions{ClientOptions: azcore.ClientOptions{
-		Transport: plainHTTP{s.HTTPAddr().String()}, Retry: policy.RetryOptions{MaxRetries: -1}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs, adm := sasAdmin(t, s)
 	client, err := azservicebus.NewClientFromConnectionString(cs, &azservicebus.ClientOptions{RetryOptions: azservicebus.RetryOptions{MaxRetries: -1}})
 	if err != nil {
 		t.Fatal(err)
@@ -272,12 +265,7 @@ func spoolAttack(t *testing.T, maxBytes int64, minFiles, maxFiles int) {
 	dir := t.TempDir()
 	s := start(t, Options{Server: config.Server{DataDir: dir, MinFreeBytes: -1, AllowAnyKey: true}, MaxSpoolBytes: maxBytes})
 	defer stop(t, s)
-	cs := "Endpoint=sb://" + s.AMQPAddr().String() + ";SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true;"
-	adm, err := admin.NewClientFromConnectionString(cs, &admin.ClientOptions{ClientOptions: azcore.ClientOptions{
-		Transport: plainHTTP{s.HTTPAddr().String()}, Retry: policy.RetryOptions{MaxRetries: -1}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs, adm := sasAdmin(t, s)
 	createLargeQueue(t, ctx, adm, "big", nil)
 
 	nc, err := net.Dial("tcp", s.AMQPAddr().String())
