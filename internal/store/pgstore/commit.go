@@ -589,13 +589,15 @@ func (t *txn) add(u, e uint64, op *store.Op) {
 }
 
 // nextBody is a new body id of unit u: the writer's epoch and a counter,
-// so an orphan of an older epoch can never collide with it.
-func (t *txn) nextBody(s *Store, u uint64) int64 {
+// so an orphan of an older epoch can never collide with it. The epoch is
+// the one the fence was built with (build, under s.mu): the committer
+// never reads s.units, which Acquire changes concurrently.
+func (t *txn) nextBody(u uint64) int64 {
 	c := t.counters[u] + 1
 	t.counters[u] = c
 	ep := int64(1)
-	if !t.newUnits[u] {
-		ep = s.units[u]
+	if i, ok := slices.BinarySearch(t.units, int64(u)); ok && !t.newUnits[u] {
+		ep = t.epochs[i]
 	}
 	return ep<<32 | int64(c)
 }
@@ -779,7 +781,7 @@ func (s *Store) queueXfers(t *txn, b *pgx.Batch) {
 	var bd [][]byte
 	for i := range t.xfers {
 		x := &t.xfers[i]
-		xid := t.nextBody(s, x.unit)
+		xid := t.nextBody(x.unit)
 		tu, su, id, te = append(tu, int64(x.x.TargetUnit)), append(su, int64(x.unit)), append(id, xid), append(te, int64(x.x.TargetEntity))
 		kind, metas, size = append(kind, int16(x.x.Kind)), append(metas, x.meta), append(size, int32(len(x.data)))
 		if len(x.data) <= s.o.InlineLimit {
@@ -824,7 +826,7 @@ func (s *Store) queueMsgs(t *txn, b *pgx.Batch) {
 			var bid int64
 			data := m.data
 			if len(m.data) > s.o.InlineLimit {
-				bid = t.nextBody(s, m.unit)
+				bid = t.nextBody(m.unit)
 				for part, off := int32(0), 0; off < len(m.data); part, off = part+1, off+s.o.ChunkSize {
 					body.add(m.unit, bid, part, m.data[off:min(off+s.o.ChunkSize, len(m.data))])
 				}
