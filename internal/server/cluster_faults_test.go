@@ -126,9 +126,11 @@ func newFaultCluster(t *testing.T, nq int) *faultCluster {
 			LockDuration: &lock, MaxDeliveryCount: &maxDelivery}}); err != nil {
 			t.Fatalf("create %s: %v", q, err)
 		}
-		u, ok := a.Broker().EntityStoreID(q)
+		// Created by a, or by the node placement gives it to once a sees
+		// every node live: the catalog knows its unit either way.
+		u, ok := c.unitOf(q)
 		if !ok {
-			t.Fatalf("%s not served by a right after its creation", q)
+			t.Fatalf("%s not in the catalog right after its creation", q)
 		}
 		won[cluster.Winner(u, c.ids)] = true
 		c.queues = append(c.queues, q)
@@ -264,6 +266,7 @@ func (c *faultCluster) ready(id string) (int, string) {
 type ack struct {
 	node, queue string
 	at          time.Time
+	seq         int64 // a complete's: the sequence number of the copy completed
 }
 
 // ledger holds what the clients were told succeeded.
@@ -273,10 +276,12 @@ type ledger struct {
 	completed map[string]ack // message id -> the complete's acknowledgement
 	delivered map[string]int // message id -> deliveries to the load's receivers
 	failed    map[string]int // node -> operations that failed through it
+	again     []string       // copies delivered again after their complete was acknowledged
+	done      map[string]ack // "queue/sequence number" -> the complete's acknowledgement
 }
 
 func newLedger() *ledger {
-	return &ledger{sent: map[string]ack{}, completed: map[string]ack{}, delivered: map[string]int{}, failed: map[string]int{}}
+	return &ledger{sent: map[string]ack{}, completed: map[string]ack{}, delivered: map[string]int{}, failed: map[string]int{}, done: map[string]ack{}}
 }
 
 // load is the SDK traffic of a test: one sender per node (a send that
@@ -435,8 +440,13 @@ func (ld *load) receiveLoop(ctx context.Context, first int, q string) {
 			cancel()
 			ld.l.mu.Lock()
 			ld.l.delivered[m.MessageID]++
+			key := fmt.Sprintf("%s/%d", q, *m.SequenceNumber)
+			if a, ok := ld.l.done[key]; ok {
+				ld.l.again = append(ld.l.again, fmt.Sprintf("%s (%s), its complete acknowledged by %s at %s", m.MessageID, key, a.node, a.at.Format("15:04:05.000")))
+			}
 			if err == nil {
-				ld.l.completed[m.MessageID] = ack{node: node, queue: q, at: time.Now()}
+				ld.l.done[key] = ack{node: node, queue: q, at: time.Now(), seq: *m.SequenceNumber}
+				ld.l.completed[m.MessageID] = ack{node: node, queue: q, at: time.Now(), seq: *m.SequenceNumber}
 			} else {
 				ld.l.failed[node]++
 			}
@@ -461,7 +471,12 @@ func (ld *load) waitProgress(t *testing.T, ctx context.Context, n int, what stri
 
 // check drains every queue (and its dead-letter queue) through node via
 // and compares with the ledger: every acknowledged send was completed or
-// is still there; no acknowledged complete comes back.
+// is still there; no acknowledged complete comes back. A message is
+// known by its id and a copy of it by its sequence number: a send whose
+// answer was lost (its node shut down) is retried through another node
+// with the same id and may have been saved twice, as Service Bus without
+// duplicate detection would; the copy not completed is still there, and
+// is not a completed one coming back.
 func (c *faultCluster) check(ld *load, via string) {
 	t := c.t
 	ld.stop()
@@ -470,7 +485,7 @@ func (c *faultCluster) check(ld *load, via string) {
 	// Messages locked by the stopped receivers come back after their
 	// lock.
 	time.Sleep(faultLockDuration + 500*time.Millisecond)
-	drained := map[string]string{}
+	drained := map[string][]int64{} // message id -> sequence numbers left
 	client := c.endpoint(via).client
 	for _, q := range c.queues {
 		for _, sub := range []azservicebus.SubQueue{0, azservicebus.SubQueueDeadLetter} {
@@ -488,7 +503,7 @@ func (c *faultCluster) check(ld *load, via string) {
 					t.Logf("drain %s: %v", q, err)
 				}
 				for _, m := range ms {
-					drained[m.MessageID] = q
+					drained[m.MessageID] = append(drained[m.MessageID], *m.SequenceNumber)
 					quiet = time.Now()
 				}
 				if ctx.Err() != nil {
@@ -516,17 +531,23 @@ func (c *faultCluster) check(ld *load, via string) {
 			}
 		}
 	}
-	back := 0
+	for _, a := range ld.l.again {
+		t.Errorf("delivered again: %s", a)
+	}
+	back, twice := 0, 0
 	for id, a := range ld.l.completed {
-		if _, there := drained[id]; there {
+		if slices.Contains(drained[id], a.seq) {
 			back++
 			if back <= 10 {
-				t.Errorf("came back: %s, its complete acknowledged by %s at %s", id, a.node, a.at.Format("15:04:05.000"))
+				t.Errorf("came back: %s (sequence number %d), its complete acknowledged by %s at %s", id, a.seq, a.node, a.at.Format("15:04:05.000"))
 			}
+		} else if len(drained[id]) > 0 {
+			twice++
+			t.Logf("saved twice: %s, completed as %d, another copy left as %v (a send retried after its answer was lost)", id, a.seq, drained[id])
 		}
 	}
-	t.Logf("ledger: %d sends and %d completes acknowledged, %d left in the queues; failed operations by node %v; %d lost, %d completed ones came back, %d delivered whose completes failed and are gone all the same",
-		len(ld.l.sent), len(ld.l.completed), len(drained), ld.l.failed, lost, back, maybe)
+	t.Logf("ledger: %d sends and %d completes acknowledged, %d left in the queues; failed operations by node %v; %d lost, %d completed ones came back, %d saved twice, %d delivered whose completes failed and are gone all the same",
+		len(ld.l.sent), len(ld.l.completed), len(drained), ld.l.failed, lost, back, twice, maybe)
 }
 
 // acksBy lists the sends and completes node's clients were told
