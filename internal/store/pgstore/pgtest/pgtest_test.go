@@ -99,6 +99,10 @@ func TestProxyModes(t *testing.T) {
 	} else if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
 		t.Fatalf("black hole: %v, want a timeout (the socket stays open)", err)
 	}
+	// The line is held, and Holds sees it (and nothing it was not sent).
+	if !p.Holds([]byte("ping\n")) || p.Holds([]byte("pong")) {
+		t.Fatalf("Holds: ping %v, pong %v; want true, false", p.Holds([]byte("ping\n")), p.Holds([]byte("pong")))
+	}
 	// A new connection is accepted and stays open, and nothing moves.
 	c2, err := net.Dial("tcp", p.Addr())
 	if err != nil {
@@ -122,6 +126,9 @@ func TestProxyModes(t *testing.T) {
 		if err := roundTrip(cc.c, cc.r, 5*time.Second); err != nil {
 			t.Fatalf("conn %d after healing: %v", i, err)
 		}
+	}
+	if p.Holds([]byte("ping")) {
+		t.Fatal("a chunk is still held after healing")
 	}
 
 	p.SetMode(pgtest.Reset)

@@ -1,6 +1,7 @@
 package pgtest
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
@@ -51,6 +52,7 @@ type Proxy struct {
 	cond  *sync.Cond // signalled when mode changes or the proxy closes
 	mode  Mode
 	conns map[net.Conn]struct{}
+	held  map[*byte][]byte // the chunks the pumps hold while a black hole, by first byte
 	done  bool
 	wg    sync.WaitGroup
 }
@@ -161,13 +163,40 @@ func (p *Proxy) untrack(c net.Conn) {
 
 // pass waits while the proxy is a black hole; false when the
 // connection must end instead (reset, closed).
-func (p *Proxy) pass() bool {
+func (p *Proxy) pass() bool { return p.passHolding(nil) }
+
+// passHolding is pass for a pump holding chunk (read, not yet
+// forwarded), which Holds sees while it waits.
+func (p *Proxy) passHolding(chunk []byte) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if len(chunk) > 0 && p.mode == BlackHole {
+		if p.held == nil {
+			p.held = map[*byte][]byte{}
+		}
+		p.held[&chunk[0]] = chunk
+		defer delete(p.held, &chunk[0])
+	}
 	for p.mode == BlackHole && !p.done {
 		p.cond.Wait()
 	}
 	return p.mode == Pass && !p.done
+}
+
+// Holds reports whether a chunk the proxy read while a black hole, and
+// holds until it passes again, contains b: a test's way to know that a
+// client's request is on its way but has not reached the server. (What
+// the client wrote after that chunk waits in the socket's buffers,
+// unseen.)
+func (p *Proxy) Holds(b []byte) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.held {
+		if bytes.Contains(c, b) {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *Proxy) accept() {
@@ -220,7 +249,7 @@ func (p *Proxy) pump(src, dst net.Conn) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			if !p.pass() {
+			if !p.passHolding(buf[:n]) {
 				return
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
