@@ -65,8 +65,14 @@ type procCluster struct {
 	dir     string
 	bin     string
 	url     string
+	pgAddr  string // the PostgreSQL server's host:port
 	timings clusterTimings
 	extra   []string // more serve flags for every node
+	// proxied, set before the nodes start, puts a pgtest.Proxy of its
+	// own between each node and PostgreSQL (proxies, by node id; one
+	// per id across restarts).
+	proxied bool
+	proxies map[string]*pgtest.Proxy
 	http    *http.Client
 
 	dbMu sync.Mutex
@@ -126,7 +132,8 @@ func newProcCluster(t *testing.T, timings clusterTimings) *procCluster {
 		t.Fatal(err)
 	}
 	tr := &http.Transport{}
-	c := &procCluster{t: t, dir: dir, bin: bin, url: url, timings: timings, db: db, nodes: map[string]*procNode{},
+	c := &procCluster{t: t, dir: dir, bin: bin, url: url, pgAddr: fmt.Sprintf("127.0.0.1:%d", pg.Port), timings: timings,
+		db: db, nodes: map[string]*procNode{}, proxies: map[string]*pgtest.Proxy{},
 		http: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
 	t.Cleanup(func() {
 		c.mu.Lock()
@@ -154,7 +161,11 @@ func newProcCluster(t *testing.T, timings clusterTimings) *procCluster {
 // waits until it logged "busbar ready".
 func (c *procCluster) start(id string) *procNode {
 	c.t.Helper()
-	args := append([]string{"serve", "--cluster", "--store", c.url, "--node-id", id,
+	url := c.url
+	if c.proxied {
+		url = c.proxyURL(id)
+	}
+	args := append([]string{"serve", "--cluster", "--store", url, "--node-id", id,
 		"--cluster-listen", "127.0.0.1:0", "--cluster-secret", procClusterSecret,
 		"--amqp", "127.0.0.1:0", "--http", "127.0.0.1:0", "--log-format", "json"}, c.timings.flags()...)
 	args = append(args, c.extra...)
@@ -193,6 +204,37 @@ func (c *procCluster) start(id string) *procNode {
 		c.t.Fatalf("node %s did not become ready within 45 s; log %s", id, lg.path)
 		return nil
 	}
+}
+
+// proxyURL is the store URL of node id through its proxy (made on
+// first use, closed in t.Cleanup after the nodes are killed).
+func (c *procCluster) proxyURL(id string) string {
+	c.t.Helper()
+	c.mu.Lock()
+	p := c.proxies[id]
+	c.mu.Unlock()
+	if p == nil {
+		var err error
+		if p, err = pgtest.NewProxy(c.pgAddr); err != nil {
+			c.t.Fatal(err)
+		}
+		c.t.Cleanup(func() { p.Close() })
+		c.mu.Lock()
+		c.proxies[id] = p
+		c.mu.Unlock()
+	}
+	u, err := p.URL(c.url)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return u
+}
+
+// proxy is node id's proxy (proxied clusters).
+func (c *procCluster) proxy(id string) *pgtest.Proxy {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.proxies[id]
 }
 
 func (c *procCluster) node(id string) *procNode {

@@ -3,14 +3,16 @@ package main
 import (
 	"context"
 	"fmt"
-	goamqp "github.com/Azure/go-amqp"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	goamqp "github.com/Azure/go-amqp"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/busbarmq/busbar/internal/store/pgstore/pgtest"
 )
 
 // TestClusterSIGSTOPPastLease (docs/design/cluster.md §13.2, §15.4), with
@@ -29,19 +31,32 @@ import (
 //     or the unit was taken over; it registered a new session; and if it
 //     loaded the unit again, that was with an epoch above the takeover's.
 //
-// What stops "stale-1" is a race inside X as it resumes: mostly its
+// What stops "stale-1" here is a race inside X as it resumes: mostly its
 // trust-window check unloads the unit before the send reaches a commit;
 // sometimes the send commits first and the fence aborts it. With the nodes
-// built -tags busbar_nofence (BUSBAR_CLUSTER_TEST_TAGS) the test can
-// therefore pass, so it is not a dependable proof of the fence; the
-// in-process fencing tests are (.ci/run runs them built with
-// -tags busbar_nofence, expecting them to fail).
-func TestClusterSIGSTOPPastLease(t *testing.T) {
+// built -tags busbar_nofence (BUSBAR_CLUSTER_TEST_TAGS) this test can
+// therefore pass; TestClusterSIGSTOPCommitInFlight cannot.
+func TestClusterSIGSTOPPastLease(t *testing.T) { sigstopPastLease(t, false) }
+
+// TestClusterSIGSTOPCommitInFlight is the same with X's commit of
+// "stale-1" already on its way when X stops (docs/design/cluster.md
+// §15.4): each node reaches PostgreSQL through a proxy of its own; X's
+// is made a black hole, "stale-1" is sent, and once the proxy holds the
+// transaction that writes it (X checked its trust window and sent it),
+// X is stopped. The takeover and the snapshot follow as above; then the
+// proxy passes again, so the stale transaction reaches PostgreSQL while X
+// is still stopped, and only the epoch check in it can refuse it. .ci/run
+// runs it with the nodes built -tags busbar_nofence and expects it to
+// fail.
+func TestClusterSIGSTOPCommitInFlight(t *testing.T) { sigstopPastLease(t, true) }
+
+func sigstopPastLease(t *testing.T, inFlight bool) {
 	if testing.Short() {
 		t.Skip("runs PostgreSQL and three busbar processes")
 	}
 	begin := time.Now()
 	c := newProcCluster(t, fastTimings)
+	c.proxied = inFlight
 	// stale-1 goes on a raw go-amqp link (anonymous, no token: hence
 	// --allow-any-key): unlike the SDK, go-amqp never sends a message
 	// again on a new link after its link was detached, so the one
@@ -87,14 +102,35 @@ func TestClusterSIGSTOPPastLease(t *testing.T) {
 		t.Fatalf("send through %s before the stop: %v", x, err)
 	}
 
+	stale := make(chan error, 1)
+	sendStale := func() {
+		go func() {
+			sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
+			defer scancel()
+			stale <- sender.Send(sctx, rawMsg("stale-1"), nil)
+		}()
+	}
+	if inFlight {
+		// X's database is cut off; X sends the commit into the proxy,
+		// which holds it. Stopped before its trust window ends (TTL −
+		// margin after its last renewal), X has no chance to notice.
+		c.proxy(x).SetMode(pgtest.BlackHole)
+		sendStale()
+		deadline := time.Now().Add(fastTimings.TTL - fastTimings.Margin)
+		for !c.proxy(x).Holds([]byte("stale-1")) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s's commit of stale-1 never reached its proxy", x)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
 	stopAt := time.Now()
 	c.signal(x, syscall.SIGSTOP)
-	stale := make(chan error, 1)
-	go func() {
-		sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
-		defer scancel()
-		stale <- sender.Send(sctx, rawMsg("stale-1"), nil)
-	}()
+	if inFlight {
+		t.Logf("%s stopped with its commit of stale-1 held by its proxy", x)
+	} else {
+		sendStale()
+	}
 	taken, seen := c.waitTaken(ctx, queue, before.Epoch)
 	if taken.Owner == x {
 		t.Fatalf("the stopped node %s took its own unit again", x)
@@ -114,6 +150,20 @@ func TestClusterSIGSTOPPastLease(t *testing.T) {
 	}
 
 	snap := c.snapshotUnit(taken.ID)
+	if inFlight {
+		// The stale transaction reaches PostgreSQL now, X still stopped.
+		c.proxy(x).SetMode(pgtest.Pass)
+		for c.proxy(x).Holds([]byte("stale-1")) {
+			if ctx.Err() != nil {
+				t.Fatal("the proxy never passed the stale commit on")
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		time.Sleep(fastTimings.TTL) // time for it to run, and to land if nothing refuses it
+		if after := c.snapshotUnit(taken.ID); after != snap {
+			t.Errorf("the unit's rows changed when %s's stale commit reached PostgreSQL:\nbefore:\n%s\nafter:\n%s", x, snap, after)
+		}
+	}
 	contAt := time.Now()
 	c.signal(x, syscall.SIGCONT)
 	var staleErr error
