@@ -122,8 +122,12 @@ func newFaultCluster(t *testing.T, nq int) *faultCluster {
 			t.Fatalf("placement gave no queue to some node: %v", won)
 		}
 		q := fmt.Sprint("work", i)
+		// Duplicate detection: a send retried through another node after
+		// its answer was lost is saved once, whichever node took the
+		// queue over in between (check fails a copy saved twice).
+		dedup := true
 		if _, err := adm.CreateQueue(ctx, q, &admin.CreateQueueOptions{Properties: &admin.QueueProperties{
-			LockDuration: &lock, MaxDeliveryCount: &maxDelivery}}); err != nil {
+			LockDuration: &lock, MaxDeliveryCount: &maxDelivery, RequiresDuplicateDetection: &dedup}}); err != nil {
 			t.Fatalf("create %s: %v", q, err)
 		}
 		// Created by a, or by the node placement gives it to once a sees
@@ -471,12 +475,11 @@ func (ld *load) waitProgress(t *testing.T, ctx context.Context, n int, what stri
 
 // check drains every queue (and its dead-letter queue) through node via
 // and compares with the ledger: every acknowledged send was completed or
-// is still there; no acknowledged complete comes back. A message is
-// known by its id and a copy of it by its sequence number: a send whose
-// answer was lost (its node shut down) is retried through another node
-// with the same id and may have been saved twice, as Service Bus without
-// duplicate detection would; the copy not completed is still there, and
-// is not a completed one coming back.
+// is still there; no acknowledged complete comes back; no message was
+// saved twice. A message is known by its id and a copy of it by its
+// sequence number: a send whose answer was lost (its node shut down) is
+// retried through another node with the same id, and the queues' duplicate
+// detection must keep the second copy out.
 func (c *faultCluster) check(ld *load, via string) {
 	t := c.t
 	ld.stop()
@@ -543,7 +546,13 @@ func (c *faultCluster) check(ld *load, via string) {
 			}
 		} else if len(drained[id]) > 0 {
 			twice++
-			t.Logf("saved twice: %s, completed as %d, another copy left as %v (a send retried after its answer was lost)", id, a.seq, drained[id])
+			t.Errorf("saved twice despite duplicate detection: %s, completed as %d, another copy left as %v (a send retried after its answer was lost)", id, a.seq, drained[id])
+		}
+	}
+	for id, seqs := range drained {
+		if len(seqs) > 1 {
+			twice++
+			t.Errorf("saved twice despite duplicate detection: %s, left as %v", id, seqs)
 		}
 	}
 	t.Logf("ledger: %d sends and %d completes acknowledged, %d left in the queues; failed operations by node %v; %d lost, %d completed ones came back, %d saved twice, %d delivered whose completes failed and are gone all the same",
