@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/busbarmq/busbar/internal/amqp/encoding"
 	"github.com/busbarmq/busbar/internal/amqp/frames"
 	"github.com/busbarmq/busbar/internal/amqp/txnclient"
+	"github.com/busbarmq/busbar/internal/message"
 )
 
 // settleVia is how a test settles a message: on the receiver link
@@ -23,10 +25,11 @@ const (
 
 func (v settleVia) String() string { return [...]string{"link", "management"}[v] }
 
-// complete completes m via v inside transaction id (nil: outside any)
-// and returns the outcome, unwrapped from a transactional state (a
-// management request's is its status code: accepted for 200).
-func complete(t *testing.T, c *txnclient.Client, v settleVia, m txnclient.Received, id []byte) frames.DeliveryState {
+// complete completes m (of session sid, "" for none) via v inside
+// transaction id (nil: outside any) and returns the outcome, unwrapped
+// from a transactional state (a management request's is its status
+// code: accepted for 200).
+func complete(t *testing.T, c *txnclient.Client, v settleVia, m txnclient.Received, sid string, id []byte) frames.DeliveryState {
 	t.Helper()
 	if v == viaLink {
 		st := c.Dispose(m, &frames.Accepted{}, id)
@@ -35,10 +38,14 @@ func complete(t *testing.T, c *txnclient.Client, v settleVia, m txnclient.Receiv
 		}
 		return st
 	}
-	st, reply := c.MgmtTxnReply(4, 5, "com.microsoft:update-disposition", encoding.Map{
+	body := encoding.Map{
 		{Key: "disposition-status", Value: "completed"},
 		{Key: "lock-tokens", Value: []any{encoding.UUID(lockToken(m.Tag))}},
-	}, id)
+	}
+	if sid != "" {
+		body = append(body, encoding.MapEntry{Key: "session-id", Value: sid})
+	}
+	st, reply := c.MgmtTxnReply(4, 5, "com.microsoft:update-disposition", body, id)
 	if reply == nil {
 		return st
 	}
@@ -74,50 +81,67 @@ func lockToken(tag []byte) uuid.UUID {
 func TestRelayTxnSettleAfterRollback(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) })
 	for _, node := range []string{"owner", "gateway"} {
-		for _, first := range []settleVia{viaLink, viaMgmt} {
-			for _, again := range []settleVia{viaLink, viaMgmt} {
-				for _, inTxn := range []bool{false, true} {
-					name := fmt.Sprintf("%s/%s-then-%s/txn=%v", node, first, again, inTxn)
-					t.Run(name, func(t *testing.T) {
-						tc := startTxnCluster(t)
-						seedTxn(t, tc.b, "in", "a")
-						addr := tc.b.Addr
-						if node == "gateway" {
-							addr = tc.a.Addr
-						}
-						c := txnclient.Dial(t, addr)
-						c.AttachCoordinator()
-						c.AttachReceiver(1, "in", 1)
-						c.AttachSender(4, "in/$management", "")
-						c.AttachReceiver(5, "in/$management", 10)
-						m := c.Receive(1, 1)[0]
-						id := c.Declare()
-						txnAccepted(t, complete(t, c, first, m, id))
-						txnAccepted(t, c.Discharge(id, true))
-						holds(t, tc.b, "in", "a")
-						if errs, err := tc.b.Broker.CheckLocks("in", []uuid.UUID{lockToken(m.Tag)}); err != nil || errs[0] != nil {
-							t.Fatalf("lock after the rollback: %v %v", errs, err)
-						}
-						var id2 []byte
-						if inTxn {
-							id2 = c.Declare()
-						}
-						if first == viaLink && again == viaLink {
-							st := complete(t, c, again, m, id2)
-							if r, ok := st.(*frames.Rejected); !ok || r.Error == nil || r.Error.Condition != condLockLost {
-								t.Fatalf("disposition of a settled delivery answered %v", st)
-							}
-							again = viaMgmt
-						}
-						txnAccepted(t, complete(t, c, again, m, id2))
-						if inTxn {
-							holds(t, tc.b, "in", "a")
-							txnAccepted(t, c.Discharge(id2, false))
-						}
-						holds(t, tc.b, "in")
-					})
+		for _, q := range []string{"in", "sin"} { // sin: a session's message
+			for _, first := range []settleVia{viaLink, viaMgmt} {
+				for _, again := range []settleVia{viaLink, viaMgmt} {
+					for _, inTxn := range []bool{false, true} {
+						name := fmt.Sprintf("%s/%s/%s-then-%s/txn=%v", node, q, first, again, inTxn)
+						t.Run(name, func(t *testing.T) {
+							settleAfterRollback(t, node, q, first, again, inTxn)
+						})
+					}
 				}
 			}
 		}
 	}
+}
+
+func settleAfterRollback(t *testing.T, node, q string, first, again settleVia, inTxn bool) {
+	tc := startTxnCluster(t)
+	sid := ""
+	if q == "sin" {
+		sid = "x"
+	}
+	msg := &message.Message{Body: frames.AppendDataSection(nil, []byte("a")), SessionID: sid}
+	if err := tc.b.Broker.Send(context.Background(), q, []*message.Message{msg}); err != nil {
+		t.Fatal(err)
+	}
+	addr := tc.b.Addr
+	if node == "gateway" {
+		addr = tc.a.Addr
+	}
+	c := txnclient.Dial(t, addr)
+	c.AttachCoordinator()
+	if sid != "" {
+		c.AttachSessionReceiver(1, q, sid, 1)
+	} else {
+		c.AttachReceiver(1, q, 1)
+	}
+	c.AttachSender(4, q+"/$management", "")
+	c.AttachReceiver(5, q+"/$management", 10)
+	m := c.Receive(1, 1)[0]
+	id := c.Declare()
+	txnAccepted(t, complete(t, c, first, m, sid, id))
+	txnAccepted(t, c.Discharge(id, true))
+	holds(t, tc.b, q, "a")
+	if errs, err := tc.b.Broker.CheckLocks(q, []uuid.UUID{lockToken(m.Tag)}); err != nil || errs[0] != nil {
+		t.Fatalf("lock after the rollback: %v %v", errs, err)
+	}
+	var id2 []byte
+	if inTxn {
+		id2 = c.Declare()
+	}
+	if first == viaLink && again == viaLink {
+		st := complete(t, c, again, m, sid, id2)
+		if r, ok := st.(*frames.Rejected); !ok || r.Error == nil || r.Error.Condition != condLockLost {
+			t.Fatalf("disposition of a settled delivery answered %v", st)
+		}
+		again = viaMgmt
+	}
+	txnAccepted(t, complete(t, c, again, m, sid, id2))
+	if inTxn {
+		holds(t, tc.b, q, "a")
+		txnAccepted(t, c.Discharge(id2, false))
+	}
+	holds(t, tc.b, q)
 }
