@@ -38,24 +38,6 @@ func deliveryPayload(m *goamqp.Message) ([]byte, error) {
 	return append(out, b...), nil
 }
 
-// ownerOutcome is the outcome a client's disposition is settled with once
-// the owner accepted it: the outcome the broker settles a local one with
-// (internal/servicebus), not the client's state echoed. A dead-letter is
-// a rejected outcome whose error carries the reason; echoed, the JS SDK
-// read that error as the settlement failing (GeneralError) although the
-// message was dead-lettered.
-func ownerOutcome(state frames.DeliveryState) frames.DeliveryState {
-	switch s := state.(type) {
-	case *frames.Rejected:
-		return &frames.Rejected{}
-	case *frames.Modified:
-		return &frames.Modified{DeliveryFailed: s.DeliveryFailed, UndeliverableHere: s.UndeliverableHere}
-	case nil:
-		return &frames.Accepted{}
-	}
-	return state
-}
-
 // attachProps are the properties of a relayed link's attach to the owner:
 // the client's own (com.microsoft:timeout, how long a next-available
 // session receiver's attach may wait, among them) and the client's rights

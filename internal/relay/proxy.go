@@ -504,6 +504,30 @@ func (rp *receiverProxy) forward(m *goamqp.Message) {
 
 // onDisposition passes a client's disposition to the owner, on its own
 // goroutine, and settles the client's delivery with the owner's answer.
+//
+// The owner's answer: go-amqp (v1.7) tells of the disposition the owner
+// answers a Receiver's AcceptMessage, RejectMessage, ReleaseMessage or
+// ModifyMessage with only whether it was rejected with an error (that
+// error is returned; any other answer is nil), and calls no
+// OnDeliveryStateChanged for it. The relay can still give the client the
+// owner's own answer because the owner (internal/servicebus receiver.go
+// onDisposition) answers a disposition in exactly two ways:
+//
+//   - applied: servicebus.SettleReply of the state the gateway sent
+//     (servicebus.TxnSettleReply for a transactional one, txn.go), a
+//     function of that state alone, which is what the client is told;
+//   - not applied: rejected with an error — a lost lock, a failed
+//     commit, a refusal (a transaction's, an outcome that settles
+//     nothing), or a disposition of a delivery it no longer tracks
+//     (AnswerUnknownDispositions) — which go-amqp returns and the client
+//     is told as it is.
+//
+// It never answers released, modified or rejected without an error for
+// another requested outcome. TestRelayOwnerOutcomes pins this: every
+// outcome a client can send is answered through a gateway as by the
+// owner itself, and leaves the message in the same state. A state that
+// settles nothing is refused by the gateway without asking the owner
+// (as the owner refuses it, Relayed.RefuseOutcome), the lock kept.
 func (rp *receiverProxy) onDisposition(d *amqp.OutgoingDelivery, state frames.DeliveryState, settled bool) {
 	rp.mu.Lock()
 	m := rp.pending[d]
@@ -530,8 +554,17 @@ func (rp *receiverProxy) onDisposition(d *amqp.OutgoingDelivery, state frames.De
 			}
 			return
 		}
+		reply, ok := servicebus.SettleReply(state)
+		if !ok {
+			// Settles nothing: refused here as the owner refuses it, the
+			// lock kept.
+			if !settled {
+				d.Settle(&frames.Rejected{Error: rp.r.RefuseOutcome(state)})
+			}
+			return
+		}
 		switch s := state.(type) {
-		case *frames.Accepted, nil:
+		case *frames.Accepted:
 			err = rp.rcv.AcceptMessage(ctx, m)
 		case *frames.Rejected:
 			var e *goamqp.Error
@@ -539,12 +572,10 @@ func (rp *receiverProxy) onDisposition(d *amqp.OutgoingDelivery, state frames.De
 				e = &goamqp.Error{Condition: goamqp.ErrCond(s.Error.Condition), Description: s.Error.Description, Info: stringKeys(s.Error.Info)}
 			}
 			err = rp.rcv.RejectMessage(ctx, m, e)
-		case *frames.Released:
-			err = rp.rcv.ReleaseMessage(ctx, m)
 		case *frames.Modified:
 			err = rp.rcv.ModifyMessage(ctx, m, &goamqp.ModifyMessageOptions{DeliveryFailed: s.DeliveryFailed,
 				UndeliverableHere: s.UndeliverableHere, Annotations: annotations(s.MessageAnnotations)})
-		default:
+		default: // released, or no outcome
 			err = rp.rcv.ReleaseMessage(ctx, m)
 		}
 		if settled {
@@ -552,7 +583,7 @@ func (rp *receiverProxy) onDisposition(d *amqp.OutgoingDelivery, state frames.De
 		}
 		switch {
 		case err == nil:
-			d.Settle(ownerOutcome(state))
+			d.Settle(reply) // what the owner answered (see above)
 		case isRemote(err):
 			d.Settle(&frames.Rejected{Error: frameError(err)})
 		default:

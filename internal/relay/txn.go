@@ -200,10 +200,11 @@ func (t *txnSenders) close() {
 // txnDisposition passes a client's transactional disposition of m to the
 // owner, in the owner's transaction, and returns the client's answer.
 func (rp *receiverProxy) txnDisposition(ctx context.Context, m *goamqp.Message, ts *frames.TransactionalState) (frames.DeliveryState, *frames.Error) {
-	reply, ok := txnReply(ts.Outcome)
+	reply, ok := servicebus.TxnSettleReply(ts.Outcome)
 	if !ok {
-		// The owner refuses it too; asked, it makes the transaction
-		// rollback-only, as a local refusal does.
+		// The owner refuses it (it is asked all the same, as the
+		// transaction's owner, so that its answer is the one a local
+		// refusal gets).
 		reply = ts.Outcome
 	}
 	if rp.r.Txn == nil {
@@ -225,21 +226,4 @@ func (rp *receiverProxy) txnDisposition(ctx context.Context, m *goamqp.Message, 
 		return nil, frameError(err)
 	}
 	return nil, &frames.Error{Condition: condLockLost, Description: "The lock supplied is invalid: the node serving the entity could not be reached."}
-}
-
-// txnReply is the outcome a transactional disposition is answered with,
-// as the owner's coordinator answers it (servicebus txn.go).
-func txnReply(o frames.DeliveryState) (frames.DeliveryState, bool) {
-	switch o := o.(type) {
-	case *frames.Accepted:
-		return &frames.Accepted{}, true
-	case *frames.Modified:
-		if o.UndeliverableHere {
-			return &frames.Modified{UndeliverableHere: true}, true
-		}
-		return &frames.Modified{DeliveryFailed: o.DeliveryFailed}, true
-	case *frames.Rejected:
-		return &frames.Rejected{}, true
-	}
-	return nil, false
 }

@@ -15,12 +15,13 @@ import (
 	"github.com/busbarmq/busbar/internal/amqp/encoding"
 	"github.com/busbarmq/busbar/internal/amqp/frames"
 	"github.com/busbarmq/busbar/internal/amqp/txnclient"
+	"github.com/busbarmq/busbar/internal/broker"
 	"github.com/busbarmq/busbar/internal/message"
 	"github.com/busbarmq/busbar/internal/servicebus/servicebustest"
 )
 
-// txnCluster is node b, which serves queues "in" and "out", and node a,
-// which serves "local" and relays "in" and "out" to b; owners can be
+// txnCluster is node b, which serves queues "in", "out" and "sin" (with
+// sessions), and node a, which serves "local" and relays the others to b; owners can be
 // changed while it runs.
 type txnCluster struct {
 	a, b *servicebustest.Server
@@ -46,7 +47,10 @@ func startTxnCluster(t *testing.T) *txnCluster {
 func startTxnClusterWith(t *testing.T, adjust func(*GatewayConfig)) *txnCluster {
 	t.Helper()
 	tc := &txnCluster{owners: map[string]Owner{}}
-	tc.b = servicebustest.Start(t, &servicebustest.Options{AllowAnyKey: true, Queues: []string{"in", "out"}})
+	sq := broker.DefaultQueueProperties()
+	sq.RequiresSession = true
+	tc.b = servicebustest.Start(t, &servicebustest.Options{AllowAnyKey: true, Queues: []string{"in", "out", "sin"},
+		QueueProps: map[string]broker.QueueProperties{"sin": sq}})
 	l, err := NewListener(ListenerConfig{Secret: testSecret, Self: "b", Sessions: sessionsOf(map[string]int64{"a": 7}), Owner: tc.b.Handler})
 	if err != nil {
 		t.Fatal(err)
@@ -63,6 +67,7 @@ func startTxnClusterWith(t *testing.T, adjust func(*GatewayConfig)) *txnCluster 
 	go func() { defer close(done); _ = srv.Serve(ln) }()
 	tc.owners["in"] = Owner{Node: "b", Addr: ln.Addr().String()}
 	tc.owners["out"] = tc.owners["in"]
+	tc.owners["sin"] = tc.owners["in"]
 	cfg := GatewayConfig{Secret: testSecret, Node: "a", Session: func() int64 { return 7 }, Timeout: 5 * time.Second,
 		OwnerOf: func(unit string) (Owner, bool) {
 			tc.mu.Lock()

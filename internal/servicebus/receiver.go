@@ -412,7 +412,11 @@ func (rl *receiverLink) onDisposition(d *amqp.OutgoingDelivery, state frames.Del
 		return
 	}
 	if rl.c.relayed {
-		if ts := relayedTxnState(state); ts != nil { // relaytxn.go
+		if ts, marked := relayedTxnState(state); marked { // relaytxn.go
+			if ts == nil {
+				d.Settle(&frames.Rejected{Error: rl.c.fail("settle", rl.path, badRequest("The relayed transactional state does not decode.")).amqpError()})
+				return
+			}
 			rl.txnSettle(d, uuid.UUID(tok), ts, true)
 			return
 		}
@@ -663,7 +667,7 @@ func (rl *receiverLink) settleCompletes() {
 }
 
 // settle applies an AMQP outcome to the message locked with tok and
-// returns the outcome to answer with on success:
+// returns the outcome to answer with on success (SettleReply):
 //
 //	accepted                                  Complete
 //	modified, undeliverable-here              Defer (annotations → properties)
@@ -672,34 +676,69 @@ func (rl *receiverLink) settleCompletes() {
 //	rejected (other condition)                DeadLetter (condition, description)
 //	released, or no outcome                   Release
 //
-// A successful dead-letter is answered with rejected without an error:
-// go-amqp treats a rejected with an error as a failed settlement.
+// Any other state settles nothing (unsupportedOutcome).
 func (c *conn) settle(path string, tok uuid.UUID, state frames.DeliveryState) (_ frames.DeliveryState, err error) {
 	span := c.h.traceSettle(path, outcomeName(state), 1)
 	defer func() { endSpan(span, err) }()
+	reply, ok := SettleReply(state)
+	if !ok {
+		return nil, unsupportedOutcome(state)
+	}
 	b := c.ns().Broker
 	switch s := state.(type) {
 	case *frames.Accepted:
-		return &frames.Accepted{}, b.Complete(c.ctx, path, tok)
+		return reply, b.Complete(c.ctx, path, tok)
 	case *frames.Modified:
 		props, err := propsMap(s.MessageAnnotations)
 		if err != nil {
 			return nil, err
 		}
 		if s.UndeliverableHere {
-			return &frames.Modified{UndeliverableHere: true}, b.Defer(c.ctx, path, tok, props)
+			return reply, b.Defer(c.ctx, path, tok, props)
 		}
-		return &frames.Modified{DeliveryFailed: s.DeliveryFailed}, b.Abandon(c.ctx, path, tok, props)
+		return reply, b.Abandon(c.ctx, path, tok, props)
 	case *frames.Rejected:
 		reason, desc, props, err := deadLetterInfo(s.Error)
 		if err != nil {
 			return nil, err
 		}
-		return &frames.Rejected{}, b.DeadLetter(c.ctx, path, tok, reason, desc, props)
-	case *frames.Released, nil:
-		return &frames.Released{}, b.Release(c.ctx, path, tok)
+		return reply, b.DeadLetter(c.ctx, path, tok, reason, desc, props)
 	}
-	return nil, badRequest("The outcome %v is not supported.", state)
+	return reply, b.Release(c.ctx, path, tok)
+}
+
+// SettleReply is the outcome a node answers a client's disposition of a
+// peek-locked message with (outside a transaction) once the settlement
+// the disposition's state asks for is applied, and false for a state
+// that asks for none (refused with unsupportedOutcome, the lock kept).
+// Every other answer is rejected with an error: the settlement failed.
+// A successful dead-letter is answered with rejected without an error:
+// go-amqp treats a rejected with an error as a failed settlement.
+//
+// A gateway node, whose go-amqp client learns of the owner's answer only
+// whether it was rejected with an error, answers the client with this
+// (package relay); so it must stay a function of the state alone.
+func SettleReply(state frames.DeliveryState) (frames.DeliveryState, bool) {
+	switch s := state.(type) {
+	case *frames.Accepted:
+		return &frames.Accepted{}, true
+	case *frames.Modified:
+		if s.UndeliverableHere {
+			return &frames.Modified{UndeliverableHere: true}, true
+		}
+		return &frames.Modified{DeliveryFailed: s.DeliveryFailed}, true
+	case *frames.Rejected:
+		return &frames.Rejected{}, true
+	case *frames.Released, nil:
+		return &frames.Released{}, true
+	}
+	return nil, false
+}
+
+// unsupportedOutcome refuses a disposition whose state is no outcome a
+// message is settled with.
+func unsupportedOutcome(state frames.DeliveryState) error {
+	return badRequest("The outcome %v is not supported.", state)
 }
 
 // deadLetterInfo reads the reason, description and properties to modify

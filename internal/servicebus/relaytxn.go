@@ -16,7 +16,9 @@ import (
 //	                 each transfer is a send in it, answered accepted/rejected
 //	settle           modified outcome whose message-annotations hold
 //	                 RelayTxnProperty = encoded transactional-state(txn-id, outcome),
-//	                 answered with the plain outcome
+//	                 answered with the plain outcome (TxnSettleReply) or
+//	                 rejected with an error; one that does not decode is
+//	                 refused
 //	management op    the request's application property RelayTxnProperty = txn-id
 //	discharge        management request opRelayTxnDischarge {txn-id, fail}
 //
@@ -39,22 +41,27 @@ func (c *conn) relayLinkTxn(props map[frames.Symbol]any) []byte {
 }
 
 // relayedTxnState decodes the transactional state a gateway put in a
-// modified outcome (RelayTxnProperty); nil when there is none or it is
-// not a transactional-state with an outcome.
-func relayedTxnState(state frames.DeliveryState) *frames.TransactionalState {
+// modified outcome (RelayTxnProperty). marked says whether the outcome
+// carries one at all; ts is nil when it does not decode to a
+// transactional-state with a txn-id (the disposition is then refused,
+// never taken for a plain modified outcome).
+func relayedTxnState(state frames.DeliveryState) (ts *frames.TransactionalState, marked bool) {
 	m, ok := state.(*frames.Modified)
 	if !ok {
-		return nil
+		return nil, false
 	}
-	raw, ok := m.MessageAnnotations[RelayTxnProperty].([]byte)
+	v, ok := m.MessageAnnotations[RelayTxnProperty]
 	if !ok {
-		return nil
+		return nil, false
 	}
-	return decodeRelayedTxnState(raw)
+	raw, _ := v.([]byte)
+	return decodeRelayedTxnState(raw), true
 }
 
 // decodeRelayedTxnState decodes an encoded transactional-state with a
-// txn-id and an outcome; nil for anything else.
+// txn-id; nil for anything else. Its outcome may be missing or one that
+// cannot be part of a transaction: txnSettle refuses those, as it does
+// a client's own.
 func decodeRelayedTxnState(raw []byte) *frames.TransactionalState {
 	r := encoding.NewReader(raw)
 	s, err := frames.ReadDeliveryState(r)
@@ -62,7 +69,7 @@ func decodeRelayedTxnState(raw []byte) *frames.TransactionalState {
 		return nil
 	}
 	ts, ok := s.(*frames.TransactionalState)
-	if !ok || len(ts.TxnID) == 0 || ts.Outcome == nil {
+	if !ok || len(ts.TxnID) == 0 {
 		return nil
 	}
 	return ts

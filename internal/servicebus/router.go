@@ -101,6 +101,10 @@ type Relayed struct {
 	// InTxn is the transaction a relayed management request was sent in
 	// (nil: none).
 	InTxn *RemoteTxn
+	// RefuseOutcome, set for a relayed receiver link, is the error a
+	// disposition whose state is no outcome a message is settled with
+	// (SettleReply false) is refused with, as the owner refuses it.
+	RefuseOutcome func(state frames.DeliveryState) *frames.Error
 }
 
 // RelayProperty is the attach property of a relayed link: the client's
@@ -233,6 +237,9 @@ func (c *conn) relayOutgoing(l *amqp.OutgoingLink, a address) error {
 	gone, refused := relayGone()
 	r := Relayed{Unit: unitOf(a), Rights: c.rightsOn(a.path()), Refused: refused}
 	r.Txn = func(id []byte, peer any) (RemoteTxn, *frames.Error) { return c.bindRemoteTxn(id, r, peer) }
+	r.RefuseOutcome = func(state frames.DeliveryState) *frames.Error {
+		return c.fail("settle", a.path(), unsupportedOutcome(state)).amqpError()
+	}
 	err := c.h.router.AttachReceiver(l, r)
 	prev := l.OnDetach
 	var detach func(error)

@@ -541,17 +541,35 @@ func (s *senderLink) txnSend(d *amqp.IncomingDelivery, ts *frames.TransactionalS
 	d.Settle(&frames.TransactionalState{TxnID: ts.TxnID, Outcome: &frames.Accepted{}})
 }
 
+// TxnSettleReply is the outcome a node answers a transactional
+// disposition with (inside the transactional-state; on a relayed
+// transaction alone) once it is recorded, and false for an outcome that
+// cannot be part of a transaction (refused). Every other answer is
+// rejected with an error. As SettleReply, a gateway node answers its
+// client with it (package relay), so it is a function of the outcome
+// alone.
+func TxnSettleReply(outcome frames.DeliveryState) (frames.DeliveryState, bool) {
+	switch outcome.(type) {
+	case *frames.Accepted, *frames.Modified, *frames.Rejected:
+		return SettleReply(outcome)
+	}
+	return nil, false
+}
+
 // txnSettle records a transactional disposition of a peek-lock delivery
 // and answers it with the outcome inside transactional-state, or (plain,
 // a relayed transaction) the outcome alone.
 func (rl *receiverLink) txnSettle(d *amqp.OutgoingDelivery, tok uuid.UUID, ts *frames.TransactionalState, plain bool) {
 	c := rl.c
 	s := broker.TxnSettlement{Path: rl.path, Token: tok}
-	var reply frames.DeliveryState
+	reply, ok := TxnSettleReply(ts.Outcome)
 	err := func() error {
+		if !ok {
+			return badRequest("The outcome %v cannot be part of a transaction: complete, abandon, defer or dead-letter the message.", ts.Outcome)
+		}
 		switch o := ts.Outcome.(type) {
 		case *frames.Accepted:
-			s.Kind, reply = broker.TxnComplete, &frames.Accepted{}
+			s.Kind = broker.TxnComplete
 		case *frames.Modified:
 			props, err := propsMap(o.MessageAnnotations)
 			if err != nil {
@@ -559,18 +577,16 @@ func (rl *receiverLink) txnSettle(d *amqp.OutgoingDelivery, tok uuid.UUID, ts *f
 			}
 			s.Props = props
 			if o.UndeliverableHere {
-				s.Kind, reply = broker.TxnDefer, &frames.Modified{UndeliverableHere: true}
+				s.Kind = broker.TxnDefer
 			} else {
-				s.Kind, reply = broker.TxnAbandon, &frames.Modified{DeliveryFailed: o.DeliveryFailed}
+				s.Kind = broker.TxnAbandon
 			}
 		case *frames.Rejected:
 			reason, desc, props, err := deadLetterInfo(o.Error)
 			if err != nil {
 				return err
 			}
-			s.Kind, s.Reason, s.Desc, s.Props, reply = broker.TxnDeadLetter, reason, desc, props, &frames.Rejected{}
-		default:
-			return badRequest("The outcome %v cannot be part of a transaction: complete, abandon, defer or dead-letter the message.", ts.Outcome)
+			s.Kind, s.Reason, s.Desc, s.Props = broker.TxnDeadLetter, reason, desc, props
 		}
 		return c.txnRecordSettle(ts.TxnID, rl.path, s)
 	}()

@@ -352,7 +352,7 @@ func (c *Client) Dispose(m Received, outcome frames.DeliveryState, id []byte) fr
 }
 
 // MgmtTxn sends a $management request (operation, amqp-value body) on
-// sender handle inside transaction id and returns the transfer's
+// sender handle inside transaction id (nil: outside any) and returns the transfer's
 // disposition and, unless it was refused, the reply's status-code, read
 // on receiver handle replies (attached to the same management node).
 func (c *Client) MgmtTxn(handle, replies uint32, op string, body encoding.Map, id []byte) (frames.DeliveryState, any) {
@@ -377,7 +377,11 @@ func (c *Client) MgmtTxnReply(handle, replies uint32, op string, body encoding.M
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	st := c.Transfer(ChEntities, handle, payload, &frames.TransactionalState{TxnID: id})
+	var state frames.DeliveryState // outside any transaction when id is nil
+	if id != nil {
+		state = &frames.TransactionalState{TxnID: id}
+	}
+	st := c.Transfer(ChEntities, handle, payload, state)
 	if _, ok := st.(*frames.Rejected); ok {
 		return st, nil
 	}
