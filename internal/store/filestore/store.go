@@ -217,7 +217,7 @@ func (s *Store) Commit(b *store.Batch, sync bool) error {
 		if blobs, err = s.writeBlobs(b); err != nil {
 			return err
 		}
-		rec, err := encodeBatchBlobs(r.rec[:0], b, blobs)
+		rec, err := encodeBatchBlobs(r.rec[:0], b, blobs, &r.holes)
 		if err != nil {
 			s.dropBlobs(blobs)
 			s.unpinBases(pinnedBases(blobs))
