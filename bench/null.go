@@ -209,9 +209,12 @@ func NewNullDurableTarget(o NullOptions) (*Target, func()) {
 // NewNullDurableRetainTarget is NewNullDurableTarget with a journal that
 // keeps everything (busbar-null --sync --retain, target
 // null-durable-retain): files are filled one after the other, each
-// zero-filled and synced ahead of use, none rewritten — the least a
-// durable broker that keeps what it is sent pays, to compare Busbar with
-// like for like when a cell leaves its messages queued (W1).
+// zero-filled and synced ahead of use, none rewritten — a plain durable
+// journal that keeps what it is sent, to set beside Busbar when a cell
+// leaves its messages queued (W1), where null-durable rewrites pages it
+// keeps cached. It is plain, not tuned: it zero-fills a whole file at
+// once, where Busbar's store paces its zero-filling and starts its
+// writeback early, so Busbar may beat it.
 func NewNullDurableRetainTarget(o NullOptions) (*Target, func()) {
 	return newNullDurableTarget(o, true)
 }

@@ -33,7 +33,8 @@ import (
 //
 // A retaining journal (OpenRetainingJournal, busbar-null --sync DIR
 // --retain, the target null-durable-retain) keeps everything instead, as a
-// broker that keeps what it is sent must: a full file is synced and left
+// broker that keeps what it is sent must (plainly: the next file is
+// zero-filled at once, not paced): a full file is synced and left
 // as it is, and writing goes on in the next one, which a goroutine of the
 // journal's has created, zero-filled and synced meanwhile (as Busbar
 // prepares its next segment), and whose name it has made durable. A full
