@@ -3,6 +3,8 @@ package filestore
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/busbarmq/busbar/internal/vfs"
@@ -58,6 +60,10 @@ func (s *Store) dropCachedSegments() {
 	var cold []*segment
 	s.mu.Lock()
 	if s.mu.active != nil {
+		if s.uncachedTo == 0 && len(s.mu.segs) > 0 {
+			// First pass: start below the oldest segment, not at id 1.
+			s.uncachedTo = max(min(s.mu.active.id, slices.Min(slices.Collect(maps.Keys(s.mu.segs)))), 1) - 1
+		}
 		kept := int64(0)
 		for id := s.mu.active.id; id > s.uncachedTo+1; id-- {
 			seg := s.mu.segs[id-1]
