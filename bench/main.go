@@ -109,7 +109,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, int) {
 	fs.StringVar(&f.repo, "repo", "..", "the Busbar checkout to build cmd/busbar from")
 	fs.StringVar(&f.work, "work", filepath.Join(os.TempDir(), "busbar-bench"), "scratch directory for binaries and data directories (removed data at the end)")
 	fs.StringVar(&f.out, "out", "", "directory to write results.md and results.csv into (default: stdout only)")
-	fs.StringVar(&f.targets, "targets", "busbar,sdk,rabbitmq-amqp10,rabbitmq-amqp091,nats-always,nats-default", "targets to run, comma-separated; also null and null-sdk: the null broker (cmd/busbar-null, no broker work; W1, W2 and, with go-amqp, W3) with go-amqp and with the azservicebus SDK, null-durable: the null broker with a group-committed, fdatasync'd journal (the least a durable broker does; W1, W2, W3), busbar-memory: Busbar with serve --memory (not durable; W1, W2, W3, W5), busbar-postgres: Busbar with serve --store on -postgres (W1, W2, W3, W5), and busbar-cluster: two serve --cluster nodes on -postgres, W1, W2 and W3 through the node serving the queue and then through the other one (relayed)")
+	fs.StringVar(&f.targets, "targets", "busbar,sdk,rabbitmq-amqp10,rabbitmq-amqp091,nats-always,nats-default", "targets to run, comma-separated; also null and null-sdk: the null broker (cmd/busbar-null, no broker work; W1, W2 and, with go-amqp, W3) with go-amqp and with the azservicebus SDK, null-durable: the null broker with a group-committed, fdatasync'd journal (the least a durable broker does; W1, W2, W3), null-durable-retain: the same with a journal that keeps everything (new files instead of rewriting one), busbar-memory: Busbar with serve --memory (not durable; W1, W2, W3, W5), busbar-postgres: Busbar with serve --store on -postgres (W1, W2, W3, W5), and busbar-cluster: two serve --cluster nodes on -postgres, W1, W2 and W3 through the node serving the queue and then through the other one (relayed)")
 	fs.StringVar(&f.workloads, "workloads", "W1,W2,W3,W4,W5", "workloads to run, comma-separated")
 	fs.StringVar(&f.planName, "plan", "full", "full or smoke")
 	fs.StringVar(&f.rmqSbin, "rabbitmq-sbin", "", "directory with RabbitMQ's rabbitmq-server and rabbitmqctl scripts (e.g. /usr/lib/rabbitmq/lib/rabbitmq_server-3.10.8/sbin); empty skips RabbitMQ")
@@ -138,7 +138,7 @@ func parseFlags(args []string, stderr io.Writer) (*flags, int) {
 	fs.DurationVar(&f.limits, "limits", 2*time.Second, "duration of each physical-limit probe (0 skips them)")
 	fs.StringVar(&f.postgres, "postgres", "", "PostgreSQL URL for the busbar-postgres target (postgres://USER@HOST:PORT/DB); each run gets a schema of its own")
 	fs.IntVar(&f.portOffset, "port-offset", 0, "add this to the fixed ports of the Busbar and null-broker targets (25800–25817), so that two runs on one machine do not meet")
-	fs.IntVar(&f.rounds, "rounds", 1, "run the null-broker targets (null, null-sdk, null-durable) and the Busbar targets (busbar-memory, busbar, sdk) this many times, interleaved (round 1: null broker then Busbar, round 2: …), so that each Busbar figure has a ceiling measured minutes apart (results.md: Rounds); W4 runs in the first round only; RabbitMQ and NATS run once, after the rounds")
+	fs.IntVar(&f.rounds, "rounds", 1, "run the null-broker targets (null, null-sdk, null-durable, null-durable-retain) and the Busbar targets (busbar-memory, busbar, sdk) this many times, interleaved (round 1: null broker then Busbar, round 2: …), so that each Busbar figure has a ceiling measured minutes apart (results.md: Rounds); W4 runs in the first round only; RabbitMQ and NATS run once, after the rounds")
 	fs.BoolVar(&f.pin, "pin", false, "pinned variant: re-run the harness under taskset -c 0 and start every broker under taskset -c 1")
 	if err := fs.Parse(args); err != nil {
 		return nil, 2
@@ -338,7 +338,7 @@ func (b *benchRun) wantBusbar() bool {
 }
 
 func (b *benchRun) wantNull() bool {
-	return b.want["null"] || b.want["null-sdk"] || b.want["null-durable"]
+	return b.want["null"] || b.want["null-sdk"] || b.want["null-durable"] || b.want["null-durable-retain"]
 }
 
 // build exports --rev (with --source head) and builds the null broker and
@@ -415,6 +415,11 @@ func (b *benchRun) rounds() {
 			stopN()
 			if want["null-durable"] && ctx.Err() == nil {
 				dt, stopD := NewNullDurableTarget(NullOptions{Bin: b.nullBin, WorkDir: work, Port: 25811 + b.f.portOffset, Size: b.plan.Size})
+				b.runAll(dt)
+				stopD()
+			}
+			if want["null-durable-retain"] && ctx.Err() == nil {
+				dt, stopD := NewNullDurableRetainTarget(NullOptions{Bin: b.nullBin, WorkDir: work, Port: 25811 + b.f.portOffset, Size: b.plan.Size})
 				b.runAll(dt)
 				stopD()
 			}

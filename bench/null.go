@@ -44,8 +44,10 @@ type nullProc struct {
 	logp string
 	// forward starts the process with --forward (W3); set before start.
 	forward bool
-	// syncDir, when set, starts it with --sync syncDir (null-durable).
+	// syncDir, when set, starts it with --sync syncDir (null-durable);
+	// retain adds --retain (null-durable-retain).
 	syncDir string
+	retain  bool
 
 	mu     sync.Mutex
 	cmd    interface{ Signal(os.Signal) error }
@@ -72,6 +74,9 @@ func (p *nullProc) start(ctx context.Context) error {
 			return err
 		}
 		args = append(args, "--sync", p.syncDir)
+		if p.retain {
+			args = append(args, "--retain")
+		}
 	}
 	cmd, logf, exited, err := startBroker(p.bin, p.logp, args...)
 	if err != nil {
@@ -152,6 +157,7 @@ const (
 	nullGoAMQPName  = "Null broker (AMQP 1.0, go-amqp)"
 	nullSDKName     = "Null broker (azservicebus SDK)"
 	nullDurableName = "Null broker, durable (AMQP 1.0, go-amqp)"
+	nullRetainName  = "Null broker, durable, retaining (AMQP 1.0, go-amqp)"
 )
 
 // NewNullTargets returns the null broker driven by go-amqp and by the
@@ -197,15 +203,38 @@ func NewNullTargets(o NullOptions) (goamqp, sdk *Target, stop func()) {
 // costs at least and what Busbar adds. A new process (and journal) per
 // cell.
 func NewNullDurableTarget(o NullOptions) (*Target, func()) {
+	return newNullDurableTarget(o, false)
+}
+
+// NewNullDurableRetainTarget is NewNullDurableTarget with a journal that
+// keeps everything (busbar-null --sync --retain, target
+// null-durable-retain): files are filled one after the other, each
+// zero-filled and synced ahead of use, none rewritten — a plain durable
+// journal that keeps what it is sent, to set beside Busbar when a cell
+// leaves its messages queued (W1), where null-durable rewrites pages it
+// keeps cached. It is plain, not tuned: it zero-fills a whole file at
+// once, where Busbar's store paces its zero-filling and starts its
+// writeback early, so Busbar may beat it.
+func NewNullDurableRetainTarget(o NullOptions) (*Target, func()) {
+	return newNullDurableTarget(o, true)
+}
+
+func newNullDurableTarget(o NullOptions, retain bool) (*Target, func()) {
 	if o.Size <= 0 {
 		o.Size = 1024
 	}
-	p := &nullProc{bin: o.Bin, port: o.Port, size: o.Size, logp: filepath.Join(o.WorkDir, "busbar-null-durable.log"),
-		syncDir: filepath.Join(o.WorkDir, nullDurableJournal)}
-	c := &amqp10Client{name: nullDurableName, tier: "A", url: fmt.Sprintf("amqp://127.0.0.1:%d", o.Port), cbs: true, settleSecond: true}
+	name, logName := nullDurableName, "busbar-null-durable.log"
+	note := "the null broker made durable at least cost: each transfer's payload and each complete's tag appended to a preallocated file, settled (W3, --forward: handed on) after the group commit's fdatasync (one pwrite + one fdatasync per round, no waiting); no records, no index, nothing read back"
+	if retain {
+		name, logName = nullRetainName, "busbar-null-durable-retain.log"
+		note = "the durable null broker keeping everything: its journal goes on in a new 64 MiB file (zero-filled and synced ahead of use) instead of wrapping, and drops a full file's cached pages; otherwise as null-durable"
+	}
+	p := &nullProc{bin: o.Bin, port: o.Port, size: o.Size, logp: filepath.Join(o.WorkDir, logName),
+		syncDir: filepath.Join(o.WorkDir, nullDurableJournal), retain: retain}
+	c := &amqp10Client{name: name, tier: "A", url: fmt.Sprintf("amqp://127.0.0.1:%d", o.Port), cbs: true, settleSecond: true}
 	t := &Target{Client: c, Proc: func() Process { return p }, Fresh: p.fresh(false), FreshW3: p.fresh(true),
 		Workloads: map[string]bool{"W1": true, "W2": true, "W3": true}, WorkloadsNA: nullDurableNA, TopicsNA: nullDurableNA, SkipW4: nullDurableNA, NoPrefill: true,
-		Note: "the null broker made durable at least cost: each transfer's payload and each complete's tag appended to a preallocated file, settled (W3, --forward: handed on) after the group commit's fdatasync (one pwrite + one fdatasync per round, no waiting); no records, no index, nothing read back"}
+		Note: note}
 	return t, func() {
 		p.stop()
 		_ = os.RemoveAll(p.syncDir)

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/busbarmq/busbar/internal/amqp"
 	"github.com/busbarmq/busbar/internal/amqp/frames"
 )
@@ -28,11 +30,31 @@ import (
 // broker's preallocated segments.
 //
 //	journal file:  | payload | tag | payload | payload | … | → wraps to offset 0
+//
+// A retaining journal (OpenRetainingJournal, busbar-null --sync DIR
+// --retain, the target null-durable-retain) keeps everything instead, as a
+// broker that keeps what it is sent must (plainly: the next file is
+// zero-filled at once, not paced): a full file is synced and left
+// as it is, and writing goes on in the next one, which a goroutine of the
+// journal's has created, zero-filled and synced meanwhile (as Busbar
+// prepares its next segment), and whose name it has made durable. A full
+// file's pages are dropped from the page cache (nothing reads it back).
+//
+//	null-journal-000001 (full) | null-journal-000002 (being written) | null-journal-000003 (prepared)
 type Journal struct {
 	f    *os.File
 	fd   int
 	size int64
 	off  int64 // next write, owned by run
+
+	// A retaining journal's next file: asked for on prepReq, handed over
+	// on prepc by the preparer goroutine (prepDone closed when it exits).
+	retain   bool
+	dir      string
+	next     int // number of the next file to prepare, owned by the preparer
+	prepReq  chan struct{}
+	prepc    chan prepared
+	prepDone chan struct{}
 
 	mu   sync.Mutex
 	pend []jentry
@@ -67,7 +89,78 @@ func OpenJournal(dir string, size int64) (*Journal, error) {
 	if size <= 0 {
 		size = DefaultJournalSize
 	}
-	f, err := os.OpenFile(filepath.Join(dir, "null-journal"), os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
+	f, err := zeroFile(filepath.Join(dir, "null-journal"), size)
+	if err != nil {
+		return nil, err
+	}
+	j := &Journal{f: f, fd: int(f.Fd()), size: size, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	go j.run()
+	return j, nil
+}
+
+// OpenRetainingJournal opens a journal that keeps everything: files of
+// size bytes (DefaultJournalSize when 0) in dir, numbered from 1, each
+// prepared ahead of use (see Journal). Close stops its goroutines.
+func OpenRetainingJournal(dir string, size int64) (*Journal, error) {
+	if size <= 0 {
+		size = DefaultJournalSize
+	}
+	j := &Journal{size: size, retain: true, dir: dir, next: 1, wake: make(chan struct{}, 1), stop: make(chan struct{}),
+		done: make(chan struct{}), prepReq: make(chan struct{}, 1), prepc: make(chan prepared, 1), prepDone: make(chan struct{})}
+	p := j.prepare()
+	if p.err != nil {
+		return nil, p.err
+	}
+	j.f, j.fd = p.f, int(p.f.Fd())
+	go j.prepLoop()
+	j.prepReq <- struct{}{}
+	go j.run()
+	return j, nil
+}
+
+// prepared is a retaining journal's next file, or why there is none.
+type prepared struct {
+	f   *os.File
+	err error
+}
+
+// prepLoop is the preparer: one file per request, until prepReq closes.
+func (j *Journal) prepLoop() {
+	defer close(j.prepDone)
+	for range j.prepReq {
+		j.prepc <- j.prepare()
+	}
+	select {
+	case p := <-j.prepc:
+		if p.f != nil {
+			p.f.Close()
+		}
+	default:
+	}
+}
+
+// prepare creates, zero-fills and syncs the next file, and syncs dir.
+func (j *Journal) prepare() prepared {
+	f, err := zeroFile(filepath.Join(j.dir, fmt.Sprintf("null-journal-%06d", j.next)), j.size)
+	if err != nil {
+		return prepared{err: err}
+	}
+	j.next++
+	d, err := os.Open(j.dir)
+	if err == nil {
+		err = d.Sync()
+		d.Close()
+	}
+	if err != nil {
+		f.Close()
+		return prepared{err: err}
+	}
+	return prepared{f: f}
+}
+
+// zeroFile creates (or truncates) name, size bytes of zeros, synced.
+func zeroFile(name string, size int64) (*os.File, error) {
+	f, err := os.OpenFile(name, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -83,9 +176,25 @@ func OpenJournal(dir string, size int64) (*Journal, error) {
 		f.Close()
 		return nil, err
 	}
-	j := &Journal{f: f, fd: int(f.Fd()), size: size, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
-	go j.run()
-	return j, nil
+	return f, nil
+}
+
+// nextFile moves a retaining journal to its prepared file: the full one
+// is synced (the round's fdatasync covers only the file it ends in), its
+// pages dropped and closed.
+func (j *Journal) nextFile() error {
+	if err := syscall.Fdatasync(j.fd); err != nil {
+		return err
+	}
+	_ = unix.Fadvise(j.fd, 0, 0, unix.FADV_DONTNEED)
+	p := <-j.prepc
+	j.prepReq <- struct{}{}
+	if p.err != nil {
+		return p.err
+	}
+	j.f.Close()
+	j.f, j.fd, j.off = p.f, int(p.f.Fd()), 0
+	return nil
 }
 
 // errJournalClosed settles what arrives after Close: rejected, never
@@ -129,6 +238,10 @@ func (j *Journal) add(e jentry) {
 func (j *Journal) Close() error {
 	close(j.stop)
 	<-j.done
+	if j.retain {
+		close(j.prepReq)
+		<-j.prepDone
+	}
 	j.mu.Lock()
 	pend := j.pend
 	j.pend = nil
@@ -263,11 +376,16 @@ func addTo[L comparable, D any](gs []linkGroup[L, D], l L, d D) []linkGroup[L, D
 	return append(gs, linkGroup[L, D]{l: l, ds: []D{d}})
 }
 
-// write writes b at the journal's offset, wrapping at its size.
+// write writes b at the journal's offset, wrapping at its size (a
+// retaining journal goes on in its next file instead).
 func (j *Journal) write(b []byte) error {
 	for len(b) > 0 {
 		if j.off == j.size {
-			j.off = 0
+			if !j.retain {
+				j.off = 0
+			} else if err := j.nextFile(); err != nil {
+				return err
+			}
 		}
 		n := min(int64(len(b)), j.size-j.off)
 		if _, err := j.f.WriteAt(b[:n], j.off); err != nil {

@@ -107,3 +107,65 @@ func TestJournalSettlesAfterWrite(t *testing.T) {
 		t.Fatalf("send after Close: %v, want a rejection (journal closed)", err)
 	}
 }
+
+// TestRetainingJournalKeepsEverything checks that a retaining journal
+// settles a transfer only once its payload is synced in a journal file,
+// goes on in a new, prepared file when one is full, and rewrites none:
+// every payload is still in some file at the end.
+func TestRetainingJournalKeepsEverything(t *testing.T) {
+	dir := t.TempDir()
+	const size = 8 << 10
+	j, err := OpenRetainingJournal(dir, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Journal = j
+	snd := serve(t, h)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	all := func() []byte {
+		var b []byte
+		names, _ := filepath.Glob(filepath.Join(dir, "null-journal-*"))
+		for _, n := range names {
+			f, err := os.ReadFile(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b = append(b, f...)
+		}
+		return b
+	}
+	var bodies [][]byte
+	for i := range 20 { // 20 × ≈ 1 KB: three 8 KB files
+		body := []byte(fmt.Sprintf("message-%02d-%s", i, strings.Repeat("x", 1000)))
+		bodies = append(bodies, body)
+		if err := snd.Send(ctx, goamqp.NewMessage(body), nil); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+		if !bytes.Contains(all(), body[:20]) {
+			t.Fatalf("send %d settled before its payload reached the journal", i)
+		}
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	names, _ := filepath.Glob(filepath.Join(dir, "null-journal-*"))
+	if len(names) < 3 {
+		t.Fatalf("%d journal files for 20 KB in 8 KB files: %v", len(names), names)
+	}
+	for _, n := range names {
+		if st, err := os.Stat(n); err != nil || st.Size() != size {
+			t.Fatalf("journal file %s: %v, %v; want %d bytes", n, st, err, size)
+		}
+	}
+	b := all()
+	for i, body := range bodies {
+		if !bytes.Contains(b, body[:20]) {
+			t.Fatalf("message %d was overwritten", i)
+		}
+	}
+}

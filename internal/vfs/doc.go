@@ -9,7 +9,8 @@
 //     the directory and fsyncs it, which makes created, renamed and removed
 //     names durable. Its files are also Writebackers (sync_file_range(2)
 //     starts writing a range without waiting or flushing the device) and,
-//     on Linux, VectorWriters (pwritev(2)).
+//     on Linux, VectorWriters (pwritev(2)) and (amd64, arm64)
+//     CacheDroppers (posix_fadvise(2) POSIX_FADV_DONTNEED).
 //   - Mem (NewMem): an in-memory file system that tracks, for every file,
 //     the bytes as of its last Sync and, for every directory, the names as
 //     of its last SyncDir. CrashClone returns the file system a power loss

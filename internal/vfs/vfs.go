@@ -30,6 +30,16 @@ type Writebacker interface {
 	StartWriteback(off, n int64) error
 }
 
+// CacheDropper is implemented by files whose cached pages can be given
+// back to the kernel (posix_fadvise(2) POSIX_FADV_DONTNEED on the OS file
+// system on Linux amd64 and arm64): clean pages from off for n bytes (to the end of the
+// file when n is 0) leave the page cache, dirty ones are not dropped.
+// Reads still see every byte; later reads of the range go to the device.
+// It is only a hint; the in-memory file systems do not implement it.
+type CacheDropper interface {
+	DropCache(off, n int64) error
+}
+
 // VectorWriter is implemented by files that write several buffers, back
 // to back from off, with one call (pwritev(2) on the OS file system on
 // Linux), so that a caller need not copy them into one buffer first. Like

@@ -13,12 +13,15 @@
 // With --sync DIR it is durable at the least cost a durable broker can
 // pay: every transfer and every settlement the client asks for is written
 // to a journal file in DIR and settled (with --forward: handed on) only
-// after an fdatasync, in group commits (target null-durable).
+// after an fdatasync, in group commits (target null-durable). With
+// --retain as well the journal keeps everything, in new files, instead of
+// rewriting one (target null-durable-retain).
 //
 //	go build -o /tmp/busbar-null ./cmd/busbar-null
 //	/tmp/busbar-null --amqp 127.0.0.1:25810 --size 1024
 //	/tmp/busbar-null --amqp 127.0.0.1:25810 --forward
 //	/tmp/busbar-null --amqp 127.0.0.1:25811 --sync /tmp/null-journal
+//	/tmp/busbar-null --amqp 127.0.0.1:25811 --sync /tmp/null-journal --retain
 package main
 
 import (
@@ -42,6 +45,7 @@ func main() {
 	forward := flag.Bool("forward", false, "forward what senders send to an address to its receivers (in memory, in order) instead of feeding receivers a pre-encoded message")
 	maxHeld := flag.Int("max-held", nullbroker.DefaultMaxHeld, "with --forward: messages held per address while no receiver has credit")
 	syncDir := flag.String("sync", "", "durable: write what is accepted to a journal file in this directory and settle it (and, with --forward, hand it on) only after an fdatasync (group commit)")
+	retain := flag.Bool("retain", false, "with --sync: keep everything (a new journal file, zero-filled ahead of use, each time one is full) instead of rewriting one file")
 	flag.Parse()
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -52,7 +56,11 @@ func main() {
 	}
 	h.Forward, h.MaxHeld = *forward, *maxHeld
 	if *syncDir != "" {
-		j, err := nullbroker.OpenJournal(*syncDir, 0)
+		open := nullbroker.OpenJournal
+		if *retain {
+			open = nullbroker.OpenRetainingJournal
+		}
+		j, err := open(*syncDir, 0)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)

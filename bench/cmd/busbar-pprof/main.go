@@ -1,7 +1,7 @@
 // Command busbar-pprof is `busbar serve` with net/http/pprof, for
 // profiling the broker under the benchmark's load without changing the
-// broker: it starts the same internal/server with the same subset of
-// flags busbar-bench passes, and serves /debug/pprof/ on $BUSBAR_PPROF
+// broker: it starts the same internal/server with the flags of busbar
+// serve (its settings, config.ServerSettings), and serves /debug/pprof/ on $BUSBAR_PPROF
 // (default 127.0.0.1:6061) with mutex and block profiling on.
 //
 //	go build -o /tmp/busbar-pprof ./cmd/busbar-pprof
@@ -28,37 +28,55 @@ import (
 
 func main() {
 	if len(os.Args) < 2 || os.Args[1] != "serve" {
-		fmt.Fprintln(os.Stderr, "usage: busbar-pprof serve --data DIR --amqp ADDR --http ADDR [--config FILE] [--log-level L]")
+		fmt.Fprintln(os.Stderr, "usage: busbar-pprof serve [busbar serve flags]")
 		os.Exit(2)
 	}
+	// Every setting of busbar serve, as busbar-bench passes them.
 	fs := flag.NewFlagSet("serve", flag.ExitOnError)
-	data := fs.String("data", "./busbar-data", "")
-	amqpAddr := fs.String("amqp", "127.0.0.1:5672", "")
-	httpAddr := fs.String("http", "127.0.0.1:5300", "")
-	cfg := fs.String("config", "", "")
-	level := fs.String("log-level", "warn", "")
+	for _, st := range config.ServerSettings() {
+		if st.Bool {
+			fs.Bool(st.Name, st.Default == "true", st.Usage)
+		} else {
+			fs.String(st.Name, st.Default, st.Usage)
+		}
+	}
 	_ = fs.Parse(os.Args[2:])
-
-	var lv slog.Level
-	_ = lv.UnmarshalText([]byte(*level))
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
-	runtime.SetMutexProfileFraction(5)
-	runtime.SetBlockProfileRate(100000) // one sample per 100 µs blocked
+	settings := config.DefaultServer()
 	addr := os.Getenv("BUSBAR_PPROF")
 	if addr == "" {
 		addr = "127.0.0.1:6061"
 	}
+	if err := settings.FromEnv(func(k string) (string, bool) {
+		if k == "BUSBAR_PPROF" {
+			return "", false // served below, with mutex and block profiling on
+		}
+		return os.LookupEnv(k)
+	}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	var bad error
+	fs.Visit(func(f *flag.Flag) {
+		if err := settings.Set(f.Name, f.Value.String()); err != nil && bad == nil {
+			bad = fmt.Errorf("--%s: %w", f.Name, err)
+		}
+	})
+	if bad == nil {
+		bad = settings.Validate()
+	}
+	if bad != nil {
+		fmt.Fprintln(os.Stderr, bad)
+		os.Exit(2)
+	}
+
+	var lv slog.Level
+	_ = lv.UnmarshalText([]byte(settings.LogLevel))
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
+	runtime.SetMutexProfileFraction(5)
+	runtime.SetBlockProfileRate(100000) // one sample per 100 µs blocked
 	go func() { log.Error("pprof", "err", http.ListenAndServe(addr, nil)) }()
 
-	opts := server.Options{Server: config.Server{DataDir: *data, AMQPAddr: *amqpAddr, HTTPAddr: *httpAddr}, Logger: log}
-	if *cfg != "" {
-		ec, err := config.LoadEmulatorConfigFile(*cfg)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		opts.Entities = ec
-	}
+	opts := server.Options{Server: settings, Logger: log}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	srv, err := server.Start(ctx, opts)

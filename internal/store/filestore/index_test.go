@@ -209,7 +209,7 @@ func FuzzDecodePayload(f *testing.F) {
 		{Kind: store.OpAppend, EntityID: 1, Seq: 3, Meta: []byte("m"), Data: make([]byte, 10)},
 		{Kind: store.OpRewrite, EntityID: 1, Seq: 2, Meta: []byte("r"), Data: make([]byte, 10)},
 	}}
-	blobRec, _ := encodeBatchBlobs(nil, b, []blobRef{{id: 7, size: 10, crc: 99}, {id: 8, size: 10, crc: 98}})
+	blobRec, _ := encodeBatchBlobs(nil, b, []blobRef{{id: 7, size: 10, crc: 99}, {id: 8, size: 10, crc: 98}}, nil)
 	f.Add(blobRec[recHeaderSize:])
 	f.Fuzz(func(t *testing.T, p []byte) {
 		d := decoder{p: p}

@@ -54,6 +54,14 @@ type Options struct {
 	// metadata and fdatasync has only data to flush (markedly faster group
 	// commits on ext4), at the cost of writing each segment twice.
 	NoPreallocate bool
+	// CachedLogBytes: the newest this many bytes of sealed log segments
+	// keep their pages in the OS page cache; each time the next segment is
+	// prepared, the pages of the sealed segments beyond it are given back
+	// to the kernel (vfs.CacheDropper), and the preparer's zeros then go
+	// to pages just freed instead of memory the kernel has to find. Reads
+	// of those older segments go to the disk. Default 256 MiB; negative
+	// leaves the page cache to the kernel. Only with preallocation.
+	CachedLogBytes int64
 	// FollowerWait bounds how long an fdatasync waits for the next
 	// commits of the followers (store.Follower) the previous one released.
 	// Default 500 µs; negative never waits.
@@ -90,9 +98,10 @@ type Options struct {
 }
 
 const (
-	defaultSegmentSize = 32 << 20
-	minSegmentSize     = 4 << 10
-	maxSegmentSize     = 1 << 30
+	defaultCachedLogBytes = 256 << 20
+	defaultSegmentSize    = 32 << 20
+	minSegmentSize        = 4 << 10
+	maxSegmentSize        = 1 << 30
 )
 
 func (o *Options) setDefaults() error {
@@ -134,6 +143,9 @@ func (o *Options) setDefaults() error {
 	}
 	if o.MinFreePercent < 0 || o.MinFreePercent > 100 {
 		return errors.New("filestore: MinFreePercent must be in [0, 100]")
+	}
+	if o.CachedLogBytes == 0 {
+		o.CachedLogBytes = defaultCachedLogBytes
 	}
 	if o.BlobThreshold == 0 {
 		o.BlobThreshold = defaultBlobThreshold

@@ -2,6 +2,7 @@ package filestore
 
 import (
 	"bytes"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -206,5 +207,58 @@ func TestIdleRecycledFileIsDropped(t *testing.T) {
 	}
 	if got := s.Stats().DiskBytes; got != disk-opts.SegmentSize {
 		t.Fatalf("DiskBytes %d after the drop, want %d", got, disk-opts.SegmentSize)
+	}
+}
+
+// On the OS file system the preparer drops the cached pages of sealed
+// segments beyond the newest CachedLogBytes, each once, and the log reads
+// back the same, before and after a reopen; a negative CachedLogBytes
+// drops nothing.
+func TestColdSegmentsLeaveTheCache(t *testing.T) {
+	f, err := vfs.OS().Create(filepath.Join(t.TempDir(), "probe"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, dropper := f.(vfs.CacheDropper)
+	f.Close()
+	for _, keep := range []int64{32 << 10, -1} {
+		opts := Options{Dir: t.TempDir(), SegmentSize: 16 << 10, CachedLogBytes: keep, BackgroundInterval: -1}
+		s := mustOpen(t, opts)
+		m := storetest.NewState()
+		appendQueue(t, s, m, 600, 200) // ≈ 8 segments
+		if keep > 0 && dropper {
+			// The preparer drops as it starts on the next segment: wait
+			// for it to have caught up with the last rotation.
+			sealedCached := func() (kept int64, dropped int64, to uint32) {
+				s.mu.RLock()
+				defer s.mu.RUnlock()
+				for id := s.uncachedTo + 1; id < s.mu.active.id; id++ {
+					kept += s.mu.segs[id].diskSize()
+				}
+				return kept, s.LogStats().Uncached, s.uncachedTo
+			}
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+				kept, dropped, to := sealedCached()
+				if dropped > 0 && kept <= keep {
+					if dropped != int64(to) {
+						t.Errorf("%d drops for segments 1 to %d", dropped, to)
+					}
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%d bytes of sealed segments still cached after %d drops; want at most %d", kept, dropped, keep)
+				}
+			}
+		}
+		if d := storetest.Diff(m, storetest.MustDump(t, s)); d != "" {
+			t.Fatal(d)
+		}
+		if (keep < 0 || !dropper) && s.LogStats().Uncached != 0 {
+			t.Fatalf("%d segments dropped with CachedLogBytes %d", s.LogStats().Uncached, keep)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		reopenHolds(t, opts, m, "after reopen")
 	}
 }

@@ -99,12 +99,32 @@ const (
 // encodeBatch appends a record for b to dst: a header (left for the
 // writer to complete, except the payload checksum) and the payload.
 func encodeBatch(dst []byte, b *store.Batch) ([]byte, error) {
-	return encodeBatchBlobs(dst, b, nil)
+	return encodeBatchBlobs(dst, b, nil, nil)
 }
 
+// hole is a Data section of a record left out of its buffer: the record's
+// bytes from at (an index into the record) for len(data) are data, which
+// the writer writes from where it lies (an iovec of its own) or copies in.
+// What the buffer holds there is never written nor read: applying a record
+// takes only the length and offset of an OpAppend's or OpRewrite's Data.
+type hole struct {
+	at   int
+	data []byte
+}
+
+// holeMin is the smallest Data encodeBatchBlobs leaves as a hole when
+// asked to: the writer writes records of vecMin bytes and more from their
+// own buffers, and a 64 KB message's copy into the record cost 3–4 % of
+// the broker's CPU in a send profile.
+const holeMin = vecMin
+
 // encodeBatchBlobs is encodeBatch for a batch some of whose Data went to
-// blob files: blobs[i], if its id is not 0, is op i's (nil: none).
-func encodeBatchBlobs(dst []byte, b *store.Batch, blobs []blobRef) ([]byte, error) {
+// blob files: blobs[i], if its id is not 0, is op i's (nil: none). With
+// holes non-nil, the Data of an OpAppend or OpRewrite of holeMin bytes or
+// more is not copied: its place in dst is reserved but left as it is, and
+// a hole is appended to *holes (the caller keeps the Data unchanged until
+// the record is written).
+func encodeBatchBlobs(dst []byte, b *store.Batch, blobs []blobRef, holes *[]hole) ([]byte, error) {
 	start := len(dst)
 	n := batchSizeBound(b, blobs)
 	if n > maxPayload {
@@ -146,7 +166,12 @@ func encodeBatchBlobs(dst []byte, b *store.Batch, blobs []blobRef) ([]byte, erro
 				// The payload checksum takes the Data's own (crc.go)
 				// rather than reading it a second time.
 				sum.sumTo(dst, len(dst))
-				dst = append(dst, op.Data...)
+				if holes != nil && len(op.Data) >= holeMin && cap(dst)-len(dst) >= len(op.Data) {
+					*holes = append(*holes, hole{at: len(dst) - start, data: op.Data})
+					dst = dst[:len(dst)+len(op.Data)]
+				} else {
+					dst = append(dst, op.Data...)
+				}
 				sum.addSummed(dcrc, len(op.Data))
 			} else {
 				dst = append(dst, op.Data...)

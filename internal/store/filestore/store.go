@@ -86,6 +86,8 @@ type Store struct {
 	recycleMu       sync.Mutex    // serializes keeping, taking and dropping recycleName
 	recycleBytes    atomic.Int64  // size of recycleName, 0 if there is none (see deleteSegments)
 	nRecycled       atomic.Int64  // preparations that reused a deleted segment's file
+	uncachedTo      uint32        // segments up to this id had their pages dropped (written by the preparer under mu)
+	nUncached       atomic.Int64  // segments whose pages the preparer dropped
 	nGroups         atomic.Int64  // group writes, for benchmarks
 	nSyncs          atomic.Int64  // fdatasync calls by the syncer, for benchmarks
 	syncNanos       atomic.Int64  // time the syncer spent in them
@@ -215,7 +217,7 @@ func (s *Store) Commit(b *store.Batch, sync bool) error {
 		if blobs, err = s.writeBlobs(b); err != nil {
 			return err
 		}
-		rec, err := encodeBatchBlobs(r.rec[:0], b, blobs)
+		rec, err := encodeBatchBlobs(r.rec[:0], b, blobs, &r.holes)
 		if err != nil {
 			s.dropBlobs(blobs)
 			s.unpinBases(pinnedBases(blobs))
@@ -607,10 +609,12 @@ type LogStats struct {
 	GatherTimeouts int64
 	FullRounds     int64
 	Recycled       int64 // segments prepared from a deleted segment's file
+	Uncached       int64 // sealed segments whose cached pages were dropped (Options.CachedLogBytes)
 }
 
 // LogStats returns the group-commit counters.
 func (s *Store) LogStats() LogStats {
 	return LogStats{Groups: s.nGroups.Load(), Syncs: s.nSyncs.Load(), SyncTime: time.Duration(s.syncNanos.Load()),
-		GatherTimeouts: s.nGatherTimeouts.Load(), FullRounds: s.nFullRounds.Load(), Recycled: s.nRecycled.Load()}
+		GatherTimeouts: s.nGatherTimeouts.Load(), FullRounds: s.nFullRounds.Load(), Recycled: s.nRecycled.Load(),
+		Uncached: s.nUncached.Load()}
 }

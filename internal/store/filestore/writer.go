@@ -15,10 +15,14 @@ import (
 
 // request is one Commit (rec set) or sync (rec nil) handed to the writer.
 type request struct {
-	rec  []byte // record: header (completed by the writer) + payload
-	sync bool
-	fol  *store.Follower // the committer, if it is a follower (sync only)
-	done chan error
+	rec []byte // record: header (completed by the writer) + payload
+	// holes are the large Data sections of rec left out of the buffer
+	// (encodeBatchBlobs), in order; the committer's batch holds them
+	// until it is answered.
+	holes []hole
+	sync  bool
+	fol   *store.Follower // the committer, if it is a follower (sync only)
+	done  chan error
 
 	// Set by the writer for records.
 	seg *segment
@@ -78,6 +82,8 @@ func putRequest(r *request) {
 		}
 	}
 	r.rec = r.rec[:0]
+	clear(r.holes)
+	r.holes = r.holes[:0]
 	r.sync, r.fol, r.seg, r.off, r.lsn = false, nil, nil, 0, 0
 	requestPool.Put(r)
 }
@@ -556,7 +562,17 @@ func (s *Store) writeGroup(group []*request) (int, error) {
 		sealRecHeader(r.rec, r.lsn, synced)
 		partLen += len(r.rec)
 		if vector && len(r.rec) >= vecMin {
-			pieces = append(pieces, piece{rec: r.rec})
+			at := 0
+			for _, h := range r.holes {
+				if h.at > at {
+					pieces = append(pieces, piece{rec: r.rec[at:h.at]})
+				}
+				pieces = append(pieces, piece{rec: h.data})
+				at = h.at + len(h.data)
+			}
+			if at < len(r.rec) {
+				pieces = append(pieces, piece{rec: r.rec[at:]})
+			}
 			continue
 		}
 		if n := len(pieces); n > 0 && pieces[n-1].rec == nil && pieces[n-1].hi == len(buf) {
@@ -564,7 +580,11 @@ func (s *Store) writeGroup(group []*request) (int, error) {
 		} else {
 			pieces = append(pieces, piece{lo: len(buf), hi: len(buf) + len(r.rec)})
 		}
+		rec := len(buf)
 		buf = append(buf, r.rec...)
+		for _, h := range r.holes {
+			copy(buf[rec+h.at:], h.data)
+		}
 	}
 	if err := s.writePart(group[part:], buf, pieces, partStart, partLen); err != nil {
 		return part, err
