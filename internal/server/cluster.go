@@ -76,6 +76,7 @@ type clusterPart struct {
 	// entities are the default namespace's Config.json entities; nil
 	// without a file.
 	entities *config.Namespace
+	park     time.Duration // --cluster-park
 
 	mu      sync.Mutex
 	started bool // the node started: close hands off and leaves
@@ -88,7 +89,7 @@ func openCluster(o Options, n *namespace, log *slog.Logger) (*clusterPart, error
 	if !ok {
 		return nil, errors.New("--cluster: the store is not PostgreSQL") // Validate prevents it
 	}
-	c := &clusterPart{self: o.NodeID, log: log.With("component", "cluster"), store: ps, broker: n.broker, admin: n.admin, entities: n.entities}
+	c := &clusterPart{self: o.NodeID, log: log.With("component", "cluster"), store: ps, broker: n.broker, admin: n.admin, entities: n.entities, park: o.ClusterPark}
 	var err error
 	if c.ln, err = net.Listen("tcp", o.ClusterListen); err != nil {
 		return nil, fmt.Errorf("cluster listener: %w", err)
@@ -198,6 +199,10 @@ func (c *clusterPart) Forward(ctx context.Context, unit string, r *http.Request,
 		return o, err
 	}, r, g)
 }
+
+// MoveWait implements admin.Cluster: a list waits for moving units as
+// long as an attach is parked.
+func (c *clusterPart) MoveWait() time.Duration { return c.park }
 
 // Units implements admin.Cluster from the catalog and the node's last
 // poll.
