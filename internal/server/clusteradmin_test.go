@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -427,4 +428,93 @@ func TestClusterAdminOwnerDown(t *testing.T) {
 		}
 	}
 	t.Logf("%s down: answers %v until %s took %s", owner, statuses, servedBy(nodes, queue), queue)
+}
+
+// TestClusterConfigForwarding: three nodes start at once with one
+// Config.json whose queues src0…src5 forward (ForwardTo) to dst, and a
+// topic's subscription forwards to queue subdst; once every entity is
+// served by its placement winner (some sources by another node than
+// dst's), a message sent through any node to each source, and to the
+// topic, arrives in its target.
+func TestClusterConfigForwarding(t *testing.T) {
+	ec := &config.EmulatorConfig{Namespaces: []config.Namespace{{Name: "sbemulatorns"}}}
+	ns := &ec.Namespaces[0]
+	for i := range 6 {
+		ns.Queues = append(ns.Queues, config.Queue{Name: fmt.Sprint("src", i), Props: config.QueueProps{ForwardTo: to.Ptr("dst")}})
+	}
+	ns.Queues = append(ns.Queues, config.Queue{Name: "dst"})
+	tp := config.Topic{Name: "ftopic"}
+	for i := range 3 {
+		ns.Queues = append(ns.Queues, config.Queue{Name: fmt.Sprint("subdst", i)})
+		tp.Subscriptions = append(tp.Subscriptions, config.Subscription{Name: fmt.Sprint("fwd", i),
+			Props: config.SubscriptionProps{ForwardTo: to.Ptr(fmt.Sprint("subdst", i))}})
+	}
+	ns.Topics = append(ns.Topics, tp)
+	nodes := startCluster(t, ec)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	waitAllLive(t, ctx, nodes)
+	ids := []string{"a", "b", "c"}
+	names := []string{"dst", "ftopic", "subdst0", "subdst1", "subdst2"}
+	for i := range 6 {
+		names = append(names, fmt.Sprint("src", i))
+	}
+	for _, n := range names {
+		waitFor(t, ctx, func() bool {
+			u, on := unitServing(nodes, n)
+			return on != "" && on == cluster.Winner(u, ids)
+		}, n+" to be served by its winner")
+	}
+	cross := 0
+	for i := range 6 {
+		if servedBy(nodes, fmt.Sprint("src", i)) != servedBy(nodes, "dst") {
+			cross++
+		}
+	}
+	subCross := 0
+	for i := range 3 {
+		if servedBy(nodes, fmt.Sprint("subdst", i)) != servedBy(nodes, "ftopic") {
+			subCross++
+		}
+	}
+	if cross == 0 || subCross == 0 {
+		t.Fatalf("no forwarding across nodes: %d sources off dst's node, %d subscription targets off ftopic's", cross, subCross)
+	}
+	t.Logf("%d of 6 sources on another node than dst, %d of 3 subscription targets on another node than ftopic", cross, subCross)
+
+	opts := &azservicebus.ClientOptions{RetryOptions: azservicebus.RetryOptions{MaxRetries: 30, RetryDelay: 100 * time.Millisecond, MaxRetryDelay: time.Second}}
+	send := func(node, entity, body string) {
+		t.Helper()
+		cs, _ := sasAdmin(t, nodes[node])
+		client, err := azservicebus.NewClientFromConnectionString(cs, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer client.Close(context.Background())
+		snd, err := client.NewSender(entity, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer snd.Close(context.Background())
+		if err := snd.SendMessage(ctx, &azservicebus.Message{Body: []byte(body)}, nil); err != nil {
+			t.Fatalf("send to %s through %s: %v", entity, node, err)
+		}
+	}
+	var want []string
+	for i := range 6 {
+		body := fmt.Sprint("via src", i)
+		send(ids[i%3], fmt.Sprint("src", i), body)
+		want = append(want, body)
+	}
+	send("b", "ftopic", "via ftopic")
+	for i := range 3 {
+		q := fmt.Sprint("subdst", i)
+		landed(t, ctx, nodes[servedBy(nodes, q)], q, 10*time.Second, "via ftopic")
+	}
+	got := func() []string {
+		b := bodiesOf(t, ctx, nodes[servedBy(nodes, "dst")], "dst")
+		slices.Sort(b)
+		return b
+	}
+	waitFor(t, ctx, func() bool { return slices.Equal(got(), want) }, "every source's message in dst")
 }

@@ -16,25 +16,33 @@ import (
 // queue and topic the catalog lacks is created here (the node takes its
 // unit at once; placement may hand it on); one that exists, on any node,
 // is left as it is, so nodes starting together each create some and
-// find the rest. Subscriptions and rules of the topics this node serves
-// are created when missing; those of other nodes' topics by those nodes
-// (declaringUnits). Forwarding settings are applied to the queues and
-// subscriptions this node creates, once every entity is in place; a
-// forwarding target another node serves is refused by the broker and
-// logged.
+// find the rest. It goes in three passes, so that every forwarding
+// target exists, on whatever node, before anything forwards to it:
+//
+//  1. the queues without forwarding settings, and the topics;
+//  2. the queues with ForwardTo or ForwardDeadLetteredMessagesTo,
+//     created with them (the broker accepts a target another node
+//     serves: it is in the catalog), in rounds so that a queue whose
+//     target is itself a forwarding queue comes after it;
+//  3. the subscriptions and rules of the topics this node serves that
+//     lack them; those of other nodes' topics are created by those nodes
+//     (declaringUnits).
+//
+// Every entity of the file exists in the catalog after pass 1 (created
+// here, or found there), so pass 2 and 3 find their targets unless the
+// file names one it does not declare (config checks that it exists).
 func declareClusterEntities(ctx context.Context, b *broker.Broker, ns *config.Namespace, log *slog.Logger) error {
 	created := 0
-	var forwarding []config.Queue
+	var forwarding []int
 	for qi, q := range ns.Queues {
 		props := queueProperties(q.Props)
-		fw := props.ForwardTo != "" || props.ForwardDeadLetteredMessagesTo != ""
-		props.ForwardTo, props.ForwardDeadLetteredMessagesTo = "", ""
+		if props.ForwardTo != "" || props.ForwardDeadLetteredMessagesTo != "" {
+			forwarding = append(forwarding, qi)
+			continue
+		}
 		switch err := createRacing(ctx, func() error { _, err := b.CreateQueue(q.Name, props); return err }); {
 		case err == nil:
 			created++
-			if fw {
-				forwarding = append(forwarding, q)
-			}
 		case errors.Is(err, broker.ErrAlreadyExists):
 		default:
 			return fmt.Errorf("config: UserConfig.Namespaces[0].Queues[%d] (%q): %w", qi, q.Name, err)
@@ -48,13 +56,47 @@ func declareClusterEntities(ctx context.Context, b *broker.Broker, ns *config.Na
 		default:
 			return fmt.Errorf("config: UserConfig.Namespaces[0].Topics[%d] (%q): %w", ti, t.Name, err)
 		}
+	}
+	// Pass 2: rounds while some queue is created; what is left is
+	// refused whatever the order (a loop, or a target missing).
+	for len(forwarding) > 0 {
+		var left []int
+		errs := map[int]error{}
+		for _, qi := range forwarding {
+			q := ns.Queues[qi]
+			props := queueProperties(q.Props)
+			switch err := createRacing(ctx, func() error { _, err := b.CreateQueue(q.Name, props); return err }); {
+			case err == nil:
+				created++
+			case errors.Is(err, broker.ErrAlreadyExists):
+			case broker.KindOf(err) == broker.KindInvalidArgument:
+				left = append(left, qi)
+				errs[qi] = err
+			default:
+				return fmt.Errorf("config: UserConfig.Namespaces[0].Queues[%d] (%q): %w", qi, q.Name, err)
+			}
+		}
+		if len(left) == len(forwarding) {
+			for _, qi := range left {
+				q := ns.Queues[qi]
+				log.Warn("config: queue declared without its forwarding", "queue", q.Name, "err", errs[qi])
+				props := queueProperties(q.Props)
+				props.ForwardTo, props.ForwardDeadLetteredMessagesTo = "", ""
+				switch err := createRacing(ctx, func() error { _, err := b.CreateQueue(q.Name, props); return err }); {
+				case err == nil:
+					created++
+				case errors.Is(err, broker.ErrAlreadyExists):
+				default:
+					return fmt.Errorf("config: UserConfig.Namespaces[0].Queues[%d] (%q): %w", qi, q.Name, err)
+				}
+			}
+			break
+		}
+		forwarding = left
+	}
+	for _, t := range ns.Topics {
 		if _, ok := b.EntityStoreID(t.Name); ok {
 			created += declareSubscriptions(b, t, log)
-		}
-	}
-	for _, q := range forwarding {
-		if _, err := b.UpdateQueue(q.Name, queueProperties(q.Props)); err != nil {
-			log.Warn("config: cannot set the queue's forwarding", "queue", q.Name, "err", err)
 		}
 	}
 	log.Info("declared entities from config", "created", created)
