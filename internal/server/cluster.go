@@ -42,7 +42,9 @@ import (
 // creating PUT there, so the unit does not move right after.
 //
 // Config.json entities (declareClusterEntities): every node creates the
-// queues and topics missing from the catalog at start (a name another
+// queues and topics missing from the catalog at start, each on the node
+// placement gives it (asked on the internal listener's declarePath,
+// which creates it from that node's own copy of the file; a name another
 // node created first counts as existing; existing entities are not
 // updated), and the node serving a topic creates its missing
 // subscriptions and rules whenever it loads the unit, and at once when it
@@ -365,6 +367,10 @@ func (c *clusterPart) serve(ctx context.Context, o Options, owner relayOwner, go
 	adm := c.admin
 	c.httpSrv = &http.Server{
 		Handler: relay.OwnerHTTP(func(w http.ResponseWriter, r *http.Request, g auth.Grant) {
+			if r.URL.Path == declarePath {
+				c.serveDeclare(w, r)
+				return
+			}
 			adm.ServeHTTP(w, r.WithContext(admin.WithPrincipal(r.Context(), g)))
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -382,7 +388,10 @@ func (c *clusterPart) serve(ctx context.Context, o Options, owner relayOwner, go
 	c.mu.Unlock()
 	c.log.Info("cluster node started", "node", o.NodeID, "internal", c.ln.Addr().String())
 	if c.entities != nil {
-		if err := declareClusterEntities(ctx, c.broker, c.entities, c.log); err != nil {
+		if o.beforeDeclare != nil {
+			o.beforeDeclare(c)
+		}
+		if err := declareClusterEntities(ctx, c); err != nil {
 			return err
 		}
 	}

@@ -31,6 +31,13 @@ import (
 // each with entities; it skips the test without PostgreSQL.
 func startCluster(t *testing.T, entities *config.EmulatorConfig) map[string]*Server {
 	t.Helper()
+	return startClusterWith(t, entities, nil)
+}
+
+// startClusterWith is startCluster with adjust applied to each node's
+// options.
+func startClusterWith(t *testing.T, entities *config.EmulatorConfig, adjust func(*Options)) map[string]*Server {
+	t.Helper()
 	_, url := pgtest.Database(t)
 	ids := []string{"a", "b", "c"}
 	servers := make([]*Server, len(ids))
@@ -39,6 +46,9 @@ func startCluster(t *testing.T, entities *config.EmulatorConfig) map[string]*Ser
 	for i, id := range ids {
 		o := clusterOptions(t, url, id)
 		o.Entities = entities
+		if adjust != nil {
+			adjust(&o)
+		}
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
@@ -432,10 +442,10 @@ func TestClusterAdminOwnerDown(t *testing.T) {
 
 // TestClusterConfigForwarding: three nodes start at once with one
 // Config.json whose queues src0…src5 forward (ForwardTo) to dst, and a
-// topic's subscription forwards to queue subdst; once every entity is
-// served by its placement winner (some sources by another node than
-// dst's), a message sent through any node to each source, and to the
-// topic, arrives in its target.
+// topic's subscriptions forward to queues subdst0…2. Every entity is
+// created on its placement winner and served there from the start (some
+// sources on another node than dst's); a message sent through any node
+// to each source, and to the topic, arrives in its targets.
 func TestClusterConfigForwarding(t *testing.T) {
 	ec := &config.EmulatorConfig{Namespaces: []config.Namespace{{Name: "sbemulatorns"}}}
 	ns := &ec.Namespaces[0]
@@ -450,20 +460,41 @@ func TestClusterConfigForwarding(t *testing.T) {
 			Props: config.SubscriptionProps{ForwardTo: to.Ptr(fmt.Sprint("subdst", i))}})
 	}
 	ns.Topics = append(ns.Topics, tp)
-	nodes := startCluster(t, ec)
+	// Each node declares once it sees the three live, so that they all
+	// place alike.
+	nodes := startClusterWith(t, ec, func(o *Options) {
+		o.beforeDeclare = func(c *clusterPart) {
+			for deadline := time.Now().Add(20 * time.Second); len(c.node.Live()) < 3 && time.Now().Before(deadline); {
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	waitAllLive(t, ctx, nodes)
 	ids := []string{"a", "b", "c"}
 	names := []string{"dst", "ftopic", "subdst0", "subdst1", "subdst2"}
 	for i := range 6 {
 		names = append(names, fmt.Sprint("src", i))
 	}
-	for _, n := range names {
-		waitFor(t, ctx, func() bool {
-			u, on := unitServing(nodes, n)
-			return on != "" && on == cluster.Winner(u, ids)
-		}, n+" to be served by its winner")
+	// Each is served by its placement winner from its creation: at once,
+	// and still after three drains (1 s here; a wire test waits in real
+	// time).
+	onWinners := func(when string) {
+		t.Helper()
+		for _, n := range names {
+			if u, on := unitServing(nodes, n); on == "" || on != cluster.Winner(u, ids) {
+				t.Fatalf("%s: %s (unit %d) served by %q, its winner is %s", when, n, u, on, cluster.Winner(u, ids))
+			}
+		}
+	}
+	onWinners("right after the start")
+	time.Sleep(3 * time.Second)
+	onWinners("three drains after the start")
+	owner := nodes[servedBy(nodes, "ftopic")]
+	for i := range 3 {
+		if _, err := owner.Broker().GetSubscription("ftopic", fmt.Sprint("fwd", i)); err != nil {
+			t.Fatalf("subscription fwd%d: %v", i, err)
+		}
 	}
 	cross := 0
 	for i := range 6 {
