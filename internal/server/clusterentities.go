@@ -23,8 +23,8 @@ import (
 // gives it, as one created through the admin API (declarePlaced), so
 // that it does not move right after; one that exists, on any node, is
 // left as it is, so nodes starting together each create some and find
-// the rest. It goes in three passes, so that every forwarding
-// target exists, on whatever node, before anything forwards to it:
+// the rest. It goes in three passes, so that every forwarding target
+// exists, on whatever node, before anything forwards to it:
 //
 //  1. the queues without forwarding settings, and the topics;
 //  2. the queues with ForwardTo or ForwardDeadLetteredMessagesTo,
@@ -36,8 +36,9 @@ import (
 //     (declaringUnits).
 //
 // Every entity of the file exists in the catalog after pass 1 (created,
-// here or on its winner, or found there), so pass 2 and 3 find their targets unless the
-// file names one it does not declare (config checks that it exists).
+// here or on its winner, or found there), so pass 2 and 3 find their
+// targets unless the file names one it does not declare (config checks
+// that one exists).
 func declareClusterEntities(ctx context.Context, c *clusterPart) error {
 	b, ns, log := c.broker, c.entities, c.log
 	created := 0
