@@ -40,13 +40,19 @@ package admin
 //
 // with the first $top entries of the kind asked for, in list order and
 // without the page-size cap (the gateway pages the merged list). A unit
-// of the catalog that its node does not list as served is moving: the
-// list is 503 rather than silently short.
+// of the catalog that its node does not list as served is moving (as is
+// one no node holds, or whose node did not answer): the gateway asks the
+// catalog and the nodes again, a little later each time, until every
+// unit is listed by a node or Cluster.MoveWait has passed; only then is
+// the list 503, rather than silently short or with made-up counts. A
+// waiting list holds its request and nothing else: the answers gathered
+// are dropped before each wait.
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -54,6 +60,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/busbarmq/busbar/internal/auth"
 	"github.com/busbarmq/busbar/internal/broker"
@@ -80,6 +87,10 @@ type Cluster interface {
 	// the node placement gives it, "" for this node. An error means the
 	// catalog could not be read.
 	Place(ctx context.Context) (id uint64, node string, err error)
+	// MoveWait is how long a queue or topic list waits for the units
+	// that are moving to be served again (--cluster-park) before it
+	// answers 503.
+	MoveWait() time.Duration
 }
 
 // EntityIDHeader carries, on a creating PUT forwarded to the node
@@ -348,12 +359,14 @@ func (h *Handler) listReply(rq *request, kind string) (*reply, error) {
 	}
 	// Each node's first n entries hold the page and tell whether more
 	// remain.
+	// This broker's entries are rendered before and after the other
+	// nodes': a unit that moved here or away while they answered is in
+	// one of the three (the freshest first).
 	n := min(max(o.Skip, 0), 1<<30) + o.pageSize() + 1
-	remote, err := h.remoteEntries(rq, cl, kind, n)
+	entries, err := h.clusterEntries(rq, cl, kind, n)
 	if err != nil {
 		return nil, err
 	}
-	entries := append(h.listEntries(kind, rq.site, 0, n), remote...)
 	slices.SortStableFunc(entries, func(a, b listed) int {
 		return strings.Compare(strings.ToLower(a.Name), strings.ToLower(b.Name))
 	})
@@ -365,6 +378,47 @@ func (h *Handler) listReply(rq *request, kind string) (*reply, error) {
 			w.buf = append(w.buf, e.XML...)
 		}
 	}), nil
+}
+
+// Retry intervals of a list waiting for moving units: the first,
+// doubled after each try up to the last.
+const (
+	listRetryFirst = 50 * time.Millisecond
+	listRetryMax   = 500 * time.Millisecond
+)
+
+// clusterEntries is this broker's first n entries of kind and every
+// other node's (remoteEntries), asked again while a unit is moving or its
+// node does not answer (an UnavailableError), until cl.MoveWait has
+// passed: then that error is the answer. Nothing is kept across a wait.
+//
+// This broker's entries are rendered before and after the other nodes':
+// a unit that moved here or away while they answered is in one of the
+// three (the freshest first; the caller keeps the first of a name).
+func (h *Handler) clusterEntries(rq *request, cl Cluster, kind string, n int) ([]listed, error) {
+	ctx := rq.r.Context()
+	deadline := time.Now().Add(cl.MoveWait())
+	wait := listRetryFirst
+	for {
+		before := h.listEntries(kind, rq.site, 0, n)
+		remote, err := h.remoteEntries(rq, cl, kind, n)
+		if err == nil {
+			return append(append(h.listEntries(kind, rq.site, 0, n), remote...), before...), nil
+		}
+		var ue *UnavailableError
+		left := time.Until(deadline)
+		if !errors.As(err, &ue) || left <= 0 {
+			return nil, err
+		}
+		t := time.NewTimer(min(wait, left))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+		wait = min(2*wait, listRetryMax)
+	}
 }
 
 // remoteEntries asks every other node serving units for its first n

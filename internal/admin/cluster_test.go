@@ -22,10 +22,14 @@ import (
 // units owner's broker serves are remote, and requests for them are run
 // by owner's Handler as the internal listener runs them.
 type ownerCluster struct {
-	owner   *env
-	down    bool   // the owner cannot be reached
-	moving  string // a unit with no node
-	granted []auth.Grant
+	owner  *env
+	down   bool   // the owner cannot be reached
+	moving string // a unit with no node
+	// movingFor is how many more Units calls report moving (< 0: all);
+	// wait is MoveWait.
+	movingFor int
+	wait      time.Duration
+	granted   []auth.Grant
 	// place is the node Place names for new entities ("" this one),
 	// with placeID; ids are the EntityIDHeader values forwarded.
 	place   string
@@ -36,6 +40,8 @@ type ownerCluster struct {
 func (c *ownerCluster) Place(context.Context) (uint64, string, error) {
 	return c.placeID, c.place, nil
 }
+
+func (c *ownerCluster) MoveWait() time.Duration { return c.wait }
 
 func (c *ownerCluster) serves(unit string) bool {
 	_, ok := c.owner.b.EntityStoreID(unit)
@@ -61,8 +67,9 @@ func (c *ownerCluster) Units(context.Context) ([]RemoteUnit, error) {
 	for _, t := range c.owner.b.ListTopics() {
 		out = append(out, RemoteUnit{Name: strings.ToLower(t.Name), Node: "owner"})
 	}
-	if c.moving != "" {
+	if c.moving != "" && c.movingFor != 0 {
 		out = append(out, RemoteUnit{Name: c.moving})
+		c.movingFor--
 	}
 	return out, nil
 }
@@ -168,9 +175,23 @@ func TestClusterForwarding(t *testing.T) {
 		if got := strings.Join(gw.list("/$Resources/Topics").titles(), ","); got != "events" {
 			t.Fatalf("topics %s", got)
 		}
-		cl.moving = "e-moving"
-		defer func() { cl.moving = "" }()
+		// A unit moving for two tries: the list waits for it.
+		cl.moving, cl.movingFor, cl.wait = "e-moving", 2, 10*time.Second
+		defer func() { cl.moving, cl.wait = "", 0 }()
+		start := time.Now()
+		if got := strings.Join(gw.list("/$Resources/Topics").titles(), ","); got != "events" || cl.movingFor != 0 {
+			t.Fatalf("topics %s after a move (moving %d more)", got, cl.movingFor)
+		}
+		if d := time.Since(start); d < listRetryFirst {
+			t.Fatalf("answered in %v, before a retry", d)
+		}
+		// One that stays moving past the bound: 503.
+		cl.movingFor, cl.wait = -1, 200*time.Millisecond
+		start = time.Now()
 		gw.fails(http.StatusServiceUnavailable, "GET", "/$Resources/Topics", "", "~e-moving")
+		if d := time.Since(start); d < cl.wait {
+			t.Fatalf("503 after %v, before the bound %v", d, cl.wait)
+		}
 	})
 
 	t.Run("a local list is JSON, for forwarded requests only", func(t *testing.T) {

@@ -309,7 +309,7 @@ var serverSettings = []Setting{
 		timeout, func(s *Server) *time.Duration { return &s.ClusterTrustMargin }),
 	setting("cluster-poll", "BUSBAR_CLUSTER_POLL", "1s", "how often a node looks for dead sessions and units to take or hand off",
 		timeout, func(s *Server) *time.Duration { return &s.ClusterPoll }),
-	setting("cluster-park", "BUSBAR_CLUSTER_PARK", "15s", "how long an attach for an entity moving between nodes waits for its new node before it fails retriably",
+	setting("cluster-park", "BUSBAR_CLUSTER_PARK", "15s", "how long an attach for an entity moving between nodes waits for its new node before it fails retriably (a queue or topic list waits as long)",
 		timeout, func(s *Server) *time.Duration { return &s.ClusterPark }),
 }
 

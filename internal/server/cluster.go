@@ -42,7 +42,9 @@ import (
 // creating PUT there, so the unit does not move right after.
 //
 // Config.json entities (declareClusterEntities): every node creates the
-// queues and topics missing from the catalog at start (a name another
+// queues and topics missing from the catalog at start, each on the node
+// placement gives it (asked on the internal listener's declarePath,
+// which creates it from that node's own copy of the file; a name another
 // node created first counts as existing; existing entities are not
 // updated), and the node serving a topic creates its missing
 // subscriptions and rules whenever it loads the unit, and at once when it
@@ -76,6 +78,7 @@ type clusterPart struct {
 	// entities are the default namespace's Config.json entities; nil
 	// without a file.
 	entities *config.Namespace
+	park     time.Duration // --cluster-park
 
 	mu      sync.Mutex
 	started bool // the node started: close hands off and leaves
@@ -88,7 +91,7 @@ func openCluster(o Options, n *namespace, log *slog.Logger) (*clusterPart, error
 	if !ok {
 		return nil, errors.New("--cluster: the store is not PostgreSQL") // Validate prevents it
 	}
-	c := &clusterPart{self: o.NodeID, log: log.With("component", "cluster"), store: ps, broker: n.broker, admin: n.admin, entities: n.entities}
+	c := &clusterPart{self: o.NodeID, log: log.With("component", "cluster"), store: ps, broker: n.broker, admin: n.admin, entities: n.entities, park: o.ClusterPark}
 	var err error
 	if c.ln, err = net.Listen("tcp", o.ClusterListen); err != nil {
 		return nil, fmt.Errorf("cluster listener: %w", err)
@@ -198,6 +201,10 @@ func (c *clusterPart) Forward(ctx context.Context, unit string, r *http.Request,
 		return o, err
 	}, r, g)
 }
+
+// MoveWait implements admin.Cluster: a list waits for moving units as
+// long as an attach is parked.
+func (c *clusterPart) MoveWait() time.Duration { return c.park }
 
 // Units implements admin.Cluster from the catalog and the node's last
 // poll.
@@ -360,6 +367,10 @@ func (c *clusterPart) serve(ctx context.Context, o Options, owner relayOwner, go
 	adm := c.admin
 	c.httpSrv = &http.Server{
 		Handler: relay.OwnerHTTP(func(w http.ResponseWriter, r *http.Request, g auth.Grant) {
+			if r.URL.Path == declarePath {
+				c.serveDeclare(w, r)
+				return
+			}
 			adm.ServeHTTP(w, r.WithContext(admin.WithPrincipal(r.Context(), g)))
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -377,7 +388,10 @@ func (c *clusterPart) serve(ctx context.Context, o Options, owner relayOwner, go
 	c.mu.Unlock()
 	c.log.Info("cluster node started", "node", o.NodeID, "internal", c.ln.Addr().String())
 	if c.entities != nil {
-		if err := declareClusterEntities(ctx, c.broker, c.entities, c.log); err != nil {
+		if o.beforeDeclare != nil {
+			o.beforeDeclare(c)
+		}
+		if err := declareClusterEntities(ctx, c); err != nil {
 			return err
 		}
 	}

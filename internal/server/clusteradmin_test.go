@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -30,6 +31,13 @@ import (
 // each with entities; it skips the test without PostgreSQL.
 func startCluster(t *testing.T, entities *config.EmulatorConfig) map[string]*Server {
 	t.Helper()
+	return startClusterWith(t, entities, nil)
+}
+
+// startClusterWith is startCluster with adjust applied to each node's
+// options.
+func startClusterWith(t *testing.T, entities *config.EmulatorConfig, adjust func(*Options)) map[string]*Server {
+	t.Helper()
 	_, url := pgtest.Database(t)
 	ids := []string{"a", "b", "c"}
 	servers := make([]*Server, len(ids))
@@ -38,6 +46,9 @@ func startCluster(t *testing.T, entities *config.EmulatorConfig) map[string]*Ser
 	for i, id := range ids {
 		o := clusterOptions(t, url, id)
 		o.Entities = entities
+		if adjust != nil {
+			adjust(&o)
+		}
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
@@ -427,4 +438,114 @@ func TestClusterAdminOwnerDown(t *testing.T) {
 		}
 	}
 	t.Logf("%s down: answers %v until %s took %s", owner, statuses, servedBy(nodes, queue), queue)
+}
+
+// TestClusterConfigForwarding: three nodes start at once with one
+// Config.json whose queues src0…src5 forward (ForwardTo) to dst, and a
+// topic's subscriptions forward to queues subdst0…2. Every entity is
+// created on its placement winner and served there from the start (some
+// sources on another node than dst's); a message sent through any node
+// to each source, and to the topic, arrives in its targets.
+func TestClusterConfigForwarding(t *testing.T) {
+	ec := &config.EmulatorConfig{Namespaces: []config.Namespace{{Name: "sbemulatorns"}}}
+	ns := &ec.Namespaces[0]
+	for i := range 6 {
+		ns.Queues = append(ns.Queues, config.Queue{Name: fmt.Sprint("src", i), Props: config.QueueProps{ForwardTo: to.Ptr("dst")}})
+	}
+	ns.Queues = append(ns.Queues, config.Queue{Name: "dst"})
+	tp := config.Topic{Name: "ftopic"}
+	for i := range 3 {
+		ns.Queues = append(ns.Queues, config.Queue{Name: fmt.Sprint("subdst", i)})
+		tp.Subscriptions = append(tp.Subscriptions, config.Subscription{Name: fmt.Sprint("fwd", i),
+			Props: config.SubscriptionProps{ForwardTo: to.Ptr(fmt.Sprint("subdst", i))}})
+	}
+	ns.Topics = append(ns.Topics, tp)
+	// Each node declares once it sees the three live, so that they all
+	// place alike.
+	nodes := startClusterWith(t, ec, func(o *Options) {
+		o.beforeDeclare = func(c *clusterPart) {
+			for deadline := time.Now().Add(20 * time.Second); len(c.node.Live()) < 3 && time.Now().Before(deadline); {
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	ids := []string{"a", "b", "c"}
+	names := []string{"dst", "ftopic", "subdst0", "subdst1", "subdst2"}
+	for i := range 6 {
+		names = append(names, fmt.Sprint("src", i))
+	}
+	// Each is served by its placement winner from its creation: at once,
+	// and still after three drains (1 s here; a wire test waits in real
+	// time).
+	onWinners := func(when string) {
+		t.Helper()
+		for _, n := range names {
+			if u, on := unitServing(nodes, n); on == "" || on != cluster.Winner(u, ids) {
+				t.Fatalf("%s: %s (unit %d) served by %q, its winner is %s", when, n, u, on, cluster.Winner(u, ids))
+			}
+		}
+	}
+	onWinners("right after the start")
+	time.Sleep(3 * time.Second)
+	onWinners("three drains after the start")
+	owner := nodes[servedBy(nodes, "ftopic")]
+	for i := range 3 {
+		if _, err := owner.Broker().GetSubscription("ftopic", fmt.Sprint("fwd", i)); err != nil {
+			t.Fatalf("subscription fwd%d: %v", i, err)
+		}
+	}
+	cross := 0
+	for i := range 6 {
+		if servedBy(nodes, fmt.Sprint("src", i)) != servedBy(nodes, "dst") {
+			cross++
+		}
+	}
+	subCross := 0
+	for i := range 3 {
+		if servedBy(nodes, fmt.Sprint("subdst", i)) != servedBy(nodes, "ftopic") {
+			subCross++
+		}
+	}
+	if cross == 0 || subCross == 0 {
+		t.Fatalf("no forwarding across nodes: %d sources off dst's node, %d subscription targets off ftopic's", cross, subCross)
+	}
+	t.Logf("%d of 6 sources on another node than dst, %d of 3 subscription targets on another node than ftopic", cross, subCross)
+
+	opts := &azservicebus.ClientOptions{RetryOptions: azservicebus.RetryOptions{MaxRetries: 30, RetryDelay: 100 * time.Millisecond, MaxRetryDelay: time.Second}}
+	send := func(node, entity, body string) {
+		t.Helper()
+		cs, _ := sasAdmin(t, nodes[node])
+		client, err := azservicebus.NewClientFromConnectionString(cs, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer client.Close(context.Background())
+		snd, err := client.NewSender(entity, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer snd.Close(context.Background())
+		if err := snd.SendMessage(ctx, &azservicebus.Message{Body: []byte(body)}, nil); err != nil {
+			t.Fatalf("send to %s through %s: %v", entity, node, err)
+		}
+	}
+	var want []string
+	for i := range 6 {
+		body := fmt.Sprint("via src", i)
+		send(ids[i%3], fmt.Sprint("src", i), body)
+		want = append(want, body)
+	}
+	send("b", "ftopic", "via ftopic")
+	for i := range 3 {
+		q := fmt.Sprint("subdst", i)
+		landed(t, ctx, nodes[servedBy(nodes, q)], q, 10*time.Second, "via ftopic")
+	}
+	got := func() []string {
+		b := bodiesOf(t, ctx, nodes[servedBy(nodes, "dst")], "dst")
+		slices.Sort(b)
+		return b
+	}
+	waitFor(t, ctx, func() bool { return slices.Equal(got(), want) }, "every source's message in dst")
 }

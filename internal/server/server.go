@@ -105,6 +105,10 @@ type Options struct {
 	// handed off (cluster.Options.Drain); 0 means its default (5 s).
 	ClusterDrain time.Duration
 
+	// beforeDeclare, set by tests, runs on a cluster node after it
+	// joined, before it declares its Config.json entities.
+	beforeDeclare func(*clusterPart)
+
 	Logger *slog.Logger // nil discards
 	Clock  clock.Clock  // nil means the wall clock
 }
