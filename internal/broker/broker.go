@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/busbarmq/busbar/internal/broker/expiry"
@@ -76,6 +77,9 @@ type Broker struct {
 	// nodes serve (transfer.go); transferBacklog bounds it per target.
 	outbox          store.Outbox
 	transferBacklog int
+	// transferred is told the target units of each commit that put
+	// transfers in the outbox (SetTransferred, wake.go).
+	transferred atomic.Pointer[func(units []uint64)]
 
 	mu struct {
 		sync.RWMutex

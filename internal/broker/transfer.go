@@ -300,6 +300,7 @@ func (q *entity) sendRemote(job *forwardJob, pend []pendingMsg, moved []transiti
 		}
 		return false, internal(err, "store commit for %s", q.name)
 	}
+	b.wakeTargets(ops)
 	if h := b.hist; h != nil {
 		for i := range moved {
 			h.Record(q.name, moved[i].seq, "", history.Event{At: now, Kind: history.Forwarded,
@@ -509,6 +510,7 @@ func (b *Broker) bounce(unit uint64, x store.Transfer, h transferHeader, reason,
 	if err := b.store.Commit(&store.Batch{Ops: ops}, true); err != nil {
 		return internal(err, "bouncing a transfer back to unit %d", x.SourceUnit)
 	}
+	b.wakeTargets(ops)
 	b.log.Info("a forwarded message was refused and sent back to its source's transfer dead-letter queue",
 		"source", h.source, "unit", unit, "reason", reason)
 	return nil

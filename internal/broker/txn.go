@@ -281,6 +281,9 @@ func (b *Broker) commitTxn(ctx context.Context, tx *Txn, limit bool) error {
 	if perr == nil {
 		err = b.commitTxnOps(ops, dests, now)
 		committed = err == nil
+		if committed {
+			b.wakeTargets(xops)
+		}
 	} else {
 		err = perr
 	}

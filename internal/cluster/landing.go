@@ -21,10 +21,10 @@ const (
 	landRounds     = 16      // batches per unit per poll, so every unit gets its turn
 )
 
-// The node lands, every Poll (Node.every), the transfers waiting for the
-// units this node serves (docs/design/cluster.md §9.3). Polling is the
-// only wake-up: a source does not hint the target's owner, so a forwarded
-// message lands within one Poll (plus the landing itself).
+// The node lands, every LandPoll (Node.landLoop), the transfers waiting
+// for the units this node serves (docs/design/cluster.md §9.3), and at
+// once those of a unit a source node woke it for (wake.go): the poll is
+// the guarantee, the wake a hint.
 
 // land is one landing round over the units this node serves and trusts.
 func (n *Node) land(ctx context.Context) {

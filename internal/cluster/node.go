@@ -71,6 +71,10 @@ type Options struct {
 	// are handed to the broker every Poll.
 	Outbox store.Outbox
 	Lander Lander
+	// SendWake, if set, wakes the node serving a unit that a commit here
+	// put transfers for (wake.go); nil: the target's LandPoll alone
+	// lands them.
+	SendWake WakeSender
 	// Clock measures the trust window; it must be monotonic (the real
 	// clock's readings are). Default the wall clock.
 	Clock clock.Clock
@@ -80,6 +84,7 @@ type Options struct {
 	TTL       time.Duration // session lifetime without a renewal (5 s)
 	Margin    time.Duration // how long before the database's expiry the node stops serving (1 s)
 	Poll      time.Duration // placement poll interval (1 s)
+	LandPoll  time.Duration // how often the node looks for transfers to land without a wake (Poll)
 	Drain     time.Duration // how long a unit drains before it is handed off (5 s)
 	FullEvery int           // a full listing of the units every this many polls (30)
 	MaxLoads  int           // units acquired and loaded per poll (8)
@@ -128,6 +133,7 @@ func (o *Options) defaults() error {
 	def(&o.Margin, DefaultMargin)
 	def(&o.Poll, DefaultPoll)
 	def(&o.Drain, DefaultDrain)
+	def(&o.LandPoll, o.Poll)
 	if o.FullEvery <= 0 {
 		o.FullEvery = 30
 	}
@@ -200,6 +206,8 @@ type Node struct {
 	stopping   bool
 	halted     bool // Halt ran: Stop does nothing
 
+	wake wakeState // wake.go
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -209,7 +217,8 @@ func New(o Options) (*Node, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	return &Node{o: o, units: map[uint64]*owned{}, rows: map[uint64]store.Unit{}, orphan: map[uint64]time.Time{}}, nil
+	return &Node{o: o, units: map[uint64]*owned{}, rows: map[uint64]store.Unit{}, orphan: map[uint64]time.Time{},
+		wake: newWakeState()}, nil
 }
 
 // Start registers the node's session and starts its renewer and poller.
@@ -226,8 +235,10 @@ func (n *Node) Start(ctx context.Context) error {
 	go n.pollLoop(lctx)
 	if n.o.Outbox != nil && n.o.Lander != nil {
 		n.wg.Add(1)
-		go n.every(lctx, n.o.Poll, n.land)
+		go n.landLoop(lctx)
 	}
+	n.wg.Add(1)
+	go n.wakeLoop(lctx)
 	return nil
 }
 
@@ -244,8 +255,8 @@ func (n *Node) register(ctx context.Context) error {
 	return nil
 }
 
-// every calls f every period until ctx ends: the node's renewer and
-// landing loop (a goroutine of the node's WaitGroup).
+// every calls f every period until ctx ends: the node's renewer (a
+// goroutine of the node's WaitGroup).
 func (n *Node) every(ctx context.Context, period time.Duration, f func(context.Context)) {
 	defer n.wg.Done()
 	tick, stop := n.o.NewTicker(period)

@@ -35,7 +35,8 @@ import (
 // another node's and forwards the request with relay.HTTPForwarder to
 // that node's internal listener, whose relay.Mux hands node-proven HTTP
 // connections to an http.Server running the default namespace's
-// admin.Handler with the forwarded principal (admin.WithPrincipal).
+// admin.Handler with the forwarded principal (admin.WithPrincipal). The
+// same HTTP side takes the nodes' wakes (clusterwake.go).
 //
 // A queue or topic created through the admin API is created by the node
 // placement gives its id (admin.Cluster.Place): this node forwards the
@@ -107,7 +108,8 @@ func openCluster(o Options, n *namespace, log *slog.Logger) (*clusterPart, error
 	c.node, err = cluster.New(cluster.Options{ID: o.NodeID, Addr: addr, Membership: ps, Leases: ps, Units: units,
 		Outbox: ps, Lander: n.broker,
 		Log: c.log, Heartbeat: o.ClusterHeartbeat, TTL: o.ClusterLeaseTTL, Margin: o.ClusterTrustMargin,
-		Poll: o.ClusterPoll, Drain: o.ClusterDrain, Version: version.Get().Version, OnLapse: c.lapsed})
+		Poll: o.ClusterPoll, Drain: o.ClusterDrain, Version: version.Get().Version, OnLapse: c.lapsed,
+		LandPoll: o.ClusterLandPoll, SendWake: c.sendWake})
 	if err != nil {
 		c.ln.Close()
 		return nil, err
@@ -126,6 +128,9 @@ func openCluster(o Options, n *namespace, log *slog.Logger) (*clusterPart, error
 		return nil, err
 	}
 	c.admin.SetCluster(c)
+	if !o.ClusterNoWake {
+		n.broker.SetTransferred(c.node.Transferred)
+	}
 	return c, nil
 }
 
@@ -366,13 +371,13 @@ func (c *clusterPart) serve(ctx context.Context, o Options, owner relayOwner, go
 	c.mux = relay.NewMux(c.ln, l)
 	adm := c.admin
 	c.httpSrv = &http.Server{
-		Handler: relay.OwnerHTTP(func(w http.ResponseWriter, r *http.Request, g auth.Grant) {
+		Handler: c.wakeHTTP(relay.OwnerHTTP(func(w http.ResponseWriter, r *http.Request, g auth.Grant) {
 			if r.URL.Path == declarePath {
 				c.serveDeclare(w, r)
 				return
 			}
 			adm.ServeHTTP(w, r.WithContext(admin.WithPrincipal(r.Context(), g)))
-		}),
+		})),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute, // the forwarders close theirs after 30 s
 		ErrorLog:          slog.NewLogLogger(c.log.Handler(), slog.LevelWarn),

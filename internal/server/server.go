@@ -104,6 +104,13 @@ type Options struct {
 	// ClusterDrain is how long a cluster node's unit drains before it is
 	// handed off (cluster.Options.Drain); 0 means its default (5 s).
 	ClusterDrain time.Duration
+	// ClusterLandPoll is how often a cluster node looks for transfers to
+	// land besides the wakes (cluster.Options.LandPoll); 0 means the
+	// placement poll (--cluster-poll). ClusterNoWake stops the node's
+	// commits from waking the nodes that land their transfers (tests:
+	// the poll alone lands them).
+	ClusterLandPoll time.Duration
+	ClusterNoWake   bool
 
 	// beforeDeclare, set by tests, runs on a cluster node after it
 	// joined, before it declares its Config.json entities.
