@@ -6,7 +6,6 @@ package server
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/busbarmq/busbar/internal/amqp/frames"
 	"github.com/busbarmq/busbar/internal/amqp/txnclient"
-	"github.com/busbarmq/busbar/internal/cluster"
 	"github.com/busbarmq/busbar/internal/message"
 )
 
@@ -37,29 +35,8 @@ func TestClusterSendVia(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 
-	place := func(base, want string, p *admin.QueueProperties) string {
-		t.Helper()
-		for i := 0; i < 40; i++ {
-			name := fmt.Sprint(base, i)
-			if _, err := adm.CreateQueue(ctx, name, &admin.CreateQueueOptions{Properties: p}); err != nil {
-				t.Fatalf("create %s: %v", name, err)
-			}
-			// Created on its placement winner, or on a (which hands it
-			// off) when a did not see that node live yet.
-			u, on := unitServing(nodes, name)
-			if on == "" {
-				t.Fatalf("%s not served by any node right after its creation", name)
-			}
-			if cluster.Winner(u, ids) == want {
-				waitFor(t, ctx, func() bool { _, ok := nodes[want].Broker().EntityStoreID(name); return ok }, name+" to move to "+want)
-				return name
-			}
-		}
-		t.Fatalf("no %s placed on %s", base, want)
-		return ""
-	}
-	via := place("via", "b", nil)
-	dst := place("dst", "c", &admin.QueueProperties{RequiresDuplicateDetection: to.Ptr(true)})
+	via := placeOn(t, ctx, nodes, adm, "via", "b", nil)
+	dst := placeOn(t, ctx, nodes, adm, "dst", "c", &admin.QueueProperties{RequiresDuplicateDetection: to.Ptr(true)})
 	var seed []*message.Message
 	for _, b := range []string{"r1", "r2", "r3", "r4"} {
 		seed = append(seed, &message.Message{Body: frames.AppendDataSection(nil, []byte(b))})

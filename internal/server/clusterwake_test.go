@@ -26,7 +26,9 @@ import (
 )
 
 // placeOn creates queues base0, base1, … through adm until one is
-// served by node want, and returns its name.
+// placed on node want, waits until want serves it (created there, or
+// created by the node adm talks to, which hands it off, when that node
+// did not see want live yet), and returns its name.
 func placeOn(t *testing.T, ctx context.Context, nodes map[string]*Server, adm *admin.Client, base, want string, p *admin.QueueProperties) string {
 	t.Helper()
 	var ids []string
