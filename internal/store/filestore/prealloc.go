@@ -52,7 +52,10 @@ func (s *Store) prepLoop(done chan struct{}) {
 // kernel has to find: on the benchmark machine (a VM) fresh pages cost 3–4
 // times the CPU of recently freed ones, and zero-filling new segments took
 // 60–75 % of the broker's CPU in a 64 KB send profile. PostgreSQL drops
-// its WAL segments' pages as it closes them for the same reason.
+// its WAL segments' pages as it closes them for the same reason. The
+// writer asks for the next segment before it installs it, so the segment
+// being sealed may still count as the active one here: it is dropped at
+// the next preparation.
 func (s *Store) dropCachedSegments() {
 	if s.opts.CachedLogBytes < 0 {
 		return

@@ -228,7 +228,10 @@ func TestColdSegmentsLeaveTheCache(t *testing.T) {
 		appendQueue(t, s, m, 600, 200) // ≈ 8 segments
 		if keep > 0 && dropper {
 			// The preparer drops as it starts on the next segment: wait
-			// for it to have caught up with the last rotation.
+			// for it to have caught up with the last rotation. The writer
+			// asks for that segment before it seals the one it leaves,
+			// so the preparer may count that one as active still: the
+			// bound holds give or take that last sealed segment.
 			sealedCached := func() (kept int64, dropped int64, to uint32) {
 				s.mu.RLock()
 				defer s.mu.RUnlock()
@@ -239,14 +242,14 @@ func TestColdSegmentsLeaveTheCache(t *testing.T) {
 			}
 			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
 				kept, dropped, to := sealedCached()
-				if dropped > 0 && kept <= keep {
+				if dropped > 0 && kept <= keep+opts.SegmentSize {
 					if dropped != int64(to) {
 						t.Errorf("%d drops for segments 1 to %d", dropped, to)
 					}
 					break
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("%d bytes of sealed segments still cached after %d drops; want at most %d", kept, dropped, keep)
+					t.Fatalf("%d bytes of sealed segments still cached after %d drops; want at most %d", kept, dropped, keep+opts.SegmentSize)
 				}
 			}
 		}
