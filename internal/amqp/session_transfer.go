@@ -20,8 +20,8 @@ func (s *Session) handleTransfer(t *frames.Transfer) {
 }
 
 // receiveTransfer takes one transfer frame and reports whether its frame
-// buffer went to the handler with the delivery (a whole message in one
-// frame).
+// buffer went to the delivery: to the handler with a whole message in one
+// frame, or kept as the start of a multi-frame one (startPartial).
 func (s *Session) receiveTransfer(t *frames.Transfer) (handedOver bool) {
 	if s.inWindow == 0 {
 		s.protocolError(Errorf(CondWindowViolation, "transfer beyond the session incoming-window"))
