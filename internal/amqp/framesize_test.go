@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/busbarmq/busbar/internal/amqp/frames"
 )
@@ -214,4 +215,109 @@ func TestTwoFrameMessages(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestGatherInPlace: the first frame of a delivery split over 65536-byte
+// frames is kept as the start of its payload — the delivery's payload
+// lies in that frame's own buffer, just past the frame's performative —
+// and a second frame is appended in place; longer messages (three
+// frames, many frames) and aborted ones (at the first frame, or after
+// it) still come out right. Released buffers are poisoned, so a payload
+// left aliasing one would show.
+func TestGatherInPlace(t *testing.T) {
+	frames.PoisonReleased(true)
+	t.Cleanup(func() { frames.PoisonReleased(false) })
+	type got struct {
+		id      uint32
+		payload []byte
+		off     int // where the payload starts in the delivery's buffer; -1: not in it
+	}
+	gotc := make(chan got, 10)
+	b := newTestBroker()
+	b.intercept = func(d *IncomingDelivery) bool {
+		g := got{id: d.ID, payload: bytes.Clone(d.Payload), off: -1}
+		if d.buf != nil && len(d.Payload) > 0 {
+			base := uintptr(unsafe.Pointer(unsafe.SliceData(d.buf.Bytes())))
+			at := uintptr(unsafe.Pointer(unsafe.SliceData(d.Payload)))
+			if c := uintptr(cap(d.buf.Bytes())); at >= base && at-base+uintptr(len(d.Payload)) <= c {
+				g.off = int(at - base)
+			}
+		}
+		d.Release()
+		d.Settle(&frames.Accepted{})
+		gotc <- g
+		return true
+	}
+	_, addr := startServer(t, b, Config{MaxMessageSize: 4 << 20})
+	r := dialRaw(t, addr)
+	r.handshake(nil)
+	r.send(0, &frames.Begin{IncomingWindow: 1000, OutgoingWindow: 1000})
+	if _, ok := r.next().(*frames.Begin); !ok {
+		t.Fatal("no begin reply")
+	}
+	r.attachSender(0, "s", "q")
+	// The offset of the payload in a first frame's body: the length of
+	// the performative transferSplit writes.
+	head := func(id uint32) int {
+		p, err := (&frames.Transfer{Handle: 0, DeliveryID: &id, DeliveryTag: binary.BigEndian.AppendUint32(nil, id),
+			MessageFormat: ptr(uint32(0)), More: true}).AppendAMQP(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(p)
+	}
+	expect := func(id uint32, payload []byte, inPlace bool) {
+		t.Helper()
+		var g got
+		select {
+		case g = <-gotc:
+		case <-time.After(testTimeout):
+			t.Fatalf("delivery %d did not arrive", id)
+		}
+		if g.id != id || !bytes.Equal(g.payload, payload) {
+			t.Fatalf("delivery %d of %d bytes; want %d of %d bytes as sent", g.id, len(g.payload), id, len(payload))
+		}
+		if inPlace && g.off != head(id) {
+			t.Fatalf("delivery %d: payload at offset %d of its buffer; want %d, in its first frame's buffer", id, g.off, head(id))
+		}
+		if d, ok := r.next().(*frames.Disposition); !ok || d.First != id {
+			t.Fatalf("got %v; want the disposition of delivery %d", d, id)
+		}
+	}
+	msg := func(size int) []byte {
+		p := make([]byte, size)
+		for i := range p {
+			p[i] = byte(i*7 + size)
+		}
+		return p
+	}
+	id := uint32(0)
+	for _, c := range []struct {
+		size, frames int
+		inPlace      bool
+	}{
+		{65536 + 100, 2, true},
+		{100000, 2, true},
+		{frames.ReassemblyCap - 200, 2, true}, // the second frame just fits
+		{frames.ReassemblyCap + 5000, 3, false},
+		{3 << 20, 49, false}, // a long message: grown as before
+	} {
+		p := msg(c.size)
+		if n := r.transferSplit(0, id, p, DefaultMaxFrameSize); n != c.frames {
+			t.Fatalf("%d bytes sent in %d frames; want %d", c.size, n, c.frames)
+		}
+		expect(id, p, c.inPlace)
+		id++
+	}
+
+	// Aborted at the first frame, and after a first frame kept in place:
+	// neither is delivered, and the next message comes whole.
+	r.send(0, &frames.Transfer{Handle: 0, DeliveryID: &id, DeliveryTag: []byte{1}, More: true, Aborted: true, Payload: msg(60000)})
+	id++
+	r.transfer(0, id, msg(60000), true)
+	r.send(0, &frames.Transfer{Handle: 0, Aborted: true})
+	id++
+	p := msg(70000)
+	r.transferSplit(0, id, p, DefaultMaxFrameSize)
+	expect(id, p, true)
 }

@@ -20,8 +20,8 @@ func (s *Session) handleTransfer(t *frames.Transfer) {
 }
 
 // receiveTransfer takes one transfer frame and reports whether its frame
-// buffer went to the handler with the delivery (a whole message in one
-// frame).
+// buffer went to the delivery: to the handler with a whole message in one
+// frame, or kept as the start of a multi-frame one (startPartial).
 func (s *Session) receiveTransfer(t *frames.Transfer) (handedOver bool) {
 	if s.inWindow == 0 {
 		s.protocolError(Errorf(CondWindowViolation, "transfer beyond the session incoming-window"))
@@ -76,7 +76,9 @@ func (s *Session) receiveTransfer(t *frames.Transfer) (handedOver bool) {
 		}
 		in.partial = d
 		in.oversize, in.refused, in.spooledBytes = false, nil, 0
-		in.startPartial(d, t)
+		if in.startPartial(d, t) {
+			return true // t's buffer is d's now, its payload taken
+		}
 	} else if t.DeliveryID != nil && *t.DeliveryID != d.ID {
 		s.protocolError(Errorf(CondNotAllowed, "continuation transfer with delivery-id %d inside delivery %d", *t.DeliveryID, d.ID))
 		return false
@@ -88,6 +90,7 @@ func (s *Session) receiveTransfer(t *frames.Transfer) (handedOver bool) {
 	if t.Aborted {
 		in.partial = nil
 		in.abortSpool(d)
+		d.Release() // never delivered: its buffer back to the free list
 		return false
 	}
 	if !in.oversize && in.refused == nil {
@@ -106,12 +109,23 @@ func (s *Session) receiveTransfer(t *frames.Transfer) (handedOver bool) {
 }
 
 // startPartial sets up the payload of d, a delivery whose first frame t
-// does not hold it whole; t's buffer is released by the caller. (Keeping
-// the first frame in a buffer with room for the rest would save a copy,
-// but frames read ahead into buffers of twice the size doubled the
-// memory of a large message's frames in flight: TestLargeMessageMemory.)
-func (in *IncomingLink) startPartial(d *IncomingDelivery, t *frames.Transfer) {
+// does not hold it whole, and reports whether d kept t's buffer with t's
+// payload in it (the caller must then neither release the buffer nor take
+// the payload again); otherwise t's buffer is released by the caller.
+//
+// Package frames reads the first frame of a multi-frame delivery (one
+// with a delivery-id and more=true) into a reassembly buffer with room
+// for a second frame: d keeps it and the next frames are appended in
+// place, so a two-frame message (64 KB in 65536-byte frames) is never
+// copied. Only first frames get such buffers: continuation frames read
+// ahead stay in buffers of their own size, which keeps a long message's
+// frames in flight at what they were (TestLargeMessageMemory).
+func (in *IncomingLink) startPartial(d *IncomingDelivery, t *frames.Transfer) (kept bool) {
 	d.Payload = nil
+	if t.More && !t.Aborted && in.gatherInPlace(t) {
+		d.Payload, d.buf = t.Payload, t.Buf
+		return true
+	}
 	if n := uint64(2 * len(t.Payload)); !t.Aborted && n > 0 {
 		// Room for a second frame, so that a two-frame message is copied
 		// once, not regrown; longer ones grow as append grows them.
@@ -123,6 +137,18 @@ func (in *IncomingLink) startPartial(d *IncomingDelivery, t *frames.Transfer) {
 		}
 	}
 	d.Tag = bytes.Clone(d.Tag) // t's buffer is released
+	return false
+}
+
+// gatherInPlace reports whether the first frame t of a delivery can be
+// kept as the start of its payload: it was read into a reassembly buffer
+// with room after the payload, and the payload would go to memory as it
+// is (within the size limit and not past any spooling threshold), just
+// as take would put it there.
+func (in *IncomingLink) gatherInPlace(t *frames.Transfer) bool {
+	n := len(t.Payload)
+	return t.Buf != nil && cap(t.Buf.Bytes()) == frames.ReassemblyCap && n > 0 && cap(t.Payload) > n &&
+		uint64(n) <= in.maxSize() && (in.Spool == nil || in.SpoolFrom <= 0 || n <= in.SpoolFrom)
 }
 
 // take adds a frame's payload to the partial delivery d: in memory, or in

@@ -6,6 +6,8 @@ import (
 	"math/bits"
 	"sync"
 	"sync/atomic"
+
+	"github.com/busbarmq/busbar/internal/amqp/encoding"
 )
 
 // Buffer is the memory of one transfer frame's body, taken from a pool.
@@ -131,10 +133,76 @@ func readPooledTransfer(r *bufio.Reader, n int) (buf *Buffer, ok bool, err error
 	if [3]byte(p) != transferPrefix {
 		return nil, false, nil
 	}
-	buf = getBuffer(n)
+	if n > MaxPooledBody/2 && firstOfMany(r, n) {
+		// The first frame of a message split over several: read it into
+		// a reassembly buffer, whose spare capacity takes the next
+		// frame's payload without copying this one (amqp's
+		// startPartial). Continuation frames carry no delivery-id and
+		// keep pooled buffers, so a long message's frames read ahead
+		// cost what they did.
+		buf = GetReassembly()
+		buf.b = buf.b[:n]
+	} else {
+		buf = getBuffer(n)
+	}
 	if _, err := io.ReadFull(r, buf.b); err != nil {
 		buf.Release()
 		return nil, false, unexpectedEOF(err)
 	}
 	return buf, true, nil
+}
+
+// maxFirstPeek bounds the bytes firstOfMany looks at: a transfer's
+// leading fields take at most some 70 bytes (a 32-byte delivery tag and
+// every number in its widest form).
+const maxFirstPeek = 128
+
+// firstOfMany reports whether the n-byte transfer body at the front of r
+// is the first frame of a delivery with more to come (delivery-id present,
+// more=true), decoding the transfer's leading fields where they lie in r's
+// buffer without consuming them. It is false when they cannot be read
+// there (r's buffer is small, or the performative does not fit in what is
+// peeked) or do not decode: the body is then read the usual way, and a
+// malformed one fails the usual parse.
+func firstOfMany(r *bufio.Reader, n int) bool {
+	p, err := r.Peek(min(n, maxFirstPeek, r.Size()))
+	if err != nil {
+		return false
+	}
+	return leadsDelivery(p)
+}
+
+// leadsDelivery decodes the leading fields of the transfer performative
+// at the front of p (which may hold only part of the frame body) and
+// reports whether it has a delivery-id and more=true.
+func leadsDelivery(p []byte) bool {
+	var r encoding.Reader
+	r.Reset(p)
+	code, name, err := r.ReadDescriptor()
+	if err != nil || name != "" || code != DescriptorTransfer {
+		return false
+	}
+	count, _, err := r.ReadListHeader()
+	if err != nil || count < 6 {
+		return false // more is absent: false
+	}
+	for i := range 6 {
+		switch i {
+		case 1: // delivery-id
+			if r.ReadNull() {
+				return false
+			}
+			if _, err := r.ReadUint32(); err != nil {
+				return false
+			}
+		case 5: // more
+			more, err := r.ReadBool()
+			return err == nil && more
+		default:
+			if err := r.Skip(); err != nil {
+				return false
+			}
+		}
+	}
+	return false
 }

@@ -50,7 +50,10 @@
 // up to MaxPooledBody bytes is read into a pooled Buffer (Transfer.Buf),
 // which returns to the pool — and is overwritten by a later frame — only
 // when its owner calls Release; every other frame's buffer is left to the
-// garbage collector. ParseFrame and ParseBody alias the caller's input
+// garbage collector. A transfer of more than MaxPooledBody/2 bytes that
+// opens a delivery with more to come (delivery-id, more=true) is read
+// into a reassembly buffer instead (capacity ReassemblyCap), so that the
+// delivery's next frame can be appended after it in place. ParseFrame and ParseBody alias the caller's input
 // instead. Message.UnmarshalBinary aliases its input in the same way,
 // including RawBody.
 //
