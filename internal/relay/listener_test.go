@@ -14,11 +14,13 @@ import (
 	"github.com/busbarmq/busbar/internal/amqp"
 )
 
-// startListener runs node "b"'s internal listener on a loopback
-// ephemeral port and returns its address.
-func startListener(t *testing.T, sessions Sessions) string {
+// serveListener runs an internal listener with cfg on a loopback
+// ephemeral port and returns its address and a stop function, which
+// shuts it down and waits for it (the caller registers it where its
+// clean-up order needs it).
+func serveListener(t *testing.T, cfg ListenerConfig) (addr string, stop func()) {
 	t.Helper()
-	l, err := NewListener(ListenerConfig{Secret: testSecret, Self: "b", Sessions: sessions})
+	l, err := NewListener(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,13 +34,21 @@ func startListener(t *testing.T, sessions Sessions) string {
 	}
 	done := make(chan struct{})
 	go func() { defer close(done); _ = srv.Serve(ln) }()
-	t.Cleanup(func() {
+	return ln.Addr().String(), func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 		<-done
-	})
-	return ln.Addr().String()
+	}
+}
+
+// startListener runs node "b"'s internal listener on a loopback
+// ephemeral port and returns its address.
+func startListener(t *testing.T, sessions Sessions) string {
+	t.Helper()
+	addr, stop := serveListener(t, ListenerConfig{Secret: testSecret, Self: "b", Sessions: sessions})
+	t.Cleanup(stop)
+	return addr
 }
 
 func TestInternalListener(t *testing.T) {

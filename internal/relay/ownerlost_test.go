@@ -12,7 +12,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"go.uber.org/goleak"
 
-	"github.com/busbarmq/busbar/internal/amqp"
 	"github.com/busbarmq/busbar/internal/servicebus/servicebustest"
 )
 
@@ -31,26 +30,8 @@ func (o *ownerNode) stop() { o.stopOnce.Do(o.stopFn) }
 func startOwner(t *testing.T, node string) *ownerNode {
 	t.Helper()
 	b := servicebustest.Start(t, &servicebustest.Options{Queues: []string{"q"}})
-	l, err := NewListener(ListenerConfig{Secret: testSecret, Self: node, Sessions: sessionsOf(map[string]int64{"a": 7}), Owner: b.Handler})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := amqp.NewServer(l, amqp.Config{SASL: l.ServerSASL()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.Serve(ln) }()
-	o := &ownerNode{Server: b, internal: ln.Addr().String(), stopFn: func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		<-done
-	}}
+	addr, stop := serveListener(t, ListenerConfig{Secret: testSecret, Self: node, Sessions: sessionsOf(map[string]int64{"a": 7}), Owner: b.Handler})
+	o := &ownerNode{Server: b, internal: addr, stopFn: stop}
 	t.Cleanup(o.stop)
 	return o
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -50,25 +49,12 @@ func twoNodesWrapped(t *testing.T, aOpts *servicebustest.Options, wrap func(rela
 	if wrap != nil {
 		served = wrap(served)
 	}
-	l, err := NewListener(ListenerConfig{Secret: testSecret, Self: "b", Sessions: sessionsOf(map[string]int64{"a": 7}), Owner: served})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := amqp.NewServer(l, amqp.Config{SASL: l.ServerSASL()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.Serve(ln) }()
+	addr, stop := serveListener(t, ListenerConfig{Secret: testSecret, Self: "b", Sessions: sessionsOf(map[string]int64{"a": 7}), Owner: served})
 	g, err := NewGateway(GatewayConfig{Secret: testSecret, Node: "a", Session: func() int64 { return 7 }, Park: time.Second,
 		OwnerOf: func(unit string) (Owner, bool) {
 			switch unit {
 			case "q", "sq":
-				return Owner{Node: "b", Addr: ln.Addr().String()}, true
+				return Owner{Node: "b", Addr: addr}, true
 			case "gone":
 				return Owner{Node: "c", Addr: "127.0.0.1:1"}, true
 			}
@@ -82,12 +68,9 @@ func twoNodesWrapped(t *testing.T, aOpts *servicebustest.Options, wrap func(rela
 	t.Cleanup(func() { // before a's and b's own clean-ups (LIFO)
 		a.Close()
 		g.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		<-done
+		stop()
 	})
-	return a.ConnectionString, b, ln.Addr().String()
+	return a.ConnectionString, b, addr
 }
 
 func newClient(t *testing.T, connStr string) *azservicebus.Client {

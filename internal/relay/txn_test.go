@@ -2,7 +2,6 @@ package relay
 
 import (
 	"context"
-	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -11,7 +10,6 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/busbarmq/busbar/internal/amqp"
 	"github.com/busbarmq/busbar/internal/amqp/encoding"
 	"github.com/busbarmq/busbar/internal/amqp/frames"
 	"github.com/busbarmq/busbar/internal/amqp/txnclient"
@@ -51,21 +49,8 @@ func startTxnClusterWith(t *testing.T, adjust func(*GatewayConfig)) *txnCluster 
 	sq.RequiresSession = true
 	tc.b = servicebustest.Start(t, &servicebustest.Options{AllowAnyKey: true, Queues: []string{"in", "out", "sin"},
 		QueueProps: map[string]broker.QueueProperties{"sin": sq}})
-	l, err := NewListener(ListenerConfig{Secret: testSecret, Self: "b", Sessions: sessionsOf(map[string]int64{"a": 7}), Owner: tc.b.Handler})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := amqp.NewServer(l, amqp.Config{SASL: l.ServerSASL()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.Serve(ln) }()
-	tc.owners["in"] = Owner{Node: "b", Addr: ln.Addr().String()}
+	addr, stop := serveListener(t, ListenerConfig{Secret: testSecret, Self: "b", Sessions: sessionsOf(map[string]int64{"a": 7}), Owner: tc.b.Handler})
+	tc.owners["in"] = Owner{Node: "b", Addr: addr}
 	tc.owners["out"] = tc.owners["in"]
 	tc.owners["sin"] = tc.owners["in"]
 	cfg := GatewayConfig{Secret: testSecret, Node: "a", Session: func() int64 { return 7 }, Timeout: 5 * time.Second,
@@ -87,10 +72,7 @@ func startTxnClusterWith(t *testing.T, adjust func(*GatewayConfig)) *txnCluster 
 	t.Cleanup(func() {
 		tc.a.Close()
 		g.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		<-done
+		stop()
 	})
 	return tc
 }
