@@ -43,10 +43,15 @@ type heldDelivery struct {
 	pass func(*amqp.IncomingDelivery)
 }
 
-func newHeldOwner(hold int, keep bool) func(relayOwner) relayOwner {
-	return func(o relayOwner) relayOwner {
-		return &heldOwner{relayOwner: o, hold: hold, keep: keep, reached: make(chan struct{})}
-	}
+// twoNodesHeld is twoNodesWrapped whose owner holds transfers as a
+// heldOwner(hold, keep) does; it returns that owner too.
+func twoNodesHeld(t *testing.T, hold int, keep bool) (owner *heldOwner, connStr string, b *servicebustest.Server) {
+	t.Helper()
+	connStr, b, _ = twoNodesWrapped(t, &servicebustest.Options{}, func(o relayOwner) relayOwner {
+		owner = &heldOwner{relayOwner: o, hold: hold, keep: keep, reached: make(chan struct{})}
+		return owner
+	})
+	return owner, connStr, b
 }
 
 func (h *heldOwner) ConnectRelayed(c *amqp.Conn) (amqp.ConnHandler, error) {
@@ -119,13 +124,7 @@ func (h *heldOwner) pass(d *amqp.IncomingDelivery, pass func(*amqp.IncomingDeliv
 func TestRelaySendPipelined(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) })
 	const hold, n, refused = 8, 200, 77
-	held := newHeldOwner(hold, false)
-	var owner *heldOwner
-	connStr, b, _ := twoNodesWrapped(t, &servicebustest.Options{}, func(o relayOwner) relayOwner {
-		r := held(o)
-		owner = r.(*heldOwner)
-		return r
-	})
+	owner, connStr, b := twoNodesHeld(t, hold, false)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	s := dialWithToken(ctx, t, connStr, "q")
@@ -203,13 +202,7 @@ func isAccepted(s goamqp.DeliveryState) bool {
 func TestRelaySendInFlightFailure(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, goleak.IgnoreCurrent()) })
 	const hold = 12
-	held := newHeldOwner(hold, true)
-	var owner *heldOwner
-	connStr, b, _ := twoNodesWrapped(t, &servicebustest.Options{}, func(o relayOwner) relayOwner {
-		r := held(o)
-		owner = r.(*heldOwner)
-		return r
-	})
+	owner, connStr, b := twoNodesHeld(t, hold, true)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	s := dialWithToken(ctx, t, connStr, "q")
