@@ -187,12 +187,7 @@ func TestRelayRequestOwnerLost(t *testing.T) {
 	}
 	a := servicebustest.Start(t, &servicebustest.Options{Router: g})
 	t.Cleanup(func() { a.Close(); g.Close() })
-	c, err := azservicebus.NewClientFromConnectionString(a.ConnectionString, &azservicebus.ClientOptions{
-		RetryOptions: azservicebus.RetryOptions{MaxRetries: -1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
+	c := newClientNoRetry(t, a.ConnectionString)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	snd, err := c.NewSender("q", nil)

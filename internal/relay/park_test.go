@@ -22,12 +22,7 @@ func TestRelayParkedAttach(t *testing.T) {
 	tc := startTxnClusterWith(t, func(c *GatewayConfig) { c.Park = 10 * time.Second })
 	owner := tc.owners["in"]
 	tc.setOwner("in", movingOwner)
-	c, err := azservicebus.NewClientFromConnectionString(tc.a.ConnectionString, &azservicebus.ClientOptions{
-		RetryOptions: azservicebus.RetryOptions{MaxRetries: -1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
+	c := newClientNoRetry(t, tc.a.ConnectionString)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	snd, err := c.NewSender("in", nil)

@@ -75,9 +75,20 @@ func twoNodesWrapped(t *testing.T, aOpts *servicebustest.Options, wrap func(rela
 
 func newClient(t *testing.T, connStr string) *azservicebus.Client {
 	t.Helper()
-	c, err := azservicebus.NewClientFromConnectionString(connStr, &azservicebus.ClientOptions{
-		RetryOptions: azservicebus.RetryOptions{MaxRetries: 3, RetryDelay: 50 * time.Millisecond, MaxRetryDelay: 200 * time.Millisecond},
-	})
+	return newClientRetry(t, connStr, azservicebus.RetryOptions{MaxRetries: 3, RetryDelay: 50 * time.Millisecond, MaxRetryDelay: 200 * time.Millisecond})
+}
+
+// newClientNoRetry is a client that reports every error as it comes.
+func newClientNoRetry(t *testing.T, connStr string) *azservicebus.Client {
+	t.Helper()
+	return newClientRetry(t, connStr, azservicebus.RetryOptions{MaxRetries: -1})
+}
+
+// newClientRetry is an SDK client of connStr retrying as ro says, closed
+// in t.Cleanup.
+func newClientRetry(t *testing.T, connStr string, ro azservicebus.RetryOptions) *azservicebus.Client {
+	t.Helper()
+	c, err := azservicebus.NewClientFromConnectionString(connStr, &azservicebus.ClientOptions{RetryOptions: ro})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,12 +286,7 @@ func TestRelaySessions(t *testing.T) {
 // retriable error; nothing is reported as sent.
 func TestRelayOwnerUnreachable(t *testing.T) {
 	connStr, _, _ := twoNodes(t)
-	c, err := azservicebus.NewClientFromConnectionString(connStr, &azservicebus.ClientOptions{
-		RetryOptions: azservicebus.RetryOptions{MaxRetries: -1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
+	c := newClientNoRetry(t, connStr)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	snd, err := c.NewSender("gone", nil)
