@@ -442,11 +442,14 @@ func TestClusterAdminOwnerDown(t *testing.T) {
 
 // TestClusterConfigForwarding: three nodes start at once with one
 // Config.json whose queues src0…src5 forward (ForwardTo) to dst, and a
-// topic's subscriptions forward to queues subdst0…2. Every entity is
+// topic's subscriptions forward to queues subdst0…5 (six of each, so
+// that placement leaves some target on another node but once in some
+// 700 runs). Every entity is
 // created on its placement winner and served there from the start (some
 // sources on another node than dst's); a message sent through any node
 // to each source, and to the topic, arrives in its targets.
 func TestClusterConfigForwarding(t *testing.T) {
+	const nSubs = 6
 	ec := &config.EmulatorConfig{Namespaces: []config.Namespace{{Name: "sbemulatorns"}}}
 	ns := &ec.Namespaces[0]
 	for i := range 6 {
@@ -454,7 +457,7 @@ func TestClusterConfigForwarding(t *testing.T) {
 	}
 	ns.Queues = append(ns.Queues, config.Queue{Name: "dst"})
 	tp := config.Topic{Name: "ftopic"}
-	for i := range 3 {
+	for i := range nSubs {
 		ns.Queues = append(ns.Queues, config.Queue{Name: fmt.Sprint("subdst", i)})
 		tp.Subscriptions = append(tp.Subscriptions, config.Subscription{Name: fmt.Sprint("fwd", i),
 			Props: config.SubscriptionProps{ForwardTo: to.Ptr(fmt.Sprint("subdst", i))}})
@@ -472,7 +475,10 @@ func TestClusterConfigForwarding(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	ids := []string{"a", "b", "c"}
-	names := []string{"dst", "ftopic", "subdst0", "subdst1", "subdst2"}
+	names := []string{"dst", "ftopic"}
+	for i := range nSubs {
+		names = append(names, fmt.Sprint("subdst", i))
+	}
 	for i := range 6 {
 		names = append(names, fmt.Sprint("src", i))
 	}
@@ -491,7 +497,7 @@ func TestClusterConfigForwarding(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	onWinners("three drains after the start")
 	owner := nodes[servedBy(nodes, "ftopic")]
-	for i := range 3 {
+	for i := range nSubs {
 		if _, err := owner.Broker().GetSubscription("ftopic", fmt.Sprint("fwd", i)); err != nil {
 			t.Fatalf("subscription fwd%d: %v", i, err)
 		}
@@ -503,7 +509,7 @@ func TestClusterConfigForwarding(t *testing.T) {
 		}
 	}
 	subCross := 0
-	for i := range 3 {
+	for i := range nSubs {
 		if servedBy(nodes, fmt.Sprint("subdst", i)) != servedBy(nodes, "ftopic") {
 			subCross++
 		}
@@ -511,7 +517,7 @@ func TestClusterConfigForwarding(t *testing.T) {
 	if cross == 0 || subCross == 0 {
 		t.Fatalf("no forwarding across nodes: %d sources off dst's node, %d subscription targets off ftopic's", cross, subCross)
 	}
-	t.Logf("%d of 6 sources on another node than dst, %d of 3 subscription targets on another node than ftopic", cross, subCross)
+	t.Logf("%d of 6 sources on another node than dst, %d of %d subscription targets on another node than ftopic", cross, subCross, nSubs)
 
 	opts := &azservicebus.ClientOptions{RetryOptions: azservicebus.RetryOptions{MaxRetries: 30, RetryDelay: 100 * time.Millisecond, MaxRetryDelay: time.Second}}
 	send := func(node, entity, body string) {
@@ -538,7 +544,7 @@ func TestClusterConfigForwarding(t *testing.T) {
 		want = append(want, body)
 	}
 	send("b", "ftopic", "via ftopic")
-	for i := range 3 {
+	for i := range nSubs {
 		q := fmt.Sprint("subdst", i)
 		landed(t, ctx, nodes[servedBy(nodes, q)], q, 10*time.Second, "via ftopic")
 	}
