@@ -2,8 +2,12 @@ package amqp
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"net"
+	"sync"
 	"testing"
 	"time"
 	"unsafe"
@@ -320,4 +324,125 @@ func TestGatherInPlace(t *testing.T) {
 	p := msg(70000)
 	r.transferSplit(0, id, p, DefaultMaxFrameSize)
 	expect(id, p, true)
+}
+
+// readRecorder is a net.Conn that counts the bytes read into the
+// connection's read buffer: the first read (the handshake's) fills that
+// buffer from its start, and every later read into it is a fill.
+type readRecorder struct {
+	net.Conn
+	mu       sync.Mutex
+	buf      uintptr // start of the read buffer
+	buffered int64   // bytes read into it
+	direct   int64   // bytes read anywhere else
+}
+
+func (c *readRecorder) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	at := uintptr(unsafe.Pointer(unsafe.SliceData(p)))
+	c.mu.Lock()
+	if c.buf == 0 {
+		c.buf = at
+	}
+	if at >= c.buf && at < c.buf+readBufferSize {
+		c.buffered += int64(n)
+	} else {
+		c.direct += int64(n)
+	}
+	c.mu.Unlock()
+	return n, err
+}
+
+func (c *readRecorder) counts() (buffered, direct int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.buffered, c.direct
+}
+
+type recordingListener struct {
+	net.Listener
+	conns chan *readRecorder
+}
+
+func (l recordingListener) Accept() (net.Conn, error) {
+	nc, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	rc := &readRecorder{Conn: nc}
+	l.conns <- rc
+	return rc, nil
+}
+
+// TestLargeFramesReadDirect: on a stream of 64 KB messages (a 65536-byte
+// frame and a small one each), the frames' bytes go from the network
+// straight into their own buffers, not through the connection's read
+// buffer: what passes through it stays within the small fills that read
+// the headers (largeFill), where filling it whole put half of every large
+// frame through it. The messages arrive whole.
+func TestLargeFramesReadDirect(t *testing.T) {
+	b := newTestBroker()
+	srv, err := NewServer(b, Config{Logger: quietLogger(), MaxMessageSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rl := recordingListener{Listener: ln, conns: make(chan *readRecorder, 1)}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(rl) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		if err := <-served; !errors.Is(err, ErrServerClosed) {
+			t.Errorf("Serve returned %v", err)
+		}
+	})
+	r := dialRaw(t, ln.Addr().String())
+	rc := <-rl.conns
+	r.handshake(nil)
+	r.send(0, &frames.Begin{IncomingWindow: 1000, OutgoingWindow: 1000})
+	if _, ok := r.next().(*frames.Begin); !ok {
+		t.Fatal("no begin reply")
+	}
+	r.attachSender(0, "s", "q")
+	send := func(id uint32, size int) {
+		t.Helper()
+		p := make([]byte, size)
+		for i := range p {
+			p[i] = byte(i*7) + byte(id)
+		}
+		if n := r.transferSplit(0, id, p, DefaultMaxFrameSize); n != 2 {
+			t.Fatalf("sent in %d frames", n)
+		}
+		if d, ok := r.next().(*frames.Disposition); !ok || d.First != id {
+			t.Fatalf("got %v; want the disposition of delivery %d", d, id)
+		}
+		b.mu.Lock()
+		q := b.queue("q")
+		got := q.msgs[len(q.msgs)-1].payload
+		b.mu.Unlock()
+		if !bytes.Equal(got, p) {
+			t.Fatalf("delivery %d: stored %d bytes, not the %d sent (or not the same)", id, len(got), len(p))
+		}
+	}
+	send(0, 65536+100) // the stream now carries large frames
+	buf0, direct0 := rc.counts()
+	const n = 20
+	for id := uint32(1); id <= n; id++ {
+		send(id, 65536+100)
+	}
+	buf1, direct1 := rc.counts()
+	perMsg := (buf1 - buf0) / n
+	t.Logf("per 64 KB message: %d bytes through the read buffer, %d read directly", perMsg, (direct1-direct0)/n)
+	// Two header fills of at most largeFill each, and once in a while a
+	// fill of the whole buffer if a header arrived alone.
+	if perMsg > 3*largeFill {
+		t.Fatalf("%d bytes of each 64 KB message went through the read buffer; want at most %d", perMsg, 3*largeFill)
+	}
 }

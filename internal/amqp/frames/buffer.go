@@ -122,7 +122,7 @@ var transferPrefix = bodyPrefix(DescriptorTransfer)
 
 // readPooledTransfer reads an n-byte frame body into a pooled Buffer if it
 // is a transfer small enough to pool; ok is false (nothing read) if not.
-func readPooledTransfer(r *bufio.Reader, n int) (buf *Buffer, ok bool, err error) {
+func readPooledTransfer(r *bufio.Reader, src io.Reader, n int) (buf *Buffer, ok bool, err error) {
 	if n < len(transferPrefix) || n > MaxPooledBody {
 		return nil, false, nil
 	}
@@ -145,7 +145,7 @@ func readPooledTransfer(r *bufio.Reader, n int) (buf *Buffer, ok bool, err error
 	} else {
 		buf = getBuffer(n)
 	}
-	if _, err := io.ReadFull(r, buf.b); err != nil {
+	if err := readFull(r, src, buf.b); err != nil {
 		buf.Release()
 		return nil, false, unexpectedEOF(err)
 	}

@@ -98,6 +98,16 @@ type Frame struct {
 // is an error and nothing more should be read from the connection. The frame gets a buffer of its own,
 // which all of its []byte fields alias.
 func ReadFrame(r *bufio.Reader, maxFrameSize uint32) (Frame, error) {
+	return ReadFrameDirect(r, nil, maxFrameSize)
+}
+
+// ReadFrameDirect is ReadFrame for a reader r that reads from src: of a
+// frame body at least as large as r's buffer, it takes what r holds and
+// reads the rest from src straight into the frame's buffer. Through r, a
+// read that found the buffer empty with less than its size to go would
+// fill the buffer, reading ahead into the next frames, and copy out of it.
+// With src nil it reads everything through r.
+func ReadFrameDirect(r *bufio.Reader, src io.Reader, maxFrameSize uint32) (Frame, error) {
 	hb, err := r.Peek(HeaderSize)
 	if err != nil {
 		if len(hb) > 0 && err == io.EOF {
@@ -125,7 +135,7 @@ func ReadFrame(r *bufio.Reader, maxFrameSize uint32) (Frame, error) {
 	if n == 0 {
 		return f, nil
 	}
-	if pb, ok, err := readPooledTransfer(r, n); err != nil {
+	if pb, ok, err := readPooledTransfer(r, src, n); err != nil {
 		return Frame{}, err
 	} else if ok {
 		if f.Body, err = ParseBody(pb.b); err != nil {
@@ -139,7 +149,7 @@ func ReadFrame(r *bufio.Reader, maxFrameSize uint32) (Frame, error) {
 		f.Body = b
 		return f, nil
 	}
-	buf, err := readBody(r, n)
+	buf, err := readBody(r, src, n)
 	if err != nil {
 		return Frame{}, err
 	}
@@ -199,11 +209,11 @@ func parsePeeked(r *bufio.Reader, n int) (Body, bool) {
 // readBody reads an n-byte frame body. Large bodies are read into a
 // buffer that grows as data arrives, so a header that declares a huge
 // frame does not allocate it before the bytes exist.
-func readBody(r *bufio.Reader, n int) ([]byte, error) {
+func readBody(r *bufio.Reader, src io.Reader, n int) ([]byte, error) {
 	const step = 1 << 20
 	if n <= step {
 		buf := make([]byte, n)
-		if _, err := io.ReadFull(r, buf); err != nil {
+		if err := readFull(r, src, buf); err != nil {
 			return nil, unexpectedEOF(err)
 		}
 		return buf, nil
@@ -213,13 +223,28 @@ func readBody(r *bufio.Reader, n int) ([]byte, error) {
 		if len(buf) == cap(buf) {
 			buf = slices.Grow(buf, min(n-len(buf), cap(buf)))
 		}
-		k, err := io.ReadFull(r, buf[len(buf):min(cap(buf), n)])
-		buf = buf[:len(buf)+k]
-		if err != nil {
+		next := buf[len(buf):min(cap(buf), n)]
+		if err := readFull(r, src, next); err != nil {
 			return nil, unexpectedEOF(err)
 		}
+		buf = buf[:len(buf)+len(next)]
 	}
 	return buf, nil
+}
+
+// readFull fills p from r, or, when src is set and p is at least as large
+// as r's buffer, with what r holds and then from src (ReadFrameDirect).
+func readFull(r *bufio.Reader, src io.Reader, p []byte) error {
+	if src == nil || len(p) < r.Size() {
+		_, err := io.ReadFull(r, p)
+		return err
+	}
+	k, err := r.Read(p[:min(len(p), r.Buffered())])
+	if err != nil {
+		return err
+	}
+	_, err = io.ReadFull(src, p[k:])
+	return err
 }
 
 func unexpectedEOF(err error) error {

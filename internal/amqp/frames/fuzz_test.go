@@ -37,6 +37,14 @@ func FuzzParseFrame(f *testing.F) {
 		if err != nil || !reflect.DeepEqual(cf, fr) {
 			t.Fatalf("byte-at-a-time ReadFrame %v, %v", cf, err)
 		}
+		// And so do they when the body past the (smallest) buffer is read
+		// from the source directly.
+		src := iotest.OneByteReader(bytes.NewReader(data))
+		df, err := ReadFrameDirect(bufio.NewReaderSize(src, 16), src, max)
+		df = unpooled(t, df)
+		if err != nil || !reflect.DeepEqual(df, fr) {
+			t.Fatalf("byte-at-a-time ReadFrameDirect %v, %v", df, err)
+		}
 		if fr.Body == nil {
 			return
 		}
