@@ -22,6 +22,20 @@ func (f *osFile) Sync() error {
 	}
 }
 
+// Allocate implements Allocator with fallocate(2) (mode 0).
+func (f *osFile) Allocate(off, n int64) error {
+	for {
+		err := syscall.Fallocate(f.fd, 0, off, n)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return &os.PathError{Op: "fallocate", Path: f.Name(), Err: err}
+		}
+		return nil
+	}
+}
+
 // StartWriteback implements Writebacker.
 func (f *osFile) StartWriteback(off, n int64) error {
 	if err := syscall.SyncFileRange(f.fd, off, n, 2 /* SYNC_FILE_RANGE_WRITE */); err != nil {

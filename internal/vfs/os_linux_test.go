@@ -56,3 +56,44 @@ func TestOSWritevAt(t *testing.T) {
 		t.Fatalf("WritevAt on a pipe = %v; want a pwritev PathError", err)
 	}
 }
+
+// An OS file reserves a range: it grows to cover it, reads zeros there,
+// keeps what it held before, and a write into the range reads back.
+func TestOSAllocate(t *testing.T) {
+	f, err := OS().Create(filepath.Join(t.TempDir(), "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	a, ok := f.(Allocator)
+	if !ok {
+		t.Fatal("an OS file is not an Allocator")
+	}
+	if _, err := f.WriteAt([]byte("head"), 0); err != nil {
+		t.Fatal(err)
+	}
+	const n = 1 << 20
+	if err := a.Allocate(0, n); err != nil {
+		t.Fatal(err)
+	}
+	if size, err := f.Size(); err != nil || size != n {
+		t.Fatalf("Size = %d, %v; want %d", size, err, n)
+	}
+	got := make([]byte, n)
+	if _, err := f.ReadAt(got, 0); err != nil {
+		t.Fatal(err)
+	}
+	if string(got[:4]) != "head" || !bytes.Equal(got[4:], make([]byte, n-4)) {
+		t.Fatal("the reserved range does not read as the old bytes then zeros")
+	}
+	if _, err := f.WriteAt([]byte("tail"), n-4); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.ReadAt(got[:4], n-4); err != nil || string(got[:4]) != "tail" {
+		t.Fatalf("read back %q, %v", got[:4], err)
+	}
+	var pe *fs.PathError
+	if err := a.Allocate(-1, 10); !errors.As(err, &pe) || pe.Op != "fallocate" {
+		t.Fatalf("Allocate(-1) = %v; want a fallocate PathError", err)
+	}
+}

@@ -30,6 +30,16 @@ type Writebacker interface {
 	StartWriteback(off, n int64) error
 }
 
+// Allocator is implemented by files that can reserve the blocks of a
+// range ahead of writing it (fallocate(2) on the OS file system on Linux):
+// the file grows to at least off+n bytes, which read as zeros. It is only
+// a hint: a caller still writes what it needs the range to hold, and a
+// file system that cannot reserve reports an error the caller may ignore.
+// The in-memory file systems do not implement it.
+type Allocator interface {
+	Allocate(off, n int64) error
+}
+
 // CacheDropper is implemented by files whose cached pages can be given
 // back to the kernel (posix_fadvise(2) POSIX_FADV_DONTNEED on the OS file
 // system on Linux amd64 and arm64): clean pages from off for n bytes (to the end of the

@@ -49,8 +49,10 @@
 // computed once, is combined into the record's payload checksum instead
 // of the bytes being summed twice.
 //
-// The preparer creates the next segment ahead of time: it fills a file
-// with zeros and syncs it, so that appending to it changes no file
+// The preparer creates the next segment ahead of time: it reserves a
+// file's blocks (vfs.Allocator, fallocate(2): the zeros that follow then
+// skip ext4's block reservation page by page), fills it with zeros and
+// syncs it, so that appending to it changes no file
 // metadata and fdatasync has only data to flush. On this machine that made
 // group commit markedly faster than appending to a growing file. It writes
 // the zeros a chunk at a time, starting each chunk's writeback at once,

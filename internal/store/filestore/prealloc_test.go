@@ -2,8 +2,11 @@ package filestore
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -263,5 +266,118 @@ func TestColdSegmentsLeaveTheCache(t *testing.T) {
 			t.Fatal(err)
 		}
 		reopenHolds(t, opts, m, "after reopen")
+	}
+}
+
+// allocFS hands out files that are vfs.Allocators, recording for each file
+// prepared for a segment whether its blocks were reserved before its first
+// write; with fail set, every reservation fails.
+type allocFS struct {
+	vfs.FS
+	fail bool
+	mu   sync.Mutex
+	log  []string // per prepared file: "reserved n" or "written first"
+}
+
+type allocFile struct {
+	vfs.File
+	fs      *allocFS
+	i       int // index in fs.log
+	touched bool
+}
+
+func (fs *allocFS) wrap(name string, f vfs.File, err error) (vfs.File, error) {
+	if err != nil || filepath.Base(name) != prepName {
+		return f, err
+	}
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	fs.log = append(fs.log, "")
+	return &allocFile{File: f, fs: fs, i: len(fs.log) - 1}, nil
+}
+
+func (fs *allocFS) Create(name string) (vfs.File, error) {
+	f, err := fs.FS.Create(name)
+	return fs.wrap(name, f, err)
+}
+
+func (fs *allocFS) OpenReadWrite(name string) (vfs.File, error) {
+	f, err := fs.FS.OpenReadWrite(name)
+	return fs.wrap(name, f, err)
+}
+
+func (f *allocFile) note(s string) {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if !f.touched {
+		f.touched = true
+		f.fs.log[f.i] = s
+	}
+}
+
+func (f *allocFile) Allocate(off, n int64) error {
+	if f.fs.fail {
+		return errors.New("allocFS: no reservations")
+	}
+	f.note(fmt.Sprintf("reserved %d+%d", off, n))
+	if size, _ := f.Size(); size < off+n {
+		return f.Truncate(off + n)
+	}
+	return nil
+}
+
+func (f *allocFile) WriteAt(p []byte, off int64) (int, error) {
+	f.note("written first")
+	return f.File.WriteAt(p, off)
+}
+
+// The preparer reserves each segment's blocks before it zero-fills them
+// (vfs.Allocator), and where reserving fails it zero-fills all the same:
+// either way the log's records come back across a reopen.
+func TestPreparedSegmentsAreReserved(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fail=%v", fail), func(t *testing.T) {
+			fs := &allocFS{FS: vfs.NewMem(), fail: fail}
+			opts := memOpts(fs)
+			opts.SegmentSize = 64 << 10
+			s := mustOpen(t, opts)
+			model := storetest.NewState()
+			commit := func(b *store.Batch) {
+				t.Helper()
+				if err := s.Commit(b, true); err != nil {
+					t.Fatal(err)
+				}
+				model.Apply(b)
+			}
+			commit(&store.Batch{Ops: []store.Op{{Kind: store.OpPutEntity, EntityID: 1, Name: "q"}}})
+			for seq := uint64(1); seq <= 40; seq++ { // some 4 segments
+				b := &store.Batch{}
+				b.Add(store.Op{Kind: store.OpAppend, EntityID: 1, Seq: seq, Data: bytes.Repeat([]byte{byte(seq)}, 6000)})
+				commit(b)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			fs.mu.Lock()
+			log := slices.Clone(fs.log)
+			fs.mu.Unlock()
+			want := fmt.Sprintf("reserved 0+%d", opts.SegmentSize)
+			if fail {
+				want = "written first"
+			}
+			if len(log) < 3 {
+				t.Fatalf("%d segments prepared; want 3 or more", len(log))
+			}
+			for i, l := range log {
+				if l != want && l != "" { // "": closed before it was started
+					t.Fatalf("prepared file %d: %s; want %s (all: %q)", i, l, want, log)
+				}
+			}
+			s = mustOpen(t, opts)
+			defer s.Close()
+			if d := storetest.Diff(model, storetest.MustDump(t, s)); d != "" {
+				t.Fatalf("after reopening: %s", d)
+			}
+		})
 	}
 }
