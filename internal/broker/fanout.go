@@ -412,7 +412,7 @@ func (t *topic) appendSendOps(s *topicSend, f *fanOut, pend []pendingMsg, now in
 		}
 		if pm.sched != 0 {
 			ops = append(ops, store.Op{Kind: store.OpAppend, EntityID: t.id, Seq: uint64(pm.seq),
-				Meta: f.appendMeta(&rec{enq: pm.sched, state: StateScheduled, flags: flagWasScheduled}), Data: pm.data, Tail: tailReader(pm.tail)})
+				Meta: f.appendMeta(&rec{enq: pm.sched, state: StateScheduled, flags: flagWasScheduled}), Data: pm.data, More: pm.more, Tail: tailReader(pm.tail)})
 			continue
 		}
 		first := len(f.copies)
@@ -426,7 +426,7 @@ func (t *topic) appendSendOps(s *topicSend, f *fanOut, pend []pendingMsg, now in
 		r := rec{seq: pm.seq, enq: now, size: int32(pm.size()), dc: uint32(refs), state: StateActive}
 		s.shared = append(s.shared, r)
 		ops = append(ops, store.Op{Kind: store.OpAppend, EntityID: t.id, Seq: uint64(pm.seq),
-			Meta: f.appendMeta(&rec{enq: now, state: StateActive}), Data: pm.data, Tail: tailReader(pm.tail)})
+			Meta: f.appendMeta(&rec{enq: now, state: StateActive}), Data: pm.data, More: pm.more, Tail: tailReader(pm.tail)})
 	}
 	ops, s.per, s.copyBytes = f.finish(ops)
 	return ops

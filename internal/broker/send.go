@@ -88,6 +88,11 @@ func (b *Broker) CancelScheduled(ctx context.Context, path string, seqs []int64)
 type pendingMsg struct {
 	m    *message.Message // as sent (read-only)
 	data []byte
+	// more, for a message whose body is large (bodyApartMin) and in
+	// memory, is that body, m.Body, where it lies: the rest of its
+	// encoding after data, which then stops before the body's bytes
+	// (store.Op.More). Nil otherwise.
+	more []byte
 	// tail, for a message whose body is not in memory (m.BodyTail: a
 	// large message spooled to disk as it arrived), is the rest of its
 	// encoding after data; the store reads it during the commit
@@ -107,7 +112,16 @@ type pendingMsg struct {
 }
 
 // size is the length of the message's encoding.
-func (pm *pendingMsg) size() int64 { return int64(len(pm.data)) + tailSize(pm.tail) }
+func (pm *pendingMsg) size() int64 {
+	return int64(len(pm.data)) + int64(len(pm.more)) + tailSize(pm.tail)
+}
+
+// bodyApartMin is the smallest body in memory a send does not copy into
+// its encoding: the store takes it where it lies, behind the encoded
+// head (store.Op.More), which spares a 64 KB message's copy (3–4 % of
+// the broker's CPU in a send profile). Below it the copy costs less than
+// handling two pieces. It is the file store's smallest record hole.
+const bodyApartMin = 16 << 10
 
 func tailSize(t message.BodyReader) int64 {
 	if t == nil {
@@ -166,7 +180,7 @@ const maxPooledSendData = 320 << 10
 func releaseSendData(pend []pendingMsg) {
 	for i := range pend {
 		if sd := pend[i].buf; sd != nil {
-			pend[i].buf, pend[i].data = nil, nil
+			pend[i].buf, pend[i].data, pend[i].more = nil, nil, nil
 			if cap(sd.b) <= maxPooledSendData {
 				sendDataPool.Put(sd)
 			}
@@ -255,8 +269,11 @@ func (b *Broker) lookupSend(path string) (*entity, *topic, Path, error) {
 // encodeSends encodes a send's messages (outside any lock) and checks
 // what can be checked without the entity. The encodings go into pooled
 // buffers, which the caller gives back with releaseSendData once nothing
-// refers to them any more. The MessageIds' duplicate-detection
-// keys are left for setDedupKeys.
+// refers to them any more. A body of bodyApartMin bytes or more is not
+// copied: the encoding stops before it and the pending message refers
+// to it (pendingMsg.more), so the messages' bodies must stay unchanged
+// until the store commit has returned. The MessageIds'
+// duplicate-detection keys are left for setDedupKeys.
 func encodeSends(msgs []*message.Message, at time.Time, schedule bool, nowT time.Time) ([]pendingMsg, int64, error) {
 	pend := make([]pendingMsg, len(msgs))
 	var total int64
@@ -269,7 +286,15 @@ func encodeSends(msgs []*message.Message, at time.Time, schedule bool, nowT time
 			return nil, 0, err
 		}
 		sd := sendDataPool.Get().(*sendData)
-		data, hs, err := message.AppendHead(sd.b[:0], m)
+		apart := len(m.Body) >= bodyApartMin && m.BodyTail == nil
+		var data []byte
+		var hs int
+		var err error
+		if apart {
+			data, hs, err = message.AppendBeforeBody(sd.b[:0], m)
+		} else {
+			data, hs, err = message.AppendHead(sd.b[:0], m)
+		}
 		if err != nil {
 			return nil, 0, &Error{Kind: KindInvalidArgument, Msg: "cannot store message", Err: err}
 		}
@@ -279,6 +304,9 @@ func encodeSends(msgs []*message.Message, at time.Time, schedule bool, nowT time
 		}
 		pm.m = m
 		pm.data, pm.tail = data, m.BodyTail
+		if apart {
+			pm.more = m.Body
+		}
 		total += pm.size()
 		pm.ttl = int64(m.TTL)
 		pm.hasSess = m.HasSessionID()
@@ -423,7 +451,7 @@ func (q *entity) appendSendOps(s *queueSend, pend []pendingMsg, ops []store.Op, 
 		start := len(meta)
 		meta = appendMetaOpt(meta, SubQueueMain, &s.recs[j], mo)
 		ops = append(ops, store.Op{Kind: store.OpAppend, EntityID: q.id, Seq: uint64(pend[i].seq),
-			Meta: meta[start:len(meta):len(meta)], Data: pend[i].data, Tail: tailReader(pend[i].tail)})
+			Meta: meta[start:len(meta):len(meta)], Data: pend[i].data, More: pend[i].more, Tail: tailReader(pend[i].tail)})
 		j++
 	}
 	return ops, meta

@@ -287,7 +287,7 @@ func (q *entity) sendRemote(job *forwardJob, pend []pendingMsg, moved []transiti
 		h := transferHeader{hops: pend[i].hops, sub: job.sub, srcEntity: q.id, srcSeq: r.seq, enq: r.enq, ttl: r.ttl, dc: r.dc,
 			source: q.name, target: job.target}
 		ops = append(ops, store.Op{Kind: store.OpTransfer, EntityID: q.id, Meta: h.append(nil), Data: pend[i].data,
-			Tail: tailReader(pend[i].tail), Transfer: &store.Transfer{TransferKey: store.TransferKey{TargetUnit: unit}, TargetEntity: unit, Kind: kind}})
+			More: pend[i].more, Tail: tailReader(pend[i].tail), Transfer: &store.Transfer{TransferKey: store.TransferKey{TargetUnit: unit}, TargetEntity: unit, Kind: kind}})
 	}
 	var garbage []int64
 	if q.topic != nil {
@@ -671,7 +671,7 @@ func (b *Broker) txnTransferOps(ctx context.Context, q *entity, via string, dest
 		for i := range d.pend {
 			h := transferHeader{srcEntity: fence, source: fenceName, target: d.remoteName}
 			ops = append(ops, store.Op{Kind: store.OpTransfer, EntityID: fence, Meta: h.append(nil), Data: d.pend[i].data,
-				Tail: tailReader(d.pend[i].tail), Transfer: &store.Transfer{TransferKey: store.TransferKey{TargetUnit: d.unit}, TargetEntity: d.unit, Kind: store.TransferSendVia}})
+				More: d.pend[i].more, Tail: tailReader(d.pend[i].tail), Transfer: &store.Transfer{TransferKey: store.TransferKey{TargetUnit: d.unit}, TargetEntity: d.unit, Kind: store.TransferSendVia}})
 		}
 	}
 	return ops, nil

@@ -178,7 +178,7 @@ func AppendWithHeaderSize(b []byte, m *Message) ([]byte, int, error) {
 	if err != nil {
 		return b, 0, err
 	}
-	return m.appendBinary(b, hs), hs, nil
+	return m.appendBinary(b, hs, true), hs, nil
 }
 
 // ErrBodyTail is the refusal of an encoder that needs the body in memory
@@ -193,7 +193,21 @@ func AppendHead(b []byte, m *Message) ([]byte, int, error) {
 	if err != nil {
 		return b, 0, err
 	}
-	return m.appendBinary(b, hs), hs, nil
+	return m.appendBinary(b, hs, true), hs, nil
+}
+
+// AppendBeforeBody appends the record of m up to the body's bytes:
+// everything AppendHead appends for it, the body's length included, but
+// not the body itself, whether it is in Body or a BodyTail. The record is
+// what it appends followed by the body's bytes (m.Body, or the
+// BodyTail's), so that a caller can store a large body where it lies
+// rather than copy it behind the head.
+func AppendBeforeBody(b []byte, m *Message) ([]byte, int, error) {
+	hs, err := m.headerSize()
+	if err != nil {
+		return b, 0, err
+	}
+	return m.appendBinary(b, hs, false), hs, nil
 }
 
 // bodyLen is the length of m's body, in Body or BodyTail.
@@ -204,10 +218,15 @@ func (m *Message) bodyLen() int64 {
 	return int64(len(m.Body))
 }
 
-func (m *Message) appendBinary(b []byte, hs int) []byte {
+// appendBinary appends m's record, with the bytes of an in-memory Body
+// if body is set (a BodyTail's are never appended), else up to them.
+func (m *Message) appendBinary(b []byte, hs int, body bool) []byte {
 	n := hs
-	if len(m.Body) > 0 {
-		n += uvarintLen(uint64(len(m.Body))) + len(m.Body)
+	if bn := m.bodyLen(); bn > 0 {
+		n += uvarintLen(uint64(bn))
+		if body {
+			n += len(m.Body)
+		}
 	}
 	if cap(b)-len(b) < n {
 		nb := make([]byte, len(b), len(b)+n)
@@ -264,10 +283,10 @@ func (m *Message) appendBinary(b []byte, hs int) []byte {
 	if len(m.Footer) > 0 {
 		b = appendBytes(b, m.Footer)
 	}
-	if len(m.Body) > 0 {
+	if len(m.Body) > 0 && body {
 		b = appendBytes(b, m.Body)
 	} else if n := m.bodyLen(); n > 0 {
-		b = binary.AppendUvarint(b, uint64(n)) // the BodyTail's bytes follow
+		b = binary.AppendUvarint(b, uint64(n)) // the body's bytes follow
 	}
 	return b
 }

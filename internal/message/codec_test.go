@@ -485,3 +485,57 @@ func TestAppendHead(t *testing.T) {
 		t.Fatalf("Marshal of a message with a BodyTail: %v", err)
 	}
 }
+
+// TestAppendBeforeBody: the record up to the body's bytes, followed by
+// the body, is the record AppendHead writes, for a body in memory of any
+// size (none included) and for a BodyTail.
+func TestAppendBeforeBody(t *testing.T) {
+	for _, n := range []int{0, 1, 127, 128, 20 << 10, 64 << 10} {
+		body := bytes.Repeat([]byte{byte(n)}, n)
+		plain := &Message{MessageID: "id", Subject: "s", ApplicationProperties: map[string]any{"k": int32(1)}, Body: body}
+		want, hs, err := AppendHead(nil, plain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ghs, err := AppendBeforeBody([]byte("prefix"), plain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.HasPrefix(got, []byte("prefix")) || !bytes.Equal(append(got[6:], body...), want) || ghs != hs {
+			t.Fatalf("body of %d bytes: head + body differs from the record", n)
+		}
+		// A BodyTail: the same head as AppendHead's.
+		tailed := *plain
+		tailed.Body, tailed.BodyTail = nil, bytes.NewReader(body)
+		th, _, err := AppendHead(nil, &tailed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 && !bytes.Equal(th, got[6:]) {
+			t.Fatalf("body of %d bytes: the head differs from a BodyTail's", n)
+		}
+	}
+	// Every field: decoded, head + body is the message.
+	m := full()
+	m.Body = bytes.Repeat([]byte("b"), 70000)
+	head, _, err := AppendBeforeBody(nil, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Unmarshal(append(head, m.Body...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, _ := Unmarshal(mustMarshal(t, m)); !reflect.DeepEqual(got, want) {
+		t.Fatal("head + body decodes to another message")
+	}
+}
+
+func mustMarshal(t *testing.T, m *Message) []byte {
+	t.Helper()
+	b, err := Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

@@ -197,7 +197,8 @@ type decoded struct {
 // store sends the deliveries in order, grouping runs of decodable ones.
 // When it returns, every delivery has been stored and settled (or the link
 // is closing), and the broker keeps no reference to the decoded messages
-// (Send encodes what it stores): the frames' buffers are released for
+// (Send stores what it encodes, and a large body from where it lies in
+// the frames, before it returns): the frames' buffers are released for
 // reuse.
 //
 // The messages of all deliveries are decoded into one slice (s.msgs), so

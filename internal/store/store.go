@@ -194,22 +194,76 @@ type Op struct {
 	Name string // OpPutEntity
 	Key  string // OpPutValue, OpDeleteValue
 	Meta []byte // OpAppend, OpSetMeta, OpRewrite
-	Data []byte // OpPutEntity (spec), OpAppend, OpRewrite, OpPutValue (value)
-	// Tail, if set (OpAppend, OpRewrite), is the rest of the message's
-	// Data, not held in memory: Data is followed by Tail's Size() bytes.
-	// Commit reads it (in pieces: a store that keeps large Data in files
-	// copies it there; one that keeps Data in memory reads it whole); the
-	// caller closes it after Commit returns.
+	Data []byte // OpPutEntity (spec), OpAppend, OpRewrite, OpPutValue (value), OpTransfer
+	// More, if set (OpAppend, OpRewrite, OpTransfer), is the rest of the
+	// message's Data, held in memory: the Data stored is Data followed
+	// by More, exactly as if the caller had joined them (nothing records
+	// that it came in two pieces). It lets the broker hand a large body
+	// where it lies, behind its encoded head, instead of copying it
+	// after the head: a store that copies Data into a buffer of its own
+	// copies the head and may write More from where it lies. Never
+	// together with Tail, and never with another kind: Commit refuses
+	// such an op (CheckRest). Like Data, the store keeps no reference to
+	// it after Commit returns.
+	More []byte
+	// Tail, if set (OpAppend, OpRewrite, OpTransfer), is the rest of the
+	// message's Data, not held in memory: Data is followed by Tail's
+	// Size() bytes. Commit reads it (in pieces: a store that keeps large
+	// Data in files copies it there; one that keeps Data in memory reads
+	// it whole); the caller closes it after Commit returns.
 	Tail DataReader
 	// Transfer (OpTransfer, OpLand) names the outbox row; see transfer.go.
 	Transfer *Transfer
 }
 
-// ReadTail reads op's Data and Tail into one slice (for a store that
-// keeps Data in memory).
+// HasRest says whether op's Data continues in More or in Tail.
+func (op *Op) HasRest() bool { return len(op.More) > 0 || op.Tail != nil }
+
+// DataLen is the length of the Data op stores: Data, More and Tail.
+func (op *Op) DataLen() int64 {
+	n := int64(len(op.Data)) + int64(len(op.More))
+	if op.Tail != nil {
+		n += op.Tail.Size()
+	}
+	return n
+}
+
+// CheckRest refuses an op whose Data continues where it may not: More
+// and Tail both set, or either on a kind other than OpAppend, OpRewrite
+// and OpTransfer.
+func (op *Op) CheckRest() error {
+	if !op.HasRest() {
+		return nil
+	}
+	if len(op.More) > 0 && op.Tail != nil {
+		return errors.New("store: an op's Data continues both in More and in a Tail; only one may be set")
+	}
+	switch op.Kind {
+	case OpAppend, OpRewrite, OpTransfer:
+		return nil
+	}
+	return fmt.Errorf("store: an op of kind %d has More or a Tail; only appends, rewrites and transfers may", op.Kind)
+}
+
+// Joined returns op's Data followed by More in one slice: Data itself
+// when More is empty, else a new slice (for a store that keeps Data
+// whole). It ignores Tail (see ReadTail).
+func (op *Op) Joined() []byte {
+	if len(op.More) == 0 {
+		return op.Data
+	}
+	out := make([]byte, len(op.Data)+len(op.More))
+	copy(out, op.Data)
+	copy(out[len(op.Data):], op.More)
+	return out
+}
+
+// ReadTail reads op's whole Data, Data followed by More or by Tail's
+// bytes, into one slice (for a store that keeps Data in memory): Data
+// itself when it does not continue, else a new slice.
 func (op *Op) ReadTail() ([]byte, error) {
 	if op.Tail == nil {
-		return op.Data, nil
+		return op.Joined(), nil
 	}
 	n := op.Tail.Size()
 	out := make([]byte, len(op.Data), int64(len(op.Data))+n)

@@ -43,7 +43,7 @@ type TransferKey struct {
 // Transfer is one row of the outbox.
 //
 // In an OpTransfer, the op's EntityID is an entity of the source unit (it
-// decides the fence), Meta and Data (and Tail) are the transfer's, and of
+// decides the fence), Meta and Data (with More or Tail) are the transfer's, and of
 // Transfer only TargetUnit, TargetEntity and Kind are read: the store
 // assigns SourceUnit and ID. In an OpLand, the op's EntityID is an entity
 // of the unit that lands (the fence), and Transfer's key names the row to

@@ -58,25 +58,21 @@ func blobName(dir string, id uint32) string {
 // isBlobOp says whether op's Data goes to a blob file.
 func (s *Store) isBlobOp(op *store.Op) bool {
 	return s.opts.BlobThreshold > 0 && (op.Kind == store.OpAppend || op.Kind == store.OpRewrite) &&
-		(len(op.Data) >= s.opts.BlobThreshold || op.Tail != nil)
+		(len(op.Data)+len(op.More) >= s.opts.BlobThreshold || op.Tail != nil)
 }
 
-// opSize is the length of op's Data with its Tail.
-func opSize(op *store.Op) int64 {
-	n := int64(len(op.Data))
-	if op.Tail != nil {
-		n += op.Tail.Size()
-	}
-	return n
-}
-
-// readTails returns b, or a copy of it in which the Tails of the ops
-// that do not go to blobs are read into their Data (the log holds Data
-// whole).
+// readTails checks that each op's Data continues only where it may
+// (store.Op.CheckRest) and returns b, or a copy of it in which the Tails
+// of the ops that do not go to blobs are read into their Data (the log
+// takes a Tail's bytes whole; More it takes as it is, see
+// encodeBatchBlobs).
 func (s *Store) readTails(b *store.Batch) (*store.Batch, error) {
 	var out *store.Batch
 	for i := range b.Ops {
 		op := &b.Ops[i]
+		if err := op.CheckRest(); err != nil {
+			return nil, fmt.Errorf("filestore: op %d: %w", i, err)
+		}
 		if op.Tail == nil || s.isBlobOp(op) {
 			continue
 		}
@@ -118,15 +114,16 @@ func pinnedBases(refs []blobRef) []uint32 {
 // writeBlobs writes the Data of b's large ops to new blob files, each
 // synced, then syncs the blob directory, so that the log record that
 // refers to them is written only once they are durable. refs[i] is op i's
-// blob (id 0: none); ops whose Data is the same slice share one blob. An
+// blob (id 0: none); ops whose Data (and More) are the same slices share
+// one blob. An
 // op whose Tail is the body of a blob of this store gets a composite blob
 // holding only its Data (composite.go), its base pinned until the caller
 // unpins it (pinnedBases). On error the files written are removed again.
 func (s *Store) writeBlobs(b *store.Batch) (refs []blobRef, err error) {
 	type key struct {
-		p    *byte
-		n    int
-		tail store.DataReader
+		p, mp *byte
+		n, mn int
+		tail  store.DataReader
 	}
 	var seen map[key]blobRef
 	var made []uint32
@@ -148,11 +145,11 @@ func (s *Store) writeBlobs(b *store.Batch) (refs []blobRef, err error) {
 			refs = make([]blobRef, len(b.Ops))
 			seen = make(map[key]blobRef)
 		}
-		size := opSize(op)
+		size := op.DataLen()
 		if size > 1<<32-1 {
 			return nil, fmt.Errorf("filestore: op %d: data of %d bytes is too large", i, size)
 		}
-		k := key{unsafe.SliceData(op.Data), len(op.Data), op.Tail}
+		k := key{unsafe.SliceData(op.Data), unsafe.SliceData(op.More), len(op.Data), len(op.More), op.Tail}
 		if r, ok := seen[k]; ok {
 			refs[i] = r
 			continue
@@ -174,7 +171,7 @@ func (s *Store) writeBlobs(b *store.Batch) (refs []blobRef, err error) {
 				continue
 			}
 		}
-		sum, err := s.writeBlob(id, op.Data, op.Tail)
+		sum, err := s.writeBlob(id, op.Data, op.More, op.Tail)
 		if err != nil {
 			return nil, err
 		}
@@ -189,9 +186,10 @@ func (s *Store) writeBlobs(b *store.Batch) (refs []blobRef, err error) {
 	return refs, nil
 }
 
-// writeBlob creates blob id holding data and then tail's bytes (if tail
-// is set; copied a piece at a time), syncs it and returns its CRC.
-func (s *Store) writeBlob(id uint32, data []byte, tail store.DataReader) (uint32, error) {
+// writeBlob creates blob id holding data, then more, then tail's bytes
+// (if tail is set; copied a piece at a time), syncs it and returns its
+// CRC.
+func (s *Store) writeBlob(id uint32, data, more []byte, tail store.DataReader) (uint32, error) {
 	f, err := s.fs.Create(blobName(s.blobDir(), id))
 	if err != nil {
 		return 0, s.blobWriteError(err)
@@ -200,13 +198,18 @@ func (s *Store) writeBlob(id uint32, data []byte, tail store.DataReader) (uint32
 		f.Close()
 		return 0, err
 	}
-	for off := 0; off < len(data); off += blobWriteChunk {
-		end := min(off+blobWriteChunk, len(data))
-		if _, err := f.WriteAt(data[off:end], int64(off)); err != nil {
-			return fail(s.blobWriteError(err))
+	var at int64
+	var sum uint32
+	for _, p := range [][]byte{data, more} {
+		for off := 0; off < len(p); off += blobWriteChunk {
+			end := min(off+blobWriteChunk, len(p))
+			if _, err := f.WriteAt(p[off:end], at+int64(off)); err != nil {
+				return fail(s.blobWriteError(err))
+			}
 		}
+		sum = crc32.Update(sum, castagnoli, p)
+		at += int64(len(p))
 	}
-	sum := crc(data)
 	if tail != nil {
 		buf := make([]byte, blobWriteChunk)
 		n := tail.Size()
@@ -218,7 +221,7 @@ func (s *Store) writeBlob(id uint32, data []byte, tail store.DataReader) (uint32
 				}
 				return fail(fmt.Errorf("filestore: reading the message's tail: %w", err))
 			}
-			if _, err := f.WriteAt(p, int64(len(data))+off); err != nil {
+			if _, err := f.WriteAt(p, at+off); err != nil {
 				return fail(s.blobWriteError(err))
 			}
 			sum = crc32.Update(sum, castagnoli, p)

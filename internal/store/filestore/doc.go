@@ -47,7 +47,12 @@
 // record: the record buffer leaves a hole where it goes, and the Data is
 // written from the committer's batch as an iovec of its own. Its checksum,
 // computed once, is combined into the record's payload checksum instead
-// of the bytes being summed twice.
+// of the bytes being summed twice. A Data that comes in two pieces
+// (store.Op.More: the broker's encoded head, then the body where it
+// arrived) is laid out the same way piece by piece: the small head is
+// copied into the record, a piece of 16 KB or more is a hole of its own,
+// and the Data's checksum is combined from the pieces'. The record is
+// byte for byte the one the joined Data makes.
 //
 // The preparer creates the next segment ahead of time: it reserves a
 // file's blocks (vfs.Allocator, fallocate(2): the zeros that follow then

@@ -120,10 +120,12 @@ const holeMin = vecMin
 
 // encodeBatchBlobs is encodeBatch for a batch some of whose Data went to
 // blob files: blobs[i], if its id is not 0, is op i's (nil: none). With
-// holes non-nil, the Data of an OpAppend or OpRewrite of holeMin bytes or
-// more is not copied: its place in dst is reserved but left as it is, and
-// a hole is appended to *holes (the caller keeps the Data unchanged until
-// the record is written).
+// holes non-nil, a piece of an OpAppend's or OpRewrite's Data (its Data
+// or its More, see store.Op) of holeMin bytes or more is not copied: its
+// place in dst is reserved but left as it is, and a hole is appended to
+// *holes (the caller keeps the Data unchanged until the record is
+// written). The record is the same either way, and the same whether the
+// Data came in one piece or two.
 func encodeBatchBlobs(dst []byte, b *store.Batch, blobs []blobRef, holes *[]hole) ([]byte, error) {
 	start := len(dst)
 	n := batchSizeBound(b, blobs)
@@ -159,22 +161,26 @@ func encodeBatchBlobs(dst []byte, b *store.Batch, blobs []blobRef, holes *[]hole
 		case store.OpAppend, store.OpRewrite:
 			dst = binary.AppendUvarint(dst, op.Seq)
 			dst = appendBytes(dst, op.Meta)
+			// The Data is op.Data followed by op.More (store.Op): one
+			// length, one checksum (combined from the pieces' own, each
+			// summed once), the bytes of both.
+			n := len(op.Data) + len(op.More)
 			dcrc := crc(op.Data)
+			if len(op.More) > 0 {
+				dcrc = crcCombine(dcrc, crc(op.More), len(op.More))
+			}
 			dst = binary.LittleEndian.AppendUint32(dst, dcrc)
-			dst = binary.AppendUvarint(dst, uint64(len(op.Data)))
-			if len(op.Data) >= combineMin {
+			dst = binary.AppendUvarint(dst, uint64(n))
+			if n >= combineMin {
 				// The payload checksum takes the Data's own (crc.go)
 				// rather than reading it a second time.
 				sum.sumTo(dst, len(dst))
-				if holes != nil && len(op.Data) >= holeMin && cap(dst)-len(dst) >= len(op.Data) {
-					*holes = append(*holes, hole{at: len(dst) - start, data: op.Data})
-					dst = dst[:len(dst)+len(op.Data)]
-				} else {
-					dst = append(dst, op.Data...)
-				}
-				sum.addSummed(dcrc, len(op.Data))
+				dst = placeData(dst, start, op.Data, holes)
+				dst = placeData(dst, start, op.More, holes)
+				sum.addSummed(dcrc, n)
 			} else {
 				dst = append(dst, op.Data...)
+				dst = append(dst, op.More...)
 			}
 		case store.OpSetMeta:
 			dst = binary.AppendUvarint(dst, op.Seq)
@@ -198,6 +204,18 @@ func encodeBatchBlobs(dst []byte, b *store.Batch, blobs []blobRef, holes *[]hole
 	return dst, nil
 }
 
+// placeData appends d, a piece of a Data, to the record that starts at
+// dst[start]: as a hole (its place reserved, not written) when holes is
+// not nil, d is of holeMin bytes or more and dst has room for it, else
+// copied.
+func placeData(dst []byte, start int, d []byte, holes *[]hole) []byte {
+	if holes != nil && len(d) >= holeMin && cap(dst)-len(dst) >= len(d) {
+		*holes = append(*holes, hole{at: len(dst) - start, data: d})
+		return dst[:len(dst)+len(d)]
+	}
+	return append(dst, d...)
+}
+
 // batchSizeBound is an upper bound of the payload encodeBatch writes for
 // b, so that it grows its buffer once: growing by appending copied and
 // cleared a multi-message batch several times over.
@@ -210,7 +228,7 @@ func batchSizeBound(b *store.Batch, blobs []blobRef) int {
 		if blobs != nil && blobs[i].id != 0 {
 			n += 2 * binary.MaxVarintLen64
 		} else {
-			n += len(op.Data)
+			n += len(op.Data) + len(op.More)
 		}
 	}
 	return n

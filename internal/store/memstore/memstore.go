@@ -59,7 +59,10 @@ func (s *Store) Commit(b *store.Batch, sync bool) error {
 		if op.Kind < store.OpPutEntity || op.Kind > store.OpDeleteValue {
 			return fmt.Errorf("memstore: op %d: unknown kind %d", i, op.Kind)
 		}
-		if op.Tail != nil {
+		if err := op.CheckRest(); err != nil {
+			return fmt.Errorf("memstore: op %d: %w", i, err)
+		}
+		if op.HasRest() {
 			d, err := op.ReadTail()
 			if err != nil {
 				return fmt.Errorf("memstore: op %d: %w", i, err)
@@ -73,7 +76,7 @@ func (s *Store) Commit(b *store.Batch, sync bool) error {
 	for i := range b.Ops {
 		if d, ok := tails[i]; ok {
 			op := b.Ops[i]
-			op.Data, op.Tail = d, nil
+			op.Data, op.More, op.Tail = d, nil, nil
 			s.apply(&op)
 			continue
 		}

@@ -131,9 +131,10 @@ func (s *Store) Commit(b *store.Batch, sync bool) error {
 	return <-p.done
 }
 
-// prepare checks b's ops and returns it with the Tail of each op read
-// into its Data (a large message's Data continues in a Tail, a spooled
-// body: the rows take it in chunks).
+// prepare checks b's ops and returns it with the More or Tail of each op
+// joined to its Data (a large message's Data continues in More, a body
+// left where it arrived, or in a Tail, a spooled body: the rows take it
+// in chunks).
 func prepare(b *store.Batch) (*store.Batch, error) {
 	if b == nil {
 		return nil, nil
@@ -146,21 +147,24 @@ func prepare(b *store.Batch) (*store.Batch, error) {
 		if (op.Kind == store.OpTransfer || op.Kind == store.OpLand) && op.Transfer == nil {
 			return nil, fmt.Errorf("pgstore: op %d: a transfer op without its transfer", i)
 		}
-		tails = tails || op.Tail != nil
+		if err := op.CheckRest(); err != nil {
+			return nil, fmt.Errorf("pgstore: op %d: %w", i, err)
+		}
+		tails = tails || op.HasRest()
 	}
 	if !tails {
 		return b, nil
 	}
 	ops := slices.Clone(b.Ops)
 	for i := range ops {
-		if ops[i].Tail == nil {
+		if !ops[i].HasRest() {
 			continue
 		}
 		d, err := ops[i].ReadTail()
 		if err != nil {
 			return nil, fmt.Errorf("pgstore: op %d: %w", i, err)
 		}
-		ops[i].Data, ops[i].Tail = d, nil
+		ops[i].Data, ops[i].More, ops[i].Tail = d, nil, nil
 	}
 	return &store.Batch{Ops: ops, Follower: b.Follower}, nil
 }

@@ -381,3 +381,30 @@ func TestOutboxCrash(t *testing.T) {
 	}
 
 }
+
+// TestOutboxTransferWithMore: a transfer whose Data comes in two pieces
+// (store.Op.More) is stored as the joined Data, inline and in chunks.
+func TestOutboxTransferWithMore(t *testing.T) {
+	url := newDB(t)
+	ctx := context.Background()
+	a := openNodeChunked(t, url, "a")
+	b := openNodeChunked(t, url, "b")
+	if err := commit(a, true, putOp(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := commit(b, true, putOp(2)); err != nil {
+		t.Fatal(err)
+	}
+	small, large := transferOp(1, 2, "1", "he"), transferOp(1, 2, "2", "head:")
+	small.More, large.More = []byte("ad"), []byte(strings.Repeat("body ", 20))
+	if err := commit(a, true, small, large); err != nil {
+		t.Fatal(err)
+	}
+	xs, err := b.PendingTransfers(ctx, 2, 10, 1<<20)
+	if err != nil || len(xs) != 2 {
+		t.Fatalf("pending: %d, %v", len(xs), err)
+	}
+	if string(xs[0].Data) != "head" || string(xs[1].Data) != "head:"+strings.Repeat("body ", 20) {
+		t.Fatalf("transfer data %q, %q", xs[0].Data, xs[1].Data)
+	}
+}

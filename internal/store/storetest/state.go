@@ -103,10 +103,10 @@ func (s *State) Apply(b *store.Batch) {
 	}
 }
 
-// fullData is op's Data followed by its Tail's bytes, a copy. A Tail
-// that cannot be read is a broken test: it panics.
+// fullData is op's Data followed by its More or its Tail's bytes, a
+// copy. A Tail that cannot be read is a broken test: it panics.
 func fullData(op *store.Op) []byte {
-	if op.Tail == nil {
+	if !op.HasRest() {
 		return bytes.Clone(op.Data)
 	}
 	d, err := op.ReadTail()
@@ -291,7 +291,21 @@ type Gen struct {
 	// so old segments die behind the writer. Zero leaves the mix (and the
 	// batches a seed makes) as they always were.
 	MaxLive int
-	nextID  uint64
+	// Split, when set, cuts the Data of each append and rewrite at a
+	// random point into Data and More (store.Op.More), the second piece
+	// sometimes empty. False leaves the batches a seed makes as they
+	// always were.
+	Split  bool
+	nextID uint64
+}
+
+// split cuts op's Data into Data and More if g.Split is set.
+func (g *Gen) split(op store.Op) store.Op {
+	if g.Split {
+		at := g.Rng.Intn(len(op.Data) + 1)
+		op.Data, op.More = op.Data[:at:at], op.Data[at:]
+	}
+	return op
 }
 
 // Batch returns a random batch of 1..maxOps operations, valid against
@@ -351,11 +365,11 @@ func (g *Gen) Batch(model *State, maxOps int) *store.Batch {
 				op = store.Op{Kind: store.OpRemove, EntityID: id, Seq: seq}
 			case q < 45:
 				seq := e.LastSeq + 1 + uint64(r.Intn(2))
-				op = store.Op{Kind: store.OpAppend, EntityID: id, Seq: seq, Meta: randBytes(r, 40), Data: randBytes(r, g.MaxData)}
+				op = g.split(store.Op{Kind: store.OpAppend, EntityID: id, Seq: seq, Meta: randBytes(r, 40), Data: randBytes(r, g.MaxData)})
 			case q < 60:
 				op = store.Op{Kind: store.OpSetMeta, EntityID: id, Seq: pick(), Meta: randBytes(r, 40)}
 			case q < 65:
-				op = store.Op{Kind: store.OpRewrite, EntityID: id, Seq: pick(), Meta: randBytes(r, 40), Data: randBytes(r, g.MaxData)}
+				op = g.split(store.Op{Kind: store.OpRewrite, EntityID: id, Seq: pick(), Meta: randBytes(r, 40), Data: randBytes(r, g.MaxData)})
 			case q < 90:
 				op = store.Op{Kind: store.OpRemove, EntityID: id, Seq: pick()}
 			case q < 96:

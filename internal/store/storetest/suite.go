@@ -44,6 +44,8 @@ func Run(t *testing.T, h Harness) {
 		{"ReadDataBatch", testReadDataBatch},
 		{"LargeData", testLargeData},
 		{"DataWithTail", testTail},
+		{"DataWithMore", testMore},
+		{"MoreRefusedWhereNotAllowed", testMoreRefused},
 		{"VisitorErrorAborts", testVisitorError},
 		{"VisitorMayCommit", testVisitorCommits},
 		{"UnknownOpKindRejected", testUnknownKind},
@@ -449,6 +451,86 @@ func testTail(t *testing.T, e *env) {
 	e.check(m)
 }
 
+// testMore: an Append, Rewrite or transfer whose Data continues in More (a
+// body left where it arrived) stores exactly Data followed by More: the
+// same bytes as the joined Data, whatever the pieces' sizes (small, of a
+// record hole's size and more, of a blob's), an empty head included,
+// and two ops sharing one More (a topic's shared data).
+func testMore(t *testing.T, e *env) {
+	rng := rand.New(rand.NewSource(3))
+	piece := func(n int) []byte {
+		b := make([]byte, n)
+		rng.Read(b)
+		return b
+	}
+	join := func(a, b []byte) []byte { return append(append([]byte{}, a...), b...) }
+	head, b20, b64, b300 := piece(90), piece(20<<10), piece(64<<10), piece(300<<10)
+	type two struct{ data, more []byte }
+	cases := []two{
+		{head, []byte("small")},   // small More
+		{head, b20},               // a hole's size
+		{head, b64},               // the 64 KB message
+		{nil, b64},                // an empty head
+		{piece(20 << 10), b20},    // both pieces large
+		{head, b300},              // a blob's size
+		{head, nil},               // no More at all
+		{piece(8000), piece(300)}, // joined just over the combine threshold
+	}
+	m := NewState()
+	ops := []store.Op{put(1), put(2)}
+	want := []store.Op{put(1), put(2)}
+	for i, c := range cases {
+		seq := uint64(i + 1)
+		meta := []byte(fmt.Sprintf("m%d", seq))
+		ops = append(ops, store.Op{Kind: store.OpAppend, EntityID: 1, Seq: seq, Meta: meta, Data: c.data, More: c.more})
+		want = append(want, store.Op{Kind: store.OpAppend, EntityID: 1, Seq: seq, Meta: meta, Data: join(c.data, c.more)})
+	}
+	// One More in two entities (a topic's data shared by its copies).
+	ops = append(ops, store.Op{Kind: store.OpAppend, EntityID: 2, Seq: 1, Meta: []byte("s1"), Data: head, More: b64},
+		store.Op{Kind: store.OpAppend, EntityID: 2, Seq: 2, Meta: []byte("s2"), Data: head, More: b64})
+	want = append(want, store.Op{Kind: store.OpAppend, EntityID: 2, Seq: 1, Meta: []byte("s1"), Data: join(head, b64)},
+		store.Op{Kind: store.OpAppend, EntityID: 2, Seq: 2, Meta: []byte("s2"), Data: join(head, b64)})
+	e.commit(true, ops...)
+	m.Apply(&store.Batch{Ops: want})
+	e.check(m)
+	// Rewrites, each in a batch of its own and in one batch, unsynced.
+	rw := func(seq uint64, data, more []byte) (store.Op, store.Op) {
+		meta := []byte(fmt.Sprintf("r%d", seq))
+		return store.Op{Kind: store.OpRewrite, EntityID: 1, Seq: seq, Meta: meta, Data: data, More: more},
+			store.Op{Kind: store.OpRewrite, EntityID: 1, Seq: seq, Meta: meta, Data: join(data, more)}
+	}
+	o1, w1 := rw(1, head, b64)
+	o2, w2 := rw(2, piece(10), []byte("x"))
+	o3, w3 := rw(3, nil, b300)
+	e.commit(true, o1)
+	e.commit(false, o2, o3)
+	e.commit(true)
+	m.Apply(&store.Batch{Ops: []store.Op{w1, w2, w3}})
+	e.check(m)
+	// The pieces belong to the caller again after Commit.
+	clear(b64)
+	clear(head)
+	e.check(m)
+}
+
+// testMoreRefused: More together with a Tail, or on an op that has no
+// message Data, is refused and nothing of its batch applied.
+func testMoreRefused(t *testing.T, e *env) {
+	m := NewState()
+	e.both(m, true, put(1))
+	for i, bad := range []store.Op{
+		{Kind: store.OpAppend, EntityID: 1, Seq: 1, Data: []byte("h"), More: []byte("more"), Tail: store.BytesReader([]byte("tail"))},
+		{Kind: store.OpPutValue, EntityID: 1, Key: "k", Data: []byte("v"), More: []byte("more")},
+		{Kind: store.OpSetMeta, EntityID: 1, Seq: 1, Meta: []byte("m"), More: []byte("more")},
+	} {
+		err := e.s.Commit(&store.Batch{Ops: []store.Op{appendOp(1, 9, "m", "d"), bad}}, true)
+		if err == nil {
+			t.Fatalf("case %d: Commit accepted %+v", i, bad)
+		}
+	}
+	e.check(m)
+}
+
 func testVisitorError(t *testing.T, e *env) {
 	e.commit(true, put(1), put(2), appendOp(1, 1, "", ""), store.Op{Kind: store.OpPutValue, EntityID: 1, Key: "k"})
 	boom := errors.New("boom")
@@ -586,7 +668,7 @@ func testRandom(t *testing.T, e *env) {
 			e.open = e.h.New(t)
 			e.s = e.mustOpen()
 		}
-		g := &Gen{Rng: rand.New(rand.NewSource(seed)), MaxData: 200}
+		g := &Gen{Rng: rand.New(rand.NewSource(seed)), MaxData: 200, Split: seed != 1}
 		m := NewState()
 		for i := range 300 {
 			b := g.Batch(m, 6)
