@@ -23,9 +23,10 @@ type prepared struct {
 // removing a file nobody took.
 func (s *Store) prepLoop(done chan struct{}) {
 	defer close(done)
+	var seen logSample
 	for range s.prepReq {
 		s.dropCachedSegments()
-		f, err := s.preallocate(true)
+		f, err := s.preallocate(true, seen.largeSyncs(s))
 		if err != nil && !errors.Is(err, errStopping) {
 			s.log.Warn("preallocating the next segment failed; will create it on demand", "err", err)
 		}
@@ -118,12 +119,46 @@ const (
 // errStopping: the store closed while the preparer paced itself.
 var errStopping = errors.New("filestore: closing")
 
-// preallocate fills prepName (a new file, or the recycled one: prepFile)
-// with SegmentSize zero bytes and syncs it; paced by the active segment
-// when paced is set.
-func (s *Store) preallocate(paced bool) (vfs.File, error) {
+// Reserving and zero-filling. A new segment file's blocks are reserved
+// first (vfs.Allocator, fallocate(2)); they then read as zeros without
+// having been written, but the file system records which blocks were
+// written since (ext4's and XFS's unwritten extents), so the first
+// fdatasync after an append into such blocks also commits the file
+// system's journal. Zero-filling them as well spares the log's
+// fdatasyncs that commit: it is what the preparer does while they are
+// small (a paced sender's 1 KB commits waited some 0.1 ms longer without
+// it on this machine). It writes every byte of the log twice, though,
+// and once the log's fdatasyncs cover RoundBytes or more each on average
+// (a stream of large messages), one journal commit per fdatasync costs
+// less than the zeros: a segment of a new file is then only reserved
+// (64 KB messages: 5 % more throughput at 8 % less broker CPU). With the
+// blocks reserved, the zeros cost a third less CPU than without (ext4
+// no longer reserves blocks page by page). A recycled file holds an old
+// log and is always zero-filled; a file system that cannot reserve gets
+// the zeros.
+
+// logSample is the preparer's view of the log's writing at its last
+// preparation.
+type logSample struct{ bytes, syncs int64 }
+
+// largeSyncs reports whether the log's fdatasyncs since the previous call
+// covered Options.RoundBytes or more each on average, and samples anew.
+func (l *logSample) largeSyncs(s *Store) bool {
+	now := logSample{s.loggedBytes.Load(), s.nSyncs.Load()}
+	b, n := now.bytes-l.bytes, now.syncs-l.syncs
+	*l = now
+	return n > 0 && b/n >= int64(s.opts.RoundBytes)
+}
+
+// preallocate makes prepName (a new file, or the recycled one: prepFile)
+// a segment of SegmentSize bytes that read as zeros and syncs it: it
+// reserves the file's blocks and writes zeros over them, or, with
+// reserveOnly set, only reserves a new file's blocks where the file
+// system can (see above). The zeros are paced by the active segment when
+// paced is set.
+func (s *Store) preallocate(paced, reserveOnly bool) (vfs.File, error) {
 	p := s.path(prepName)
-	f, err := s.prepFile(p)
+	f, recycled, err := s.prepFile(p)
 	if err != nil {
 		return nil, err
 	}
@@ -132,13 +167,19 @@ func (s *Store) preallocate(paced bool) (vfs.File, error) {
 		s.fs.Remove(p)
 		return nil, err
 	}
-	// Reserving the blocks first spares the zero-filling writes the file
-	// system's block reservation page by page (ext4's delayed allocation):
-	// a third of the zero-filling's CPU on this machine. The zeros are
-	// still written and synced, so the log's appends change no metadata.
-	// Only a hint: where it fails, the writes below allocate as before.
+	reserved := false
 	if a, ok := f.(vfs.Allocator); ok {
-		_ = a.Allocate(0, s.opts.SegmentSize)
+		reserved = a.Allocate(0, s.opts.SegmentSize) == nil // else the writes below allocate
+	}
+	if reserveOnly && reserved && !recycled {
+		if !s.opts.NoSync {
+			if err := f.Sync(); err != nil {
+				return fail(err)
+			}
+		}
+		s.nReserved.Add(1)
+		s.prepBytes.Store(s.opts.SegmentSize)
+		return f, nil
 	}
 	wb, _ := f.(vfs.Writebacker)
 	var poll <-chan time.Time // nil (never ready) unless paced
@@ -177,8 +218,8 @@ func (s *Store) preallocate(paced bool) (vfs.File, error) {
 
 // prepFile opens the file to prepare as p: the recycled segment file if
 // deleteSegments kept one (SegmentSize bytes of old log, to be
-// overwritten), else a new empty file.
-func (s *Store) prepFile(p string) (vfs.File, error) {
+// overwritten; recycled is then set), else a new empty file.
+func (s *Store) prepFile(p string) (f vfs.File, recycled bool, err error) {
 	s.recycleMu.Lock()
 	defer s.recycleMu.Unlock()
 	if s.recycleBytes.Load() != 0 {
@@ -187,14 +228,15 @@ func (s *Store) prepFile(p string) (vfs.File, error) {
 		if err == nil {
 			if f, err := s.fs.OpenReadWrite(p); err == nil {
 				s.nRecycled.Add(1)
-				return f, nil
+				return f, true, nil
 			}
 			s.fs.Remove(p)
 		} else {
 			s.fs.Remove(s.path(recycleName))
 		}
 	}
-	return s.fs.Create(p)
+	f, err = s.fs.Create(p)
+	return f, false, err
 }
 
 // takePrepared turns the prepared file into segment id: it writes the
@@ -208,7 +250,7 @@ func (s *Store) takePrepared(id uint32, firstLSN uint64) (seg *segment, ok bool,
 // preallocation fails).
 func (s *Store) newSegment(id uint32, firstLSN uint64) (*segment, error) {
 	if !s.opts.NoPreallocate {
-		f, err := s.preallocate(false)
+		f, err := s.preallocate(false, false)
 		if err != nil {
 			s.log.Warn("preallocating a segment failed; creating it plainly", "err", err)
 		}

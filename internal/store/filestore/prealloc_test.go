@@ -3,7 +3,6 @@ package filestore
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -154,7 +153,7 @@ func TestSegmentsAreRecycled(t *testing.T) {
 // A kept file is prepared exactly as a new one: all zeros, whatever it
 // held before.
 func TestRecycledFileIsZeroed(t *testing.T) {
-	mem := vfs.NewMem()
+	mem := &allocFS{FS: vfs.NewMem()} // blocks can be reserved, and a recycled file is zeroed all the same
 	opts := memOpts(mem)
 	s := mustOpen(t, opts)
 	defer s.Close()
@@ -176,7 +175,7 @@ func TestRecycledFileIsZeroed(t *testing.T) {
 	}
 	f.Close()
 	s.recycleBytes.Store(opts.SegmentSize)
-	p, err := s.preallocate(false)
+	p, err := s.preallocate(false, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,21 +268,27 @@ func TestColdSegmentsLeaveTheCache(t *testing.T) {
 	}
 }
 
-// allocFS hands out files that are vfs.Allocators, recording for each file
-// prepared for a segment whether its blocks were reserved before its first
-// write; with fail set, every reservation fails.
+// allocFS hands out files that are vfs.Allocators (over an in-memory file
+// system), recording for each file prepared for a segment whether its
+// blocks were reserved before anything was written to it and how many
+// zeros were written to it; with fail set, every reservation fails.
 type allocFS struct {
 	vfs.FS
 	fail bool
 	mu   sync.Mutex
-	log  []string // per prepared file: "reserved n" or "written first"
+	log  []*prepLog
+}
+
+type prepLog struct {
+	reservedFirst bool  // Allocate(0, SegmentSize) before any write
+	written       bool  // anything written
+	zeros         int64 // bytes written that were all zeros
 }
 
 type allocFile struct {
 	vfs.File
-	fs      *allocFS
-	i       int // index in fs.log
-	touched bool
+	fs  *allocFS
+	log *prepLog
 }
 
 func (fs *allocFS) wrap(name string, f vfs.File, err error) (vfs.File, error) {
@@ -292,8 +297,9 @@ func (fs *allocFS) wrap(name string, f vfs.File, err error) (vfs.File, error) {
 	}
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	fs.log = append(fs.log, "")
-	return &allocFile{File: f, fs: fs, i: len(fs.log) - 1}, nil
+	l := &prepLog{}
+	fs.log = append(fs.log, l)
+	return &allocFile{File: f, fs: fs, log: l}, nil
 }
 
 func (fs *allocFS) Create(name string) (vfs.File, error) {
@@ -306,20 +312,25 @@ func (fs *allocFS) OpenReadWrite(name string) (vfs.File, error) {
 	return fs.wrap(name, f, err)
 }
 
-func (f *allocFile) note(s string) {
-	f.fs.mu.Lock()
-	defer f.fs.mu.Unlock()
-	if !f.touched {
-		f.touched = true
-		f.fs.log[f.i] = s
+func (fs *allocFS) logs() []prepLog {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	out := make([]prepLog, len(fs.log))
+	for i, l := range fs.log {
+		out[i] = *l
 	}
+	return out
 }
 
 func (f *allocFile) Allocate(off, n int64) error {
 	if f.fs.fail {
 		return errors.New("allocFS: no reservations")
 	}
-	f.note(fmt.Sprintf("reserved %d+%d", off, n))
+	f.fs.mu.Lock()
+	if !f.log.written {
+		f.log.reservedFirst = true
+	}
+	f.fs.mu.Unlock()
 	if size, _ := f.Size(); size < off+n {
 		return f.Truncate(off + n)
 	}
@@ -327,19 +338,38 @@ func (f *allocFile) Allocate(off, n int64) error {
 }
 
 func (f *allocFile) WriteAt(p []byte, off int64) (int, error) {
-	f.note("written first")
+	f.fs.mu.Lock()
+	f.log.written = true
+	if !slices.ContainsFunc(p, func(b byte) bool { return b != 0 }) {
+		f.log.zeros += int64(len(p))
+	}
+	f.fs.mu.Unlock()
 	return f.File.WriteAt(p, off)
 }
 
-// The preparer reserves each segment's blocks before it zero-fills them
-// (vfs.Allocator), and where reserving fails it zero-fills all the same:
-// either way the log's records come back across a reopen.
+// The preparer reserves each new segment's blocks first, and zero-fills
+// them while the log's fdatasyncs are small; once they cover RoundBytes
+// each on average it only reserves the blocks. A recycled file is always
+// zero-filled, and so is a segment whose blocks cannot be reserved. The
+// log's records come back across a reopen either way.
 func TestPreparedSegmentsAreReserved(t *testing.T) {
-	for _, fail := range []bool{false, true} {
-		t.Run(fmt.Sprintf("fail=%v", fail), func(t *testing.T) {
-			fs := &allocFS{FS: vfs.NewMem(), fail: fail}
+	const segSize = 256 << 10
+	for _, c := range []struct {
+		name      string
+		fail      bool
+		recordLen int
+		perSync   int
+		zeroOnly  bool // every segment zero-filled
+	}{
+		{"small syncs", false, 500, 1, true},
+		{"large syncs", false, 12 << 10, 2, false},
+		{"large syncs, no reservations", true, 12 << 10, 2, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fs := &allocFS{FS: vfs.NewMem(), fail: c.fail}
 			opts := memOpts(fs)
-			opts.SegmentSize = 64 << 10
+			opts.SegmentSize = segSize
+			opts.RoundBytes = 16 << 10
 			s := mustOpen(t, opts)
 			model := storetest.NewState()
 			commit := func(b *store.Batch) {
@@ -350,28 +380,42 @@ func TestPreparedSegmentsAreReserved(t *testing.T) {
 				model.Apply(b)
 			}
 			commit(&store.Batch{Ops: []store.Op{{Kind: store.OpPutEntity, EntityID: 1, Name: "q"}}})
-			for seq := uint64(1); seq <= 40; seq++ { // some 4 segments
+			seq := uint64(0)
+			for written := 0; written < 5*segSize; written += c.recordLen * c.perSync {
 				b := &store.Batch{}
-				b.Add(store.Op{Kind: store.OpAppend, EntityID: 1, Seq: seq, Data: bytes.Repeat([]byte{byte(seq)}, 6000)})
+				for range c.perSync {
+					seq++
+					b.Add(store.Op{Kind: store.OpAppend, EntityID: 1, Seq: seq, Data: bytes.Repeat([]byte{byte(seq)}, c.recordLen)})
+				}
 				commit(b)
 			}
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
 			}
-			fs.mu.Lock()
-			log := slices.Clone(fs.log)
-			fs.mu.Unlock()
-			want := fmt.Sprintf("reserved 0+%d", opts.SegmentSize)
-			if fail {
-				want = "written first"
+			stats := s.LogStats() // (the preparer may have prepared one more until Close)
+			logs := fs.logs()
+			if len(logs) < 4 {
+				t.Fatalf("%d segments prepared; want 4 or more", len(logs))
 			}
-			if len(log) < 3 {
-				t.Fatalf("%d segments prepared; want 3 or more", len(log))
-			}
-			for i, l := range log {
-				if l != want && l != "" { // "": closed before it was started
-					t.Fatalf("prepared file %d: %s; want %s (all: %q)", i, l, want, log)
+			reservedOnly := 0
+			for i, l := range logs {
+				if !l.written && !l.reservedFirst {
+					continue // the last: closed before it was started
 				}
+				if l.reservedFirst == c.fail {
+					t.Fatalf("prepared file %d: reserved first = %v, with reservations failing = %v", i, l.reservedFirst, c.fail)
+				}
+				switch {
+				case l.zeros >= segSize-segHeaderSize: // zero-filled
+				case l.zeros == 0 && !c.zeroOnly:
+					reservedOnly++
+				default:
+					t.Fatalf("prepared file %d: %d bytes of zeros written; want %d or, reserved only, none", i, l.zeros, segSize)
+				}
+			}
+			if c.zeroOnly != (reservedOnly == 0) || stats.Reserved != int64(reservedOnly) {
+				t.Fatalf("%d segments only reserved (LogStats.Reserved %d); want them %s", reservedOnly, stats.Reserved,
+					map[bool]string{true: "all zero-filled", false: "reserved only after the first"}[c.zeroOnly])
 			}
 			s = mustOpen(t, opts)
 			defer s.Close()

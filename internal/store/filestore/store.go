@@ -86,6 +86,8 @@ type Store struct {
 	recycleMu       sync.Mutex    // serializes keeping, taking and dropping recycleName
 	recycleBytes    atomic.Int64  // size of recycleName, 0 if there is none (see deleteSegments)
 	nRecycled       atomic.Int64  // preparations that reused a deleted segment's file
+	nReserved       atomic.Int64  // preparations that only reserved blocks (no zeros)
+	loggedBytes     atomic.Int64  // bytes the writer appended to the log (the preparer's choice)
 	uncachedTo      uint32        // segments up to this id had their pages dropped (written by the preparer under mu)
 	nUncached       atomic.Int64  // segments whose pages the preparer dropped
 	nGroups         atomic.Int64  // group writes, for benchmarks
@@ -609,6 +611,7 @@ type LogStats struct {
 	GatherTimeouts int64
 	FullRounds     int64
 	Recycled       int64 // segments prepared from a deleted segment's file
+	Reserved       int64 // segments prepared by reserving blocks, without zeros (prealloc.go)
 	Uncached       int64 // sealed segments whose cached pages were dropped (Options.CachedLogBytes)
 }
 
@@ -616,5 +619,5 @@ type LogStats struct {
 func (s *Store) LogStats() LogStats {
 	return LogStats{Groups: s.nGroups.Load(), Syncs: s.nSyncs.Load(), SyncTime: time.Duration(s.syncNanos.Load()),
 		GatherTimeouts: s.nGatherTimeouts.Load(), FullRounds: s.nFullRounds.Load(), Recycled: s.nRecycled.Load(),
-		Uncached: s.nUncached.Load()}
+		Uncached: s.nUncached.Load(), Reserved: s.nReserved.Load()}
 }

@@ -670,6 +670,7 @@ func (s *Store) flush(buf []byte, pieces []piece, off int64, n int) error {
 	}
 	s.w.off = off + int64(n)
 	s.activeOff.Store(s.w.off)
+	s.loggedBytes.Add(int64(n))
 	return nil
 }
 
