@@ -3,6 +3,7 @@ package vfs
 import (
 	"errors"
 	"io"
+	"io/fs"
 	"sync/atomic"
 )
 
@@ -25,13 +26,14 @@ const (
 	OpTruncate
 	OpSize
 	OpClose
+	OpAllocate
 )
 
 var opNames = [...]string{
 	OpCreate: "create", OpOpen: "open", OpRemove: "remove", OpRename: "rename",
 	OpMkdir: "mkdir", OpReadDir: "readdir", OpSyncDir: "syncdir", OpLock: "lock",
 	OpRead: "read", OpWrite: "write", OpSync: "sync", OpTruncate: "truncate",
-	OpSize: "size", OpClose: "close",
+	OpSize: "size", OpClose: "close", OpAllocate: "allocate",
 }
 
 func (k OpKind) String() string {
@@ -45,8 +47,8 @@ func (k OpKind) String() string {
 type Op struct {
 	Kind OpKind
 	Path string // the file or directory (for Rename, the old name)
-	Off  int64  // OpRead, OpWrite: offset; OpTruncate: size
-	Len  int    // OpRead, OpWrite: length
+	Off  int64  // OpRead, OpWrite, OpAllocate: offset; OpTruncate: size
+	Len  int    // OpRead, OpWrite, OpAllocate: length
 }
 
 // Injector decides whether an operation fails: a non-nil error is returned
@@ -205,6 +207,20 @@ func (f *errorFile) Truncate(size int64) error {
 		return err
 	}
 	return f.f.Truncate(size)
+}
+
+// Allocate implements Allocator: it reports the reservation to the
+// injector and passes it on, or fails where the underlying file cannot
+// reserve.
+func (f *errorFile) Allocate(off, n int64) error {
+	if err := f.inject(Op{Kind: OpAllocate, Path: f.path, Off: off, Len: int(n)}); err != nil {
+		return err
+	}
+	a, ok := f.f.(Allocator)
+	if !ok {
+		return &fs.PathError{Op: "fallocate", Path: f.path, Err: errors.ErrUnsupported}
+	}
+	return a.Allocate(off, n)
 }
 
 func (f *errorFile) Size() (int64, error) {

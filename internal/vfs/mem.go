@@ -536,6 +536,32 @@ func (f *memFile) Truncate(size int64) error {
 	return nil
 }
 
+// Allocate implements Allocator: a file shorter than off+n grows to it
+// with zeros, taking the space as a write would (and, unsynced, lost or
+// torn by a crash like one).
+func (f *memFile) Allocate(off, n int64) error {
+	if err := f.check("fallocate", true); err != nil {
+		return err
+	}
+	if off < 0 || n <= 0 {
+		return &fs.PathError{Op: "fallocate", Path: f.name, Err: fs.ErrInvalid}
+	}
+	nd := f.n
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	old, size := int64(len(nd.data)), off+n
+	if size <= old {
+		return nil
+	}
+	if fit := nd.resize(old, size); fit < size {
+		nd.resize(fit, old)
+		return &fs.PathError{Op: "fallocate", Path: f.name, Err: syscall.ENOSPC}
+	}
+	nd.data = append(nd.data, make([]byte, size-old)...)
+	nd.dirtyLow = min(nd.dirtyLow, old)
+	return nil
+}
+
 func (f *memFile) Size() (int64, error) {
 	if err := f.check("stat", false); err != nil {
 		return 0, err

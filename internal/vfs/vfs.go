@@ -32,10 +32,11 @@ type Writebacker interface {
 
 // Allocator is implemented by files that can reserve the blocks of a
 // range ahead of writing it (fallocate(2) on the OS file system on Linux):
-// the file grows to at least off+n bytes, which read as zeros. It is only
-// a hint: a caller still writes what it needs the range to hold, and a
-// file system that cannot reserve reports an error the caller may ignore.
-// The in-memory file systems do not implement it.
+// the file grows to at least off+n bytes, which read as zeros until
+// written, and later writes into the range need no new space. A file
+// system that cannot reserve reports an error; a caller that needs the
+// space then writes the range itself.
+// A Mem file implements it by growing with zeros.
 type Allocator interface {
 	Allocate(off, n int64) error
 }

@@ -397,3 +397,50 @@ func TestShortWrite(t *testing.T) {
 		t.Fatalf("size %d, want 3", sz)
 	}
 }
+
+// A Mem file reserves a range by growing with zeros: the space is taken
+// (ENOSPC past the capacity, the file unchanged), a range within the file
+// changes nothing, and the growth is a write that only a sync keeps
+// across a crash.
+func TestMemAllocate(t *testing.T) {
+	m := NewMem()
+	m.MkdirAll("/d")
+	m.SetCapacity(100)
+	f, _ := m.Create("/d/f")
+	m.SyncDir("/d")
+	write(t, f, 0, "head")
+	f.Sync()
+	a, ok := f.(Allocator)
+	if !ok {
+		t.Fatal("a Mem file is not an Allocator")
+	}
+	if err := a.Allocate(0, 64); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, m, "/d/f"); got != "head"+string(make([]byte, 60)) {
+		t.Fatalf("after Allocate: %q", got)
+	}
+	if got := read(t, m.CrashClone(CrashOptions{}), "/d/f"); got != "head" {
+		t.Fatalf("unsynced reservation survived a crash: %q", got)
+	}
+	f.Sync()
+	if got := read(t, m.CrashClone(CrashOptions{}), "/d/f"); len(got) != 64 {
+		t.Fatalf("synced reservation lost: %d bytes", len(got))
+	}
+	if err := a.Allocate(10, 20); err != nil {
+		t.Fatal(err)
+	}
+	if free, _, _ := m.Space("/"); free != 36 {
+		t.Fatalf("free %d; want 36", free)
+	}
+	if err := a.Allocate(0, 200); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Allocate past the capacity: %v; want ENOSPC", err)
+	}
+	if sz, _ := f.Size(); sz != 64 {
+		t.Fatalf("size %d after a refused reservation; want 64", sz)
+	}
+	var pe *fs.PathError
+	if err := a.Allocate(-1, 10); !errors.As(err, &pe) || pe.Op != "fallocate" {
+		t.Fatalf("Allocate(-1) = %v; want a fallocate PathError", err)
+	}
+}

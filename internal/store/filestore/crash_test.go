@@ -1,6 +1,7 @@
 package filestore
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand"
 	"strings"
@@ -347,4 +348,50 @@ func TestCrashWithSegmentDeletion(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestCrashWithReservedSegments runs batches large enough that the log's
+// fdatasyncs cover RoundBytes each, so that the preparer only reserves
+// the blocks of most new segments instead of zero-filling them, and
+// crashes at random points and before every reservation and every sync
+// of a segment being prepared. It fails unless segments were prepared
+// both ways.
+func TestCrashWithReservedSegments(t *testing.T) {
+	rng := rand.New(rand.NewSource(11))
+	var mu sync.Mutex
+	var allocs, zeroFills atomic.Int64
+	ws, images, opts := runCrashWorkloadOf(t, 11, 2, 200, func(w *crashWorker, k int) *store.Batch {
+		b := &store.Batch{}
+		for i := range 3 {
+			data := bytes.Repeat([]byte{byte(k + i)}, 1500)
+			b.Add(store.Op{Kind: store.OpAppend, EntityID: w.base + 1, Seq: uint64(3*k + i + 1), Meta: []byte("m"), Data: data})
+		}
+		if k >= 4 {
+			for i := range 3 {
+				b.Add(store.Op{Kind: store.OpRemove, EntityID: w.base + 1, Seq: uint64(3*(k-4) + i + 1)})
+			}
+		}
+		return b
+	}, func(n int64, op vfs.Op) bool {
+		prep := strings.HasSuffix(op.Path, prepName)
+		switch {
+		case prep && op.Kind == vfs.OpAllocate:
+			allocs.Add(1)
+			return true
+		case prep && op.Kind == vfs.OpWrite && op.Len >= 16<<10:
+			zeroFills.Add(1)
+		case prep && op.Kind == vfs.OpSync:
+			return true
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return rng.Intn(15) == 0
+	}, func(o *Options) { o.RoundBytes = 2 << 10 })
+	if a, z := allocs.Load(), zeroFills.Load(); a == 0 || z == 0 || z >= a {
+		t.Fatalf("%d segments reserved, %d zero-filled; want some only reserved and some zero-filled", a, z)
+	}
+	for _, img := range images {
+		checkImage(t, ws, img, opts)
+	}
+	t.Logf("%d crash points checked; %d segments reserved, %d of them zero-filled", len(images), allocs.Load(), zeroFills.Load())
 }

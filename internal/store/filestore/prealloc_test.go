@@ -19,7 +19,7 @@ import (
 // prepared segment ends the pacing at once.
 func TestPreparerPacesItself(t *testing.T) {
 	mem := vfs.NewMem()
-	opts := memOpts(mem)
+	opts := memOpts(plainFS{mem}) // the zeros show in the file's size
 	opts.SegmentSize = 16 * prepChunk
 	s := mustOpen(t, opts)
 	defer s.Close()
@@ -266,6 +266,27 @@ func TestColdSegmentsLeaveTheCache(t *testing.T) {
 		}
 		reopenHolds(t, opts, m, "after reopen")
 	}
+}
+
+// plainFS hands out files that cannot reserve blocks (no vfs.Allocator).
+type plainFS struct{ vfs.FS }
+
+type plainFile struct{ vfs.File }
+
+func (p plainFS) Create(name string) (vfs.File, error) {
+	f, err := p.FS.Create(name)
+	if err != nil {
+		return nil, err
+	}
+	return plainFile{f}, nil
+}
+
+func (p plainFS) OpenReadWrite(name string) (vfs.File, error) {
+	f, err := p.FS.OpenReadWrite(name)
+	if err != nil {
+		return nil, err
+	}
+	return plainFile{f}, nil
 }
 
 // allocFS hands out files that are vfs.Allocators (over an in-memory file
