@@ -59,7 +59,13 @@
 // skip ext4's block reservation page by page), fills it with zeros and
 // syncs it, so that appending to it changes no file
 // metadata and fdatasync has only data to flush. On this machine that made
-// group commit markedly faster than appending to a growing file. It writes
+// group commit markedly faster than appending to a growing file. Once the
+// log's fdatasyncs cover Options.RoundBytes or more each on average (large
+// messages), a new file's blocks are only reserved, not zero-filled: the
+// journal commit that the first fdatasync after an append into reserved
+// blocks then makes costs less than writing the log twice (prealloc.go
+// has the figures). A reserved range reads as zeros, so the segment reads
+// the same either way. It writes
 // the zeros a chunk at a time, starting each chunk's writeback at once,
 // and keeps pace with the active segment (done when that is half full),
 // so that the log's fdatasyncs never find a whole segment of zeros ahead
@@ -84,7 +90,7 @@
 //	LOCK                         flock(2) against a second opener
 //	0000000001.seg ...           log segments, numbered from 1, no gaps in the replayed part
 //	00000000000000123456.ckpt    checkpoint as of LSN 123456 (the newest one is used)
-//	next-segment.tmp             the preallocated next segment (zeros)
+//	next-segment.tmp             the preallocated next segment (zeros, or reserved blocks that read as zeros)
 //	recycled-segment.tmp         a deleted segment's file kept for the preparer
 //	*.tmp                        also: a checkpoint being written; both removed on open
 //	*.corrupt                    a file Salvage set aside
