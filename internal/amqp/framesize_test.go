@@ -2,9 +2,7 @@ package amqp
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -382,29 +380,12 @@ func (l recordingListener) Accept() (net.Conn, error) {
 // frame through it. The messages arrive whole.
 func TestLargeFramesReadDirect(t *testing.T) {
 	b := newTestBroker()
-	srv, err := NewServer(b, Config{Logger: quietLogger(), MaxMessageSize: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rl := recordingListener{Listener: ln, conns: make(chan *readRecorder, 1)}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(rl) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-		if err := <-served; !errors.Is(err, ErrServerClosed) {
-			t.Errorf("Serve returned %v", err)
-		}
+	conns := make(chan *readRecorder, 1)
+	_, addr := startServerOn(t, b, Config{MaxMessageSize: 1 << 20}, func(ln net.Listener) net.Listener {
+		return recordingListener{Listener: ln, conns: conns}
 	})
-	r := dialRaw(t, ln.Addr().String())
-	rc := <-rl.conns
+	r := dialRaw(t, addr)
+	rc := <-conns
 	r.handshake(nil)
 	r.send(0, &frames.Begin{IncomingWindow: 1000, OutgoingWindow: 1000})
 	if _, ok := r.next().(*frames.Begin); !ok {

@@ -45,6 +45,13 @@ func quietLogger() *slog.Logger {
 // startServer runs a Server on a loopback listener until the test ends.
 func startServer(t *testing.T, h Handler, cfg Config) (*Server, string) {
 	t.Helper()
+	return startServerOn(t, h, cfg, nil)
+}
+
+// startServerOn is startServer serving the listener wrap makes of a
+// loopback one (wrap nil: that listener).
+func startServerOn(t *testing.T, h Handler, cfg Config, wrap func(net.Listener) net.Listener) (*Server, string) {
+	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = quietLogger()
 	}
@@ -55,6 +62,9 @@ func startServer(t *testing.T, h Handler, cfg Config) (*Server, string) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if wrap != nil {
+		ln = wrap(ln)
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
