@@ -384,8 +384,6 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// readLoop reads frames until the connection ends, handling connection
-// frames itself and passing the others to their session.
 // readBufferSize is the size of a connection's read buffer: a read from
 // the network brings in some 30 frames of a stream of 1 KB messages.
 const readBufferSize = 32 << 10
@@ -393,14 +391,15 @@ const readBufferSize = 32 << 10
 // Reading large frames. The read buffer fills as far as the network
 // allows, and the bytes of a frame body it holds are copied out of it;
 // the rest of a body larger than the buffer is read straight into the
-// frame's own buffer (frames.ReadFrameDirect). Filled whole for each header of a stream of 64 KB
-// frames, the buffer held half of every frame, which was then copied
-// (≈ 4 % of the broker's CPU on a stream of 64 KB messages). So while the
-// stream carries large frames (one of readBufferSize or more among the
-// last largeFrames frames), the fill that reads a frame's header reads at
-// most largeFill bytes: the header, the start of the body, and the small
-// frames that may follow (a message's last frame, a flow, a
-// disposition). Streams of small frames keep the full buffer.
+// frame's own buffer (frames.ReadFrameDirect). Filled whole for each
+// header of a stream of 64 KB frames, the buffer held half of every
+// frame, which was then copied (≈ 4 % of the broker's CPU on a stream of
+// 64 KB messages). So while the stream carries large frames (one of
+// readBufferSize or more among the last largeFrames frames), the fill
+// that reads a frame's header reads at most largeFill bytes: the header,
+// the start of the body, and the small frames that may follow (a
+// message's last frame, a flow, a disposition). Streams of small frames
+// keep the full buffer.
 const (
 	largeFrames = 16
 	largeFill   = 4 << 10
@@ -429,6 +428,8 @@ func (c *Conn) peekHeader() error {
 	return nil
 }
 
+// readLoop reads frames until the connection ends, handling connection
+// frames itself and passing the others to their session.
 func (c *Conn) readLoop() {
 	sessions := make(map[uint16]*Session)
 	for {
