@@ -287,14 +287,11 @@ func encodeSends(msgs []*message.Message, at time.Time, schedule bool, nowT time
 		}
 		sd := sendDataPool.Get().(*sendData)
 		apart := len(m.Body) >= bodyApartMin && m.BodyTail == nil
-		var data []byte
-		var hs int
-		var err error
+		encode := message.AppendHead
 		if apart {
-			data, hs, err = message.AppendBeforeBody(sd.b[:0], m)
-		} else {
-			data, hs, err = message.AppendHead(sd.b[:0], m)
+			encode = message.AppendBeforeBody
 		}
+		data, hs, err := encode(sd.b[:0], m)
 		if err != nil {
 			return nil, 0, &Error{Kind: KindInvalidArgument, Msg: "cannot store message", Err: err}
 		}

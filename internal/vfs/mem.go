@@ -521,19 +521,30 @@ func (f *memFile) Truncate(size int64) error {
 	n := f.n
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if fit := n.resize(int64(len(n.data)), size); fit < size {
-		n.resize(fit, int64(len(n.data)))
-		return &fs.PathError{Op: "truncate", Path: f.name, Err: syscall.ENOSPC}
-	}
 	if size <= int64(len(n.data)) {
+		n.resize(int64(len(n.data)), size)
 		n.data = n.data[:size]
 		n.dirtyLow = min(n.dirtyLow, size)
 		return nil
 	}
+	if !n.growLocked(size) {
+		return &fs.PathError{Op: "truncate", Path: f.name, Err: syscall.ENOSPC}
+	}
+	return nil
+}
+
+// growLocked makes n's data size bytes long, more than it is, with zeros
+// that are unsynced (a crash loses or tears them like a write's); false,
+// and nothing changed, if the space is not there. n.mu is held.
+func (n *memNode) growLocked(size int64) bool {
 	old := int64(len(n.data))
+	if fit := n.resize(old, size); fit < size {
+		n.resize(fit, old)
+		return false
+	}
 	n.data = append(n.data, make([]byte, size-old)...)
 	n.dirtyLow = min(n.dirtyLow, old)
-	return nil
+	return true
 }
 
 // Allocate implements Allocator: a file shorter than off+n grows to it
@@ -549,16 +560,9 @@ func (f *memFile) Allocate(off, n int64) error {
 	nd := f.n
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
-	old, size := int64(len(nd.data)), off+n
-	if size <= old {
-		return nil
-	}
-	if fit := nd.resize(old, size); fit < size {
-		nd.resize(fit, old)
+	if off+n > int64(len(nd.data)) && !nd.growLocked(off+n) {
 		return &fs.PathError{Op: "fallocate", Path: f.name, Err: syscall.ENOSPC}
 	}
-	nd.data = append(nd.data, make([]byte, size-old)...)
-	nd.dirtyLow = min(nd.dirtyLow, old)
 	return nil
 }
 
