@@ -77,6 +77,10 @@ func (s *Session) completeAttach(l *Link, err error) {
 			reply = l.reply(false)
 		}
 	}
+	if err == nil && l.outgoing != nil {
+		// Findable before the client can see the attach answered.
+		s.conn.registerOutgoing(l.outgoing)
+	}
 	s.writeFrame(reply)
 	if err != nil {
 		s.writeFrame(&frames.Detach{Handle: l.outHandle, Closed: true, Error: asError(err)})
@@ -94,7 +98,6 @@ func (s *Session) completeAttach(l *Link, err error) {
 		return
 	}
 	out := l.outgoing
-	s.conn.registerOutgoing(out)
 	s.activate(out) // in case Send queued while the attach was pending
 	out.mu.Lock()
 	credit, drain := out.credit, out.draining
