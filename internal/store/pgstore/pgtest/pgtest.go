@@ -35,7 +35,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -130,7 +129,7 @@ func (s *Server) run(prog string, args ...string) ([]byte, error) {
 	cmd := exec.Command(filepath.Join(s.bin, prog), args...)
 	cmd.Dir = s.Dir
 	if s.uid >= 0 {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(s.uid), Gid: uint32(s.gid)}}
+		runAs(cmd, s.uid, s.gid)
 	}
 	return cmd.CombinedOutput()
 }
@@ -184,31 +183,14 @@ func (s *Server) PID() int {
 	return pid
 }
 
-// Crash stops the server the way a crash does: SIGQUIT to the postmaster
-// (pg_ctl's immediate mode: every backend exits at once, no checkpoint,
-// the next start runs crash recovery). It waits until the server is gone.
-func (s *Server) Crash() error { return s.signal(syscall.SIGQUIT) }
+// Crash stops the server the way a crash does: every backend exits at
+// once, no checkpoint, the next start runs crash recovery. It waits until
+// the server is gone.
+func (s *Server) Crash() error { return s.stop(Immediate) }
 
-// Stop stops the server (SIGINT: fast shutdown) and waits until it is
-// gone; the data stay for Start.
-func (s *Server) Stop() error { return s.signal(syscall.SIGINT) }
-
-func (s *Server) signal(sig syscall.Signal) error {
-	pid := s.PID()
-	if pid == 0 {
-		return nil
-	}
-	if err := syscall.Kill(pid, sig); err != nil {
-		return err
-	}
-	for range 300 {
-		if syscall.Kill(pid, 0) != nil {
-			return nil
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return fmt.Errorf("pgtest: postmaster %d did not stop", pid)
-}
+// Stop stops the server (fast shutdown) and waits until it is gone; the
+// data stay for Start.
+func (s *Server) Stop() error { return s.stop(Fast) }
 
 // Close stops the server and removes its directory.
 func (s *Server) Close() error {
