@@ -105,6 +105,10 @@ func timeMoveError(err error) error {
 	if errors.Is(err, clock.ErrBackwards) || errors.Is(err, clock.ErrTooFar) {
 		return badRequest("The test clock was not moved: %v.", err)
 	}
+	if errors.Is(err, clock.ErrNotSaved) {
+		// The data directory could not take the new offset.
+		return errorf(http.StatusServiceUnavailable, "The test clock was not moved: %v.", err)
+	}
 	return err
 }
 

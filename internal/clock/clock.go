@@ -62,11 +62,18 @@ func (f *Fake) Set(t time.Time) {
 // instant before the current test time. Every move calls the function
 // given to OnMove, so a timer loop sleeping until the next deadline (the
 // broker's Run, woken by Broker.Wake) re-reads the time at once.
+//
+// A clock restored with NewTestFrom resumes at an offset a previous run
+// stored through the function given to OnSave: each move is saved before
+// it takes effect, so a broker restarted on the same data does not see
+// its test time go back.
 type Test struct {
 	base   Clock
+	moveMu sync.Mutex // serialises moves across their save
 	mu     sync.Mutex
 	offset time.Duration
 	onMove func()
+	save   func(time.Duration) error
 }
 
 // ErrBackwards is returned by Advance and Set when asked to move the test
@@ -89,6 +96,52 @@ func NewTest(base Clock) *Test {
 		base = Real{}
 	}
 	return &Test{base: base}
+}
+
+// ErrNotSaved is returned by Advance and Set when the function given to
+// OnSave failed: the clock was not moved.
+var ErrNotSaved = errors.New("the test clock's new offset could not be saved")
+
+// NewTestFrom returns a test clock following base (nil: the wall clock)
+// offset ahead of it: the offset a previous run saved. It fails if the
+// offset is negative or more than MaxOffset.
+func NewTestFrom(base Clock, offset time.Duration) (*Test, error) {
+	if offset < 0 || offset > MaxOffset {
+		return nil, fmt.Errorf("test clock offset %v is outside 0 to %v", offset, MaxOffset)
+	}
+	c := NewTest(base)
+	c.offset = offset
+	return c, nil
+}
+
+// OnSave sets the function that makes a new offset durable. Each move
+// calls it, one at a time, before the move takes effect; if it fails the
+// move fails with ErrNotSaved and the clock stays where it was. nil saves
+// nothing.
+func (c *Test) OnSave(f func(offset time.Duration) error) {
+	c.moveMu.Lock()
+	c.save = f
+	c.moveMu.Unlock()
+}
+
+// commit saves offset, then makes it the clock's and calls the OnMove
+// function. moveMu must be held; commit releases it.
+func (c *Test) commit(offset time.Duration) (time.Time, error) {
+	defer c.moveMu.Unlock()
+	if c.save != nil {
+		if err := c.save(offset); err != nil {
+			return time.Time{}, fmt.Errorf("%w: %v", ErrNotSaved, err)
+		}
+	}
+	c.mu.Lock()
+	c.offset = offset
+	now := c.base.Now().Add(offset)
+	f := c.onMove
+	c.mu.Unlock()
+	if f != nil {
+		f()
+	}
+	return now, nil
 }
 
 // OnMove sets the function called (outside the clock's lock) after each
@@ -119,40 +172,36 @@ func (c *Test) Advance(d time.Duration) (time.Time, error) {
 	if d < 0 {
 		return time.Time{}, fmt.Errorf("%w: cannot advance by %v", ErrBackwards, d)
 	}
+	c.moveMu.Lock()
 	c.mu.Lock()
-	if d > MaxOffset-c.offset {
-		c.mu.Unlock()
+	offset := c.offset
+	c.mu.Unlock()
+	if d > MaxOffset-offset {
+		c.moveMu.Unlock()
 		return time.Time{}, fmt.Errorf("%w: cannot advance by %v", ErrTooFar, d)
 	}
-	c.offset += d
-	now := c.base.Now().Add(c.offset)
-	f := c.onMove
-	c.mu.Unlock()
-	if f != nil {
-		f()
-	}
-	return now, nil
+	return c.commit(offset + d)
 }
 
 // Set moves the test clock to t, which must not be before its current
 // time, and returns t.
 func (c *Test) Set(t time.Time) (time.Time, error) {
+	c.moveMu.Lock()
 	c.mu.Lock()
 	base := c.base.Now()
-	if now := base.Add(c.offset); t.Before(now) {
-		c.mu.Unlock()
+	offset := c.offset
+	c.mu.Unlock()
+	if now := base.Add(offset); t.Before(now) {
+		c.moveMu.Unlock()
 		return time.Time{}, fmt.Errorf("%w: %s is before the current test time %s",
 			ErrBackwards, t.UTC().Format(time.RFC3339Nano), now.UTC().Format(time.RFC3339Nano))
 	}
 	if off := t.Sub(base); off > MaxOffset {
-		c.mu.Unlock()
+		c.moveMu.Unlock()
 		return time.Time{}, fmt.Errorf("%w: cannot set it to %s", ErrTooFar, t.UTC().Format(time.RFC3339Nano))
 	}
-	c.offset = t.Sub(base)
-	f := c.onMove
-	c.mu.Unlock()
-	if f != nil {
-		f()
+	if _, err := c.commit(t.Sub(base)); err != nil {
+		return time.Time{}, err
 	}
 	return t, nil
 }

@@ -2,6 +2,7 @@ package clock
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -58,5 +59,61 @@ func TestTestClockDefaultsToWallClock(t *testing.T) {
 	c := NewTest(nil)
 	if d := time.Until(c.Now()); d > time.Second || d < -time.Second {
 		t.Fatalf("test clock without offset is %v from the wall clock", d)
+	}
+}
+
+// TestTestClockSaves: every move is saved before it takes effect, a
+// failed save leaves the clock where it was, and a clock restored from
+// the saved offset reads the same time.
+func TestTestClockSaves(t *testing.T) {
+	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	base := NewFake(start)
+	c := NewTest(base)
+	var saved []time.Duration
+	var fail error
+	c.OnSave(func(off time.Duration) error {
+		if fail != nil {
+			return fail
+		}
+		if c.Offset() == off {
+			t.Errorf("offset %v in effect before it was saved", off)
+		}
+		saved = append(saved, off)
+		return nil
+	})
+	moves := 0
+	c.OnMove(func() { moves++ })
+	if _, err := c.Advance(time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Set(start.Add(3 * time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if len(saved) != 2 || saved[0] != time.Hour || saved[1] != 3*time.Hour {
+		t.Fatalf("saved %v", saved)
+	}
+	if _, err := c.Set(start); !errors.Is(err, ErrBackwards) || len(saved) != 2 {
+		t.Fatalf("a refused move: %v, saved %v", err, saved)
+	}
+
+	fail = errors.New("disk full")
+	if _, err := c.Advance(time.Minute); !errors.Is(err, ErrNotSaved) || !strings.Contains(err.Error(), "disk full") {
+		t.Fatalf("Advance with a failing save = %v", err)
+	}
+	if _, err := c.Set(start.Add(5 * time.Hour)); !errors.Is(err, ErrNotSaved) {
+		t.Fatalf("Set with a failing save = %v", err)
+	}
+	if c.Offset() != 3*time.Hour || moves != 2 {
+		t.Fatalf("unsaved moves took effect: offset %v, moves %d", c.Offset(), moves)
+	}
+
+	r, err := NewTestFrom(base, saved[len(saved)-1])
+	if err != nil || !r.Now().Equal(c.Now()) {
+		t.Fatalf("restored clock %v, %v; want %v", r.Now(), err, c.Now())
+	}
+	for _, bad := range []time.Duration{-time.Second, MaxOffset + 1} {
+		if _, err := NewTestFrom(base, bad); err == nil {
+			t.Errorf("NewTestFrom(%v) accepted", bad)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package console
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -57,6 +58,9 @@ func (c *Console) timeMoved(w http.ResponseWriter, r *http.Request, s *session, 
 	if err != nil {
 		if errors.Is(err, clock.ErrBackwards) || errors.Is(err, clock.ErrTooFar) {
 			return badInput("The test clock was not moved: %v.", err)
+		}
+		if errors.Is(err, clock.ErrNotSaved) {
+			return &userError{status: http.StatusServiceUnavailable, msg: fmt.Sprintf("The test clock was not moved: %v.", err)}
 		}
 		return err
 	}

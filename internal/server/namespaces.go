@@ -198,9 +198,17 @@ func (r *nsRegistry) open(ctx context.Context, name, dir string, entities *confi
 	// token expiry, fault rules and the console keep the wall clock, as
 	// the clients' own timers do.
 	brokerClock := o.Clock
+	clockDir := n.dir // the file store's directory keeps the test clock's offset
+	if o.Store != "" {
+		clockDir = ""
+	}
 	if o.TestClock {
-		n.testClk = clock.NewTest(o.Clock)
+		if n.testClk, err = openTestClock(o.Clock, clockDir, log); err != nil {
+			return nil, err
+		}
 		brokerClock = n.testClk
+	} else {
+		noteIgnoredTestClock(clockDir, log)
 	}
 	n.broker, err = broker.Open(broker.Options{Store: brokerStore, Clock: brokerClock, Logger: log.With("component", "broker"), Observer: n.metrics, Tier: tier, History: historyLog(o.Server, log), Units: o.Cluster})
 	if err != nil {

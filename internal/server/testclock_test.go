@@ -6,6 +6,8 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -390,5 +392,100 @@ func TestTestClockAdminAndHealth(t *testing.T) {
 	}
 	if _, body := get(t, "http://"+off.HTTPAddr().String()+"/health"); strings.Contains(body, "testClock") {
 		t.Fatalf("/health without --test-clock mentions it: %s", body)
+	}
+}
+
+// TestTestClockSurvivesRestart: the test clock's offset is kept in the
+// data directory, so a broker restarted on it resumes the test time: a
+// message scheduled an hour ahead by the test clock comes due an hour of
+// test time later, not at the wall clock's hour. A move the directory
+// cannot take fails and leaves the clock where it was; a damaged file
+// stops the start with its name; a broker started without --test-clock
+// says it ignores the offset.
+func TestTestClockSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{Server: config.Server{DataDir: dir, TestClock: true}}
+	s := start(t, opts)
+	now := advanceClock(t, s, "2h")
+	if _, err := s.Broker().CreateQueue("q", broker.DefaultQueueProperties()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	client, err := azservicebus.NewClientFromConnectionString(connectionString(s), fastRetries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snd, err := client.NewSender("q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	due := now.Add(time.Hour)
+	if _, err := snd.ScheduleMessages(ctx, []*azservicebus.Message{{Body: []byte("due in an hour")}}, due, nil); err != nil {
+		t.Fatal(err)
+	}
+	client.Close(context.Background())
+	stop(t, s)
+
+	s = start(t, opts)
+	code, body := adminJSON(t, s, http.MethodGet, "/$time", "")
+	if code != http.StatusOK || !strings.Contains(body, `"offset":"2h0m0s"`) {
+		t.Fatalf("GET /$time after the restart = %d %s, want the offset of 2h", code, body)
+	}
+	if after := advanceClock(t, s, "61m"); after.Before(due) {
+		t.Fatalf("test time %v after the restart and 61m, before %v", after, due)
+	}
+	client, err = azservicebus.NewClientFromConnectionString(connectionString(s), fastRetries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close(context.Background())
+	rcv, err := client.NewReceiverForQueue("q", &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, rcancel := context.WithTimeout(ctx, 20*time.Second)
+	ms, err := rcv.ReceiveMessages(rctx, 1, nil)
+	rcancel()
+	if err != nil || len(ms) != 1 || string(ms[0].Body) != "due in an hour" {
+		t.Fatalf("the scheduled message after the restart: %v, %v", ms, err)
+	}
+
+	// A move the data directory cannot take is refused (a directory in
+	// the way of the temporary file makes the write fail).
+	blocker := filepath.Join(dir, testClockFile+".tmp")
+	if err := os.Mkdir(blocker, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	before := s.testClk.Offset()
+	code, body = adminJSON(t, s, http.MethodPost, "/$time/advance", `{"by":"5m"}`)
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "could not be saved") {
+		t.Fatalf("advance with the file blocked = %d %s", code, body)
+	}
+	if s.testClk.Offset() != before {
+		t.Fatalf("an unsaved move took effect: %v, was %v", s.testClk.Offset(), before)
+	}
+	if err := os.Remove(blocker); err != nil {
+		t.Fatal(err)
+	}
+	stop(t, s)
+
+	var logs logBuffer
+	s = start(t, Options{Server: config.Server{DataDir: dir}, Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	if ws := logs.lines(t, "the data directory holds a test clock offset from a run with --test-clock; without it the broker runs on the wall clock"); len(ws) != 1 || ws[0]["offset"] != "3h1m0s" {
+		t.Fatalf("no warning about the ignored offset: %v", ws)
+	}
+	stop(t, s)
+
+	if err := os.WriteFile(filepath.Join(dir, testClockFile), []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := opts
+	o.AMQPAddr, o.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
+	if s, err := Start(context.Background(), o); err == nil || !strings.Contains(err.Error(), testClockFile) {
+		if err == nil {
+			stop(t, s)
+		}
+		t.Fatalf("start with a damaged %s = %v", testClockFile, err)
 	}
 }

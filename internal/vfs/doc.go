@@ -20,6 +20,10 @@
 //   - ErrorFS (WithErrors): wraps any FS and asks an Injector before every
 //     operation whether it should fail.
 //
+// WriteFileAtomic and ReadFile handle small whole files (a side file
+// such as the test clock's offset) on any FS: replaced through a synced
+// temporary file, a rename and a synced directory.
+//
 // Durability model of Mem (the weakest behaviour POSIX allows that a sane
 // file system shows):
 //
