@@ -709,17 +709,9 @@ func (b *Broker) Peek(ctx context.Context, path string, fromSeq int64, max int) 
 	if err != nil {
 		return nil, err
 	}
-	now := b.now()
-	q.lockAt(now)
-	if q.mu.gone != nil {
-		defer q.mu.Unlock()
-		return nil, q.mu.gone
+	if err := q.lockForPeek(b.now()); err != nil {
+		return nil, err
 	}
-	if q.mu.props.Status == StatusDisabled {
-		defer q.mu.Unlock()
-		return nil, errorf(KindEntityDisabled, "The messaging entity '%s' is Disabled.", q.name)
-	}
-	q.touchLocked(now)
 	var snap []rec
 	stream, nstreamed := peekStream(ctx), 0
 	if max > 0 {
@@ -734,6 +726,23 @@ func (b *Broker) Peek(ctx context.Context, path string, fromSeq int64, max int) 
 	}
 	q.mu.Unlock()
 	return q.peekDeliveries(snap, path, stream)
+}
+
+// lockForPeek locks q at now for a peek and records the use. It fails,
+// leaving q unlocked, when q is gone or Disabled (a ReceiveDisabled
+// entity can still be inspected).
+func (q *entity) lockForPeek(now int64) error {
+	q.lockAt(now)
+	if err := q.mu.gone; err != nil {
+		q.mu.Unlock()
+		return err
+	}
+	if q.mu.props.Status == StatusDisabled {
+		q.mu.Unlock()
+		return errorf(KindEntityDisabled, "The messaging entity '%s' is Disabled.", q.name)
+	}
+	q.touchLocked(now)
+	return nil
 }
 
 // DeleteMessages removes up to max messages of path that were enqueued

@@ -1146,17 +1146,9 @@ func (b *Broker) PeekSession(ctx context.Context, path, sessionID string, fromSe
 	if err != nil {
 		return nil, err
 	}
-	now := b.now()
-	q.lockAt(now)
-	if q.mu.gone != nil {
-		defer q.mu.Unlock()
-		return nil, q.mu.gone
+	if err := q.lockForPeek(b.now()); err != nil {
+		return nil, err
 	}
-	if q.mu.props.Status == StatusDisabled {
-		defer q.mu.Unlock()
-		return nil, errorf(KindEntityDisabled, "The messaging entity '%s' is Disabled.", q.name)
-	}
-	q.touchLocked(now)
 	var snap []rec
 	stream, nstreamed := peekStream(ctx), 0
 	if s := q.ss.byID[sessionID]; s != nil && s.n > 0 && max > 0 {
