@@ -31,6 +31,62 @@ type txnImage struct {
 	open  int
 }
 
+// txnCrashes records the crash images of a run of transactions on a
+// file store over the crashable in-memory file system: once armed, one
+// before every file-system operation (with a random torn tail and subset
+// of name changes), and those the test takes itself.
+type txnCrashes struct {
+	mem    *vfs.Mem
+	opts   filestore.Options // the store's; FS asks inject first
+	rng    *rand.Rand
+	mu     sync.Mutex
+	images []txnImage
+	armed  atomic.Bool
+	acked  atomic.Int64
+}
+
+// newTxnCrashes opens the file store whose crashes c records.
+func newTxnCrashes(t *testing.T, seed int64) (*txnCrashes, *filestore.Store) {
+	t.Helper()
+	c := &txnCrashes{mem: vfs.NewMem(), rng: rand.New(rand.NewSource(seed))}
+	c.opts = filestore.Options{Dir: "/db", FS: vfs.WithErrors(c.mem, c.inject), SegmentSize: 16 << 10, BackgroundInterval: -1, NoPreallocate: true}
+	st, err := filestore.Open(c.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, st
+}
+
+func (c *txnCrashes) inject(op vfs.Op) error {
+	if !c.armed.Load() {
+		return nil
+	}
+	a := int(c.acked.Load())
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.images = append(c.images, txnImage{
+		fs:   c.mem.CrashClone(vfs.CrashOptions{Rand: rand.New(rand.NewSource(c.rng.Int63())), AnySubset: c.rng.Intn(2) == 0}),
+		what: fmt.Sprintf("before %v %s", op.Kind, op.Path), acked: a, open: -1})
+	return nil
+}
+
+// declared takes the image of transaction i declared, its operations
+// done, not discharged.
+func (c *txnCrashes) declared(i int) {
+	c.mu.Lock()
+	c.images = append(c.images, txnImage{fs: c.mem.CrashClone(vfs.CrashOptions{}), what: "between declare and discharge", acked: i, open: i})
+	c.mu.Unlock()
+}
+
+// finish disarms c and returns its images, the last one taken after the
+// n accepted discharges.
+func (c *txnCrashes) finish(n int) []txnImage {
+	c.armed.Store(false)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append(c.images, txnImage{fs: c.mem.CrashClone(vfs.CrashOptions{}), what: "after the last accepted discharge", acked: n, open: -1})
+}
+
 // TestTxnCrashImages runs transactions over the wire (receive from "in",
 // complete and send-via to "out") on the file store on the crashable
 // in-memory file system. Crash images are taken before every file-system
@@ -40,31 +96,7 @@ type txnImage struct {
 // applied, and the one open at the crash not applied.
 func TestTxnCrashImages(t *testing.T) {
 	const n = 12
-	mem := vfs.NewMem()
-	var (
-		mu     sync.Mutex
-		images []txnImage
-		armed  atomic.Bool
-		acked  atomic.Int64
-	)
-	rng := rand.New(rand.NewSource(1))
-	inject := func(op vfs.Op) error {
-		if !armed.Load() {
-			return nil
-		}
-		a := int(acked.Load())
-		mu.Lock()
-		defer mu.Unlock()
-		images = append(images, txnImage{
-			fs:   mem.CrashClone(vfs.CrashOptions{Rand: rand.New(rand.NewSource(rng.Int63())), AnySubset: rng.Intn(2) == 0}),
-			what: fmt.Sprintf("before %v %s", op.Kind, op.Path), acked: a, open: -1})
-		return nil
-	}
-	opts := filestore.Options{Dir: "/db", FS: vfs.WithErrors(mem, inject), SegmentSize: 16 << 10, BackgroundInterval: -1, NoPreallocate: true}
-	st, err := filestore.Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	crashes, st := newTxnCrashes(t, 1)
 	clk := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	s := servicebustest.Start(t, &servicebustest.Options{AllowAnyKey: true, Clock: clk, TokenClock: clk, Queues: []string{"in", "out"}, Store: st})
 	var bodies []string
@@ -78,7 +110,7 @@ func TestTxnCrashImages(t *testing.T) {
 	c.AttachReceiver(1, "in", n)
 	c.AttachSender(2, "in", "out")
 	ms := c.Receive(1, n)
-	armed.Store(true)
+	crashes.armed.Store(true)
 	for i, m := range ms {
 		if m.Body != bodies[i] {
 			t.Fatalf("received %q, want %q", m.Body, bodies[i])
@@ -86,14 +118,11 @@ func TestTxnCrashImages(t *testing.T) {
 		id := c.Declare()
 		wantAccepted(t, c.Dispose(m, &frames.Accepted{}, id))
 		wantAccepted(t, c.SendTxn(2, fmt.Sprintf("out-%02d", i), id))
-		mu.Lock()
-		images = append(images, txnImage{fs: mem.CrashClone(vfs.CrashOptions{}), what: "between declare and discharge", acked: i, open: i})
-		mu.Unlock()
+		crashes.declared(i)
 		wantAccepted(t, c.Discharge(id, false))
-		acked.Store(int64(i + 1))
+		crashes.acked.Store(int64(i + 1))
 	}
-	armed.Store(false)
-	images = append(images, txnImage{fs: mem.CrashClone(vfs.CrashOptions{}), what: "after the last accepted discharge", acked: n, open: -1})
+	images := crashes.finish(n)
 	s.Close()
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
@@ -101,7 +130,7 @@ func TestTxnCrashImages(t *testing.T) {
 
 	during := 0
 	for _, img := range images {
-		opts := opts
+		opts := crashes.opts
 		opts.FS = img.fs
 		st, err := filestore.Open(opts)
 		if err != nil {
@@ -169,31 +198,7 @@ func peekBodies(t *testing.T, b *broker.Broker, path string) []string {
 // transaction wholly applied or not at all, every accepted one applied.
 func TestTxnCrashImagesSessionTopic(t *testing.T) {
 	const n = 8
-	mem := vfs.NewMem()
-	var (
-		mu     sync.Mutex
-		images []txnImage
-		armed  atomic.Bool
-		acked  atomic.Int64
-	)
-	rng := rand.New(rand.NewSource(2))
-	inject := func(op vfs.Op) error {
-		if !armed.Load() {
-			return nil
-		}
-		a := int(acked.Load())
-		mu.Lock()
-		defer mu.Unlock()
-		images = append(images, txnImage{
-			fs:   mem.CrashClone(vfs.CrashOptions{Rand: rand.New(rand.NewSource(rng.Int63())), AnySubset: rng.Intn(2) == 0}),
-			what: fmt.Sprintf("before %v %s", op.Kind, op.Path), acked: a, open: -1})
-		return nil
-	}
-	opts := filestore.Options{Dir: "/db", FS: vfs.WithErrors(mem, inject), SegmentSize: 16 << 10, BackgroundInterval: -1, NoPreallocate: true}
-	st, err := filestore.Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	crashes, st := newTxnCrashes(t, 2)
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	clk := clock.NewFake(t0)
 	sp := broker.DefaultSubscriptionProperties()
@@ -224,7 +229,7 @@ func TestTxnCrashImagesSessionTopic(t *testing.T) {
 	c.AttachSender(5, "t/$management", "")
 	c.AttachReceiver(6, "t/$management", 2*n)
 	ms := c.Receive(1, n)
-	armed.Store(true)
+	crashes.armed.Store(true)
 	for i, m := range ms {
 		id := c.Declare()
 		wantAccepted(t, c.Dispose(m, &frames.Accepted{}, id))
@@ -243,14 +248,11 @@ func TestTxnCrashImagesSessionTopic(t *testing.T) {
 		if wantAccepted(t, st); code != int32(200) {
 			t.Fatalf("cancel-scheduled-message answered %v", code)
 		}
-		mu.Lock()
-		images = append(images, txnImage{fs: mem.CrashClone(vfs.CrashOptions{}), what: "between declare and discharge", acked: i, open: i})
-		mu.Unlock()
+		crashes.declared(i)
 		wantAccepted(t, c.Discharge(id, false))
-		acked.Store(int64(i + 1))
+		crashes.acked.Store(int64(i + 1))
 	}
-	armed.Store(false)
-	images = append(images, txnImage{fs: mem.CrashClone(vfs.CrashOptions{}), what: "after the last accepted discharge", acked: n, open: -1})
+	images := crashes.finish(n)
 	s.Close()
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
@@ -258,7 +260,7 @@ func TestTxnCrashImagesSessionTopic(t *testing.T) {
 
 	during := 0
 	for _, img := range images {
-		done := checkSessionTopicImage(t, opts, img, n, sub)
+		done := checkSessionTopicImage(t, crashes.opts, img, n, sub)
 		if img.open < 0 && done > 0 && done < n {
 			during++
 		}
