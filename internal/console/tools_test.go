@@ -1,6 +1,7 @@
 package console
 
 import (
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -91,6 +92,12 @@ func TestTimePage(t *testing.T) {
 	to := t0.Add(48 * time.Hour)
 	if st, _ := e.post(admin, "time/set", url.Values{"csrf": {ac}, "to": {to.Format(time.RFC3339)}}, ""); st != http.StatusSeeOther || !tc.Now().Equal(to) {
 		t.Fatalf("set: %d, now %v", st, tc.Now())
+	}
+	// A move the data directory cannot take is refused, saying so.
+	tc.OnSave(func(time.Duration) error { return errors.New("no space left on device") })
+	if st, body := e.post(admin, "time/advance", url.Values{"csrf": {ac}, "by": {"1h"}}, ""); st != http.StatusServiceUnavailable ||
+		!strings.Contains(body, "could not be saved") || !strings.Contains(body, "no space left") || !tc.Now().Equal(to) {
+		t.Fatalf("advance with a failing save: %d, now %v\n%s", st, tc.Now(), body)
 	}
 }
 
