@@ -10,8 +10,10 @@ import (
 // finds the old contents whole or the new ones whole, never a mix or an
 // empty file: data goes to name+".tmp", which is synced and renamed over
 // name, and the directory is synced. When it returns nil the new contents
-// are durable. On failure name is untouched (the temporary file may be
-// left; the next call truncates it).
+// are durable. When it fails before the rename, name is untouched (the
+// temporary file may be left; the next call truncates it); when only the
+// directory's sync fails, name reads the new contents, which a crash may
+// still undo.
 func WriteFileAtomic(fs FS, name string, data []byte) error {
 	tmp := name + ".tmp"
 	f, err := fs.Create(tmp)

@@ -1,6 +1,7 @@
 // Package pgtest runs a throw-away PostgreSQL server for tests: initdb in a
 // temporary directory, a free loopback port, the unix socket in the same
-// directory, stopped by the postmaster's PID. It needs Debian's PostgreSQL
+// directory, stopped by signalling the postmaster's PID (pgtest_unix.go;
+// elsewhere with pg_ctl stop). It needs Debian's PostgreSQL
 // binaries (package postgresql; /usr/lib/postgresql/*/bin); when they are
 // missing Start returns ErrNoPostgres and the tests skip, saying so.
 // Database is the usual start of a test: a server and a new database.
