@@ -10,28 +10,27 @@ import (
 // finds the old contents whole or the new ones whole, never a mix or an
 // empty file: data goes to name+".tmp", which is synced and renamed over
 // name, and the directory is synced. When it returns nil the new contents
-// are durable. When it fails before the rename, name is untouched (the
-// temporary file may be left; the next call truncates it); when only the
-// directory's sync fails, name reads the new contents, which a crash may
-// still undo.
+// are durable. When it fails before the rename, name is untouched and
+// the temporary file is removed; when only the directory's sync fails,
+// name reads the new contents, which a crash may still undo.
 func WriteFileAtomic(fs FS, name string, data []byte) error {
 	tmp := name + ".tmp"
 	f, err := fs.Create(tmp)
 	if err != nil {
 		return err
 	}
-	if _, err := f.WriteAt(data, 0); err != nil {
-		f.Close()
-		return err
+	_, err = f.WriteAt(data, 0)
+	if err == nil {
+		err = f.Sync()
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	if err := f.Close(); err != nil {
-		return err
+	if err == nil {
+		err = fs.Rename(tmp, name)
 	}
-	if err := fs.Rename(tmp, name); err != nil {
+	if err != nil {
+		fs.Remove(tmp)
 		return err
 	}
 	return fs.SyncDir(filepath.Dir(name))
