@@ -276,7 +276,7 @@ func checkFixtureV1(t *testing.T, dir string) {
 }
 
 // TestDataDirectoryFixtureV1: testdata/datadir-v1 was written by Busbar
-// at 2026-11-27's main (commit a0eec6b, file store format 1, with blobs,
+// at 2026-11-27's main (commit d05dc07, file store format 1, with blobs,
 // one of them dead-lettered, and the test clock's offset) by
 // writeFixtureV1. It opens with everything in it; what the test adds is
 // still there after a restart.
